@@ -1,0 +1,544 @@
+//! DPDK capture: a small safe API over `dpdk-sys` (EAL, mbuf pool, ports with N RX queues
+//! and no TX queue, RX burst into a fixed array, bulk free, port statistics, clean stop) and
+//! the [`DpdkCapture`] source built on it.
+//!
+//! This module and `dpdk-sys` are the only places with `unsafe` code. Each block says why it
+//! is sound; the invariants are: EAL is initialised once per process before any other DPDK
+//! call ([`eal_init`]), a [`Port`] is only created from a valid port id and owns its device
+//! until dropped, and an mbuf pointer returned by `rte_eth_rx_burst` is read only until the
+//! burst is freed.
+
+use super::{Capture, Frame, Poll, SourceStats, BURST};
+use anyhow::{anyhow, bail, Result};
+use dpdk_sys as ffi;
+use std::ffi::{CStr, CString};
+use std::os::raw::{c_char, c_int};
+use std::ptr::NonNull;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A DPDK call that failed, with DPDK's own message for the error code.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{what}: {message}")]
+pub struct DpdkError {
+    pub what: String,
+    pub code: i32,
+    pub message: String,
+}
+
+fn strerror(code: i32) -> String {
+    // SAFETY: rte_strerror returns a pointer to a static or thread-local NUL-terminated
+    // string for any errno value; it is copied out at once.
+    unsafe { CStr::from_ptr(ffi::rte_strerror(code)).to_string_lossy().into_owned() }
+}
+
+/// `ret` < 0 is a negated errno (the ethdev convention).
+fn check(ret: c_int, what: impl FnOnce() -> String) -> std::result::Result<c_int, DpdkError> {
+    if ret < 0 {
+        Err(DpdkError { what: what(), code: -ret, message: strerror(-ret) })
+    } else {
+        Ok(ret)
+    }
+}
+
+fn rte_errno() -> i32 {
+    // SAFETY: reads the calling thread's rte_errno through the shim; no preconditions.
+    unsafe { ffi::roceprobe_rte_errno() }
+}
+
+/// EAL can be initialised once per process (a second `rte_eal_init` fails even after
+/// cleanup), so the first call's outcome is kept and returned to every later caller.
+static EAL: Mutex<Option<std::result::Result<(), String>>> = Mutex::new(None);
+
+/// What EAL printed while it initialised (kept to explain later failures, such as a vdev
+/// whose file could not be opened, which EAL reports but does not fail on).
+static EAL_LOG: Mutex<String> = Mutex::new(String::new());
+
+/// Lines EAL prints on every healthy start; not worth an operator's attention.
+const EAL_ROUTINE: [&str; 7] = [
+    "EAL: Detected",
+    "EAL: Selected IOVA",
+    "EAL: Static memory layout",
+    "EAL: Physical addresses are unavailable",
+    "EAL: No available 1048576 kB hugepages",
+    "TELEMETRY: No legacy callbacks",
+    "EAL: VFIO support initialized",
+];
+
+/// Initialises the EAL with `args` (the arguments after `--`, without a program name).
+///
+/// EAL prints its usage text (on stdout) and diagnostics (on stderr) while it parses; both
+/// are captured so that a failure becomes one line naming the problem; see [`eal_notes`].
+pub fn eal_init(args: &[String]) -> Result<()> {
+    let mut state = EAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(r) = state.as_ref() {
+        return r.clone().map_err(|e| anyhow!(e));
+    }
+    let mut owned: Vec<CString> = Vec::with_capacity(args.len() + 1);
+    owned.push(CString::new("roceprobe").unwrap());
+    for a in args {
+        owned.push(CString::new(a.as_str()).map_err(|_| anyhow!("EAL argument {a:?} contains a NUL byte"))?);
+    }
+    let mut argv: Vec<*mut c_char> = owned.iter().map(|s| s.as_ptr() as *mut c_char).collect();
+    let captured = OutputCapture::start();
+    // SAFETY: argv points at NUL-terminated strings that outlive the call (EAL keeps
+    // pointers into argv for the process lifetime: `owned` is leaked below on success).
+    let ret = unsafe { ffi::rte_eal_init(argv.len() as c_int, argv.as_mut_ptr()) };
+    let errno = rte_errno();
+    let text = captured.map(OutputCapture::finish).unwrap_or_default();
+    let result = if ret < 0 {
+        Err(eal_failure_line(&text, errno))
+    } else {
+        std::mem::forget(owned);
+        std::mem::forget(argv);
+        Ok(())
+    };
+    *EAL_LOG.lock().unwrap_or_else(|e| e.into_inner()) = text;
+    *state = Some(result.clone());
+    result.map_err(|e| anyhow!(e))
+}
+
+/// What EAL said at start-up beyond its routine lines, for the operator once capture has
+/// started (a failed start reports [`eal_diagnostic`] instead).
+pub fn eal_notes() -> Vec<String> {
+    let log = EAL_LOG.lock().unwrap_or_else(|e| e.into_inner());
+    log.lines()
+        .filter(|l| !l.trim().is_empty() && !EAL_ROUTINE.iter().any(|r| l.starts_with(r)))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The line of EAL's start-up output that best explains a failure, if any.
+pub fn eal_diagnostic() -> Option<String> {
+    let log = EAL_LOG.lock().unwrap_or_else(|e| e.into_inner());
+    diagnostic_line(&log)
+}
+
+fn diagnostic_line(text: &str) -> Option<String> {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:"))
+        .filter(|l| !l.is_empty() && !EAL_ROUTINE.iter().any(|r| l.starts_with(r)))
+        .collect();
+    // getopt's own complaint names the bad option; then the first line saying what failed.
+    let telling = ["unrecognized option", "invalid option", "requires an argument", "Couldn't", "Cannot", "cannot"];
+    lines
+        .iter()
+        .find(|l| telling.iter().any(|t| l.contains(t)))
+        .or_else(|| lines.iter().find(|l| l.contains("fail") || l.contains("rror") || l.contains("nvalid")))
+        .or(lines.last())
+        .map(|l| l.trim_start_matches("roceprobe: ").to_owned())
+}
+
+fn eal_failure_line(text: &str, errno: i32) -> String {
+    let why = strerror(errno);
+    match diagnostic_line(text) {
+        Some(d) => format!("DPDK EAL initialisation failed: {d} ({why})"),
+        None => format!("DPDK EAL initialisation failed: {why}"),
+    }
+}
+
+/// Redirects fds 1 and 2 into an anonymous memory file until `finish`.
+struct OutputCapture {
+    saved: [c_int; 2],
+    memfd: c_int,
+}
+
+impl OutputCapture {
+    fn start() -> Option<Self> {
+        // SAFETY: plain fd syscalls on descriptors this function owns; on any failure the
+        // original descriptors are left in place.
+        unsafe {
+            let memfd = libc::memfd_create(c"roceprobe-eal-output".as_ptr(), 0);
+            if memfd < 0 {
+                return None;
+            }
+            libc::fflush(std::ptr::null_mut());
+            let saved = [libc::dup(1), libc::dup(2)];
+            if saved.iter().any(|&fd| fd < 0) || libc::dup2(memfd, 1) < 0 || libc::dup2(memfd, 2) < 0 {
+                for fd in saved.into_iter().filter(|&fd| fd >= 0) {
+                    libc::close(fd);
+                }
+                libc::close(memfd);
+                return None;
+            }
+            Some(Self { saved, memfd })
+        }
+    }
+
+    fn finish(self) -> String {
+        let mut out = Vec::new();
+        // SAFETY: restores fds 1 and 2 from the saved copies and reads the memfd this struct owns.
+        unsafe {
+            libc::fflush(std::ptr::null_mut());
+            libc::dup2(self.saved[0], 1);
+            libc::dup2(self.saved[1], 2);
+            libc::close(self.saved[0]);
+            libc::close(self.saved[1]);
+            libc::lseek(self.memfd, 0, libc::SEEK_SET);
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = libc::read(self.memfd, buf.as_mut_ptr().cast(), buf.len());
+                if n <= 0 {
+                    break;
+                }
+                out.extend_from_slice(&buf[..n as usize]);
+            }
+            libc::close(self.memfd);
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+}
+
+/// Releases EAL resources. Call once, after every port and pool is dropped.
+pub fn eal_cleanup() {
+    // SAFETY: rte_eal_cleanup is safe to call after init; callers drop DPDK objects first.
+    unsafe {
+        ffi::rte_eal_cleanup();
+    }
+}
+
+/// The ids of the ethdev ports EAL found (NICs bound to DPDK, and vdevs).
+pub fn available_ports() -> Vec<u16> {
+    (0..ffi::RTE_MAX_ETHPORTS as u16)
+        // SAFETY: validity check on any id; no preconditions beyond EAL init.
+        .filter(|&id| unsafe { ffi::rte_eth_dev_is_valid_port(id) } == 1)
+        .collect()
+}
+
+/// An mbuf pool.
+pub struct Mempool {
+    ptr: NonNull<ffi::rte_mempool>,
+}
+
+// SAFETY: rte_mempool is designed for use from any lcore/thread (per-lcore caches are
+// looked up by the calling thread).
+unsafe impl Send for Mempool {}
+unsafe impl Sync for Mempool {}
+
+impl Mempool {
+    pub fn create(name: &str, mbufs: u32, socket: i32) -> Result<Self> {
+        let cname = CString::new(name)?;
+        // SAFETY: valid C string; EAL is initialised by the caller.
+        let p = unsafe {
+            ffi::rte_pktmbuf_pool_create(
+                cname.as_ptr(),
+                mbufs,
+                256,
+                0,
+                ffi::roceprobe_mbuf_default_buf_size(),
+                socket,
+            )
+        };
+        NonNull::new(p).map(|ptr| Self { ptr }).ok_or_else(|| {
+            let e = rte_errno();
+            anyhow!(DpdkError {
+                what: format!("creating mbuf pool of {mbufs}"),
+                code: e,
+                message: strerror(e)
+            })
+        })
+    }
+}
+
+impl Drop for Mempool {
+    fn drop(&mut self) {
+        // SAFETY: ports using the pool are stopped and closed before the pool is dropped
+        // (DpdkCapture drops its ports first).
+        unsafe { ffi::rte_mempool_free(self.ptr.as_ptr()) }
+    }
+}
+
+/// A started ethdev port with `rx_queues` RX queues and no TX queue.
+pub struct Port {
+    id: u16,
+    rx_queues: u16,
+    name: String,
+}
+
+impl Port {
+    pub fn start(id: u16, rx_queues: u16, pool: &Mempool, rx_desc: u16) -> Result<Self> {
+        // SAFETY (whole block): `id` is checked with rte_eth_dev_is_valid_port first;
+        // every struct passed by pointer is a live, zero-initialised local.
+        unsafe {
+            if ffi::rte_eth_dev_is_valid_port(id) != 1 {
+                bail!("DPDK port {id} does not exist (EAL found ports {:?})", available_ports());
+            }
+            let mut info: ffi::rte_eth_dev_info = std::mem::zeroed();
+            check(ffi::rte_eth_dev_info_get(id, &mut info), || format!("port {id}: reading device info"))?;
+            let name = if info.driver_name.is_null() {
+                "unknown".to_owned()
+            } else {
+                CStr::from_ptr(info.driver_name).to_string_lossy().into_owned()
+            };
+            if rx_queues > info.max_rx_queues {
+                bail!("port {id} ({name}) has at most {} RX queues, {rx_queues} asked", info.max_rx_queues);
+            }
+            let mut conf: ffi::rte_eth_conf = std::mem::zeroed();
+            if rx_queues > 1 {
+                conf.rxmode.mq_mode = ffi::rte_eth_rx_mq_mode_RTE_ETH_MQ_RX_RSS;
+                conf.rx_adv_conf.rss_conf.rss_hf =
+                    ffi::roceprobe_rss_hf_ip_udp() & info.flow_type_rss_offloads;
+            }
+            check(ffi::rte_eth_dev_configure(id, rx_queues, 0, &conf), || {
+                format!("port {id} ({name}): configuring {rx_queues} RX queues")
+            })?;
+            let mut nb_rxd = rx_desc;
+            let mut nb_txd = 0u16;
+            check(ffi::rte_eth_dev_adjust_nb_rx_tx_desc(id, &mut nb_rxd, &mut nb_txd), || {
+                format!("port {id} ({name}): adjusting descriptor counts")
+            })?;
+            let socket = ffi::rte_eth_dev_socket_id(id);
+            let socket = if socket < 0 { 0 } else { socket as u32 };
+            for q in 0..rx_queues {
+                check(
+                    ffi::rte_eth_rx_queue_setup(id, q, nb_rxd, socket, std::ptr::null(), pool.ptr.as_ptr()),
+                    || format!("port {id} ({name}): setting up RX queue {q}"),
+                )?;
+            }
+            // A mirror port must accept frames for every MAC; some vdevs cannot and need not.
+            let _ = ffi::rte_eth_promiscuous_enable(id);
+            check(ffi::rte_eth_dev_start(id), || format!("port {id} ({name}): starting"))?;
+            Ok(Self { id, rx_queues, name })
+        }
+    }
+
+    pub fn id(&self) -> u16 {
+        self.id
+    }
+
+    pub fn driver(&self) -> &str {
+        &self.name
+    }
+
+    /// Receives up to `BURST` mbufs from `queue` into `bufs`; returns how many.
+    #[inline]
+    pub fn rx_burst(&self, queue: u16, bufs: &mut [*mut ffi::rte_mbuf; BURST]) -> usize {
+        debug_assert!(queue < self.rx_queues);
+        // SAFETY: the port is started and the queue was set up; bufs has room for BURST.
+        usize::from(unsafe { ffi::rte_eth_rx_burst(self.id, queue, bufs.as_mut_ptr(), BURST as u16) })
+    }
+
+    pub fn stats(&self) -> SourceStats {
+        // SAFETY: valid port id, zeroed out-struct.
+        unsafe {
+            let mut s: ffi::rte_eth_stats = std::mem::zeroed();
+            if ffi::rte_eth_stats_get(self.id, &mut s) != 0 {
+                return SourceStats::default();
+            }
+            SourceStats {
+                ipackets: s.ipackets,
+                ibytes: s.ibytes,
+                imissed: s.imissed,
+                ierrors: s.ierrors,
+                rx_nombuf: s.rx_nombuf,
+            }
+        }
+    }
+}
+
+impl Drop for Port {
+    fn drop(&mut self) {
+        // SAFETY: the port was started by Port::start and is stopped and closed once.
+        unsafe {
+            ffi::rte_eth_dev_stop(self.id);
+            ffi::rte_eth_dev_close(self.id);
+        }
+    }
+}
+
+/// Frees a burst of mbufs in one call.
+#[inline]
+fn free_bulk(bufs: &mut [*mut ffi::rte_mbuf; BURST], n: usize) {
+    // SAFETY: the first n pointers came from rte_eth_rx_burst and are not used afterwards.
+    unsafe { ffi::rte_pktmbuf_free_bulk(bufs.as_mut_ptr(), n as u32) }
+}
+
+/// Converts TSC readings to Unix nanoseconds, anchored at start-up.
+#[derive(Debug, Clone, Copy)]
+struct TscClock {
+    unix_ns0: u64,
+    tsc0: u64,
+    hz: u64,
+}
+
+impl TscClock {
+    fn new() -> Self {
+        // SAFETY: no preconditions after EAL init.
+        let (tsc0, hz) = unsafe { (ffi::rte_get_tsc_cycles(), ffi::rte_get_tsc_hz()) };
+        let unix_ns0 = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+        Self { unix_ns0, tsc0, hz: hz.max(1) }
+    }
+    #[inline]
+    fn now_ns(&self) -> u64 {
+        // SAFETY: no preconditions.
+        let tsc = unsafe { ffi::rte_get_tsc_cycles() };
+        let d = u128::from(tsc.wrapping_sub(self.tsc0)) * 1_000_000_000 / u128::from(self.hz);
+        self.unix_ns0 + d as u64
+    }
+}
+
+/// When a live capture stops by itself (besides a signal).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StopWhen {
+    /// Stop after this long with no frame received on any port (replaying a vdev file).
+    pub idle: Option<Duration>,
+    /// Stop after this long in all.
+    pub duration: Option<Duration>,
+}
+
+/// Largest frame reassembled from a multi-segment mbuf chain; longer chains are cut.
+const MAX_FRAME: usize = 16 * 1024;
+
+/// Live capture from DPDK ports, one RX queue each for now. Source ids are port ids.
+pub struct DpdkCapture {
+    // Field order matters: ports are dropped (stopped, closed) before the pool.
+    ports: Vec<Port>,
+    _pool: Mempool,
+    bufs: [*mut ffi::rte_mbuf; BURST],
+    /// Offset and flag of the mbuf RX timestamp dynamic field, if any PMD provides one.
+    ts_field: Option<(usize, u64)>,
+    clock: TscClock,
+    scratch: Box<[u8; MAX_FRAME]>,
+    stop: StopWhen,
+    /// TSC-clock nanoseconds at start and at the last frame received.
+    started_ns: u64,
+    last_rx_ns: u64,
+    /// Per port id: whether frames carried a NIC RX timestamp.
+    saw_nic_ts: Vec<bool>,
+}
+
+impl DpdkCapture {
+    /// Initialises EAL with `eal_args`, then starts `ports` (all EAL found, if empty).
+    pub fn start(eal_args: &[String], ports: &[u16], stop: StopWhen) -> Result<Self> {
+        eal_init(eal_args)?;
+        let ids = if ports.is_empty() { available_ports() } else { ports.to_vec() };
+        if ids.is_empty() {
+            match eal_diagnostic() {
+                Some(d) => bail!("DPDK found no ports: {d}"),
+                None => bail!("DPDK found no ports: bind a NIC to DPDK or pass a vdev, e.g. -- --vdev net_pcap0,rx_pcap=FILE"),
+            }
+        }
+        // Enough mbufs for every RX ring, the burst in flight and the per-lcore caches.
+        let mbufs = (ids.len() as u32 * 1024 + BURST as u32 + 512).max(4095);
+        // SAFETY: no preconditions after EAL init.
+        let socket = unsafe { ffi::rte_socket_id() } as i32;
+        let pool = Mempool::create("roceprobe_rx", mbufs, socket)?;
+        let mut started = Vec::with_capacity(ids.len());
+        for &id in &ids {
+            started.push(Port::start(id, 1, &pool, 1024)?);
+        }
+        let mut offset: c_int = -1;
+        let mut flag: u64 = 0;
+        // SAFETY: out-pointers to locals; registering the field is idempotent and returns
+        // the one a PMD (e.g. net_pcap, mlx5) already registered.
+        let ts_field = unsafe {
+            (ffi::rte_mbuf_dyn_rx_timestamp_register(&mut offset, &mut flag) == 0 && offset >= 0)
+                .then_some((offset as usize, flag))
+        };
+        for note in eal_notes() {
+            eprintln!("{note}");
+        }
+        let clock = TscClock::new();
+        let now = clock.now_ns();
+        let max_id = started.iter().map(|p| usize::from(p.id) + 1).max().unwrap_or(0);
+        Ok(Self {
+            ports: started,
+            _pool: pool,
+            bufs: [std::ptr::null_mut(); BURST],
+            ts_field,
+            clock,
+            scratch: Box::new([0u8; MAX_FRAME]),
+            stop,
+            started_ns: now,
+            last_rx_ns: now,
+            saw_nic_ts: vec![false; max_id],
+        })
+    }
+
+    pub fn ports(&self) -> &[Port] {
+        &self.ports
+    }
+}
+
+impl Capture for DpdkCapture {
+    fn poll<F: FnMut(Frame<'_>)>(&mut self, mut f: F) -> Result<Poll> {
+        let mut total = 0;
+        // One clock read per poll: the fallback timestamp of the burst and the stop check.
+        let now_ns = self.clock.now_ns();
+        let elapsed = |since: u64| Duration::from_nanos(now_ns.saturating_sub(since));
+        if self.stop.duration.is_some_and(|d| elapsed(self.started_ns) >= d) {
+            return Ok(Poll::End);
+        }
+        for port in &self.ports {
+            let n = port.rx_burst(0, &mut self.bufs);
+            if n == 0 {
+                continue;
+            }
+            let pi = usize::from(port.id);
+            for &m in &self.bufs[..n] {
+                // SAFETY: m is a valid mbuf from this burst, not yet freed; its data room
+                // holds data_len bytes at buf_addr + data_off, and for a chain each segment
+                // likewise, with pkt_len the sum.
+                let (data, wire_len, ts) = unsafe {
+                    let mb = &*m;
+                    let ts = match self.ts_field {
+                        Some((off, flag)) if mb.ol_flags & flag != 0 => {
+                            self.saw_nic_ts[pi] = true;
+                            (m as *const u8).add(off).cast::<u64>().read_unaligned()
+                        }
+                        _ => now_ns,
+                    };
+                    let first = std::slice::from_raw_parts(
+                        (mb.buf_addr as *const u8).add(usize::from(mb.data_off)),
+                        usize::from(mb.data_len),
+                    );
+                    let data: &[u8] = if mb.nb_segs <= 1 {
+                        first
+                    } else {
+                        let mut len = 0;
+                        let mut seg = m as *const ffi::rte_mbuf;
+                        while !seg.is_null() && len < MAX_FRAME {
+                            let s = &*seg;
+                            let part = std::slice::from_raw_parts(
+                                (s.buf_addr as *const u8).add(usize::from(s.data_off)),
+                                usize::from(s.data_len),
+                            );
+                            let take = part.len().min(MAX_FRAME - len);
+                            self.scratch[len..len + take].copy_from_slice(&part[..take]);
+                            len += take;
+                            seg = s.next;
+                        }
+                        &self.scratch[..len]
+                    };
+                    (data, mb.pkt_len, ts)
+                };
+                f(Frame { data, wire_len, ts_ns: ts, source: port.id });
+            }
+            free_bulk(&mut self.bufs, n);
+            total += n;
+        }
+        if total > 0 {
+            self.last_rx_ns = now_ns;
+            return Ok(Poll::Frames(total));
+        }
+        if self.stop.idle.is_some_and(|d| elapsed(self.last_rx_ns) >= d) {
+            return Ok(Poll::End);
+        }
+        Ok(Poll::Idle)
+    }
+
+    fn stats(&mut self) -> Vec<SourceStats> {
+        let max = self.ports.iter().map(|p| usize::from(p.id) + 1).max().unwrap_or(0);
+        let mut v = vec![SourceStats::default(); max];
+        for p in &self.ports {
+            v[usize::from(p.id)] = p.stats();
+        }
+        v
+    }
+
+    fn time_sources(&self) -> Vec<&'static str> {
+        self.saw_nic_ts.iter().map(|&nic| if nic { "nic" } else { "tsc" }).collect()
+    }
+}

@@ -1,0 +1,56 @@
+//! Capture: where packets come from. Two sources behind one interface, [`Capture`], feed
+//! one pipeline: DPDK ports ([`dpdk::DpdkCapture`], `roceprobe live`) and capture files
+//! ([`pcap::Replay`], `roceprobe replay`). Each frame carries its timestamp and its source
+//! (the DPDK port id, or the input file's index).
+
+pub mod dpdk;
+pub mod pcap;
+
+/// Frames handed to the pipeline per poll (DPDK's customary RX burst).
+pub const BURST: usize = 32;
+
+/// One received frame, borrowed from the source until the callback returns.
+#[derive(Debug, Clone, Copy)]
+pub struct Frame<'a> {
+    /// The bytes captured (may be fewer than `wire_len` if the capture truncated it).
+    pub data: &'a [u8],
+    /// Frame length on the wire without FCS.
+    pub wire_len: u32,
+    /// Nanoseconds since the Unix epoch, in the time base of the source.
+    pub ts_ns: u64,
+    /// DPDK port id, or input file index (0-based).
+    pub source: u16,
+}
+
+/// What one poll of a source found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Poll {
+    /// This many frames were delivered.
+    Frames(usize),
+    /// Nothing now; poll again.
+    Idle,
+    /// The source is finished (end of the files, or the live source's stop condition).
+    End,
+}
+
+/// Receive statistics of one source (a DPDK port or an input file), as DPDK reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SourceStats {
+    pub ipackets: u64,
+    pub ibytes: u64,
+    /// Dropped by the NIC because the RX queue was full (the probe did not keep up).
+    pub imissed: u64,
+    /// Erroneous frames received.
+    pub ierrors: u64,
+    /// RX mbuf allocation failures.
+    pub rx_nombuf: u64,
+}
+
+/// A packet source. `poll` hands up to [`BURST`] frames to `f`, in order.
+pub trait Capture {
+    fn poll<F: FnMut(Frame<'_>)>(&mut self, f: F) -> anyhow::Result<Poll>;
+    /// Statistics per source, indexed by port id / file index.
+    fn stats(&mut self) -> Vec<SourceStats>;
+    /// What the timestamps are made of, per source (`pcap`, `nic`, `tsc`).
+    fn time_sources(&self) -> Vec<&'static str>;
+}

@@ -1,0 +1,223 @@
+//! The command line (SPEC §5): `roceprobe live [OPTIONS] -- [EAL ARGS]` and
+//! `roceprobe replay [OPTIONS] FILE...`. Every bad input is one line on stderr and a
+//! non-zero exit before any work starts.
+
+use crate::capture::dpdk::{DpdkCapture, StopWhen};
+use crate::capture::pcap::Replay;
+use crate::capture::Capture;
+use crate::report::summary::{Summary, SummarySink};
+use crate::report::table;
+use crate::runtime::{self, PipelineConfig};
+use crate::track::flow::DEFAULT_MAX_FLOWS;
+use crate::track::vantage::{Rule, SourceKind};
+use crate::track::VantageMap;
+use anyhow::{bail, Result};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "roceprobe",
+    version,
+    about = "Line-rate RoCEv2 telemetry probe: per-QP counters from mirrored traffic, live through DPDK or from capture files"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Capture from DPDK ports: a NIC bound to DPDK, or a vdev such as net_pcap0,rx_pcap=FILE.
+    Live(LiveArgs),
+    /// Analyse pcap / pcapng files offline (no DPDK); several files are merged by timestamp.
+    Replay(ReplayArgs),
+}
+
+/// Options common to `live` and `replay`.
+#[derive(Debug, Args)]
+pub struct CommonArgs {
+    /// Report interval, in packet time (e.g. 1s, 250ms, 100us).
+    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = parse_interval)]
+    pub interval: Duration,
+    /// Write the summary JSON here at exit ('-' = stdout; the flow table then goes to stderr).
+    #[arg(long, value_name = "FILE")]
+    pub summary: Option<PathBuf>,
+    /// Map traffic to a vantage point: NAME is compute or storage, SELECTOR is port:N (live),
+    /// file:N (replay, N-th input file from 0) or vlan:N (outermost VLAN id). Repeatable.
+    /// Unmapped traffic is compute.
+    #[arg(long = "vantage", value_name = "NAME=SELECTOR", value_parser = parse_rule)]
+    pub vantages: Vec<Rule>,
+    /// Most flows tracked at once; packets of further flows are counted as untracked.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_FLOWS, value_parser = parse_max_flows)]
+    pub max_flows: usize,
+    /// Do not print the per-flow table at exit.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LiveArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// DPDK port ids to capture from (repeatable); default: every port EAL found.
+    #[arg(long = "port", value_name = "ID")]
+    pub ports: Vec<u16>,
+    /// Stop after this long (default: run until SIGINT / SIGTERM).
+    #[arg(long, value_name = "DUR", value_parser = parse_interval)]
+    pub duration: Option<Duration>,
+    /// Stop when no frame has arrived for this long (for replaying files through a vdev).
+    #[arg(long, value_name = "DUR", value_parser = parse_interval)]
+    pub idle_exit: Option<Duration>,
+    /// DPDK EAL arguments, after `--` (e.g. -l 0 --no-huge -m 128 --no-pci --vdev ...).
+    #[arg(last = true, value_name = "EAL ARGS")]
+    pub eal_args: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// pcap or pcapng files of Ethernet frames.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+}
+
+/// Parses a duration: a number (decimals allowed) and a unit ns, us, ms, s, m or h;
+/// a bare number is seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num.parse().map_err(|_| format!("'{s}' is not a duration (e.g. 1s, 250ms, 100us)"))?;
+    let scale = match unit {
+        "ns" => 1e-9,
+        "us" | "µs" => 1e-6,
+        "ms" => 1e-3,
+        "" | "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(format!("'{s}': unknown unit '{unit}' (use ns, us, ms, s, m or h)")),
+    };
+    let secs = value * scale;
+    if !secs.is_finite() || secs > 1e9 {
+        return Err(format!("'{s}' is too long"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < Duration::from_micros(1) {
+        return Err(format!("'{s}' is too short (at least 1us)"));
+    }
+    Ok(d)
+}
+
+fn parse_rule(s: &str) -> Result<Rule, String> {
+    s.parse()
+}
+
+fn parse_max_flows(s: &str) -> Result<usize, String> {
+    let n: usize = s.parse().map_err(|_| format!("'{s}' is not a whole number"))?;
+    if n == 0 || n > 1 << 26 {
+        return Err(format!("{n} is out of range 1-{}", 1usize << 26));
+    }
+    Ok(n)
+}
+
+/// Runs the command line; returns the process exit code.
+pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                return 0;
+            }
+            // clap adds tips and usage on further lines; the first names the problem.
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or("error: bad arguments");
+            eprintln!("roceprobe: {first} (see roceprobe --help)");
+            return 2;
+        }
+    };
+    match run(cli) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("roceprobe: error: {}", format!("{e:#}").replace('\n', " "));
+            1
+        }
+    }
+}
+
+fn stop_flag() -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))?;
+    }
+    Ok(stop)
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Replay(a) => {
+            let sink = a.common.summary.as_deref().map(SummarySink::open).transpose()?;
+            let mut replay = Replay::open(&a.files)?;
+            let ids: Vec<u16> = (0..a.files.len() as u16).collect();
+            let vantages = VantageMap::new(&a.common.vantages, SourceKind::File, &ids)?;
+            execute(&mut replay, &a.common, vantages, sink)
+        }
+        Command::Live(a) => {
+            let sink = a.common.summary.as_deref().map(SummarySink::open).transpose()?;
+            if a.duration.is_none() && a.idle_exit.is_none() && !std::io::IsTerminal::is_terminal(&std::io::stdin())
+            {
+                // Fine for a service; noted so a script that forgot a stop condition is not a mystery.
+                eprintln!("roceprobe: capturing until SIGINT / SIGTERM");
+            }
+            let mut cap = DpdkCapture::start(
+                &a.eal_args,
+                &a.ports,
+                StopWhen { idle: a.idle_exit, duration: a.duration },
+            )?;
+            let ids: Vec<u16> = cap.ports().iter().map(|p| p.id()).collect();
+            let vantages = VantageMap::new(&a.common.vantages, SourceKind::Port, &ids)?;
+            let r = execute(&mut cap, &a.common, vantages, sink);
+            drop(cap);
+            crate::capture::dpdk::eal_cleanup();
+            r
+        }
+    }
+}
+
+fn execute<C: Capture>(
+    capture: &mut C,
+    common: &CommonArgs,
+    vantages: VantageMap,
+    sink: Option<SummarySink>,
+) -> Result<()> {
+    if common.vantages.is_empty() && vantages.resolve(0, None) != crate::track::Vantage::Compute {
+        bail!("internal: default vantage is not compute");
+    }
+    let stop = stop_flag()?;
+    let cfg = PipelineConfig { interval: common.interval, max_flows: common.max_flows, vantages };
+    let result = runtime::run(capture, &cfg, &stop)?;
+    let summary = Summary::build(&result.totals, &result.sources);
+    let to_stdout = matches!(sink, Some(SummarySink::Stdout));
+    if !common.quiet {
+        let t = table::render(&summary);
+        if to_stdout {
+            eprint!("{t}");
+        } else {
+            print!("{t}");
+        }
+    }
+    if let Some(s) = sink {
+        s.write(&summary)?;
+    }
+    Ok(())
+}

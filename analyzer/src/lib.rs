@@ -1,0 +1,14 @@
+//! roceprobe: a line-rate RoCEv2 telemetry probe.
+//!
+//! The modules follow the packet: [`capture`] (DPDK ports or capture files) → [`wire`]
+//! (decoding) → [`track`] (per-flow state) → [`metrics`] (interval snapshots, totals) →
+//! [`report`] (summary, tables). [`runtime`] wires them into one pipeline and [`cli`] is the
+//! command line.
+
+pub mod capture;
+pub mod cli;
+pub mod metrics;
+pub mod report;
+pub mod runtime;
+pub mod track;
+pub mod wire;

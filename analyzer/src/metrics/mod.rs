@@ -1,0 +1,8 @@
+//! Metrics: what the worker hands to the stats side every interval ([`IntervalSnapshot`]),
+//! and the stats side's whole-run totals built from those snapshots ([`Totals`]).
+
+pub mod snapshot;
+pub mod totals;
+
+pub use snapshot::{GlobalCounters, IntervalSnapshot};
+pub use totals::{FlowTotals, Totals};

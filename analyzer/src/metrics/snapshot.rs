@@ -1,0 +1,44 @@
+//! Interval snapshots: the worker's counters for one interval of packet time.
+
+use crate::track::flow::FlowDelta;
+use crate::wire::DecodeError;
+
+/// Frame-level counters of one interval.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GlobalCounters {
+    /// Every frame received.
+    pub packets: u64,
+    /// Frames decoded as RoCEv2 (UDP destination port 4791 with a valid BTH).
+    pub roce_packets: u64,
+    /// Well-formed frames that are not RoCEv2.
+    pub non_roce_packets: u64,
+    /// Malformed frames, by [`DecodeError::index`]. packets = roce + non_roce + errors.
+    pub decode_errors: [u64; DecodeError::ALL.len()],
+}
+
+impl GlobalCounters {
+    pub fn add(&mut self, o: &GlobalCounters) {
+        self.packets += o.packets;
+        self.roce_packets += o.roce_packets;
+        self.non_roce_packets += o.non_roce_packets;
+        for (a, b) in self.decode_errors.iter_mut().zip(o.decode_errors.iter()) {
+            *a += b;
+        }
+    }
+
+    pub fn decode_error_total(&self) -> u64 {
+        self.decode_errors.iter().sum()
+    }
+}
+
+/// Everything one worker measured in [start_ns, end_ns).
+#[derive(Debug, Clone, Default)]
+pub struct IntervalSnapshot {
+    pub worker: usize,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub counters: GlobalCounters,
+    /// Packets of flows beyond `--max-flows` in this interval.
+    pub untracked_packets: u64,
+    pub flows: Vec<FlowDelta>,
+}

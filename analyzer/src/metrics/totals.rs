@@ -1,0 +1,64 @@
+//! Whole-run totals, merged on the stats side from interval snapshots.
+
+use super::snapshot::{GlobalCounters, IntervalSnapshot};
+use crate::track::FlowKey;
+use crate::wire::bth::Transport;
+use std::collections::{BTreeMap, HashMap};
+
+/// A flow's counters over the whole run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowTotals {
+    pub transport: Transport,
+    pub packets: u64,
+    pub bytes: u64,
+    pub payload_bytes: u64,
+    pub opcodes: BTreeMap<u8, u64>,
+    /// Packets whose opcode could not be kept per opcode (see `OpcodeCounts`).
+    pub other_opcodes: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct Totals {
+    pub counters: GlobalCounters,
+    pub untracked_packets: u64,
+    pub flows: HashMap<FlowKey, FlowTotals>,
+    pub intervals: u64,
+    pub first_ns: Option<u64>,
+    pub last_ns: Option<u64>,
+}
+
+impl Totals {
+    pub fn add(&mut self, s: &IntervalSnapshot) {
+        self.intervals += 1;
+        self.counters.add(&s.counters);
+        self.untracked_packets += s.untracked_packets;
+        if s.counters.packets > 0 {
+            self.first_ns = Some(self.first_ns.map_or(s.start_ns, |f| f.min(s.start_ns)));
+            self.last_ns = Some(self.last_ns.map_or(s.end_ns, |l| l.max(s.end_ns)));
+        }
+        for d in &s.flows {
+            let t = self.flows.entry(d.key).or_insert_with(|| FlowTotals {
+                transport: d.transport,
+                packets: 0,
+                bytes: 0,
+                payload_bytes: 0,
+                opcodes: BTreeMap::new(),
+                other_opcodes: 0,
+            });
+            t.packets += d.counters.packets;
+            t.bytes += d.counters.bytes;
+            t.payload_bytes += d.counters.payload_bytes;
+            t.other_opcodes += d.counters.opcodes.other;
+            for (op, n) in d.counters.opcodes.iter() {
+                *t.opcodes.entry(op).or_insert(0) += n;
+            }
+        }
+    }
+
+    /// Flows in a stable order: vantage, source, destination, QPN.
+    pub fn sorted_flows(&self) -> Vec<(&FlowKey, &FlowTotals)> {
+        let mut v: Vec<_> = self.flows.iter().collect();
+        v.sort_by_key(|(k, _)| **k);
+        v
+    }
+}

@@ -1,0 +1,111 @@
+//! The summary JSON written at exit (`--summary FILE`, `-` = stdout): whole-run totals,
+//! in the field names and shapes of SPEC §5. Field order is kept stable.
+
+use crate::capture::SourceStats;
+use crate::metrics::Totals;
+use crate::wire::DecodeError;
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowSummary {
+    pub vantage: String,
+    pub src_ip: String,
+    pub dst_ip: String,
+    pub dst_qpn: u32,
+    pub transport: String,
+    pub packets: u64,
+    pub bytes: u64,
+    pub payload_bytes: u64,
+    /// Packets per BTH opcode, keyed by the opcode in decimal.
+    pub opcodes: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    pub packets: u64,
+    pub roce_packets: u64,
+    pub non_roce_packets: u64,
+    pub decode_errors: BTreeMap<String, u64>,
+    /// RoCE packets of flows beyond `--max-flows` (counted above, not in `flows`).
+    pub untracked_packets: u64,
+    pub flows: Vec<FlowSummary>,
+    /// Receive statistics per source: DPDK port id, or input file index.
+    pub ports: BTreeMap<String, SourceStats>,
+}
+
+impl Summary {
+    pub fn build(t: &Totals, sources: &[SourceStats]) -> Self {
+        let decode_errors =
+            DecodeError::ALL.iter().map(|e| (e.as_str().to_owned(), t.counters.decode_errors[e.index()])).collect();
+        let flows = t
+            .sorted_flows()
+            .into_iter()
+            .map(|(k, f)| {
+                let mut opcodes: BTreeMap<String, u64> =
+                    f.opcodes.iter().map(|(op, n)| (op.to_string(), *n)).collect();
+                if f.other_opcodes > 0 {
+                    opcodes.insert("other".to_owned(), f.other_opcodes);
+                }
+                FlowSummary {
+                    vantage: k.vantage.to_string(),
+                    src_ip: k.src.to_string(),
+                    dst_ip: k.dst.to_string(),
+                    dst_qpn: k.dst_qpn,
+                    transport: f.transport.to_string(),
+                    packets: f.packets,
+                    bytes: f.bytes,
+                    payload_bytes: f.payload_bytes,
+                    opcodes,
+                }
+            })
+            .collect();
+        let ports = sources.iter().enumerate().map(|(i, s)| (i.to_string(), *s)).collect();
+        Summary {
+            packets: t.counters.packets,
+            roce_packets: t.counters.roce_packets,
+            non_roce_packets: t.counters.non_roce_packets,
+            decode_errors,
+            untracked_packets: t.untracked_packets,
+            flows,
+            ports,
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("summary serialises")
+    }
+}
+
+/// Where the summary goes, opened before any work starts so that an unwritable path is an
+/// error at start-up, not after the run.
+pub enum SummarySink {
+    Stdout,
+    File(std::fs::File, std::path::PathBuf),
+}
+
+impl SummarySink {
+    pub fn open(path: &Path) -> Result<Self> {
+        if path.as_os_str() == "-" {
+            return Ok(Self::Stdout);
+        }
+        let f = std::fs::File::create(path)
+            .with_context(|| format!("--summary: cannot write {}", path.display()))?;
+        Ok(Self::File(f, path.to_owned()))
+    }
+
+    pub fn write(self, s: &Summary) -> Result<()> {
+        let mut text = s.to_json();
+        text.push('\n');
+        match self {
+            Self::Stdout => std::io::stdout().write_all(text.as_bytes()).context("writing the summary to stdout"),
+            Self::File(mut f, p) => {
+                f.write_all(text.as_bytes()).with_context(|| format!("writing the summary to {}", p.display()))?;
+                f.sync_all().with_context(|| format!("writing the summary to {}", p.display()))
+            }
+        }
+    }
+}

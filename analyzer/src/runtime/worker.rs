@@ -1,0 +1,92 @@
+//! The worker: decode → track for every frame, snapshots at interval boundaries.
+
+use super::{PipelineConfig, ToStats};
+use crate::capture::Frame;
+use crate::metrics::{GlobalCounters, IntervalSnapshot};
+use crate::track::{FlowTable, VantageMap};
+use crate::wire::{decode_frame, Decoded};
+use crossbeam_channel::Sender;
+
+pub struct Worker {
+    id: usize,
+    flows: FlowTable,
+    vantages: VantageMap,
+    counters: GlobalCounters,
+    untracked_reported: u64,
+    interval_ns: u64,
+    /// The open interval [start, end) in packet time; `None` before the first frame.
+    current: Option<(u64, u64)>,
+    tx: Sender<ToStats>,
+}
+
+impl Worker {
+    pub fn new(id: usize, cfg: &PipelineConfig, tx: Sender<ToStats>) -> Self {
+        Self {
+            id,
+            flows: FlowTable::new(cfg.max_flows),
+            vantages: cfg.vantages.clone(),
+            counters: GlobalCounters::default(),
+            untracked_reported: 0,
+            interval_ns: (cfg.interval.as_nanos() as u64).max(1),
+            current: None,
+            tx,
+        }
+    }
+
+    /// Intervals are aligned to multiples of the interval since the epoch, so reports of
+    /// several probes (and of several runs over one capture) line up.
+    fn interval_of(&self, ts: u64) -> (u64, u64) {
+        let start = ts - ts % self.interval_ns;
+        (start, start.saturating_add(self.interval_ns))
+    }
+
+    /// Processes one frame. Allocates nothing.
+    #[inline]
+    pub fn handle(&mut self, f: Frame<'_>) {
+        match self.current {
+            None => self.current = Some(self.interval_of(f.ts_ns)),
+            // A frame at or past the end closes the interval. A frame from before the start
+            // (a clock that stepped back) is counted in the open interval.
+            Some((start, end)) if f.ts_ns >= end => {
+                self.emit(start, end);
+                self.current = Some(self.interval_of(f.ts_ns));
+            }
+            Some(_) => {}
+        }
+        self.counters.packets += 1;
+        match decode_frame(f.data) {
+            Decoded::Roce(p) => {
+                self.counters.roce_packets += 1;
+                let vantage = self.vantages.resolve(f.source, p.outer_vlan());
+                self.flows.record(vantage, &p, f.wire_len);
+            }
+            Decoded::NotRoce(_) => self.counters.non_roce_packets += 1,
+            Decoded::Error(e) => self.counters.decode_errors[e.index()] += 1,
+        }
+    }
+
+    fn emit(&mut self, start_ns: u64, end_ns: u64) {
+        let mut flows = Vec::new();
+        self.flows.drain_interval(&mut flows);
+        let untracked = self.flows.untracked_packets - self.untracked_reported;
+        self.untracked_reported = self.flows.untracked_packets;
+        let snap = IntervalSnapshot {
+            worker: self.id,
+            start_ns,
+            end_ns,
+            counters: std::mem::take(&mut self.counters),
+            untracked_packets: untracked,
+            flows,
+        };
+        // The stats side outlives every worker (it ends when all senders are gone), so a
+        // send error means it panicked; that is reported when it is joined.
+        let _ = self.tx.send(ToStats::Interval(snap));
+    }
+
+    /// Closes the open interval (end of input or shutdown).
+    pub fn finish(&mut self) {
+        if let Some((start, end)) = self.current.take() {
+            self.emit(start, end);
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! Vantage points: where a packet was observed (SPEC §2). The user maps traffic to
+//! `compute` or `storage` by DPDK port, input file or VLAN id; unmapped traffic is `compute`.
+
+use anyhow::{bail, Result};
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum Vantage {
+    /// The mirror of the switch ports facing GPU / compute hosts.
+    #[default]
+    Compute,
+    /// The mirror of the switch ports facing storage targets.
+    Storage,
+}
+
+impl Vantage {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Compute => "compute",
+            Self::Storage => "storage",
+        }
+    }
+}
+
+impl fmt::Display for Vantage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a `--vantage NAME=SELECTOR` rule matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Selector {
+    /// DPDK port id (live).
+    Port(u16),
+    /// Input file index, 0-based (replay).
+    File(u16),
+    /// Outermost VLAN id of the frame (an RSPAN VLAN, or a per-vantage tag).
+    Vlan(u16),
+}
+
+/// One `--vantage` rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rule {
+    pub vantage: Vantage,
+    pub selector: Selector,
+}
+
+const RULE_FORM: &str = "expected NAME=SELECTOR, NAME compute|storage, SELECTOR port:N|file:N|vlan:N";
+
+impl FromStr for Rule {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let (name, sel) = s.split_once('=').ok_or_else(|| format!("'{s}': {RULE_FORM}"))?;
+        let vantage = match name {
+            "compute" => Vantage::Compute,
+            "storage" => Vantage::Storage,
+            _ => return Err(format!("'{s}': unknown vantage '{name}' ({RULE_FORM})")),
+        };
+        let (kind, num) = sel.split_once(':').ok_or_else(|| format!("'{s}': {RULE_FORM}"))?;
+        let n: u16 = num.parse().map_err(|_| format!("'{s}': '{num}' is not a number from 0 to 65535"))?;
+        let selector = match kind {
+            "port" => Selector::Port(n),
+            "file" => Selector::File(n),
+            "vlan" if n <= 4095 => Selector::Vlan(n),
+            "vlan" => return Err(format!("'{s}': VLAN id {n} is out of range 0-4095")),
+            _ => return Err(format!("'{s}': unknown selector '{kind}' ({RULE_FORM})")),
+        };
+        Ok(Rule { vantage, selector })
+    }
+}
+
+/// Which kind of source ids the packets carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceKind {
+    Port,
+    File,
+}
+
+/// Resolves a packet's vantage from its source id and outermost VLAN. VLAN rules win over
+/// source rules (they are more specific); without a match, the vantage is `compute`.
+#[derive(Debug, Clone, Default)]
+pub struct VantageMap {
+    by_source: Vec<Option<Vantage>>,
+    by_vlan: Vec<(u16, Vantage)>,
+}
+
+impl VantageMap {
+    /// Checks the rules against the kind of source and the number of sources, so that a
+    /// selector that can never match is an error before start-up.
+    pub fn new(rules: &[Rule], kind: SourceKind, sources: &[u16]) -> Result<Self> {
+        let mut m = Self::default();
+        for r in rules {
+            let id = match (r.selector, kind) {
+                (Selector::Vlan(v), _) => {
+                    if let Some(&(_, prev)) = m.by_vlan.iter().find(|(id, _)| *id == v) {
+                        if prev != r.vantage {
+                            bail!("--vantage: vlan:{v} is mapped to both {prev} and {}", r.vantage);
+                        }
+                    }
+                    m.by_vlan.push((v, r.vantage));
+                    continue;
+                }
+                (Selector::Port(p), SourceKind::Port) => p,
+                (Selector::File(f), SourceKind::File) => f,
+                (Selector::Port(p), SourceKind::File) => {
+                    bail!("--vantage port:{p} applies to live capture; replay selects input files with file:N")
+                }
+                (Selector::File(f), SourceKind::Port) => {
+                    bail!("--vantage file:{f} applies to replay; live capture selects DPDK ports with port:N")
+                }
+            };
+            if !sources.contains(&id) {
+                let what = if kind == SourceKind::Port { "port" } else { "file" };
+                bail!("--vantage {what}:{id}: there is no {what} {id} (have {sources:?})");
+            }
+            let i = usize::from(id);
+            if m.by_source.len() <= i {
+                m.by_source.resize(i + 1, None);
+            }
+            if let Some(prev) = m.by_source[i] {
+                if prev != r.vantage {
+                    bail!("--vantage: {id} is mapped to both {prev} and {}", r.vantage);
+                }
+            }
+            m.by_source[i] = Some(r.vantage);
+        }
+        Ok(m)
+    }
+
+    #[inline]
+    pub fn resolve(&self, source: u16, outer_vlan: Option<u16>) -> Vantage {
+        if let Some(v) = outer_vlan {
+            for &(id, vantage) in &self.by_vlan {
+                if id == v {
+                    return vantage;
+                }
+            }
+        }
+        self.by_source.get(usize::from(source)).copied().flatten().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_rules() {
+        assert_eq!(
+            "storage=file:1".parse::<Rule>().unwrap(),
+            Rule { vantage: Vantage::Storage, selector: Selector::File(1) }
+        );
+        assert_eq!("compute=vlan:100".parse::<Rule>().unwrap().selector, Selector::Vlan(100));
+        for bad in ["storage", "disk=port:0", "storage=port", "storage=port:x", "storage=erspan2:1", "compute=vlan:5000"] {
+            assert!(bad.parse::<Rule>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn resolves_vlan_before_source_and_defaults_to_compute() {
+        let rules: Vec<Rule> =
+            ["storage=file:1", "storage=vlan:20", "compute=vlan:10"].iter().map(|s| s.parse().unwrap()).collect();
+        let m = VantageMap::new(&rules, SourceKind::File, &[0, 1]).unwrap();
+        assert_eq!(m.resolve(0, None), Vantage::Compute);
+        assert_eq!(m.resolve(1, None), Vantage::Storage);
+        assert_eq!(m.resolve(1, Some(10)), Vantage::Compute);
+        assert_eq!(m.resolve(0, Some(20)), Vantage::Storage);
+        assert_eq!(m.resolve(7, Some(99)), Vantage::Compute);
+    }
+
+    #[test]
+    fn rejects_selectors_that_cannot_match() {
+        let r = |s: &str| vec![s.parse::<Rule>().unwrap()];
+        assert!(VantageMap::new(&r("storage=port:0"), SourceKind::File, &[0]).is_err());
+        assert!(VantageMap::new(&r("storage=file:0"), SourceKind::Port, &[0]).is_err());
+        assert!(VantageMap::new(&r("storage=file:2"), SourceKind::File, &[0, 1]).is_err());
+        let both: Vec<Rule> = ["storage=file:0", "compute=file:0"].iter().map(|s| s.parse().unwrap()).collect();
+        assert!(VantageMap::new(&both, SourceKind::File, &[0]).is_err());
+    }
+}

@@ -1,0 +1,348 @@
+//! Walks a frame from Ethernet to the RoCEv2 payload.
+
+use super::{bth, ethernet, ipv4, ipv6, udp, DecodeError, ROCEV2_UDP_PORT};
+use std::net::IpAddr;
+
+/// At most this many VLAN tags are walked (QinQ plus an RSPAN tag is three).
+pub const MAX_VLAN_TAGS: usize = 4;
+
+/// Why a well-formed frame is not RoCEv2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotRoce {
+    /// Neither IPv4 nor IPv6 after the VLAN tags (ARP, LLDP, ...).
+    NotIp,
+    /// IP, but not UDP.
+    NotUdp,
+    /// UDP whose destination port is not 4791.
+    OtherUdpPort,
+    /// A non-first IP fragment: no UDP header to look at.
+    IpFragmentTail,
+}
+
+/// Source and destination address of the innermost IP header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct IpPair {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+}
+
+/// The headers of one RoCEv2 packet that the trackers use, borrowed from the frame.
+#[derive(Debug, Clone, Copy)]
+pub struct RocePacket<'a> {
+    /// VLAN ids from the outermost tag inwards (`vlan_count` of them are valid).
+    pub vlans: [u16; 2],
+    pub vlan_count: u8,
+    pub ip: IpPair,
+    /// The IP ECN field (3 = Congestion Experienced).
+    pub ecn: u8,
+    pub udp_src_port: u16,
+    pub bth: bth::Packet<&'a [u8]>,
+    /// The extension headers between BTH and the payload.
+    pub ext: &'a [u8],
+    /// Payload length from the UDP length: UDP − 8 − BTH − extension headers − pad − ICRC.
+    pub payload_len: u32,
+    /// The payload bytes that were captured (may be shorter than `payload_len` when the
+    /// mirror truncates frames).
+    pub payload: &'a [u8],
+}
+
+impl RocePacket<'_> {
+    /// The outermost VLAN id, if the frame is tagged.
+    #[inline]
+    pub fn outer_vlan(&self) -> Option<u16> {
+        (self.vlan_count > 0).then_some(self.vlans[0])
+    }
+}
+
+/// What one frame turned out to be.
+#[derive(Debug, Clone, Copy)]
+pub enum Decoded<'a> {
+    Roce(RocePacket<'a>),
+    NotRoce(NotRoce),
+    Error(DecodeError),
+}
+
+/// Decodes one Ethernet frame. Never panics, whatever the bytes.
+pub fn decode_frame(frame: &[u8]) -> Decoded<'_> {
+    match walk(frame) {
+        Ok(d) => d,
+        Err(e) => Decoded::Error(e),
+    }
+}
+
+fn walk(frame: &[u8]) -> Result<Decoded<'_>, DecodeError> {
+    let eth = ethernet::Packet::new_checked(frame)?;
+    let mut ethertype = eth.ethertype();
+    let mut rest = &frame[ethernet::HEADER_LEN..];
+    let mut vlans = [0u16; 2];
+    let mut vlan_count = 0u8;
+    let mut tags = 0;
+    while ethernet::is_vlan_ethertype(ethertype) && tags < MAX_VLAN_TAGS {
+        let tag = ethernet::VlanTag::new_checked(rest)?;
+        if usize::from(vlan_count) < vlans.len() {
+            vlans[usize::from(vlan_count)] = tag.vid();
+            vlan_count += 1;
+        }
+        ethertype = tag.inner_ethertype();
+        rest = &rest[ethernet::VLAN_TAG_LEN..];
+        tags += 1;
+    }
+
+    let (ip, ecn, l4, l4_len) = match ethertype {
+        ethernet::ethertype::IPV4 => {
+            let p = ipv4::Packet::new_checked(rest)?;
+            if p.protocol() != ipv4::PROTO_UDP {
+                return Ok(Decoded::NotRoce(NotRoce::NotUdp));
+            }
+            if p.frag_offset() != 0 {
+                return Ok(Decoded::NotRoce(NotRoce::IpFragmentTail));
+            }
+            let pair = IpPair { src: IpAddr::V4(p.src()), dst: IpAddr::V4(p.dst()) };
+            let l4 = &rest[p.header_len()..];
+            if p.more_frags() {
+                // A first fragment: RoCEv2 is never fragmented (DF), so one to 4791 is broken.
+                return match udp::Packet::new_checked(l4) {
+                    Ok(u) if u.dst_port() == ROCEV2_UDP_PORT => Err(DecodeError::IpFragment),
+                    _ => Ok(Decoded::NotRoce(NotRoce::OtherUdpPort)),
+                };
+            }
+            (pair, p.ecn(), l4, p.payload_len())
+        }
+        ethernet::ethertype::IPV6 => {
+            let p = ipv6::Packet::new_checked(rest)?;
+            let (proto, off, fragment) = p.upper_layer()?;
+            if proto != ipv4::PROTO_UDP {
+                return Ok(Decoded::NotRoce(NotRoce::NotUdp));
+            }
+            let pair = IpPair { src: IpAddr::V6(p.src()), dst: IpAddr::V6(p.dst()) };
+            let l4 = &rest[off..];
+            if fragment {
+                return match udp::Packet::new_checked(l4) {
+                    Ok(u) if u.dst_port() == ROCEV2_UDP_PORT => Err(DecodeError::IpFragment),
+                    _ => Ok(Decoded::NotRoce(NotRoce::IpFragmentTail)),
+                };
+            }
+            (pair, p.ecn(), l4, ipv6::HEADER_LEN + usize::from(p.payload_len()) - off)
+        }
+        _ => return Ok(Decoded::NotRoce(NotRoce::NotIp)),
+    };
+
+    let u = udp::Packet::new_checked(l4)?;
+    if u.dst_port() != ROCEV2_UDP_PORT {
+        return Ok(Decoded::NotRoce(NotRoce::OtherUdpPort));
+    }
+    let udp_len = usize::from(u.length());
+    if udp_len > l4_len {
+        return Err(DecodeError::UdpBadLength);
+    }
+    let roce = &l4[udp::HEADER_LEN..udp_len.min(l4.len())];
+    let b = bth::Packet::new_checked(roce)?;
+    let ext_len = b.ext_headers_len();
+    let hdrs = bth::HEADER_LEN + ext_len;
+    if roce.len() < hdrs {
+        return Err(DecodeError::ExtHeadersTruncated);
+    }
+    let overhead = udp::HEADER_LEN + hdrs + usize::from(b.pad_count()) + bth::ICRC_LEN;
+    let Some(payload_len) = udp_len.checked_sub(overhead) else {
+        return Err(DecodeError::RoceBadLength);
+    };
+    let payload_end = (hdrs + payload_len).min(roce.len());
+    Ok(Decoded::Roce(RocePacket {
+        vlans,
+        vlan_count,
+        ip,
+        ecn,
+        udp_src_port: u.src_port(),
+        bth: b,
+        ext: &roce[bth::HEADER_LEN..hdrs],
+        payload_len: payload_len as u32,
+        payload: &roce[hdrs..payload_end],
+    }))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::wire::{bth, ethernet, ipv4, ipv6, udp};
+
+    /// The `index`-th frame (0-based) of one of the committed real captures.
+    pub(crate) fn real_frame(name: &str, index: usize) -> Vec<u8> {
+        let path = pcap_fixtures::capture_path(name);
+        let frames = crate::capture::pcap::read_all_frames(&path).expect("reading capture");
+        frames[index].clone()
+    }
+
+    /// Builds a RoCEv2 frame with the crate's own emitters.
+    pub(crate) fn build(
+        vlans: &[u16],
+        v6: bool,
+        src_port: u16,
+        dst_port: u16,
+        b: bth::Repr,
+        ext_len: usize,
+        payload_len: usize,
+    ) -> Vec<u8> {
+        let roce_len = bth::HEADER_LEN + ext_len + payload_len + usize::from(b.pad_count) + 4;
+        let udp_r = udp::Repr { src_port, dst_port, payload_len: roce_len as u16 };
+        let ip_len = if v6 { ipv6::HEADER_LEN } else { ipv4::MIN_HEADER_LEN };
+        let mut f = vec![0u8; 14 + 4 * vlans.len() + ip_len + 8 + roce_len];
+        let first_type = if vlans.is_empty() {
+            if v6 { ethernet::ethertype::IPV6 } else { ethernet::ethertype::IPV4 }
+        } else if vlans.len() > 1 {
+            ethernet::ethertype::QINQ
+        } else {
+            ethernet::ethertype::VLAN
+        };
+        ethernet::Repr { dst: [2, 0, 0, 0, 0, 2], src: [2, 0, 0, 0, 0, 1], ethertype: first_type }
+            .emit(&mut f);
+        let mut off = 14;
+        for (i, vid) in vlans.iter().enumerate() {
+            let inner = if i + 1 < vlans.len() {
+                ethernet::ethertype::VLAN
+            } else if v6 {
+                ethernet::ethertype::IPV6
+            } else {
+                ethernet::ethertype::IPV4
+            };
+            ethernet::VlanRepr { pcp: 3, vid: *vid, inner_ethertype: inner }.emit(&mut f[off..]);
+            off += 4;
+        }
+        if v6 {
+            ipv6::Repr {
+                src: "fd00::1".parse().unwrap(),
+                dst: "fd00::2".parse().unwrap(),
+                next_header: ipv4::PROTO_UDP,
+                traffic_class: 0x03,
+                flow_label: 0,
+                hop_limit: 64,
+                payload_len: (8 + roce_len) as u16,
+            }
+            .emit(&mut f[off..]);
+        } else {
+            ipv4::Repr {
+                src: "192.0.2.1".parse().unwrap(),
+                dst: "192.0.2.2".parse().unwrap(),
+                protocol: ipv4::PROTO_UDP,
+                dscp: 26,
+                ecn: 2,
+                ttl: 64,
+                ident: 0,
+                dont_frag: true,
+                options_len: 0,
+                payload_len: (8 + roce_len) as u16,
+            }
+            .emit(&mut f[off..]);
+        }
+        off += ip_len;
+        udp_r.emit(&mut f[off..]);
+        off += 8;
+        b.emit(&mut f[off..]);
+        f
+    }
+
+    fn send_only(psn: u32) -> bth::Repr {
+        bth::Repr { opcode: 0x04, pkey: 0xFFFF, dest_qp: 0x42, psn, ..Default::default() }
+    }
+
+    #[test]
+    fn real_write_first_decodes_like_tshark() {
+        // tshark -r rdma_write_bw.pcap: frame 22 is 1098 bytes, WRITE First to QP 0x1b,
+        // data.len 1024.
+        let f = real_frame("rdma_write_bw.pcap", 21);
+        let Decoded::Roce(p) = decode_frame(&f) else { panic!("not RoCE") };
+        assert_eq!(p.ip.src.to_string(), "10.1.16.62");
+        assert_eq!(p.ip.dst.to_string(), "10.1.16.61");
+        assert_eq!(p.bth.opcode(), 6);
+        assert_eq!(p.bth.dest_qp(), 0x1b);
+        assert_eq!(p.ext.len(), 16);
+        assert_eq!(p.payload_len, 1024);
+        assert_eq!(p.payload.len(), 1024);
+        assert_eq!(p.outer_vlan(), None);
+    }
+
+    #[test]
+    fn real_tcp_control_frame_is_not_roce() {
+        let f = real_frame("rdma_write_bw.pcap", 0);
+        assert!(matches!(decode_frame(&f), Decoded::NotRoce(NotRoce::NotUdp)));
+    }
+
+    #[test]
+    fn roce_is_keyed_on_destination_port_only() {
+        // Source port 69 (a NIC that puts the source QPN there), destination 4791: RoCE.
+        let f = build(&[], false, 69, 4791, send_only(7), 0, 64);
+        let Decoded::Roce(p) = decode_frame(&f) else { panic!("not RoCE") };
+        assert_eq!((p.udp_src_port, p.payload_len), (69, 64));
+        // Only the source port is 4791: not RoCE.
+        let f = build(&[], false, 4791, 5000, send_only(7), 0, 64);
+        assert!(matches!(decode_frame(&f), Decoded::NotRoce(NotRoce::OtherUdpPort)));
+    }
+
+    #[test]
+    fn qinq_and_ipv6() {
+        let f = build(&[100, 200], true, 1234, 4791, send_only(9), 0, 100);
+        let Decoded::Roce(p) = decode_frame(&f) else { panic!("not RoCE") };
+        assert_eq!((p.vlan_count, p.vlans), (2, [100, 200]));
+        assert_eq!(p.ip.dst.to_string(), "fd00::2");
+        assert_eq!(p.ecn, 3);
+        assert_eq!(p.payload_len, 100);
+    }
+
+    #[test]
+    fn pad_count_is_not_payload() {
+        let mut b = send_only(1);
+        b.pad_count = 3;
+        let f = build(&[], false, 1, 4791, b, 0, 61);
+        let Decoded::Roce(p) = decode_frame(&f) else { panic!("not RoCE") };
+        assert_eq!(p.payload_len, 61);
+    }
+
+    #[test]
+    fn truncations_are_errors_by_kind_and_never_panic() {
+        let f = build(&[7], false, 1, 4791, send_only(1), 0, 32);
+        // Every prefix decodes to something without panicking.
+        for n in 0..f.len() {
+            let _ = decode_frame(&f[..n]);
+        }
+        let kind = |n: usize| match decode_frame(&f[..n]) {
+            Decoded::Error(e) => Some(e),
+            _ => None,
+        };
+        assert_eq!(kind(10), Some(DecodeError::EthernetTruncated));
+        assert_eq!(kind(16), Some(DecodeError::VlanTruncated));
+        assert_eq!(kind(30), Some(DecodeError::Ipv4Truncated));
+        assert_eq!(kind(45), Some(DecodeError::UdpTruncated));
+        assert_eq!(kind(50), Some(DecodeError::BthTruncated));
+        // A payload cut short by the mirror still decodes: lengths come from the headers.
+        let Decoded::Roce(p) = decode_frame(&f[..f.len() - 10]) else { panic!() };
+        assert_eq!((p.payload_len, p.payload.len()), (32, 26));
+    }
+
+    #[test]
+    fn lengths_that_contradict_each_other() {
+        let mut f = build(&[], false, 1, 4791, send_only(1), 0, 0);
+        // UDP length 8 + 12 + 3 < 8 + BTH + ICRC.
+        f[38..40].copy_from_slice(&23u16.to_be_bytes());
+        assert!(matches!(decode_frame(&f), Decoded::Error(DecodeError::RoceBadLength)));
+        // UDP length beyond the IP payload.
+        f[38..40].copy_from_slice(&900u16.to_be_bytes());
+        assert!(matches!(decode_frame(&f), Decoded::Error(DecodeError::UdpBadLength)));
+    }
+
+    #[test]
+    fn first_fragment_to_4791_is_an_error_tail_is_not_roce() {
+        let mut f = build(&[], false, 1, 4791, send_only(1), 0, 8);
+        f[20] = 0x20; // MF
+        ipv4_fix_checksum(&mut f);
+        assert!(matches!(decode_frame(&f), Decoded::Error(DecodeError::IpFragment)));
+        f[20] = 0x00;
+        f[21] = 0x10; // offset 16 * 8
+        assert!(matches!(decode_frame(&f), Decoded::NotRoce(NotRoce::IpFragmentTail)));
+    }
+
+    fn ipv4_fix_checksum(f: &mut [u8]) {
+        f[24] = 0;
+        f[25] = 0;
+        let c = ipv4::checksum(&f[14..34]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+    }
+}

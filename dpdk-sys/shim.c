@@ -1,0 +1,11 @@
+#include <rte_config.h>
+#include <rte_errno.h>
+#include <rte_mbuf.h>
+#include <rte_ethdev.h>
+#include "shim.h"
+
+int roceprobe_rte_errno(void) { return rte_errno; }
+
+uint16_t roceprobe_mbuf_default_buf_size(void) { return RTE_MBUF_DEFAULT_BUF_SIZE; }
+
+uint64_t roceprobe_rss_hf_ip_udp(void) { return RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP; }

@@ -1,0 +1,12 @@
+/* What bindgen cannot see: thread-local variables and macros. */
+#ifndef ROCEPROBE_DPDK_SHIM_H
+#define ROCEPROBE_DPDK_SHIM_H
+#include <stdint.h>
+
+/* rte_errno is a per-lcore (thread-local) variable behind a macro. */
+int roceprobe_rte_errno(void);
+/* RTE_MBUF_DEFAULT_BUF_SIZE is a macro expression. */
+uint16_t roceprobe_mbuf_default_buf_size(void);
+/* RTE_ETH_RSS_IP | UDP, and the flag macros the port setup needs. */
+uint64_t roceprobe_rss_hf_ip_udp(void);
+#endif
