@@ -12,3 +12,9 @@ pub mod report;
 pub mod runtime;
 pub mod track;
 pub mod wire;
+
+/// Path of one of the committed real captures (unit tests).
+#[cfg(test)]
+pub(crate) fn test_capture(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../pcap-fixtures/captures").join(name)
+}

@@ -388,6 +388,17 @@ pub struct StopWhen {
     pub duration: Option<Duration>,
 }
 
+/// Nanoseconds per unit of a driver's mbuf RX timestamp. DPDK leaves the unit to each
+/// PMD; a driver not listed here is timed with the TSC at RX instead (a NIC clock in raw
+/// ticks needs calibrating against `rte_eth_read_clock`, which is future work).
+fn rx_timestamp_ns_per_unit(driver: &str) -> Option<u64> {
+    match driver {
+        // net_pcap replays the file's timestamps as microseconds since the epoch.
+        "net_pcap" => Some(1_000),
+        _ => None,
+    }
+}
+
 /// Largest frame reassembled from a multi-segment mbuf chain; longer chains are cut.
 const MAX_FRAME: usize = 16 * 1024;
 
@@ -405,7 +416,9 @@ pub struct DpdkCapture {
     /// TSC-clock nanoseconds at start and at the last frame received.
     started_ns: u64,
     last_rx_ns: u64,
-    /// Per port id: whether frames carried a NIC RX timestamp.
+    /// Per port id: the unit of its RX timestamps in ns, if they are used.
+    ts_unit_ns: Vec<Option<u64>>,
+    /// Per port id: whether frames carried a usable RX timestamp.
     saw_nic_ts: Vec<bool>,
 }
 
@@ -443,6 +456,10 @@ impl DpdkCapture {
         let clock = TscClock::new();
         let now = clock.now_ns();
         let max_id = started.iter().map(|p| usize::from(p.id) + 1).max().unwrap_or(0);
+        let mut ts_unit_ns = vec![None; max_id];
+        for p in &started {
+            ts_unit_ns[usize::from(p.id)] = rx_timestamp_ns_per_unit(p.driver());
+        }
         Ok(Self {
             ports: started,
             _pool: pool,
@@ -453,6 +470,7 @@ impl DpdkCapture {
             stop,
             started_ns: now,
             last_rx_ns: now,
+            ts_unit_ns,
             saw_nic_ts: vec![false; max_id],
         })
     }
@@ -477,16 +495,17 @@ impl Capture for DpdkCapture {
                 continue;
             }
             let pi = usize::from(port.id);
+            let unit = self.ts_unit_ns[pi];
             for &m in &self.bufs[..n] {
                 // SAFETY: m is a valid mbuf from this burst, not yet freed; its data room
                 // holds data_len bytes at buf_addr + data_off, and for a chain each segment
                 // likewise, with pkt_len the sum.
                 let (data, wire_len, ts) = unsafe {
                     let mb = &*m;
-                    let ts = match self.ts_field {
-                        Some((off, flag)) if mb.ol_flags & flag != 0 => {
+                    let ts = match (self.ts_field, unit) {
+                        (Some((off, flag)), Some(unit)) if mb.ol_flags & flag != 0 => {
                             self.saw_nic_ts[pi] = true;
-                            (m as *const u8).add(off).cast::<u64>().read_unaligned()
+                            (m as *const u8).add(off).cast::<u64>().read_unaligned().saturating_mul(unit)
                         }
                         _ => now_ns,
                     };

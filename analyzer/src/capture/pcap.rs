@@ -243,6 +243,46 @@ impl Capture for Replay {
     }
 }
 
+/// Writes Ethernet frames to a nanosecond-resolution pcap file (used by the scenario
+/// generator and by tests that need a capture with specific frames).
+pub struct Writer<W: std::io::Write> {
+    out: W,
+}
+
+/// Magic of a little-endian pcap with nanosecond timestamps.
+const PCAP_MAGIC_NANOS: u32 = 0xA1B2_3C4D;
+const LINKTYPE_ETHERNET: u32 = 1;
+
+impl<W: std::io::Write> Writer<W> {
+    pub fn new(mut out: W) -> std::io::Result<Self> {
+        let mut h = Vec::with_capacity(24);
+        h.extend_from_slice(&PCAP_MAGIC_NANOS.to_le_bytes());
+        h.extend_from_slice(&2u16.to_le_bytes());
+        h.extend_from_slice(&4u16.to_le_bytes());
+        h.extend_from_slice(&0i32.to_le_bytes()); // thiszone
+        h.extend_from_slice(&0u32.to_le_bytes()); // sigfigs
+        h.extend_from_slice(&262_144u32.to_le_bytes()); // snaplen
+        h.extend_from_slice(&LINKTYPE_ETHERNET.to_le_bytes());
+        out.write_all(&h)?;
+        Ok(Self { out })
+    }
+
+    /// Appends one frame; `wire_len` may exceed `data.len()` for a truncated capture.
+    pub fn write(&mut self, ts_ns: u64, data: &[u8], wire_len: u32) -> std::io::Result<()> {
+        let mut h = [0u8; 16];
+        h[0..4].copy_from_slice(&((ts_ns / 1_000_000_000) as u32).to_le_bytes());
+        h[4..8].copy_from_slice(&((ts_ns % 1_000_000_000) as u32).to_le_bytes());
+        h[8..12].copy_from_slice(&(data.len() as u32).to_le_bytes());
+        h[12..16].copy_from_slice(&wire_len.to_le_bytes());
+        self.out.write_all(&h)?;
+        self.out.write_all(data)
+    }
+
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+}
+
 /// Reads every frame of a file (for tests and tools; allocates per frame).
 pub fn read_all_frames(path: &Path) -> Result<Vec<Vec<u8>>> {
     let mut r = FileReader::open(path)?;
@@ -267,8 +307,22 @@ mod tests {
     }
 
     #[test]
+    fn writer_round_trip_keeps_nanoseconds_and_lengths() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.pcap");
+        let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+        w.write(1_700_000_000_123_456_789, &[0xAB; 60], 60).unwrap();
+        w.write(1_700_000_000_123_456_790, &[0xCD; 64], 1500).unwrap();
+        drop(w);
+        let mut r = Replay::open(&[path]).unwrap();
+        let mut got = Vec::new();
+        while let Poll::Frames(_) = r.poll(|f| got.push((f.ts_ns, f.data.len(), f.wire_len))).unwrap() {}
+        assert_eq!(got, vec![(1_700_000_000_123_456_789, 60, 60), (1_700_000_000_123_456_790, 64, 1500)]);
+    }
+
+    #[test]
     fn real_capture_reads_with_microsecond_timestamps() {
-        let path = pcap_fixtures::capture_path("rdma_write_bw.pcap");
+        let path = crate::test_capture("rdma_write_bw.pcap");
         let mut replay = Replay::open(&[path]).unwrap();
         let mut n = 0;
         let mut first = None;

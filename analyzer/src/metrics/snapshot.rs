@@ -38,6 +38,9 @@ pub struct IntervalSnapshot {
     pub start_ns: u64,
     pub end_ns: u64,
     pub counters: GlobalCounters,
+    /// Earliest and latest frame timestamp seen in the interval (`None` if no frame).
+    pub first_ts_ns: Option<u64>,
+    pub last_ts_ns: Option<u64>,
     /// Packets of flows beyond `--max-flows` in this interval.
     pub untracked_packets: u64,
     pub flows: Vec<FlowDelta>,

@@ -23,8 +23,9 @@ pub struct Totals {
     pub untracked_packets: u64,
     pub flows: HashMap<FlowKey, FlowTotals>,
     pub intervals: u64,
-    pub first_ns: Option<u64>,
-    pub last_ns: Option<u64>,
+    /// Earliest and latest frame timestamp of the run.
+    pub first_ts_ns: Option<u64>,
+    pub last_ts_ns: Option<u64>,
 }
 
 impl Totals {
@@ -32,9 +33,11 @@ impl Totals {
         self.intervals += 1;
         self.counters.add(&s.counters);
         self.untracked_packets += s.untracked_packets;
-        if s.counters.packets > 0 {
-            self.first_ns = Some(self.first_ns.map_or(s.start_ns, |f| f.min(s.start_ns)));
-            self.last_ns = Some(self.last_ns.map_or(s.end_ns, |l| l.max(s.end_ns)));
+        if let Some(f) = s.first_ts_ns {
+            self.first_ts_ns = Some(self.first_ts_ns.map_or(f, |x| x.min(f)));
+        }
+        if let Some(l) = s.last_ts_ns {
+            self.last_ts_ns = Some(self.last_ts_ns.map_or(l, |x| x.max(l)));
         }
         for d in &s.flows {
             let t = self.flows.entry(d.key).or_insert_with(|| FlowTotals {

@@ -1,7 +1,8 @@
-//! Report: what the operator reads. The summary JSON of SPEC §5 and the per-flow table
-//! printed at exit.
+//! Report: what the operator reads. The summary JSON of SPEC §5, the per-flow table
+//! printed at exit, and the time format they share.
 
 pub mod summary;
 pub mod table;
+pub mod time;
 
 pub use summary::Summary;

@@ -3,6 +3,7 @@
 
 use crate::capture::SourceStats;
 use crate::metrics::Totals;
+use crate::report::time::rfc3339_nanos;
 use crate::wire::DecodeError;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -30,6 +31,9 @@ pub struct Summary {
     pub roce_packets: u64,
     pub non_roce_packets: u64,
     pub decode_errors: BTreeMap<String, u64>,
+    /// Timestamps of the first and last frame (RFC 3339, UTC, ns), in the packets' time base.
+    pub first_packet: Option<String>,
+    pub last_packet: Option<String>,
     /// RoCE packets of flows beyond `--max-flows` (counted above, not in `flows`).
     pub untracked_packets: u64,
     pub flows: Vec<FlowSummary>,
@@ -69,6 +73,8 @@ impl Summary {
             roce_packets: t.counters.roce_packets,
             non_roce_packets: t.counters.non_roce_packets,
             decode_errors,
+            first_packet: t.first_ts_ns.map(rfc3339_nanos),
+            last_packet: t.last_ts_ns.map(rfc3339_nanos),
             untracked_packets: t.untracked_packets,
             flows,
             ports,

@@ -41,13 +41,17 @@ pub fn render(s: &Summary) -> String {
         .flows
         .iter()
         .map(|f| {
-            let mut ops: Vec<(u64, &str)> = f
+            // Most frequent first; ties in opcode order (FIRST, MIDDLE, LAST).
+            let mut ops: Vec<(u64, &str, u16)> = f
                 .opcodes
                 .iter()
-                .map(|(op, n)| (*n, op.parse::<u8>().map(opcode_name).unwrap_or("other")))
+                .map(|(op, n)| match op.parse::<u8>() {
+                    Ok(op) => (*n, opcode_name(op), u16::from(op)),
+                    Err(_) => (*n, "other", 256),
+                })
                 .collect();
-            ops.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
-            let ops = ops.iter().map(|(n, name)| format!("{name}:{n}")).collect::<Vec<_>>().join(" ");
+            ops.sort_by(|a, b| b.0.cmp(&a.0).then(a.2.cmp(&b.2)));
+            let ops = ops.iter().map(|(n, name, _)| format!("{name}:{n}")).collect::<Vec<_>>().join(" ");
             [
                 f.vantage.clone(),
                 f.src_ip.clone(),

@@ -13,6 +13,9 @@ pub struct Worker {
     vantages: VantageMap,
     counters: GlobalCounters,
     untracked_reported: u64,
+    /// Earliest and latest frame timestamp in the open interval.
+    first_ts: u64,
+    last_ts: u64,
     interval_ns: u64,
     /// The open interval [start, end) in packet time; `None` before the first frame.
     current: Option<(u64, u64)>,
@@ -27,6 +30,8 @@ impl Worker {
             vantages: cfg.vantages.clone(),
             counters: GlobalCounters::default(),
             untracked_reported: 0,
+            first_ts: u64::MAX,
+            last_ts: 0,
             interval_ns: (cfg.interval.as_nanos() as u64).max(1),
             current: None,
             tx,
@@ -54,6 +59,8 @@ impl Worker {
             Some(_) => {}
         }
         self.counters.packets += 1;
+        self.first_ts = self.first_ts.min(f.ts_ns);
+        self.last_ts = self.last_ts.max(f.ts_ns);
         match decode_frame(f.data) {
             Decoded::Roce(p) => {
                 self.counters.roce_packets += 1;
@@ -70,14 +77,19 @@ impl Worker {
         self.flows.drain_interval(&mut flows);
         let untracked = self.flows.untracked_packets - self.untracked_reported;
         self.untracked_reported = self.flows.untracked_packets;
+        let seen = self.counters.packets > 0;
         let snap = IntervalSnapshot {
             worker: self.id,
             start_ns,
             end_ns,
+            first_ts_ns: seen.then_some(self.first_ts),
+            last_ts_ns: seen.then_some(self.last_ts),
             counters: std::mem::take(&mut self.counters),
             untracked_packets: untracked,
             flows,
         };
+        self.first_ts = u64::MAX;
+        self.last_ts = 0;
         // The stats side outlives every worker (it ends when all senders are gone), so a
         // send error means it panicked; that is reported when it is joined.
         let _ = self.tx.send(ToStats::Interval(snap));
@@ -88,5 +100,48 @@ impl Worker {
         if let Some((start, end)) = self.current.take() {
             self.emit(start, end);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::ToStats;
+
+    const S: u64 = 1_000_000_000;
+
+    fn frame(ts_ns: u64) -> Frame<'static> {
+        // Not even Ethernet: counted as malformed, which is all this test needs.
+        Frame { data: &[0u8; 4], wire_len: 4, ts_ns, source: 0 }
+    }
+
+    #[test]
+    fn intervals_follow_packet_time() {
+        let cfg = PipelineConfig {
+            interval: std::time::Duration::from_secs(1),
+            max_flows: 16,
+            vantages: VantageMap::default(),
+        };
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut w = Worker::new(0, &cfg, tx);
+        for ts in [10 * S + S / 2, 11 * S + S / 5, 10 * S + 9 * S / 10, 13 * S + S / 10] {
+            w.handle(frame(ts));
+        }
+        w.finish();
+        drop(w);
+        let snaps: Vec<(u64, u64, u64, Option<u64>, Option<u64>)> = rx
+            .iter()
+            .map(|ToStats::Interval(s)| (s.start_ns, s.end_ns, s.counters.packets, s.first_ts_ns, s.last_ts_ns))
+            .collect();
+        assert_eq!(
+            snaps,
+            vec![
+                (10 * S, 11 * S, 1, Some(10 * S + S / 2), Some(10 * S + S / 2)),
+                // A frame from before the open interval (a clock step back) counts in it.
+                (11 * S, 12 * S, 2, Some(10 * S + 9 * S / 10), Some(11 * S + S / 5)),
+                // Empty intervals are skipped, not reported as zeros.
+                (13 * S, 14 * S, 1, Some(13 * S + S / 10), Some(13 * S + S / 10)),
+            ]
+        );
     }
 }

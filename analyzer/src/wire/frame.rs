@@ -167,7 +167,7 @@ pub(crate) mod tests {
 
     /// The `index`-th frame (0-based) of one of the committed real captures.
     pub(crate) fn real_frame(name: &str, index: usize) -> Vec<u8> {
-        let path = pcap_fixtures::capture_path(name);
+        let path = crate::test_capture(name);
         let frames = crate::capture::pcap::read_all_frames(&path).expect("reading capture");
         frames[index].clone()
     }

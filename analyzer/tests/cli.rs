@@ -1,0 +1,169 @@
+//! The command line's contract: bad input is one line on stderr naming the problem and a
+//! non-zero exit, before any work starts; RoCE is recognised by destination port only.
+
+mod common;
+use common::*;
+use roceprobe::capture::pcap::{read_all_frames, Writer};
+
+/// Asserts a failed run with exactly one line on stderr that contains `needle`, and no
+/// output on stdout.
+fn assert_one_line_error(args: &[&str], needle: &str) {
+    let o = run(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{args:?} succeeded");
+    assert_eq!(err.lines().count(), 1, "{args:?}: stderr is not one line:\n{err}");
+    assert!(err.contains(needle), "{args:?}: {err:?} does not name {needle:?}");
+    assert!(o.stdout.is_empty(), "{args:?}: printed on stdout: {}", String::from_utf8_lossy(&o.stdout));
+}
+
+#[test]
+fn missing_file() {
+    assert_one_line_error(&["replay", "no-such.pcap"], "no-such.pcap");
+}
+
+#[test]
+fn not_a_capture_file() {
+    let f = fixtures().join("Cargo.toml");
+    assert_one_line_error(&["replay", f.to_str().unwrap()], "is not a pcap or pcapng file");
+}
+
+#[test]
+fn unreadable_input() {
+    // A directory cannot be read as a file (a permission test would not hold as root).
+    let d = tempfile::tempdir().unwrap();
+    assert_one_line_error(&["replay", d.path().to_str().unwrap()], "is a directory");
+}
+
+#[test]
+fn empty_file() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("empty.pcap");
+    std::fs::write(&f, b"").unwrap();
+    assert_one_line_error(&["replay", f.to_str().unwrap()], "is empty");
+}
+
+#[test]
+fn non_ethernet_capture() {
+    // A pcap header with link type 101 (raw IP).
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("raw.pcap");
+    let mut h = Vec::new();
+    for v in [0xA1B2_C3D4u32] {
+        h.extend_from_slice(&v.to_le_bytes());
+    }
+    h.extend_from_slice(&2u16.to_le_bytes());
+    h.extend_from_slice(&4u16.to_le_bytes());
+    h.extend_from_slice(&[0; 8]);
+    h.extend_from_slice(&65535u32.to_le_bytes());
+    h.extend_from_slice(&101u32.to_le_bytes());
+    std::fs::write(&f, h).unwrap();
+    assert_one_line_error(&["replay", f.to_str().unwrap()], "not Ethernet");
+}
+
+#[test]
+fn unknown_option() {
+    let c = capture("rdma_write_bw.pcap");
+    assert_one_line_error(&["replay", "--bogus", c.to_str().unwrap()], "--bogus");
+    assert_one_line_error(&["frobnicate"], "frobnicate");
+}
+
+#[test]
+fn bad_option_values() {
+    let c = capture("rdma_write_bw.pcap");
+    let c = c.to_str().unwrap();
+    assert_one_line_error(&["replay", "--vantage", "disk=file:0", c], "disk");
+    assert_one_line_error(&["replay", "--vantage", "storage=file:3", c], "no file 3");
+    assert_one_line_error(&["replay", "--vantage", "storage=port:0", c], "port:0");
+    assert_one_line_error(&["replay", "--interval", "soon", c], "soon");
+    assert_one_line_error(&["replay", "--max-flows", "0", c], "--max-flows");
+    assert_one_line_error(&["replay", "--summary", "/no/such/dir/s.json", c], "/no/such/dir/s.json");
+}
+
+#[test]
+fn bad_eal_arguments() {
+    assert_one_line_error(&["live", "--idle-exit", "1s", "--", "--no-such-eal-option"], "--no-such-eal-option");
+}
+
+#[test]
+fn vdev_file_that_does_not_exist() {
+    assert_one_line_error(
+        &["live", "--idle-exit", "1s", "--", "-l", "0", "--no-huge", "--no-pci", "--no-shconf", "--vdev", "net_pcap0,rx_pcap=/no/such.pcap"],
+        "/no/such.pcap",
+    );
+}
+
+#[test]
+fn port_that_does_not_exist() {
+    let c = capture("rdma_write_bw.pcap");
+    let mut args = vec!["live".to_string(), "--idle-exit".into(), "1s".into(), "--port".into(), "5".into(), "--".into()];
+    args.extend(eal_args(&[&c]));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert_one_line_error(&refs, "port 5 does not exist");
+}
+
+#[test]
+fn help_documents_every_option() {
+    for (sub, opts) in [
+        ("replay", &["--interval", "--summary", "--vantage", "--max-flows", "--quiet"][..]),
+        ("live", &["--interval", "--summary", "--vantage", "--max-flows", "--port", "--duration", "--idle-exit"][..]),
+    ] {
+        let o = run(&[sub, "--help"]);
+        assert!(o.status.success());
+        let text = String::from_utf8_lossy(&o.stdout);
+        for opt in opts {
+            assert!(text.contains(opt), "{sub} --help lacks {opt}");
+        }
+    }
+}
+
+/// A RoCE frame from a real capture with its UDP ports rewritten.
+fn with_ports(frame: &[u8], src: u16, dst: u16) -> Vec<u8> {
+    let mut f = frame.to_vec();
+    // Ethernet 14 + IPv4 20: UDP ports at 34..38. The checksum is 0 in RoCEv2 here.
+    f[34..36].copy_from_slice(&src.to_be_bytes());
+    f[36..38].copy_from_slice(&dst.to_be_bytes());
+    f
+}
+
+#[test]
+fn roce_is_recognised_by_destination_port_whatever_the_source_port() {
+    let frames = read_all_frames(&capture("rdma_write_lat.pcap")).unwrap();
+    let roce = frames.iter().find(|f| f.len() > 38 && f[36..38] == 4791u16.to_be_bytes()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ports.pcap");
+    let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+    // Source port 69 (a NIC that uses the source QPN), destination 4791: RoCE.
+    w.write(1_000, &with_ports(roce, 69, 4791), roce.len() as u32).unwrap();
+    // Source port 4791, destination elsewhere: not RoCE.
+    w.write(2_000, &with_ports(roce, 4791, 69), roce.len() as u32).unwrap();
+    w.write(3_000, &with_ports(roce, 4791, 50000), roce.len() as u32).unwrap();
+    drop(w);
+    for s in [replay_summary(&[&path], &[]), live_summary(&[&path], &[])] {
+        assert_eq!(s["packets"], 3);
+        assert_eq!(s["roce_packets"], 1);
+        assert_eq!(s["non_roce_packets"], 2);
+        assert_eq!(s["flows"].as_array().unwrap().len(), 1);
+    }
+}
+
+#[test]
+fn summary_to_stdout_keeps_stdout_pure_json() {
+    let c = capture("rdma_read_bw.pcap");
+    let o = run(&["replay", "--summary", "-", c.to_str().unwrap()]);
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is the JSON summary");
+    assert_eq!(v["packets"], 60);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("RoCEv2"), "the table goes to stderr");
+}
+
+#[test]
+fn table_lists_every_flow() {
+    let c = capture("rdma_read_bw.pcap");
+    let o = run(&["replay", c.to_str().unwrap()]);
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.starts_with("60 frames: 20 RoCEv2, 40 other, 0 malformed"), "{text}");
+    // tshark: READ Requests to QP 0x1c, READ Responses First/Middle/Last to QP 0x1e.
+    assert!(text.contains("0x00001c") && text.contains("READ_REQUEST:5"), "{text}");
+    assert!(text.contains("0x00001e") && text.contains("READ_RESPONSE_FIRST:5"), "{text}");
+}

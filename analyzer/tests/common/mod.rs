@@ -1,0 +1,77 @@
+//! Helpers shared by the integration tests: run the real `roceprobe` binary.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_roceprobe")
+}
+
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../pcap-fixtures")
+}
+
+pub fn capture(name: &str) -> PathBuf {
+    fixtures().join("captures").join(name)
+}
+
+pub const REAL_CAPTURES: [&str; 10] = [
+    "pingpong_rc.pcap",
+    "pingpong_uc.pcap",
+    "pingpong_ud.pcap",
+    "rdma_atomic_bw.pcap",
+    "rdma_cm.pcap",
+    "rdma_read_bw.pcap",
+    "rdma_read_lat.pcap",
+    "rdma_send_bw.pcap",
+    "rdma_write_bw.pcap",
+    "rdma_write_lat.pcap",
+];
+
+pub fn run(args: &[&str]) -> Output {
+    Command::new(bin()).args(args).output().expect("running roceprobe")
+}
+
+/// EAL arguments that work without hugepages or a NIC, one net_pcap port per file.
+pub fn eal_args(files: &[&Path]) -> Vec<String> {
+    let mut v: Vec<String> = ["-l", "0", "--no-huge", "-m", "128", "--no-pci", "--no-shconf", "--no-telemetry", "--log-level=lib.eal:warning"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for (i, f) in files.iter().enumerate() {
+        v.push("--vdev".into());
+        v.push(format!("net_pcap{i},rx_pcap={}", f.display()));
+    }
+    v
+}
+
+/// Runs roceprobe with `args` plus `--summary FILE -q` and returns the parsed summary.
+pub fn summary_of(args: &[String]) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("summary.json");
+    let mut full: Vec<String> = vec![args[0].clone(), "-q".into(), "--summary".into(), out.display().to_string()];
+    full.extend_from_slice(&args[1..]);
+    let o = Command::new(bin()).args(&full).output().expect("running roceprobe");
+    assert!(
+        o.status.success(),
+        "roceprobe {full:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap()
+}
+
+pub fn replay_summary(files: &[&Path], extra: &[&str]) -> serde_json::Value {
+    let mut a = vec!["replay".to_string()];
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a.extend(files.iter().map(|f| f.display().to_string()));
+    summary_of(&a)
+}
+
+pub fn live_summary(files: &[&Path], extra: &[&str]) -> serde_json::Value {
+    let mut a = vec!["live".to_string(), "--idle-exit".into(), "300ms".into()];
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a.push("--".into());
+    a.extend(eal_args(files));
+    summary_of(&a)
+}

@@ -1,0 +1,119 @@
+//! The real soft-RoCE captures: roceprobe's per-flow counts equal tshark's, and the DPDK
+//! path (net_pcap vdev) gives the same summary as offline replay.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::process::Command;
+
+/// tshark's `frame.time_epoch` ("1781943735.815013000") as the summary writes times.
+fn rfc3339(epoch: &Value) -> String {
+    let (s, frac) = epoch.as_str().unwrap().split_once('.').unwrap();
+    let ns: u64 = s.parse::<u64>().unwrap() * 1_000_000_000 + format!("{frac:0<9}")[..9].parse::<u64>().unwrap();
+    roceprobe::report::time::rfc3339_nanos(ns)
+}
+
+fn pinned_truth() -> Value {
+    let text = std::fs::read_to_string(fixtures().join("captures/tshark-truth.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The summary's flows with the fields tshark reports, in a stable order.
+fn flow_view(flows: &Value) -> Vec<Value> {
+    let mut v: Vec<Value> = flows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            serde_json::json!({
+                "src_ip": f["src_ip"], "dst_ip": f["dst_ip"], "dst_qpn": f["dst_qpn"],
+                "packets": f["packets"], "bytes": f["bytes"], "payload_bytes": f["payload_bytes"],
+                "opcodes": f["opcodes"],
+            })
+        })
+        .collect();
+    v.sort_by_key(|f| (f["src_ip"].to_string(), f["dst_ip"].to_string(), f["dst_qpn"].as_u64()));
+    v
+}
+
+#[test]
+fn replay_counts_equal_tshark_on_every_real_capture() {
+    let truth = pinned_truth();
+    for name in REAL_CAPTURES {
+        let t = &truth["captures"][name];
+        let s = replay_summary(&[&capture(name)], &[]);
+        assert_eq!(s["packets"], t["packets"], "{name}: frames");
+        assert_eq!(s["roce_packets"], t["roce_packets"], "{name}: RoCE frames");
+        assert_eq!(
+            s["non_roce_packets"].as_u64().unwrap(),
+            t["packets"].as_u64().unwrap() - t["roce_packets"].as_u64().unwrap(),
+            "{name}: non-RoCE frames"
+        );
+        let errors: u64 = s["decode_errors"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+        assert_eq!(errors, 0, "{name}: decode errors");
+        assert_eq!(flow_view(&s["flows"]), flow_view(&t["flows"]), "{name}: flows");
+        assert_eq!(s["first_packet"], rfc3339(&t["first_time_epoch"]), "{name}: first frame time");
+        assert_eq!(s["last_packet"], rfc3339(&t["last_time_epoch"]), "{name}: last frame time");
+        for f in s["flows"].as_array().unwrap() {
+            assert_eq!(f["vantage"], "compute", "{name}: without --vantage all traffic is compute");
+        }
+    }
+}
+
+#[test]
+fn transports_of_the_real_captures() {
+    let expect = [
+        ("pingpong_uc.pcap", "UC"),
+        ("pingpong_ud.pcap", "UD"),
+        ("rdma_atomic_bw.pcap", "RC"),
+    ];
+    for (name, transport) in expect {
+        let s = replay_summary(&[&capture(name)], &[]);
+        for f in s["flows"].as_array().unwrap() {
+            assert_eq!(f["transport"], transport, "{name}");
+        }
+    }
+}
+
+#[test]
+fn live_through_dpdk_net_pcap_equals_replay_on_every_real_capture() {
+    for name in REAL_CAPTURES {
+        let path = capture(name);
+        let replay = replay_summary(&[&path], &[]);
+        let live = live_summary(&[&path], &[]);
+        assert_eq!(live, replay, "{name}: live (net_pcap) and replay summaries differ");
+    }
+}
+
+#[test]
+fn tshark_still_reports_the_pinned_figures() {
+    // The pinned figures are only worth something if tshark agrees with them today.
+    let script = fixtures().join("../scripts/tshark-truth");
+    let o = Command::new("python3").arg(script).arg("--check").output().expect("python3");
+    assert!(
+        o.status.success(),
+        "scripts/tshark-truth --check: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn two_files_are_two_vantages() {
+    // The same capture as compute (file 0) and storage (file 1): every flow twice, once per
+    // vantage, with the same counts; through DPDK the ports map the same way.
+    let a = capture("rdma_write_bw.pcap");
+    let single = replay_summary(&[&a], &[]);
+    let both = replay_summary(&[&a, &a], &["--vantage", "storage=file:1"]);
+    assert_eq!(both["packets"].as_u64().unwrap(), 2 * single["packets"].as_u64().unwrap());
+    let flows = both["flows"].as_array().unwrap();
+    let n = single["flows"].as_array().unwrap().len();
+    assert_eq!(flows.len(), 2 * n);
+    for (i, v) in ["compute", "storage"].iter().enumerate() {
+        let part: Vec<Value> = flows[i * n..(i + 1) * n].to_vec();
+        assert!(part.iter().all(|f| f["vantage"] == *v));
+        assert_eq!(flow_view(&Value::Array(part)), flow_view(&single["flows"]));
+    }
+    let live = live_summary(&[&a, &a], &["--vantage", "storage=port:1"]);
+    assert_eq!(live["flows"], both["flows"]);
+}
