@@ -25,10 +25,8 @@ fn main() {
         .args(["--cflags", "libdpdk"])
         .output()
         .expect("running pkg-config --cflags libdpdk");
-    let cflags: Vec<String> = String::from_utf8_lossy(&cflags_out.stdout)
-        .split_whitespace()
-        .map(str::to_owned)
-        .collect();
+    let cflags: Vec<String> =
+        String::from_utf8_lossy(&cflags_out.stdout).split_whitespace().map(str::to_owned).collect();
     let _ = lib;
 
     let static_fns = out.join("static_fns");
@@ -50,9 +48,7 @@ fn main() {
         .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()))
         .generate()
         .expect("bindgen failed on the DPDK headers");
-    bindings
-        .write_to_file(out.join("bindings.rs"))
-        .expect("writing bindings.rs");
+    bindings.write_to_file(out.join("bindings.rs")).expect("writing bindings.rs");
 
     let mut build = cc::Build::new();
     build

@@ -174,7 +174,9 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Live(a) => {
             let sink = a.common.summary.as_deref().map(SummarySink::open).transpose()?;
-            if a.duration.is_none() && a.idle_exit.is_none() && !std::io::IsTerminal::is_terminal(&std::io::stdin())
+            if a.duration.is_none()
+                && a.idle_exit.is_none()
+                && !std::io::IsTerminal::is_terminal(&std::io::stdin())
             {
                 // Fine for a service; noted so a script that forgot a stop condition is not a mystery.
                 eprintln!("roceprobe: capturing until SIGINT / SIGTERM");

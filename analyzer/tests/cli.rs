@@ -48,9 +48,7 @@ fn non_ethernet_capture() {
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("raw.pcap");
     let mut h = Vec::new();
-    for v in [0xA1B2_C3D4u32] {
-        h.extend_from_slice(&v.to_le_bytes());
-    }
+    h.extend_from_slice(&0xA1B2_C3D4u32.to_le_bytes());
     h.extend_from_slice(&2u16.to_le_bytes());
     h.extend_from_slice(&4u16.to_le_bytes());
     h.extend_from_slice(&[0; 8]);
@@ -81,13 +79,28 @@ fn bad_option_values() {
 
 #[test]
 fn bad_eal_arguments() {
-    assert_one_line_error(&["live", "--idle-exit", "1s", "--", "--no-such-eal-option"], "--no-such-eal-option");
+    assert_one_line_error(
+        &["live", "--idle-exit", "1s", "--", "--no-such-eal-option"],
+        "--no-such-eal-option",
+    );
 }
 
 #[test]
 fn vdev_file_that_does_not_exist() {
     assert_one_line_error(
-        &["live", "--idle-exit", "1s", "--", "-l", "0", "--no-huge", "--no-pci", "--no-shconf", "--vdev", "net_pcap0,rx_pcap=/no/such.pcap"],
+        &[
+            "live",
+            "--idle-exit",
+            "1s",
+            "--",
+            "-l",
+            "0",
+            "--no-huge",
+            "--no-pci",
+            "--no-shconf",
+            "--vdev",
+            "net_pcap0,rx_pcap=/no/such.pcap",
+        ],
         "/no/such.pcap",
     );
 }
@@ -95,7 +108,8 @@ fn vdev_file_that_does_not_exist() {
 #[test]
 fn port_that_does_not_exist() {
     let c = capture("rdma_write_bw.pcap");
-    let mut args = vec!["live".to_string(), "--idle-exit".into(), "1s".into(), "--port".into(), "5".into(), "--".into()];
+    let mut args =
+        vec!["live".to_string(), "--idle-exit".into(), "1s".into(), "--port".into(), "5".into(), "--".into()];
     args.extend(eal_args(&[&c]));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     assert_one_line_error(&refs, "port 5 does not exist");
@@ -105,7 +119,10 @@ fn port_that_does_not_exist() {
 fn help_documents_every_option() {
     for (sub, opts) in [
         ("replay", &["--interval", "--summary", "--vantage", "--max-flows", "--quiet"][..]),
-        ("live", &["--interval", "--summary", "--vantage", "--max-flows", "--port", "--duration", "--idle-exit"][..]),
+        (
+            "live",
+            &["--interval", "--summary", "--vantage", "--max-flows", "--port", "--duration", "--idle-exit"][..],
+        ),
     ] {
         let o = run(&[sub, "--help"]);
         assert!(o.status.success());

@@ -9,7 +9,8 @@ use std::process::Command;
 /// tshark's `frame.time_epoch` ("1781943735.815013000") as the summary writes times.
 fn rfc3339(epoch: &Value) -> String {
     let (s, frac) = epoch.as_str().unwrap().split_once('.').unwrap();
-    let ns: u64 = s.parse::<u64>().unwrap() * 1_000_000_000 + format!("{frac:0<9}")[..9].parse::<u64>().unwrap();
+    let ns: u64 =
+        s.parse::<u64>().unwrap() * 1_000_000_000 + format!("{frac:0<9}")[..9].parse::<u64>().unwrap();
     roceprobe::report::time::rfc3339_nanos(ns)
 }
 
@@ -62,11 +63,7 @@ fn replay_counts_equal_tshark_on_every_real_capture() {
 
 #[test]
 fn transports_of_the_real_captures() {
-    let expect = [
-        ("pingpong_uc.pcap", "UC"),
-        ("pingpong_ud.pcap", "UD"),
-        ("rdma_atomic_bw.pcap", "RC"),
-    ];
+    let expect = [("pingpong_uc.pcap", "UC"), ("pingpong_ud.pcap", "UD"), ("rdma_atomic_bw.pcap", "RC")];
     for (name, transport) in expect {
         let s = replay_summary(&[&capture(name)], &[]);
         for f in s["flows"].as_array().unwrap() {

@@ -122,7 +122,8 @@ fn diagnostic_line(text: &str) -> Option<String> {
         .filter(|l| !l.is_empty() && !EAL_ROUTINE.iter().any(|r| l.starts_with(r)))
         .collect();
     // getopt's own complaint names the bad option; then the first line saying what failed.
-    let telling = ["unrecognized option", "invalid option", "requires an argument", "Couldn't", "Cannot", "cannot"];
+    let telling =
+        ["unrecognized option", "invalid option", "requires an argument", "Couldn't", "Cannot", "cannot"];
     lines
         .iter()
         .find(|l| telling.iter().any(|t| l.contains(t)))

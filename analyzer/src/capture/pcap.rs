@@ -97,8 +97,8 @@ impl FileReader {
                         }
                         PcapBlockOwned::Legacy(b) => {
                             let sub = if self.legacy_nanos { 1 } else { 1_000 };
-                            self.next.ts_ns = u64::from(b.ts_sec) * 1_000_000_000
-                                + u64::from(b.ts_usec) * sub;
+                            self.next.ts_ns =
+                                u64::from(b.ts_sec) * 1_000_000_000 + u64::from(b.ts_usec) * sub;
                             self.next.wire_len = b.origlen;
                             let n = (b.caplen as usize).min(b.data.len());
                             self.next.data.clear();
@@ -222,12 +222,7 @@ impl Capture for Replay {
             let r = &mut self.files[i];
             r.stats.ipackets += 1;
             r.stats.ibytes += u64::from(r.next.wire_len);
-            f(Frame {
-                data: &r.next.data,
-                wire_len: r.next.wire_len,
-                ts_ns: r.next.ts_ns,
-                source: i as u16,
-            });
+            f(Frame { data: &r.next.data, wire_len: r.next.wire_len, ts_ns: r.next.ts_ns, source: i as u16 });
             r.advance()?;
             n += 1;
         }

@@ -43,8 +43,10 @@ pub struct Summary {
 
 impl Summary {
     pub fn build(t: &Totals, sources: &[SourceStats]) -> Self {
-        let decode_errors =
-            DecodeError::ALL.iter().map(|e| (e.as_str().to_owned(), t.counters.decode_errors[e.index()])).collect();
+        let decode_errors = DecodeError::ALL
+            .iter()
+            .map(|e| (e.as_str().to_owned(), t.counters.decode_errors[e.index()]))
+            .collect();
         let flows = t
             .sorted_flows()
             .into_iter()
@@ -107,9 +109,12 @@ impl SummarySink {
         let mut text = s.to_json();
         text.push('\n');
         match self {
-            Self::Stdout => std::io::stdout().write_all(text.as_bytes()).context("writing the summary to stdout"),
+            Self::Stdout => {
+                std::io::stdout().write_all(text.as_bytes()).context("writing the summary to stdout")
+            }
             Self::File(mut f, p) => {
-                f.write_all(text.as_bytes()).with_context(|| format!("writing the summary to {}", p.display()))?;
+                f.write_all(text.as_bytes())
+                    .with_context(|| format!("writing the summary to {}", p.display()))?;
                 f.sync_all().with_context(|| format!("writing the summary to {}", p.display()))
             }
         }

@@ -24,14 +24,19 @@ pub fn render(s: &Summary) -> String {
     for (kind, n) in s.decode_errors.iter().filter(|(_, n)| **n > 0) {
         let _ = writeln!(out, "  malformed {kind}: {n}");
     }
+    // A probe that silently loses packets gives wrong answers: receive drops always show.
     for (id, p) in &s.ports {
-        if p.imissed + p.ierrors + p.rx_nombuf > 0 {
-            let _ = writeln!(
-                out,
-                "  source {id}: RECEIVE DROPS imissed {} ierrors {} rx_nombuf {}",
-                p.imissed, p.ierrors, p.rx_nombuf
-            );
-        }
+        let drops = p.imissed + p.ierrors + p.rx_nombuf;
+        let _ = writeln!(
+            out,
+            "  source {id}: {} frames received, {}",
+            p.ipackets,
+            if drops == 0 {
+                "no receive drops".to_owned()
+            } else {
+                format!("RECEIVE DROPS: imissed {} ierrors {} rx_nombuf {}", p.imissed, p.ierrors, p.rx_nombuf)
+            }
+        );
     }
     if s.flows.is_empty() {
         let _ = writeln!(out, "no RoCEv2 flows");
@@ -65,8 +70,17 @@ pub fn render(s: &Summary) -> String {
             ]
         })
         .collect();
-    let header =
-        ["vantage", "src_ip", "dst_ip", "dst_qpn", "transport", "packets", "bytes", "payload_bytes", "opcodes"];
+    let header = [
+        "vantage",
+        "src_ip",
+        "dst_ip",
+        "dst_qpn",
+        "transport",
+        "packets",
+        "bytes",
+        "payload_bytes",
+        "opcodes",
+    ];
     let mut width = header.map(str::len);
     for r in &rows {
         for (w, c) in width.iter_mut().zip(r.iter()) {
@@ -93,4 +107,36 @@ pub fn render(s: &Summary) -> String {
         let _ = writeln!(out, "{}", line(&cells));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::SourceStats;
+
+    fn summary(ports: Vec<SourceStats>) -> Summary {
+        Summary {
+            packets: 10,
+            roce_packets: 7,
+            non_roce_packets: 2,
+            decode_errors: [("udp_truncated".to_owned(), 1)].into_iter().collect(),
+            first_packet: None,
+            last_packet: None,
+            untracked_packets: 0,
+            flows: vec![],
+            ports: ports.into_iter().enumerate().map(|(i, p)| (i.to_string(), p)).collect(),
+        }
+    }
+
+    #[test]
+    fn totals_errors_and_drops_are_always_shown() {
+        let ok = SourceStats { ipackets: 10, ..Default::default() };
+        let lossy = SourceStats { ipackets: 5, imissed: 3, rx_nombuf: 1, ..Default::default() };
+        let t = render(&summary(vec![ok, lossy]));
+        assert!(t.starts_with("10 frames: 7 RoCEv2, 2 other, 1 malformed\n"), "{t}");
+        assert!(t.contains("  malformed udp_truncated: 1\n"), "{t}");
+        assert!(t.contains("  source 0: 10 frames received, no receive drops\n"), "{t}");
+        assert!(t.contains("  source 1: 5 frames received, RECEIVE DROPS: imissed 3 ierrors 0 rx_nombuf 1\n"), "{t}");
+        assert!(t.ends_with("no RoCEv2 flows\n"), "{t}");
+    }
 }

@@ -129,9 +129,12 @@ mod tests {
         }
         w.finish();
         drop(w);
-        let snaps: Vec<(u64, u64, u64, Option<u64>, Option<u64>)> = rx
+        type Row = (u64, u64, u64, Option<u64>, Option<u64>);
+        let snaps: Vec<Row> = rx
             .iter()
-            .map(|ToStats::Interval(s)| (s.start_ns, s.end_ns, s.counters.packets, s.first_ts_ns, s.last_ts_ns))
+            .map(|ToStats::Interval(s)| {
+                (s.start_ns, s.end_ns, s.counters.packets, s.first_ts_ns, s.last_ts_ns)
+            })
             .collect();
         assert_eq!(
             snaps,

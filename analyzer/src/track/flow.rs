@@ -43,7 +43,13 @@ pub struct OpcodeCounts {
 
 impl OpcodeCounts {
     pub fn new(first_opcode: u8) -> Self {
-        Self { group: first_opcode >> 5, own: [0; 32], foreign: [(0, 0); FOREIGN_SLOTS], foreign_used: 0, other: 0 }
+        Self {
+            group: first_opcode >> 5,
+            own: [0; 32],
+            foreign: [(0, 0); FOREIGN_SLOTS],
+            foreign_used: 0,
+            other: 0,
+        }
     }
 
     #[inline]

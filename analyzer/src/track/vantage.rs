@@ -105,7 +105,9 @@ impl VantageMap {
                 (Selector::Port(p), SourceKind::Port) => p,
                 (Selector::File(f), SourceKind::File) => f,
                 (Selector::Port(p), SourceKind::File) => {
-                    bail!("--vantage port:{p} applies to live capture; replay selects input files with file:N")
+                    bail!(
+                        "--vantage port:{p} applies to live capture; replay selects input files with file:N"
+                    )
                 }
                 (Selector::File(f), SourceKind::Port) => {
                     bail!("--vantage file:{f} applies to replay; live capture selects DPDK ports with port:N")
@@ -153,15 +155,24 @@ mod tests {
             Rule { vantage: Vantage::Storage, selector: Selector::File(1) }
         );
         assert_eq!("compute=vlan:100".parse::<Rule>().unwrap().selector, Selector::Vlan(100));
-        for bad in ["storage", "disk=port:0", "storage=port", "storage=port:x", "storage=erspan2:1", "compute=vlan:5000"] {
+        for bad in [
+            "storage",
+            "disk=port:0",
+            "storage=port",
+            "storage=port:x",
+            "storage=erspan2:1",
+            "compute=vlan:5000",
+        ] {
             assert!(bad.parse::<Rule>().is_err(), "{bad}");
         }
     }
 
     #[test]
     fn resolves_vlan_before_source_and_defaults_to_compute() {
-        let rules: Vec<Rule> =
-            ["storage=file:1", "storage=vlan:20", "compute=vlan:10"].iter().map(|s| s.parse().unwrap()).collect();
+        let rules: Vec<Rule> = ["storage=file:1", "storage=vlan:20", "compute=vlan:10"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
         let m = VantageMap::new(&rules, SourceKind::File, &[0, 1]).unwrap();
         assert_eq!(m.resolve(0, None), Vantage::Compute);
         assert_eq!(m.resolve(1, None), Vantage::Storage);
@@ -176,7 +187,8 @@ mod tests {
         assert!(VantageMap::new(&r("storage=port:0"), SourceKind::File, &[0]).is_err());
         assert!(VantageMap::new(&r("storage=file:0"), SourceKind::Port, &[0]).is_err());
         assert!(VantageMap::new(&r("storage=file:2"), SourceKind::File, &[0, 1]).is_err());
-        let both: Vec<Rule> = ["storage=file:0", "compute=file:0"].iter().map(|s| s.parse().unwrap()).collect();
+        let both: Vec<Rule> =
+            ["storage=file:0", "compute=file:0"].iter().map(|s| s.parse().unwrap()).collect();
         assert!(VantageMap::new(&both, SourceKind::File, &[0]).is_err());
     }
 }

@@ -328,9 +328,8 @@ impl Repr {
     }
     pub fn emit(&self, out: &mut [u8]) {
         out[field::OPCODE] = self.opcode;
-        out[field::FLAGS] = (u8::from(self.solicited) << 7)
-            | (u8::from(self.migreq) << 6)
-            | ((self.pad_count & 3) << 4);
+        out[field::FLAGS] =
+            (u8::from(self.solicited) << 7) | (u8::from(self.migreq) << 6) | ((self.pad_count & 3) << 4);
         put16(out, field::PKEY, self.pkey);
         out[field::RESV8A] = (u8::from(self.fecn) << 7) | (u8::from(self.becn) << 6);
         put24(out, field::DEST_QP, self.dest_qp & PSN_MASK);

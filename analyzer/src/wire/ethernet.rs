@@ -134,9 +134,8 @@ mod tests {
     use super::*;
 
     // First 18 bytes of a QinQ-less 802.1Q frame: dst, src, 0x8100, TCI (pcp 3, vid 100), 0x0800.
-    const TAGGED: [u8; 18] = [
-        0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x81, 0x00, 0x60, 0x64, 0x08, 0x00,
-    ];
+    const TAGGED: [u8; 18] =
+        [0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x81, 0x00, 0x60, 0x64, 0x08, 0x00];
 
     #[test]
     fn parses_header_and_tag() {

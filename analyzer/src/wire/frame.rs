@@ -187,7 +187,11 @@ pub(crate) mod tests {
         let ip_len = if v6 { ipv6::HEADER_LEN } else { ipv4::MIN_HEADER_LEN };
         let mut f = vec![0u8; 14 + 4 * vlans.len() + ip_len + 8 + roce_len];
         let first_type = if vlans.is_empty() {
-            if v6 { ethernet::ethertype::IPV6 } else { ethernet::ethertype::IPV4 }
+            if v6 {
+                ethernet::ethertype::IPV6
+            } else {
+                ethernet::ethertype::IPV4
+            }
         } else if vlans.len() > 1 {
             ethernet::ethertype::QINQ
         } else {

@@ -35,10 +35,20 @@ pub fn run(args: &[&str]) -> Output {
 
 /// EAL arguments that work without hugepages or a NIC, one net_pcap port per file.
 pub fn eal_args(files: &[&Path]) -> Vec<String> {
-    let mut v: Vec<String> = ["-l", "0", "--no-huge", "-m", "128", "--no-pci", "--no-shconf", "--no-telemetry", "--log-level=lib.eal:warning"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut v: Vec<String> = [
+        "-l",
+        "0",
+        "--no-huge",
+        "-m",
+        "128",
+        "--no-pci",
+        "--no-shconf",
+        "--no-telemetry",
+        "--log-level=lib.eal:warning",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     for (i, f) in files.iter().enumerate() {
         v.push("--vdev".into());
         v.push(format!("net_pcap{i},rx_pcap={}", f.display()));
@@ -50,14 +60,11 @@ pub fn eal_args(files: &[&Path]) -> Vec<String> {
 pub fn summary_of(args: &[String]) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("summary.json");
-    let mut full: Vec<String> = vec![args[0].clone(), "-q".into(), "--summary".into(), out.display().to_string()];
+    let mut full: Vec<String> =
+        vec![args[0].clone(), "-q".into(), "--summary".into(), out.display().to_string()];
     full.extend_from_slice(&args[1..]);
     let o = Command::new(bin()).args(&full).output().expect("running roceprobe");
-    assert!(
-        o.status.success(),
-        "roceprobe {full:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(o.status.success(), "roceprobe {full:?} failed: {}", String::from_utf8_lossy(&o.stderr));
     serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap()
 }
 
