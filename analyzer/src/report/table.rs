@@ -34,7 +34,10 @@ pub fn render(s: &Summary) -> String {
             if drops == 0 {
                 "no receive drops".to_owned()
             } else {
-                format!("RECEIVE DROPS: imissed {} ierrors {} rx_nombuf {}", p.imissed, p.ierrors, p.rx_nombuf)
+                format!(
+                    "RECEIVE DROPS: imissed {} ierrors {} rx_nombuf {}",
+                    p.imissed, p.ierrors, p.rx_nombuf
+                )
             }
         );
     }
@@ -136,7 +139,10 @@ mod tests {
         assert!(t.starts_with("10 frames: 7 RoCEv2, 2 other, 1 malformed\n"), "{t}");
         assert!(t.contains("  malformed udp_truncated: 1\n"), "{t}");
         assert!(t.contains("  source 0: 10 frames received, no receive drops\n"), "{t}");
-        assert!(t.contains("  source 1: 5 frames received, RECEIVE DROPS: imissed 3 ierrors 0 rx_nombuf 1\n"), "{t}");
+        assert!(
+            t.contains("  source 1: 5 frames received, RECEIVE DROPS: imissed 3 ierrors 0 rx_nombuf 1\n"),
+            "{t}"
+        );
         assert!(t.ends_with("no RoCEv2 flows\n"), "{t}");
     }
 }
