@@ -94,84 +94,12 @@ pub mod opcode {
     pub const CNP: u8 = 0x81;
 }
 
-pub mod ext_len {
-    pub const RETH: usize = 16;
-    pub const AETH: usize = 4;
-    pub const ATOMIC_ETH: usize = 28;
-    pub const ATOMIC_ACK_ETH: usize = 8;
-    pub const IMM_DT: usize = 4;
-    pub const IETH: usize = 4;
-    pub const DETH: usize = 8;
-    pub const RDETH: usize = 4;
-    pub const XRCETH: usize = 4;
-    /// CNP: 16 reserved bytes between BTH and ICRC.
-    pub const CNP_RESERVED: usize = 16;
-}
-
-/// Length of the extension headers of a request/response operation on RC (and UC, where
-/// the operation exists), or `None` for a reserved operation.
-const fn rc_ext_len(op: u8) -> Option<usize> {
-    use ext_len::*;
-    use opcode::*;
-    Some(match op {
-        SEND_FIRST | SEND_MIDDLE | SEND_LAST | SEND_ONLY => 0,
-        SEND_LAST_IMM | SEND_ONLY_IMM => IMM_DT,
-        WRITE_FIRST | WRITE_ONLY => RETH,
-        WRITE_MIDDLE | WRITE_LAST => 0,
-        WRITE_LAST_IMM => IMM_DT,
-        WRITE_ONLY_IMM => RETH + IMM_DT,
-        READ_REQUEST => RETH,
-        READ_RESPONSE_FIRST | READ_RESPONSE_LAST | READ_RESPONSE_ONLY => AETH,
-        READ_RESPONSE_MIDDLE => 0,
-        ACKNOWLEDGE => AETH,
-        ATOMIC_ACKNOWLEDGE => AETH + ATOMIC_ACK_ETH,
-        COMPARE_SWAP | FETCH_ADD => ATOMIC_ETH,
-        SEND_LAST_INV | SEND_ONLY_INV => IETH,
-        _ => return None,
-    })
-}
-
-/// Responses (sent by the responder) carry no DETH on RD and no XRCETH on XRC.
-const fn is_response_op(op: u8) -> bool {
-    matches!(op, 0x0D..=0x12)
-}
-
 /// Total length of the extension headers after BTH for a full opcode byte, or `None` if the
-/// opcode is reserved or unknown.
+/// opcode is reserved or unknown (see [`super::ib_ext::layout`]).
 pub const fn ext_headers_len(opcode: u8) -> Option<usize> {
-    let op = opcode & 0x1F;
-    match opcode >> 5 {
-        0 => rc_ext_len(op),
-        // UC has SEND and RDMA WRITE only.
-        1 => {
-            if op <= opcode::WRITE_ONLY_IMM {
-                rc_ext_len(op)
-            } else {
-                None
-            }
-        }
-        2 => {
-            if op == opcode::RESYNC {
-                return Some(ext_len::RDETH + ext_len::DETH);
-            }
-            match rc_ext_len(op) {
-                Some(n) if is_response_op(op) => Some(ext_len::RDETH + n),
-                Some(n) => Some(ext_len::RDETH + ext_len::DETH + n),
-                None => None,
-            }
-        }
-        3 => match opcode {
-            opcode::UD_SEND_ONLY => Some(ext_len::DETH),
-            opcode::UD_SEND_ONLY_IMM => Some(ext_len::DETH + ext_len::IMM_DT),
-            _ => None,
-        },
-        5 => match rc_ext_len(op) {
-            Some(n) if is_response_op(op) => Some(n),
-            Some(n) => Some(ext_len::XRCETH + n),
-            None => None,
-        },
-        4 if opcode == opcode::CNP => Some(ext_len::CNP_RESERVED),
-        _ => None,
+    match super::ib_ext::layout(opcode) {
+        Some(l) => Some(l.len()),
+        None => None,
     }
 }
 
@@ -355,7 +283,7 @@ mod tests {
         assert_eq!(p.tver(), 0);
         assert_eq!(p.dest_qp(), 0x1b);
         assert_eq!(p.psn(), 5454383);
-        assert_eq!(p.ext_headers_len(), ext_len::RETH);
+        assert_eq!(p.ext_headers_len(), 16);
     }
 
     #[test]
@@ -377,7 +305,7 @@ mod tests {
         let p = Packet::new_checked(&b[..]).unwrap();
         assert_eq!(Repr::parse(&p), r);
         assert_eq!(p.transport(), Transport::Xrc);
-        assert_eq!(p.ext_headers_len(), ext_len::XRCETH);
+        assert_eq!(p.ext_headers_len(), 4);
     }
 
     #[test]

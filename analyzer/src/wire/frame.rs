@@ -1,6 +1,6 @@
 //! Walks a frame from Ethernet to the RoCEv2 payload.
 
-use super::{bth, ethernet, ipv4, ipv6, udp, DecodeError, ROCEV2_UDP_PORT};
+use super::{bth, ethernet, icrc, ipv4, ipv6, udp, DecodeError, ROCEV2_UDP_PORT};
 use std::net::IpAddr;
 
 /// At most this many VLAN tags are walked (QinQ plus an RSPAN tag is three).
@@ -44,6 +44,8 @@ pub struct RocePacket<'a> {
     /// The payload bytes that were captured (may be shorter than `payload_len` when the
     /// mirror truncates frames).
     pub payload: &'a [u8],
+    /// The region the ICRC covers, for `--check-icrc`.
+    pub icrc: icrc::IcrcRegion<'a>,
 }
 
 impl RocePacket<'_> {
@@ -88,7 +90,7 @@ fn walk(frame: &[u8]) -> Result<Decoded<'_>, DecodeError> {
         tags += 1;
     }
 
-    let (ip, ecn, l4, l4_len) = match ethertype {
+    let (ip, ecn, l4, l4_len, l3, is_v6, ip_header_len, udp_offset) = match ethertype {
         ethernet::ethertype::IPV4 => {
             let p = ipv4::Packet::new_checked(rest)?;
             if p.protocol() != ipv4::PROTO_UDP {
@@ -106,7 +108,8 @@ fn walk(frame: &[u8]) -> Result<Decoded<'_>, DecodeError> {
                     _ => Ok(Decoded::NotRoce(NotRoce::OtherUdpPort)),
                 };
             }
-            (pair, p.ecn(), l4, p.payload_len())
+            let hl = p.header_len();
+            (pair, p.ecn(), l4, p.payload_len(), rest, false, hl, hl)
         }
         ethernet::ethertype::IPV6 => {
             let p = ipv6::Packet::new_checked(rest)?;
@@ -122,7 +125,7 @@ fn walk(frame: &[u8]) -> Result<Decoded<'_>, DecodeError> {
                     _ => Ok(Decoded::NotRoce(NotRoce::IpFragmentTail)),
                 };
             }
-            (pair, p.ecn(), l4, ipv6::HEADER_LEN + usize::from(p.payload_len()) - off)
+            (pair, p.ecn(), l4, ipv6::HEADER_LEN + usize::from(p.payload_len()) - off, rest, true, ipv6::HEADER_LEN, off)
         }
         _ => return Ok(Decoded::NotRoce(NotRoce::NotIp)),
     };
@@ -157,6 +160,7 @@ fn walk(frame: &[u8]) -> Result<Decoded<'_>, DecodeError> {
         ext: &roce[bth::HEADER_LEN..hdrs],
         payload_len: payload_len as u32,
         payload: &roce[hdrs..payload_end],
+        icrc: icrc::IcrcRegion { l3, ipv6: is_v6, ip_header_len, udp_offset, udp_len },
     }))
 }
 

@@ -10,6 +10,8 @@
 
 pub mod bth;
 pub mod ethernet;
+pub mod ib_ext;
+pub mod icrc;
 pub mod ipv4;
 pub mod ipv6;
 pub mod udp;
