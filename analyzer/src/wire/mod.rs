@@ -9,9 +9,11 @@
 //! the kind of malformation.
 
 pub mod bth;
+pub mod cm;
 pub mod ethernet;
 pub mod ib_ext;
 pub mod icrc;
+pub mod nvme;
 pub mod ipv4;
 pub mod ipv6;
 pub mod udp;
