@@ -1,6 +1,7 @@
 //! Walks a frame from Ethernet to the RoCEv2 payload.
 
-use super::{bth, ethernet, icrc, ipv4, ipv6, udp, DecodeError, ROCEV2_UDP_PORT};
+use super::erspan::{self, SwitchTime};
+use super::{bth, ethernet, gre, icrc, ipv4, ipv6, udp, DecodeError, ROCEV2_UDP_PORT};
 use std::net::IpAddr;
 
 /// At most this many VLAN tags are walked (QinQ plus an RSPAN tag is three).
@@ -11,12 +12,14 @@ pub const MAX_VLAN_TAGS: usize = 4;
 pub enum NotRoce {
     /// Neither IPv4 nor IPv6 after the VLAN tags (ARP, LLDP, ...).
     NotIp,
-    /// IP, but not UDP.
+    /// IP, but not UDP (nor a GRE-encapsulated mirror).
     NotUdp,
     /// UDP whose destination port is not 4791.
     OtherUdpPort,
     /// A non-first IP fragment: no UDP header to look at.
     IpFragmentTail,
+    /// GRE that is not ERSPAN, or ERSPAN inside ERSPAN.
+    OtherGre,
 }
 
 /// Source and destination address of the innermost IP header.
@@ -26,12 +29,25 @@ pub struct IpPair {
     pub dst: IpAddr,
 }
 
+/// The remote-mirror encapsulation a packet arrived in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mirror {
+    /// 2 (ERSPAN type II) or 3 (type III).
+    pub erspan_type: u8,
+    pub session: u16,
+    /// The switch's timestamp (type III).
+    pub time: Option<SwitchTime>,
+}
+
 /// The headers of one RoCEv2 packet that the trackers use, borrowed from the frame.
 #[derive(Debug, Clone, Copy)]
 pub struct RocePacket<'a> {
-    /// VLAN ids from the outermost tag inwards (`vlan_count` of them are valid).
+    /// VLAN ids of the frame that carries the RoCE packet (the mirrored frame inside ERSPAN),
+    /// from the outermost tag inwards (`vlan_count` of them are valid).
     pub vlans: [u16; 2],
     pub vlan_count: u8,
+    /// ERSPAN encapsulation, if the frame came through a remote mirror.
+    pub mirror: Option<Mirror>,
     pub ip: IpPair,
     /// The IP ECN field (3 = Congestion Experienced).
     pub ecn: u8,
@@ -66,13 +82,29 @@ pub enum Decoded<'a> {
 
 /// Decodes one Ethernet frame. Never panics, whatever the bytes.
 pub fn decode_frame(frame: &[u8]) -> Decoded<'_> {
-    match walk(frame) {
+    match walk(frame, None) {
         Ok(d) => d,
         Err(e) => Decoded::Error(e),
     }
 }
 
-fn walk(frame: &[u8]) -> Result<Decoded<'_>, DecodeError> {
+/// The IP layer of a frame: what the UDP / GRE decoding needs.
+struct L3<'a> {
+    ip: IpPair,
+    ecn: u8,
+    protocol: u8,
+    /// From the IP header to the end of the captured frame.
+    l3: &'a [u8],
+    /// Offset of the upper-layer header in `l3`, and its length per the IP header.
+    l4_offset: usize,
+    l4_len: usize,
+    ipv6: bool,
+    ip_header_len: usize,
+    /// A first fragment (more follow).
+    first_fragment: bool,
+}
+
+fn walk(frame: &[u8], mirror: Option<Mirror>) -> Result<Decoded<'_>, DecodeError> {
     let eth = ethernet::Packet::new_checked(frame)?;
     let mut ethertype = eth.ethertype();
     let mut rest = &frame[ethernet::HEADER_LEN..];
@@ -90,52 +122,76 @@ fn walk(frame: &[u8]) -> Result<Decoded<'_>, DecodeError> {
         tags += 1;
     }
 
-    let (ip, ecn, l4, l4_len, l3, is_v6, ip_header_len, udp_offset) = match ethertype {
+    let n = match ethertype {
         ethernet::ethertype::IPV4 => {
             let p = ipv4::Packet::new_checked(rest)?;
-            if p.protocol() != ipv4::PROTO_UDP {
-                return Ok(Decoded::NotRoce(NotRoce::NotUdp));
-            }
             if p.frag_offset() != 0 {
                 return Ok(Decoded::NotRoce(NotRoce::IpFragmentTail));
             }
-            let pair = IpPair { src: IpAddr::V4(p.src()), dst: IpAddr::V4(p.dst()) };
-            let l4 = &rest[p.header_len()..];
-            if p.more_frags() {
-                // A first fragment: RoCEv2 is never fragmented (DF), so one to 4791 is broken.
-                return match udp::Packet::new_checked(l4) {
-                    Ok(u) if u.dst_port() == ROCEV2_UDP_PORT => Err(DecodeError::IpFragment),
-                    _ => Ok(Decoded::NotRoce(NotRoce::OtherUdpPort)),
-                };
-            }
             let hl = p.header_len();
-            (pair, p.ecn(), l4, p.payload_len(), rest, false, hl, hl)
+            L3 {
+                ip: IpPair { src: IpAddr::V4(p.src()), dst: IpAddr::V4(p.dst()) },
+                ecn: p.ecn(),
+                protocol: p.protocol(),
+                l3: rest,
+                l4_offset: hl,
+                l4_len: p.payload_len(),
+                ipv6: false,
+                ip_header_len: hl,
+                first_fragment: p.more_frags(),
+            }
         }
         ethernet::ethertype::IPV6 => {
             let p = ipv6::Packet::new_checked(rest)?;
             let (proto, off, fragment) = p.upper_layer()?;
-            if proto != ipv4::PROTO_UDP {
-                return Ok(Decoded::NotRoce(NotRoce::NotUdp));
+            L3 {
+                ip: IpPair { src: IpAddr::V6(p.src()), dst: IpAddr::V6(p.dst()) },
+                ecn: p.ecn(),
+                protocol: proto,
+                l3: rest,
+                l4_offset: off,
+                l4_len: ipv6::HEADER_LEN + usize::from(p.payload_len()) - off,
+                ipv6: true,
+                ip_header_len: ipv6::HEADER_LEN,
+                first_fragment: fragment,
             }
-            let pair = IpPair { src: IpAddr::V6(p.src()), dst: IpAddr::V6(p.dst()) };
-            let l4 = &rest[off..];
-            if fragment {
-                return match udp::Packet::new_checked(l4) {
-                    Ok(u) if u.dst_port() == ROCEV2_UDP_PORT => Err(DecodeError::IpFragment),
-                    _ => Ok(Decoded::NotRoce(NotRoce::IpFragmentTail)),
-                };
-            }
-            (pair, p.ecn(), l4, ipv6::HEADER_LEN + usize::from(p.payload_len()) - off, rest, true, ipv6::HEADER_LEN, off)
         }
         _ => return Ok(Decoded::NotRoce(NotRoce::NotIp)),
     };
+    let l4 = &n.l3[n.l4_offset..];
+
+    if n.protocol == ipv4::PROTO_GRE {
+        if mirror.is_some() || n.first_fragment {
+            return Ok(Decoded::NotRoce(NotRoce::OtherGre));
+        }
+        let g = gre::Packet::new_checked(l4)?;
+        let erspan_type = match g.protocol() {
+            gre::protocol::ERSPAN_II => 2,
+            gre::protocol::ERSPAN_III => 3,
+            _ => return Ok(Decoded::NotRoce(NotRoce::OtherGre)),
+        };
+        let after_gre = &l4[g.header_len()..];
+        let (e, len) = erspan::Repr::parse(after_gre, erspan_type)?;
+        let m = Mirror { erspan_type, session: e.session, time: e.switch_time() };
+        return walk(&after_gre[len..], Some(m));
+    }
+    if n.protocol != ipv4::PROTO_UDP {
+        return Ok(Decoded::NotRoce(NotRoce::NotUdp));
+    }
+    if n.first_fragment {
+        // RoCEv2 is never fragmented (DF), so a first fragment to 4791 is broken.
+        return match udp::Packet::new_checked(l4) {
+            Ok(u) if u.dst_port() == ROCEV2_UDP_PORT => Err(DecodeError::IpFragment),
+            _ => Ok(Decoded::NotRoce(NotRoce::IpFragmentTail)),
+        };
+    }
 
     let u = udp::Packet::new_checked(l4)?;
     if u.dst_port() != ROCEV2_UDP_PORT {
         return Ok(Decoded::NotRoce(NotRoce::OtherUdpPort));
     }
     let udp_len = usize::from(u.length());
-    if udp_len > l4_len {
+    if udp_len > n.l4_len {
         return Err(DecodeError::UdpBadLength);
     }
     let roce = &l4[udp::HEADER_LEN..udp_len.min(l4.len())];
@@ -153,14 +209,21 @@ fn walk(frame: &[u8]) -> Result<Decoded<'_>, DecodeError> {
     Ok(Decoded::Roce(RocePacket {
         vlans,
         vlan_count,
-        ip,
-        ecn,
+        mirror,
+        ip: n.ip,
+        ecn: n.ecn,
         udp_src_port: u.src_port(),
         bth: b,
         ext: &roce[bth::HEADER_LEN..hdrs],
         payload_len: payload_len as u32,
         payload: &roce[hdrs..payload_end],
-        icrc: icrc::IcrcRegion { l3, ipv6: is_v6, ip_header_len, udp_offset, udp_len },
+        icrc: icrc::IcrcRegion {
+            l3: n.l3,
+            ipv6: n.ipv6,
+            ip_header_len: n.ip_header_len,
+            udp_offset: n.l4_offset,
+            udp_len,
+        },
     }))
 }
 

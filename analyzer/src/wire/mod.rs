@@ -10,7 +10,9 @@
 
 pub mod bth;
 pub mod cm;
+pub mod erspan;
 pub mod ethernet;
+pub mod gre;
 pub mod ib_ext;
 pub mod icrc;
 pub mod nvme;
@@ -20,7 +22,7 @@ pub mod udp;
 
 mod frame;
 
-pub use frame::{decode_frame, Decoded, IpPair, NotRoce, RocePacket};
+pub use frame::{decode_frame, Decoded, IpPair, Mirror, NotRoce, RocePacket};
 
 use std::fmt;
 
@@ -46,10 +48,13 @@ pub enum DecodeError {
     BthUnknownOpcode,
     ExtHeadersTruncated,
     RoceBadLength,
+    GreTruncated,
+    ErspanTruncated,
+    ErspanBadVersion,
 }
 
 impl DecodeError {
-    pub const ALL: [DecodeError; 14] = [
+    pub const ALL: [DecodeError; 17] = [
         Self::EthernetTruncated,
         Self::VlanTruncated,
         Self::Ipv4Truncated,
@@ -64,6 +69,9 @@ impl DecodeError {
         Self::BthUnknownOpcode,
         Self::ExtHeadersTruncated,
         Self::RoceBadLength,
+        Self::GreTruncated,
+        Self::ErspanTruncated,
+        Self::ErspanBadVersion,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -82,6 +90,9 @@ impl DecodeError {
             Self::BthUnknownOpcode => "bth_unknown_opcode",
             Self::ExtHeadersTruncated => "ext_headers_truncated",
             Self::RoceBadLength => "roce_bad_length",
+            Self::GreTruncated => "gre_truncated",
+            Self::ErspanTruncated => "erspan_truncated",
+            Self::ErspanBadVersion => "erspan_bad_version",
         }
     }
 
