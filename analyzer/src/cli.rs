@@ -11,7 +11,7 @@ use crate::runtime::{self, PipelineConfig};
 use crate::track::flow::DEFAULT_MAX_FLOWS;
 use crate::track::vantage::{Rule, SourceKind};
 use crate::track::VantageMap;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -47,13 +47,17 @@ pub struct CommonArgs {
     #[arg(long, value_name = "FILE")]
     pub summary: Option<PathBuf>,
     /// Map traffic to a vantage point: NAME is compute or storage, SELECTOR is port:N (live),
-    /// file:N (replay, N-th input file from 0) or vlan:N (outermost VLAN id). Repeatable.
+    /// file:N (replay, N-th input file from 0), vlan:N (outermost VLAN id) or erspan:N
+    /// (ERSPAN session id). Repeatable.
     /// Unmapped traffic is compute.
     #[arg(long = "vantage", value_name = "NAME=SELECTOR", value_parser = parse_rule)]
     pub vantages: Vec<Rule>,
     /// Most flows tracked at once; packets of further flows are counted as untracked.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_FLOWS, value_parser = parse_max_flows)]
     pub max_flows: usize,
+    /// Check every RoCEv2 packet's invariant CRC and count failures per flow (icrc_errors).
+    #[arg(long)]
+    pub check_icrc: bool,
     /// Do not print the per-flow table at exit.
     #[arg(long, short)]
     pub quiet: bool,
@@ -202,11 +206,13 @@ fn execute<C: Capture>(
     vantages: VantageMap,
     sink: Option<SummarySink>,
 ) -> Result<()> {
-    if common.vantages.is_empty() && vantages.resolve(0, None) != crate::track::Vantage::Compute {
-        bail!("internal: default vantage is not compute");
-    }
     let stop = stop_flag()?;
-    let cfg = PipelineConfig { interval: common.interval, max_flows: common.max_flows, vantages };
+    let cfg = PipelineConfig {
+        interval: common.interval,
+        max_flows: common.max_flows,
+        vantages,
+        check_icrc: common.check_icrc,
+    };
     let result = runtime::run(capture, &cfg, &stop)?;
     let summary = Summary::build(&result.totals, &result.sources);
     let to_stdout = matches!(sink, Some(SummarySink::Stdout));

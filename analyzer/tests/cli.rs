@@ -184,3 +184,23 @@ fn table_lists_every_flow() {
     assert!(text.contains("0x00001c") && text.contains("READ_REQUEST:5"), "{text}");
     assert!(text.contains("0x00001e") && text.contains("READ_RESPONSE_FIRST:5"), "{text}");
 }
+
+#[test]
+fn check_icrc_counts_a_corrupted_payload_per_flow() {
+    let frames = read_all_frames(&capture("rdma_write_lat.pcap")).unwrap();
+    let roce: Vec<&Vec<u8>> = frames.iter().filter(|f| f.len() > 38 && f[36..38] == 4791u16.to_be_bytes()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("icrc.pcap");
+    let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+    let mut bad = roce[0].clone();
+    let n = bad.len();
+    bad[n - 10] ^= 0xFF; // a payload byte, as a flaky link would flip it
+    w.write(1_000, &bad, n as u32).unwrap();
+    w.write(2_000, roce[0], roce[0].len() as u32).unwrap();
+    drop(w);
+    let s = replay_summary(&[&path], &["--check-icrc"]);
+    assert_eq!(s["flows"][0]["packets"], 2);
+    assert_eq!(s["flows"][0]["icrc_errors"], 1);
+    let s = replay_summary(&[&path], &[]);
+    assert_eq!(s["flows"][0]["icrc_errors"], 0, "not checked unless asked");
+}

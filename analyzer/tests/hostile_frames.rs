@@ -30,7 +30,7 @@ fn mutated_and_truncated_frames_never_panic_and_always_balance() {
     let frames: Vec<Vec<u8>> =
         REAL_CAPTURES.iter().flat_map(|n| read_all_frames(&capture(n)).unwrap()).collect();
     let cfg =
-        PipelineConfig { interval: Duration::from_millis(1), max_flows: 64, vantages: VantageMap::default() };
+        PipelineConfig { interval: Duration::from_millis(1), max_flows: 64, vantages: VantageMap::default(), check_icrc: true };
     let (tx, rx) = crossbeam_channel::unbounded();
     let mut worker = Worker::new(0, &cfg, tx);
     let mut rng = Rng(0x5EED_1234_ABCD_0001);
@@ -68,10 +68,10 @@ fn mutated_and_truncated_frames_never_panic_and_always_balance() {
     assert_eq!(c.roce_packets + c.non_roce_packets + c.decode_error_total(), fed);
     assert!(c.decode_error_total() > 0, "mutations produced malformed frames");
     assert!(c.roce_packets > 0, "intact enough frames still decode");
-    let tracked: u64 = t.flows.values().map(|f| f.packets).sum();
+    let tracked: u64 = t.flows.values().map(|f| f.counts.packets).sum();
     assert_eq!(tracked + t.untracked_packets, c.roce_packets, "every RoCE frame is in a flow or untracked");
     for f in t.flows.values() {
         let by_opcode: u64 = f.opcodes.values().sum::<u64>() + f.other_opcodes;
-        assert_eq!(by_opcode, f.packets, "per-opcode counts add up to the flow's packets");
+        assert_eq!(by_opcode, f.counts.packets, "per-opcode counts add up to the flow's packets");
     }
 }

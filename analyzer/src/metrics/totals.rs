@@ -1,6 +1,7 @@
 //! Whole-run totals, merged on the stats side from interval snapshots.
 
 use super::snapshot::{GlobalCounters, IntervalSnapshot};
+use crate::track::flow::FlowCounts;
 use crate::track::FlowKey;
 use crate::wire::bth::Transport;
 use std::collections::{BTreeMap, HashMap};
@@ -9,9 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlowTotals {
     pub transport: Transport,
-    pub packets: u64,
-    pub bytes: u64,
-    pub payload_bytes: u64,
+    pub counts: FlowCounts,
     pub opcodes: BTreeMap<u8, u64>,
     /// Packets whose opcode could not be kept per opcode (see `OpcodeCounts`).
     pub other_opcodes: u64,
@@ -42,15 +41,11 @@ impl Totals {
         for d in &s.flows {
             let t = self.flows.entry(d.key).or_insert_with(|| FlowTotals {
                 transport: d.transport,
-                packets: 0,
-                bytes: 0,
-                payload_bytes: 0,
+                counts: FlowCounts::default(),
                 opcodes: BTreeMap::new(),
                 other_opcodes: 0,
             });
-            t.packets += d.counters.packets;
-            t.bytes += d.counters.bytes;
-            t.payload_bytes += d.counters.payload_bytes;
+            t.counts.add(&d.counters.counts);
             t.other_opcodes += d.counters.opcodes.other;
             for (op, n) in d.counters.opcodes.iter() {
                 *t.opcodes.entry(op).or_insert(0) += n;

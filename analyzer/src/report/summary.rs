@@ -23,6 +23,11 @@ pub struct FlowSummary {
     pub payload_bytes: u64,
     /// Packets per BTH opcode, keyed by the opcode in decimal.
     pub opcodes: BTreeMap<String, u64>,
+    /// Packets with a wrong ICRC (counted with `--check-icrc` only).
+    pub icrc_errors: u64,
+    /// NVMe/RDMA commands (SQEs) on this flow, and completions matched to a command.
+    pub nvme_commands: u64,
+    pub nvme_completions: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,10 +67,13 @@ impl Summary {
                     dst_ip: k.dst.to_string(),
                     dst_qpn: k.dst_qpn,
                     transport: f.transport.to_string(),
-                    packets: f.packets,
-                    bytes: f.bytes,
-                    payload_bytes: f.payload_bytes,
+                    packets: f.counts.packets,
+                    bytes: f.counts.bytes,
+                    payload_bytes: f.counts.payload_bytes,
                     opcodes,
+                    icrc_errors: f.counts.icrc_errors,
+                    nvme_commands: f.counts.nvme_commands,
+                    nvme_completions: f.counts.nvme_completions,
                 }
             })
             .collect();

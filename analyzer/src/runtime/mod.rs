@@ -22,6 +22,8 @@ pub struct PipelineConfig {
     /// Bound on tracked flows per worker.
     pub max_flows: usize,
     pub vantages: VantageMap,
+    /// Verify every RoCEv2 packet's ICRC (`--check-icrc`).
+    pub check_icrc: bool,
 }
 
 /// Messages from workers to the stats side.

@@ -3,14 +3,20 @@
 use super::{PipelineConfig, ToStats};
 use crate::capture::Frame;
 use crate::metrics::{GlobalCounters, IntervalSnapshot};
-use crate::track::{FlowTable, VantageMap};
-use crate::wire::{decode_frame, Decoded};
+use crate::track::clock::MirrorClocks;
+use crate::track::nvme::{NvmeRecognizer, PendingKey, DEFAULT_MAX_PENDING};
+use crate::track::{FlowKey, FlowTable, VantageMap};
+use crate::wire::nvme::{classify, Capsule};
+use crate::wire::{decode_frame, icrc, Decoded, RocePacket};
 use crossbeam_channel::Sender;
 
 pub struct Worker {
     id: usize,
     flows: FlowTable,
     vantages: VantageMap,
+    clocks: MirrorClocks,
+    nvme: NvmeRecognizer,
+    check_icrc: bool,
     counters: GlobalCounters,
     untracked_reported: u64,
     /// Earliest and latest frame timestamp in the open interval.
@@ -28,6 +34,9 @@ impl Worker {
             id,
             flows: FlowTable::new(cfg.max_flows),
             vantages: cfg.vantages.clone(),
+            clocks: MirrorClocks::default(),
+            nvme: NvmeRecognizer::new(DEFAULT_MAX_PENDING),
+            check_icrc: cfg.check_icrc,
             counters: GlobalCounters::default(),
             untracked_reported: 0,
             first_ts: u64::MAX,
@@ -48,27 +57,64 @@ impl Worker {
     /// Processes one frame. Allocates nothing.
     #[inline]
     pub fn handle(&mut self, f: Frame<'_>) {
-        match self.current {
-            None => self.current = Some(self.interval_of(f.ts_ns)),
-            // A frame at or past the end closes the interval. A frame from before the start
-            // (a clock that stepped back) is counted in the open interval.
-            Some((start, end)) if f.ts_ns >= end => {
-                self.emit(start, end);
-                self.current = Some(self.interval_of(f.ts_ns));
-            }
-            Some(_) => {}
-        }
+        let decoded = decode_frame(f.data);
+        // An ERSPAN III switch timestamp is the packet's time: it was taken at the mirror.
+        let ts = match &decoded {
+            Decoded::Roce(RocePacket { mirror: Some(m), .. }) => match m.time {
+                Some(t) => self.clocks.time(m.session, t, f.ts_ns),
+                None => f.ts_ns,
+            },
+            _ => f.ts_ns,
+        };
+        self.advance_time(ts);
         self.counters.packets += 1;
-        self.first_ts = self.first_ts.min(f.ts_ns);
-        self.last_ts = self.last_ts.max(f.ts_ns);
-        match decode_frame(f.data) {
+        match decoded {
             Decoded::Roce(p) => {
                 self.counters.roce_packets += 1;
-                let vantage = self.vantages.resolve(f.source, p.outer_vlan());
-                self.flows.record(vantage, &p, f.wire_len);
+                self.track(&p, f.source, p.inner_frame_len.unwrap_or(f.wire_len), ts);
             }
             Decoded::NotRoce(_) => self.counters.non_roce_packets += 1,
             Decoded::Error(e) => self.counters.decode_errors[e.index()] += 1,
+        }
+    }
+
+    #[inline]
+    fn advance_time(&mut self, ts: u64) {
+        match self.current {
+            None => self.current = Some(self.interval_of(ts)),
+            // A frame at or past the end closes the interval. A frame from before the start
+            // (a clock that stepped back) is counted in the open interval.
+            Some((start, end)) if ts >= end => {
+                self.emit(start, end);
+                self.current = Some(self.interval_of(ts));
+            }
+            Some(_) => {}
+        }
+        self.first_ts = self.first_ts.min(ts);
+        self.last_ts = self.last_ts.max(ts);
+    }
+
+    #[inline]
+    fn track(&mut self, p: &RocePacket<'_>, source: u16, wire_len: u32, ts: u64) {
+        let vantage = self.vantages.resolve(source, p.outer_vlan(), p.mirror.map(|m| m.session));
+        let key = FlowKey { vantage, src: p.ip.src, dst: p.ip.dst, dst_qpn: p.bth.dest_qp() };
+        let Some(counts) = self.flows.record(key, p, wire_len) else { return };
+        if self.check_icrc && icrc::check(&p.icrc) == Some(false) {
+            counts.icrc_errors += 1;
+        }
+        match classify(p.bth.opcode(), p.payload, p.payload_len) {
+            Capsule::Command(sqe) => {
+                counts.nvme_commands += 1;
+                let k = PendingKey { vantage, host: p.ip.src, target: p.ip.dst, cid: sqe.cid };
+                self.nvme.command(k, ts);
+            }
+            Capsule::Completion(cqe) => {
+                let k = PendingKey { vantage, host: p.ip.dst, target: p.ip.src, cid: cqe.cid };
+                if self.nvme.completion(k) {
+                    counts.nvme_completions += 1;
+                }
+            }
+            Capsule::None => {}
         }
     }
 
@@ -121,6 +167,7 @@ mod tests {
             interval: std::time::Duration::from_secs(1),
             max_flows: 16,
             vantages: VantageMap::default(),
+            check_icrc: false,
         };
         let (tx, rx) = crossbeam_channel::unbounded();
         let mut w = Worker::new(0, &cfg, tx);

@@ -8,6 +8,7 @@
 use super::vantage::Vantage;
 use crate::wire::bth::Transport;
 use crate::wire::RocePacket;
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::net::IpAddr;
 
@@ -87,20 +88,43 @@ impl OpcodeCounts {
     }
 }
 
-/// Counters of one flow over one interval.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FlowCounters {
+/// The scalar counters of a flow (an interval's deltas, or whole-run totals).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FlowCounts {
     pub packets: u64,
-    /// Frame bytes on the wire, without FCS.
+    /// Frame bytes on the wire, without FCS (for a mirrored frame: the mirrored frame's).
     pub bytes: u64,
     /// RoCE payload bytes (after extension headers, before pad and ICRC).
     pub payload_bytes: u64,
+    /// Packets whose ICRC was wrong (with `--check-icrc`).
+    pub icrc_errors: u64,
+    /// NVMe/RDMA commands (SQEs) sent on this flow.
+    pub nvme_commands: u64,
+    /// NVMe/RDMA completions (CQEs) on this flow that matched a command seen the other way.
+    pub nvme_completions: u64,
+}
+
+impl FlowCounts {
+    pub fn add(&mut self, o: &FlowCounts) {
+        self.packets += o.packets;
+        self.bytes += o.bytes;
+        self.payload_bytes += o.payload_bytes;
+        self.icrc_errors += o.icrc_errors;
+        self.nvme_commands += o.nvme_commands;
+        self.nvme_completions += o.nvme_completions;
+    }
+}
+
+/// Counters of one flow over one interval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowCounters {
+    pub counts: FlowCounts,
     pub opcodes: OpcodeCounts,
 }
 
 impl FlowCounters {
     fn new(first_opcode: u8) -> Self {
-        Self { packets: 0, bytes: 0, payload_bytes: 0, opcodes: OpcodeCounts::new(first_opcode) }
+        Self { counts: FlowCounts::default(), opcodes: OpcodeCounts::new(first_opcode) }
     }
 }
 
@@ -149,40 +173,47 @@ impl FlowTable {
         self.flows.is_empty()
     }
 
-    /// Counts one RoCE packet. Never allocates: the table was sized at construction.
+    /// Counts one RoCE packet and returns the flow's interval counters for the trackers
+    /// that follow (`None` if the table is full and the flow is untracked). Never allocates:
+    /// the table was sized at construction.
     #[inline]
-    pub fn record(&mut self, vantage: Vantage, p: &RocePacket<'_>, wire_len: u32) {
-        let key = FlowKey { vantage, src: p.ip.src, dst: p.ip.dst, dst_qpn: p.bth.dest_qp() };
+    pub fn record(&mut self, key: FlowKey, p: &RocePacket<'_>, wire_len: u32) -> Option<&mut FlowCounts> {
         let opcode = p.bth.opcode();
         let full = self.flows.len() >= self.max_flows;
-        let entry = match self.flows.get_mut(&key) {
-            Some(e) => e,
-            None if full => {
+        // `entry` reserves room for one more, which never allocates below the capacity
+        // reserved at construction.
+        let entry = match self.flows.entry(key) {
+            Entry::Occupied(o) => o.into_mut(),
+            Entry::Vacant(_) if full => {
                 self.untracked_packets += 1;
-                return;
+                return None;
             }
-            None => self.flows.entry(key).or_insert_with(|| FlowEntry {
-                transport: p.bth.transport(),
-                interval: FlowCounters::new(opcode),
-            }),
+            Entry::Vacant(v) => {
+                v.insert(FlowEntry { transport: p.bth.transport(), interval: FlowCounters::new(opcode) })
+            }
         };
         let c = &mut entry.interval;
-        c.packets += 1;
-        c.bytes += u64::from(wire_len);
-        c.payload_bytes += u64::from(p.payload_len);
+        c.counts.packets += 1;
+        c.counts.bytes += u64::from(wire_len);
+        c.counts.payload_bytes += u64::from(p.payload_len);
         c.opcodes.add(opcode);
+        Some(&mut c.counts)
+    }
+
+    /// The interval counters of a tracked flow.
+    #[inline]
+    pub fn counts_mut(&mut self, key: &FlowKey) -> Option<&mut FlowCounts> {
+        self.flows.get_mut(key).map(|e| &mut e.interval.counts)
     }
 
     /// Hands over every flow active in the interval and zeroes its counters.
     pub fn drain_interval(&mut self, out: &mut Vec<FlowDelta>) {
         for (key, e) in self.flows.iter_mut() {
-            if e.interval.packets == 0 {
+            if e.interval.counts == FlowCounts::default() {
                 continue;
             }
             out.push(FlowDelta { key: *key, transport: e.transport, counters: e.interval.clone() });
-            e.interval.packets = 0;
-            e.interval.bytes = 0;
-            e.interval.payload_bytes = 0;
+            e.interval.counts = FlowCounts::default();
             e.interval.opcodes.clear();
         }
     }

@@ -38,6 +38,8 @@ pub enum Selector {
     File(u16),
     /// Outermost VLAN id of the frame (an RSPAN VLAN, or a per-vantage tag).
     Vlan(u16),
+    /// ERSPAN session id (0-1023).
+    Erspan(u16),
 }
 
 /// One `--vantage` rule.
@@ -47,7 +49,7 @@ pub struct Rule {
     pub selector: Selector,
 }
 
-const RULE_FORM: &str = "expected NAME=SELECTOR, NAME compute|storage, SELECTOR port:N|file:N|vlan:N";
+const RULE_FORM: &str = "expected NAME=SELECTOR, NAME compute|storage, SELECTOR port:N|file:N|vlan:N|erspan:N";
 
 impl FromStr for Rule {
     type Err = String;
@@ -65,6 +67,8 @@ impl FromStr for Rule {
             "file" => Selector::File(n),
             "vlan" if n <= 4095 => Selector::Vlan(n),
             "vlan" => return Err(format!("'{s}': VLAN id {n} is out of range 0-4095")),
+            "erspan" if n <= 1023 => Selector::Erspan(n),
+            "erspan" => return Err(format!("'{s}': ERSPAN session id {n} is out of range 0-1023")),
             _ => return Err(format!("'{s}': unknown selector '{kind}' ({RULE_FORM})")),
         };
         Ok(Rule { vantage, selector })
@@ -78,12 +82,13 @@ pub enum SourceKind {
     File,
 }
 
-/// Resolves a packet's vantage from its source id and outermost VLAN. VLAN rules win over
-/// source rules (they are more specific); without a match, the vantage is `compute`.
+/// Resolves a packet's vantage from its ERSPAN session, outermost VLAN and source id, in
+/// that order (the most specific first); without a match, the vantage is `compute`.
 #[derive(Debug, Clone, Default)]
 pub struct VantageMap {
     by_source: Vec<Option<Vantage>>,
     by_vlan: Vec<(u16, Vantage)>,
+    by_session: Vec<(u16, Vantage)>,
 }
 
 impl VantageMap {
@@ -94,12 +99,11 @@ impl VantageMap {
         for r in rules {
             let id = match (r.selector, kind) {
                 (Selector::Vlan(v), _) => {
-                    if let Some(&(_, prev)) = m.by_vlan.iter().find(|(id, _)| *id == v) {
-                        if prev != r.vantage {
-                            bail!("--vantage: vlan:{v} is mapped to both {prev} and {}", r.vantage);
-                        }
-                    }
-                    m.by_vlan.push((v, r.vantage));
+                    push_unique(&mut m.by_vlan, v, r.vantage, "vlan")?;
+                    continue;
+                }
+                (Selector::Erspan(s), _) => {
+                    push_unique(&mut m.by_session, s, r.vantage, "erspan")?;
                     continue;
                 }
                 (Selector::Port(p), SourceKind::Port) => p,
@@ -132,7 +136,14 @@ impl VantageMap {
     }
 
     #[inline]
-    pub fn resolve(&self, source: u16, outer_vlan: Option<u16>) -> Vantage {
+    pub fn resolve(&self, source: u16, outer_vlan: Option<u16>, erspan_session: Option<u16>) -> Vantage {
+        if let Some(s) = erspan_session {
+            for &(id, vantage) in &self.by_session {
+                if id == s {
+                    return vantage;
+                }
+            }
+        }
         if let Some(v) = outer_vlan {
             for &(id, vantage) in &self.by_vlan {
                 if id == v {
@@ -142,6 +153,16 @@ impl VantageMap {
         }
         self.by_source.get(usize::from(source)).copied().flatten().unwrap_or_default()
     }
+}
+
+fn push_unique(rules: &mut Vec<(u16, Vantage)>, id: u16, v: Vantage, what: &str) -> Result<()> {
+    if let Some(&(_, prev)) = rules.iter().find(|(i, _)| *i == id) {
+        if prev != v {
+            bail!("--vantage: {what}:{id} is mapped to both {prev} and {v}");
+        }
+    }
+    rules.push((id, v));
+    Ok(())
 }
 
 #[cfg(test)]
@@ -155,6 +176,7 @@ mod tests {
             Rule { vantage: Vantage::Storage, selector: Selector::File(1) }
         );
         assert_eq!("compute=vlan:100".parse::<Rule>().unwrap().selector, Selector::Vlan(100));
+        assert_eq!("storage=erspan:1023".parse::<Rule>().unwrap().selector, Selector::Erspan(1023));
         for bad in [
             "storage",
             "disk=port:0",
@@ -174,11 +196,15 @@ mod tests {
             .map(|s| s.parse().unwrap())
             .collect();
         let m = VantageMap::new(&rules, SourceKind::File, &[0, 1]).unwrap();
-        assert_eq!(m.resolve(0, None), Vantage::Compute);
-        assert_eq!(m.resolve(1, None), Vantage::Storage);
-        assert_eq!(m.resolve(1, Some(10)), Vantage::Compute);
-        assert_eq!(m.resolve(0, Some(20)), Vantage::Storage);
-        assert_eq!(m.resolve(7, Some(99)), Vantage::Compute);
+        assert_eq!(m.resolve(0, None, None), Vantage::Compute);
+        assert_eq!(m.resolve(1, None, None), Vantage::Storage);
+        assert_eq!(m.resolve(1, Some(10), None), Vantage::Compute);
+        assert_eq!(m.resolve(0, Some(20), None), Vantage::Storage);
+        assert_eq!(m.resolve(7, Some(99), None), Vantage::Compute);
+        let rules: Vec<Rule> = ["storage=erspan:3", "compute=vlan:10"].iter().map(|s| s.parse().unwrap()).collect();
+        let m = VantageMap::new(&rules, SourceKind::Port, &[0]).unwrap();
+        assert_eq!(m.resolve(0, Some(10), Some(3)), Vantage::Storage, "the session wins");
+        assert_eq!(m.resolve(0, Some(10), Some(4)), Vantage::Compute);
     }
 
     #[test]

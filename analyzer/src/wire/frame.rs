@@ -48,6 +48,9 @@ pub struct RocePacket<'a> {
     pub vlan_count: u8,
     /// ERSPAN encapsulation, if the frame came through a remote mirror.
     pub mirror: Option<Mirror>,
+    /// For a mirrored frame: the length of the mirrored frame (L2 headers + IP total
+    /// length), which is what the monitored link carried.
+    pub inner_frame_len: Option<u32>,
     pub ip: IpPair,
     /// The IP ECN field (3 = Congestion Experienced).
     pub ecn: u8,
@@ -210,6 +213,7 @@ fn walk(frame: &[u8], mirror: Option<Mirror>) -> Result<Decoded<'_>, DecodeError
         vlans,
         vlan_count,
         mirror,
+        inner_frame_len: mirror.map(|_| (frame.len() - n.l3.len() + n.l4_offset + n.l4_len) as u32),
         ip: n.ip,
         ecn: n.ecn,
         udp_src_port: u.src_port(),

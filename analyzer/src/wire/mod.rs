@@ -9,6 +9,7 @@
 //! the kind of malformation.
 
 pub mod bth;
+pub mod build;
 pub mod cm;
 pub mod erspan;
 pub mod ethernet;
