@@ -1,9 +1,24 @@
-//! Packet captures for roceprobe's tests, with what is known about them.
+//! Packet captures for roceprobe's tests, with what is known about them, and the seeded
+//! scenario generator that makes the ones no real capture has.
 //!
-//! `captures/`: real RoCEv2 traffic from Linux soft-RoCE (see `captures/README.md`, CC BY-SA
-//! 4.0, attribution wanglinlin / linlinw5), committed unchanged.
+//! - `captures/`: real RoCEv2 traffic from Linux soft-RoCE (see `captures/README.md`, CC BY-SA
+//!   4.0, attribution wanglinlin / linlinw5), committed unchanged, with tshark's figures in
+//!   `captures/tshark-truth.json`.
+//! - `scenarios/NAME/`: generated captures and `truth.json`, written by
+//!   `cargo run -p pcap-fixtures --bin generate-fixtures`. The truth is computed from the
+//!   packets each tap emitted (see [`truth`]), never from roceprobe's own analysis.
 
-use std::path::PathBuf;
+pub mod conn;
+pub mod render;
+pub mod rng;
+pub mod scenarios;
+pub mod sim;
+pub mod truth;
+
+use anyhow::{Context, Result};
+use render::Delivery;
+use roceprobe::capture::pcap::Writer;
+use std::path::{Path, PathBuf};
 
 /// The folder of this crate.
 pub fn root() -> PathBuf {
@@ -27,4 +42,75 @@ pub const REAL_CAPTURES: [&str; 10] = [
 /// Path of a real capture.
 pub fn capture_path(name: &str) -> PathBuf {
     root().join("captures").join(name)
+}
+
+/// Where committed scenarios live.
+pub fn scenarios_dir() -> PathBuf {
+    root().join("scenarios")
+}
+
+/// One scenario: a name, what builds its wire, and how the taps reach the probe.
+pub struct Scenario {
+    pub name: &'static str,
+    pub seed: u64,
+    pub build: fn(u64) -> scenarios::Built,
+    pub delivery: Delivery,
+}
+
+const ERSPAN3: Delivery = Delivery::Erspan {
+    erspan_type: 3,
+    sessions: [101, 202],
+    // Each switch's clock is its own; the mirror paths to the probe differ.
+    clock_offset_ns: [3_000_000_017, 77_000_000_500],
+    mirror_ns: [7_000, 15_000],
+};
+const ERSPAN2: Delivery =
+    Delivery::Erspan { erspan_type: 2, sessions: [11, 22], clock_offset_ns: [0, 0], mirror_ns: [4_000, 9_000] };
+const VLAN: Delivery = Delivery::Vlan { compute: 10, storage: 20 };
+
+/// Every committed scenario.
+pub fn all() -> Vec<Scenario> {
+    vec![
+        Scenario { name: "nvme_vlan", seed: 1, build: scenarios::nvme, delivery: VLAN },
+        Scenario { name: "nvme_split", seed: 1, build: scenarios::nvme, delivery: Delivery::Split },
+        Scenario { name: "nvme_erspan3", seed: 1, build: scenarios::nvme, delivery: ERSPAN3 },
+        Scenario { name: "rc_loss_split", seed: 2, build: scenarios::rc_loss, delivery: Delivery::Split },
+        Scenario { name: "rc_loss_vlan", seed: 2, build: scenarios::rc_loss, delivery: VLAN },
+        Scenario { name: "misc", seed: 3, build: scenarios::misc, delivery: Delivery::ComputeOnly },
+        Scenario { name: "misc_erspan2", seed: 3, build: scenarios::misc, delivery: ERSPAN2 },
+    ]
+}
+
+/// Writes a scenario's capture files and `truth.json` into `dir`.
+pub fn write_scenario(s: &Scenario, dir: &Path) -> Result<truth::Truth> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let built = (s.build)(s.seed);
+    let delivered = s.delivery.render(&built.wire);
+    let names: Vec<String> = match s.delivery.files() {
+        1 => vec![format!("{}.pcap", s.name)],
+        _ => vec![format!("{}_compute.pcap", s.name), format!("{}_storage.pcap", s.name)],
+    };
+    let mut writers = names
+        .iter()
+        .map(|n| Ok(Writer::new(std::io::BufWriter::new(std::fs::File::create(dir.join(n))?))?))
+        .collect::<Result<Vec<_>>>()?;
+    for d in &delivered {
+        writers[d.file].write(d.capture_ns, &d.frame, d.frame.len() as u32)?;
+    }
+    for w in writers {
+        use std::io::Write;
+        w.into_inner().flush()?;
+    }
+    let t = truth::compute(
+        s.name,
+        s.seed,
+        names,
+        s.delivery.vantage_args(),
+        built.mtu,
+        &built.wire,
+        &delivered,
+        &built.ios,
+    );
+    std::fs::write(dir.join("truth.json"), serde_json::to_string_pretty(&t)? + "\n")?;
+    Ok(t)
 }

@@ -1,0 +1,568 @@
+//! The scenarios: each builds a wire (every packet, when each tap saw it) and the I/O
+//! records that anchor latencies. Deterministic functions of their seed.
+
+use crate::conn::{Conn, Endpoint, Msg, Sent};
+use crate::rng::Rng;
+use crate::sim::{Fate, Role, Side, Spec, Wire, COMPUTE};
+use crate::truth::IoRecord;
+use roceprobe::wire::bth::{self, opcode as op};
+use roceprobe::wire::build::{arp_frame, tcp_frame, udp_frame};
+use roceprobe::wire::cm::{CmMessage, Rep, Req, RdmaCmIp, GSI_QKEY, GSI_QPN, MAD_LEN, NVME_OF_PORT};
+use roceprobe::wire::ib_ext::{Aeth, AtomicEth, Deth, ExtHeaders, Reth};
+use roceprobe::wire::nvme::{self, Cqe, Sgl, Sqe};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::net::Ipv4Addr;
+
+/// Fabric delay between the compute and the storage tap.
+pub const FABRIC_NS: u64 = 2_000;
+/// Start of every scenario: 2026-11-30T08:00:00Z.
+pub const EPOCH_NS: u64 = 1_795_939_200_000_000_000;
+
+pub struct Built {
+    pub wire: Wire,
+    pub ios: Vec<IoRecord>,
+    pub mtu: usize,
+}
+
+// ---------------------------------------------------------------------------------------
+// NVMe/RDMA: reads, writes with an RDMA READ data phase, in-capsule writes and flushes,
+// three hosts and two targets, queue depth > 1, completions out of order, CIDs reused.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IoKind {
+    Read,
+    Write,
+    InCapsule,
+    Flush,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Step {
+    Submit,
+    AckSqe,
+    DataWrite,
+    AckData,
+    ReadRequest,
+    ReadResponses,
+    Completion,
+    AckCompletion,
+}
+
+struct Io {
+    conn: usize,
+    kind: IoKind,
+    len: usize,
+    addr: u64,
+    rkey: u32,
+    invalidate: bool,
+    cid: u16,
+    sqe: Option<Sent>,
+    data_last_psn: u32,
+    read_psn: u32,
+    cqe: Option<Sent>,
+    rec: IoRecord,
+}
+
+pub fn nvme(seed: u64) -> Built {
+    let mut rng = Rng::new(seed);
+    let mut wire = Wire::new(FABRIC_NS);
+    let mtu = 4096;
+    let hosts = ["10.0.1.1", "10.0.1.2", "10.0.1.3"];
+    let targets = ["10.0.2.1", "10.0.2.2"];
+    let mut conns = Vec::new();
+    for (h, host) in hosts.iter().enumerate() {
+        for (t, target) in targets.iter().enumerate() {
+            let i = (h * targets.len() + t) as u32;
+            conns.push(Conn::new(
+                Endpoint::new(host, Side::Compute, 0x100 + i, rng.range(0, 0xFF_FFFF) as u32),
+                Endpoint::new(target, Side::Storage, 0x200 + i, rng.range(0, 0xFF_FFFF) as u32),
+                mtu,
+            ));
+        }
+    }
+    let mut free_cids: Vec<Vec<u16>> = conns.iter().map(|_| (0..64).rev().collect()).collect();
+    let mut ios: Vec<Io> = Vec::new();
+    let mut queue: BinaryHeap<Reverse<(u64, u64, Step, usize)>> = BinaryHeap::new();
+    let mut seq = 0u64;
+    let mut schedule = |q: &mut BinaryHeap<_>, t: u64, step: Step, io: usize| {
+        seq += 1;
+        q.push(Reverse((t, seq, step, io)));
+    };
+    for c in 0..conns.len() {
+        let mut t = EPOCH_NS + rng.range(0, 20_000);
+        for n in 0..20 {
+            let kind = match (n, rng.range(0, 9)) {
+                (7, _) => IoKind::Flush,
+                (12, _) => IoKind::InCapsule,
+                (_, 0..=4) => IoKind::Read,
+                (_, 5..=7) => IoKind::Write,
+                _ => IoKind::InCapsule,
+            };
+            let len = match kind {
+                IoKind::Read | IoKind::Write => 512 * rng.range(1, 32) as usize,
+                // One in-capsule write per connection needs several packets.
+                IoKind::InCapsule if n == 12 => 8192,
+                IoKind::InCapsule => 512 * rng.range(1, 4) as usize,
+                IoKind::Flush => 0,
+            };
+            let host = conns[c].a.ip;
+            let target = conns[c].b.ip;
+            ios.push(Io {
+                conn: c,
+                kind,
+                len,
+                addr: 0x7f00_0000_0000 | (rng.next_u64() & 0xFFFF_F000),
+                rkey: rng.next_u64() as u32,
+                invalidate: rng.chance(30),
+                cid: 0,
+                sqe: None,
+                data_last_psn: 0,
+                read_psn: 0,
+                cqe: None,
+                rec: IoRecord {
+                    op: match kind {
+                        IoKind::Read => "nvme_read",
+                        IoKind::Write | IoKind::InCapsule => "nvme_write",
+                        IoKind::Flush => "nvme_other",
+                    },
+                    in_capsule: kind == IoKind::InCapsule,
+                    host,
+                    target,
+                    cid: 0,
+                    sqe_first: 0,
+                    sqe_last: 0,
+                    cqe: 0,
+                    cqe_ack: None,
+                    read_request: None,
+                    last_read_response: None,
+                },
+            });
+            schedule(&mut queue, t, Step::Submit, ios.len() - 1);
+            t += rng.range(2_000, 25_000);
+        }
+    }
+    let f = FABRIC_NS;
+    while let Some(Reverse((t, _, step, i))) = queue.pop() {
+        let c = ios[i].conn;
+        match step {
+            Step::Submit => {
+                let Some(cid) = free_cids[c].pop() else {
+                    // Queue full: try again shortly.
+                    schedule(&mut queue, t + 5_000, Step::Submit, i);
+                    continue;
+                };
+                let io = &mut ios[i];
+                io.cid = cid;
+                io.rec.cid = cid;
+                let sgl = match io.kind {
+                    IoKind::InCapsule => Sgl::InCapsule { offset: 0, length: io.len as u32 },
+                    _ => Sgl::Keyed { address: io.addr, length: io.len as u32, key: io.rkey, invalidate: io.invalidate },
+                };
+                let sqe = Sqe {
+                    opcode: match io.kind {
+                        IoKind::Read => nvme::opcode::READ,
+                        IoKind::Write | IoKind::InCapsule => nvme::opcode::WRITE,
+                        IoKind::Flush => nvme::opcode::FLUSH,
+                    },
+                    flags: nvme::FLAGS_SGL,
+                    cid,
+                    nsid: 1,
+                    sgl,
+                    slba: rng.range(0, 1 << 30),
+                    nlb: (io.len / 512).saturating_sub(1) as u16,
+                };
+                let mut capsule = vec![0u8; nvme::SQE_LEN + if io.kind == IoKind::InCapsule { io.len } else { 0 }];
+                sqe.emit(&mut capsule);
+                for (k, b) in capsule[nvme::SQE_LEN..].iter_mut().enumerate() {
+                    *b = (k as u8).wrapping_mul(31);
+                }
+                let sent = conns[c].message(&mut wire, true, Msg::Send, &capsule, t, None, Role::NvmeCommand, &mut |_| {
+                    Fate::Delivered
+                });
+                io.sqe = Some(sent);
+                io.rec.sqe_first = sent.first_index;
+                io.rec.sqe_last = sent.last_index;
+                let at_target = sent.last_t + f;
+                schedule(&mut queue, at_target + 300, Step::AckSqe, i);
+                let next = match io.kind {
+                    IoKind::Read => (Step::DataWrite, rng.range(20_000, 150_000)),
+                    IoKind::Write => (Step::ReadRequest, rng.range(3_000, 15_000)),
+                    IoKind::InCapsule | IoKind::Flush => (Step::Completion, rng.range(15_000, 90_000)),
+                };
+                schedule(&mut queue, at_target + next.1, next.0, i);
+            }
+            Step::AckSqe => {
+                let psn = ios[i].sqe.unwrap().last_psn;
+                conns[c].complete_message(false);
+                conns[c].ack(&mut wire, false, psn, Aeth::ack(31, 0), t, Fate::Delivered);
+            }
+            Step::DataWrite => {
+                let io = &mut ios[i];
+                let data = vec![0xA5u8; io.len];
+                let reth = Reth { va: io.addr, rkey: io.rkey, dma_len: io.len as u32 };
+                let sent =
+                    conns[c].message(&mut wire, false, Msg::Write(reth), &data, t, None, Role::Plain, &mut |_| Fate::Delivered);
+                io.data_last_psn = sent.last_psn;
+                schedule(&mut queue, sent.last_t + f + 1_000, Step::AckData, i);
+                schedule(&mut queue, sent.last_t + 300, Step::Completion, i);
+            }
+            Step::AckData => {
+                let psn = ios[i].data_last_psn;
+                conns[c].complete_message(true);
+                conns[c].ack(&mut wire, true, psn, Aeth::ack(31, 0), t, Fate::Delivered);
+            }
+            Step::ReadRequest => {
+                let io = &mut ios[i];
+                let reth = Reth { va: io.addr, rkey: io.rkey, dma_len: io.len as u32 };
+                let (psn, _, index, left) = conns[c].read_request(&mut wire, false, reth, t, Fate::Delivered);
+                io.read_psn = psn;
+                io.rec.read_request = Some(index);
+                schedule(&mut queue, left + f + rng.range(3_000, 12_000), Step::ReadResponses, i);
+            }
+            Step::ReadResponses => {
+                let io = &mut ios[i];
+                let data = vec![0x5Au8; io.len];
+                let (_, last_t, last_index) = conns[c].read_responses(&mut wire, true, io.read_psn, &data, t);
+                io.rec.last_read_response = Some(last_index);
+                schedule(&mut queue, last_t + f + rng.range(20_000, 80_000), Step::Completion, i);
+            }
+            Step::Completion => {
+                let io = &mut ios[i];
+                let cqe = Cqe { dw0: 0, sq_head: (io.cid + 1) % 64, sq_id: 1 + c as u16 % 4, cid: io.cid, status: 0 };
+                let mut b = [0u8; nvme::CQE_LEN];
+                cqe.emit(&mut b);
+                let msg = if io.invalidate && io.kind != IoKind::InCapsule { Msg::SendInvalidate(io.rkey) } else { Msg::Send };
+                let sent =
+                    conns[c].message(&mut wire, false, msg, &b, t, None, Role::NvmeCompletion, &mut |_| Fate::Delivered);
+                io.cqe = Some(sent);
+                io.rec.cqe = sent.first_index;
+                schedule(&mut queue, sent.last_t + f + rng.range(1_000, 6_000), Step::AckCompletion, i);
+            }
+            Step::AckCompletion => {
+                let io = &mut ios[i];
+                let psn = io.cqe.unwrap().last_psn;
+                conns[c].complete_message(true);
+                let (index, _) = conns[c].ack(&mut wire, true, psn, Aeth::ack(31, 0), t, Fate::Delivered);
+                io.rec.cqe_ack = Some(index);
+                free_cids[c].push(io.cid);
+            }
+        }
+    }
+    Built { wire, ios: ios.into_iter().map(|io| io.rec).collect(), mtu }
+}
+
+// ---------------------------------------------------------------------------------------
+// RC traffic under loss and congestion, crossing the fabric between the taps.
+
+fn data(len: usize, fill: u8) -> Vec<u8> {
+    vec![fill; len]
+}
+
+pub fn rc_loss(seed: u64) -> Built {
+    let mut rng = Rng::new(seed);
+    let mut wire = Wire::new(FABRIC_NS);
+    let mtu = 1024;
+    let f = FABRIC_NS;
+    let t0 = EPOCH_NS;
+
+    // QP A: WRITE stream host1 -> target1, starting near the PSN wrap. One packet lost in
+    // the fabric (NAK + go-back-N), one lost before the compute tap (seen by neither).
+    let mut a = Conn::new(
+        Endpoint::new("10.0.1.1", Side::Compute, 0x0A01, 0xFF_FFF0),
+        Endpoint::new("10.0.2.1", Side::Storage, 0x0B01, 100),
+        mtu,
+    );
+    let mut t = t0;
+    let mut k = 0;
+    while k < 30 {
+        let reth = Reth { va: 0x1000_0000 + k as u64 * 4096, rkey: 0x77, dma_len: 4096 };
+        let payload = data(4096, k as u8);
+        let lose = match k {
+            9 => Some((1, Fate::DroppedInFabric)),
+            20 => Some((2, Fate::DroppedBeforeFirstTap)),
+            _ => None,
+        };
+        let sent = a.message(&mut wire, true, Msg::Write(reth), &payload, t, None, Role::Plain, &mut |i| match lose {
+            Some((j, fate)) if i == j => fate,
+            _ => Fate::Delivered,
+        });
+        if let Some((j, _)) = lose {
+            // The next message is already on its way when the target notices the gap.
+            let reth2 = Reth { va: reth.va + 4096, ..reth };
+            let next = a.message(&mut wire, true, Msg::Write(reth2), &data(4096, 0xEE), sent.last_t + 100, None, Role::Plain, &mut |_| Fate::Delivered);
+            let missing = (sent.first_psn + j as u32) % (1 << 24);
+            // The target NAKs the first out-of-sequence packet it receives.
+            let nak_at = sent.first_t + (j as u64 + 1) * 400 + f + 500;
+            a.ack(&mut wire, false, missing, Aeth::nak(0, 0), nak_at, Fate::Delivered);
+            // Go-back-N: the same packets again, from the missing PSN through everything sent
+            // since.
+            let resend_at = nak_at.max(next.last_t) + f + 2_000;
+            let last_t = wire.resend(Side::Compute, sent.first_index + j..=next.last_index, resend_at);
+            a.complete_message(false);
+            a.complete_message(false);
+            a.ack(&mut wire, false, next.last_psn, Aeth::ack(31, 0), last_t + f + 1_000, Fate::Delivered);
+            k += 2;
+            t = last_t + 20_000;
+            continue;
+        }
+        a.complete_message(false);
+        a.ack(&mut wire, false, sent.last_psn, Aeth::ack(31, 0), sent.last_t + f + 1_000, Fate::Delivered);
+        t = sent.last_t + rng.range(3_000, 9_000);
+        k += 1;
+    }
+
+    // QP B: SENDs host2 -> target1; the target is not ready for one (RNR NAK) and the host
+    // sends it again after the RNR timer.
+    let mut b = Conn::new(
+        Endpoint::new("10.0.1.2", Side::Compute, 0x0A02, 5000),
+        Endpoint::new("10.0.2.1", Side::Storage, 0x0B02, 9000),
+        mtu,
+    );
+    let mut t = t0 + 1_000;
+    for k in 0..20 {
+        let payload = data(1500, k as u8);
+        let sent = b.message(&mut wire, true, Msg::Send, &payload, t, None, Role::Plain, &mut |_| Fate::Delivered);
+        if k == 6 || k == 13 {
+            let (_, nak_t) = b.ack(&mut wire, false, sent.first_psn, Aeth::rnr_nak(14, 0), sent.last_t + f + 400, Fate::Delivered);
+            // After the RNR timer, the same SEND again.
+            let last_t = wire.resend(Side::Compute, sent.first_index..=sent.last_index, nak_t + f + 40_000);
+            b.complete_message(false);
+            b.ack(&mut wire, false, sent.last_psn, Aeth::ack(31, 0), last_t + f + 800, Fate::Delivered);
+            t = last_t + 5_000;
+            continue;
+        }
+        b.complete_message(false);
+        b.ack(&mut wire, false, sent.last_psn, Aeth::ack(31, 0), sent.last_t + f + 800, Fate::Delivered);
+        t = sent.last_t + rng.range(2_000, 6_000);
+    }
+
+    // QP C: WRITEs host3 -> target2 through a congested switch: packets CE-marked in the
+    // fabric, a few already CE at the compute tap; the target's NIC answers with CNPs.
+    let mut c = Conn::new(
+        Endpoint::new("10.0.1.3", Side::Compute, 0x0A03, 777),
+        Endpoint::new("10.0.2.2", Side::Storage, 0x0B03, 888),
+        mtu,
+    );
+    let mut t = t0 + 2_000;
+    for k in 0..25 {
+        let reth = Reth { va: 0x2000_0000 + k as u64 * 2048, rkey: 0x99, dma_len: 2048 };
+        let marked = k % 4 == 1;
+        let sent = c.message(&mut wire, true, Msg::Write(reth), &data(2048, 1), t, None, Role::Plain, &mut |_| {
+            if marked {
+                Fate::MarkedInFabric
+            } else {
+                Fate::Delivered
+            }
+        });
+        if k == 10 {
+            // Marked upstream of the compute tap too: CE at both vantages.
+            if let crate::sim::Packet::Roce { ecn, .. } = &mut wire.packets[sent.first_index] {
+                *ecn = [3, 3];
+            }
+        }
+        if marked || k == 10 {
+            c.cnp(&mut wire, false, sent.last_t + f + 300);
+        }
+        c.complete_message(false);
+        c.ack(&mut wire, false, sent.last_psn, Aeth::ack(31, 0), sent.last_t + f + 900, Fate::Delivered);
+        t = sent.last_t + rng.range(2_000, 5_000);
+    }
+
+    // QP D: RDMA READs host1 -> target2 of 3 KiB + 100 B: each request reserves 4 PSNs; the
+    // requester's PSNs wrap at 2^24.
+    let mut d = Conn::new(
+        Endpoint::new("10.0.1.1", Side::Compute, 0x0A04, 0xFF_FFF4),
+        Endpoint::new("10.0.2.2", Side::Storage, 0x0B04, 1),
+        mtu,
+    );
+    let mut t = t0 + 3_000;
+    for k in 0..12 {
+        let len = 3 * mtu + 100;
+        let reth = Reth { va: 0x3000_0000 + k as u64 * 8192, rkey: 0x55, dma_len: len as u32 };
+        let (psn, _, _, left) = d.read_request(&mut wire, true, reth, t, Fate::Delivered);
+        let (_, last_t, _) = d.read_responses(&mut wire, false, psn, &data(len, 9), left + f + rng.range(4_000, 9_000));
+        t = last_t + f + rng.range(1_000, 3_000);
+    }
+    Built { wire, ios: Vec::new(), mtu }
+}
+
+// ---------------------------------------------------------------------------------------
+// Everything else the decoder must know: IPv6, QinQ, UC, UD, XRC, atomics, immediate
+// data, a CM handshake, and non-RoCE noise.
+
+fn spec(src: &str, dst: &str, opcode: u8, qpn: u32, psn: u32, ext: ExtHeaders, payload: Vec<u8>) -> Spec {
+    Spec {
+        src: src.parse().unwrap(),
+        dst: dst.parse().unwrap(),
+        vlans: Vec::new(),
+        ecn: 0b10,
+        udp_src_port: 50000,
+        bth: bth::Repr { opcode, pkey: 0xFFFF, dest_qp: qpn, psn, ..Default::default() },
+        ext,
+        payload,
+        role: Role::Plain,
+    }
+}
+
+fn cm_mad(msg: CmMessage, tid: u64) -> Vec<u8> {
+    let mut m = vec![0u8; MAD_LEN];
+    msg.emit(tid, &mut m);
+    m
+}
+
+pub fn misc(seed: u64) -> Built {
+    let mut rng = Rng::new(seed);
+    let mut wire = Wire::new(FABRIC_NS);
+    let mtu = 1024;
+    let mut t = EPOCH_NS;
+    let mut step = |rng: &mut Rng| {
+        t += rng.range(500, 3_000);
+        t
+    };
+    let (host, target) = ("10.0.1.7", "10.0.2.7");
+
+    // A CM handshake for an NVMe-oF connection, then RC traffic on the QPs it names.
+    let req = Req {
+        local_comm_id: 0x1111_2222,
+        service_id: Req::rdma_cm_service_id(NVME_OF_PORT),
+        local_ca_guid: 0x0002_c903_00ab_cdef,
+        local_qkey: 0,
+        local_qpn: 0x0C01,
+        starting_psn: 4242,
+        pkey: 0xFFFF,
+        path_mtu: 3,
+        ip: Some(RdmaCmIp { src_port: 51000, src: host.parse().unwrap(), dst: target.parse().unwrap() }),
+    };
+    let rep = Rep {
+        local_comm_id: 0x3333_4444,
+        remote_comm_id: 0x1111_2222,
+        local_qkey: 0,
+        local_qpn: 0x0D01,
+        starting_psn: 777,
+        local_ca_guid: 0x0002_c903_00fe_dcba,
+    };
+    let ud = |src: &str, dst: &str, mad: Vec<u8>, src_qp: u32, psn: u32| {
+        let ext = ExtHeaders { deth: Some(Deth { qkey: GSI_QKEY, src_qp }), ..Default::default() };
+        spec(src, dst, op::UD_SEND_ONLY, GSI_QPN, psn, ext, mad)
+    };
+    let tid = 0x0000_0001_0000_0001;
+    for (from, to, msg, side) in [
+        (host, target, CmMessage::Req(req), Side::Compute),
+        (target, host, CmMessage::Rep(rep), Side::Storage),
+        (host, target, CmMessage::Rtu { local_comm_id: 0x1111_2222, remote_comm_id: 0x3333_4444 }, Side::Compute),
+    ] {
+        let s = ud(from, to, cm_mad(msg, tid), 1, rng.range(0, 1000) as u32);
+        wire.send(side, s, step(&mut rng), Fate::Delivered);
+    }
+    let mut rc = Conn::new(
+        Endpoint::new(host, Side::Compute, 0x0C01, 4242),
+        Endpoint::new(target, Side::Storage, 0x0D01, 777),
+        mtu,
+    );
+    for k in 0..4 {
+        let s = rc.message(&mut wire, true, Msg::Send, &data(200 + k, 3), step(&mut rng), None, Role::Plain, &mut |_| Fate::Delivered);
+        rc.complete_message(false);
+        rc.ack(&mut wire, false, s.last_psn, Aeth::ack(31, 0), step(&mut rng), Fate::Delivered);
+    }
+
+    // IPv6 RC: WRITE Only with Immediate, SEND Only with Immediate, and their ACKs.
+    let mut v6 = Conn::new(
+        Endpoint::new("fd00:1::5", Side::Compute, 0x0E01, 10),
+        Endpoint::new("fd00:2::5", Side::Storage, 0x0F01, 20),
+        mtu,
+    );
+    for k in 0..3u32 {
+        let ext = ExtHeaders {
+            reth: Some(Reth { va: 0x4000 + u64::from(k) * 512, rkey: 0x42, dma_len: 512 }),
+            imm: Some(0xC0DE_0000 | k),
+            ..Default::default()
+        };
+        let psn = v6.a.next_psn;
+        v6.a.next_psn += 1;
+        let mut s = spec("fd00:1::5", "fd00:2::5", op::WRITE_ONLY_IMM, 0x0F01, psn, ext, data(512, 7));
+        s.udp_src_port = 61000;
+        wire.send(Side::Compute, s, step(&mut rng), Fate::Delivered);
+        let ext = ExtHeaders { imm: Some(k), ..Default::default() };
+        let psn = v6.a.next_psn;
+        v6.a.next_psn += 1;
+        wire.send(Side::Compute, spec("fd00:1::5", "fd00:2::5", op::SEND_ONLY_IMM, 0x0F01, psn, ext, data(64, 8)), step(&mut rng), Fate::Delivered);
+        v6.complete_message(false);
+        v6.ack(&mut wire, false, psn, Aeth::ack(31, 0), step(&mut rng), Fate::Delivered);
+    }
+
+    // QinQ-tagged RC WRITEs (a provider tag around a customer tag).
+    let mut qinq = Conn::new(
+        Endpoint::new("10.0.1.8", Side::Compute, 0x1001, 50),
+        Endpoint::new("10.0.2.8", Side::Storage, 0x1101, 60),
+        mtu,
+    );
+    qinq.vlans = vec![300, 42];
+    for _ in 0..3 {
+        let reth = Reth { va: 0x9000, rkey: 1, dma_len: 2500 };
+        let s = qinq.message(&mut wire, true, Msg::Write(reth), &data(2500, 4), step(&mut rng), None, Role::Plain, &mut |_| Fate::Delivered);
+        qinq.complete_message(false);
+        qinq.ack(&mut wire, false, s.last_psn, Aeth::ack(31, 0), step(&mut rng), Fate::Delivered);
+    }
+
+    // UC WRITEs (no ACKs on UC).
+    let mut uc = Conn::new(
+        Endpoint::new("10.0.1.9", Side::Compute, 0x1201, 900),
+        Endpoint::new("10.0.2.9", Side::Storage, 0x1301, 901),
+        mtu,
+    );
+    uc.transport = 0x20;
+    for _ in 0..3 {
+        let reth = Reth { va: 0xA000, rkey: 2, dma_len: 1500 };
+        uc.message(&mut wire, true, Msg::Write(reth), &data(1500, 5), step(&mut rng), None, Role::Plain, &mut |_| Fate::Delivered);
+    }
+
+    // UD SENDs with and without immediate data (DETH names the source QP).
+    for k in 0..3u32 {
+        let ext = ExtHeaders { deth: Some(Deth { qkey: 0x1111_1111, src_qp: 0x1401 }), imm: (k == 2).then_some(7), ..Default::default() };
+        let opcode = if k == 2 { op::UD_SEND_ONLY_IMM } else { op::UD_SEND_ONLY };
+        wire.send(Side::Compute, spec("10.0.1.10", "10.0.2.10", opcode, 0x1501, 100 + k, ext, data(256, 6)), step(&mut rng), Fate::Delivered);
+    }
+
+    // XRC SENDs (XRCETH names the SRQ) and their ACKs.
+    for k in 0..3u32 {
+        let ext = ExtHeaders { xrc_srq: Some(0x1601), ..Default::default() };
+        wire.send(Side::Compute, spec("10.0.1.11", "10.0.2.11", 0xA0 | op::SEND_ONLY, 0x1701, 300 + k, ext, data(100, 1)), step(&mut rng), Fate::Delivered);
+        let ext = ExtHeaders { aeth: Some(Aeth::ack(31, k + 1)), ..Default::default() };
+        wire.send(Side::Storage, spec("10.0.2.11", "10.0.1.11", 0xA0 | op::ACKNOWLEDGE, 0x1801, 300 + k, ext, Vec::new()), step(&mut rng), Fate::Delivered);
+    }
+
+    // Atomics: FetchAdd and CmpSwap with their ATOMIC ACKNOWLEDGEs; a remote access error NAK.
+    for k in 0..4u32 {
+        let ext = ExtHeaders { atomic: Some(AtomicEth { va: 0xB000, rkey: 3, swap_add: 1, compare: u64::from(k) }), ..Default::default() };
+        let opcode = if k % 2 == 0 { op::FETCH_ADD } else { op::COMPARE_SWAP };
+        wire.send(Side::Compute, spec("10.0.1.12", "10.0.2.12", opcode, 0x1901, 600 + k, ext, Vec::new()), step(&mut rng), Fate::Delivered);
+        let ext = if k == 3 {
+            ExtHeaders { aeth: Some(Aeth::nak(2, k)), ..Default::default() }
+        } else {
+            ExtHeaders { aeth: Some(Aeth::ack(31, k + 1)), atomic_ack: Some(u64::from(k)), ..Default::default() }
+        };
+        let opcode = if k == 3 { op::ACKNOWLEDGE } else { op::ATOMIC_ACKNOWLEDGE };
+        wire.send(Side::Storage, spec("10.0.2.12", "10.0.1.12", opcode, 0x1A01, 600 + k, ext, Vec::new()), step(&mut rng), Fate::Delivered);
+    }
+
+    // Disconnect.
+    for (from, to, msg, side) in [
+        (host, target, CmMessage::Dreq { local_comm_id: 0x1111_2222, remote_comm_id: 0x3333_4444, remote_qpn: 0x0D01 }, Side::Compute),
+        (target, host, CmMessage::Drep { local_comm_id: 0x3333_4444, remote_comm_id: 0x1111_2222 }, Side::Storage),
+    ] {
+        wire.send(side, ud(from, to, cm_mad(msg, tid + 1), 1, 5), step(&mut rng), Fate::Delivered);
+    }
+
+    // Noise at the compute tap: ARP, TCP (an NVMe/TCP port), DNS, and UDP whose only 4791
+    // is the source port.
+    let a = Ipv4Addr::new(10, 0, 1, 50);
+    let b = Ipv4Addr::new(10, 0, 2, 50);
+    for k in 0..3u8 {
+        wire.raw(COMPUTE, arp_frame(a, b), step(&mut rng), None);
+        wire.raw(COMPUTE, tcp_frame(a, b, 40000 + u16::from(k), 4420, &[k; 40]), step(&mut rng), None);
+        wire.raw(COMPUTE, udp_frame(a, b, 5353, 53, &[k; 30]), step(&mut rng), None);
+        wire.raw(COMPUTE, udp_frame(a, b, 4791, 9999, &[k; 60]), step(&mut rng), None);
+    }
+    Built { wire, ios: Vec::new(), mtu }
+}
