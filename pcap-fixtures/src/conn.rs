@@ -104,6 +104,7 @@ impl Conn {
             ext,
             payload: payload.to_vec(),
             role: Role::Plain,
+            corrupt_icrc: false,
         }
     }
 

@@ -78,6 +78,7 @@ pub fn all() -> Vec<Scenario> {
         Scenario { name: "rc_loss_vlan", seed: 2, build: scenarios::rc_loss, delivery: VLAN },
         Scenario { name: "misc", seed: 3, build: scenarios::misc, delivery: Delivery::ComputeOnly },
         Scenario { name: "misc_erspan2", seed: 3, build: scenarios::misc, delivery: ERSPAN2 },
+        Scenario { name: "corrupted", seed: 3, build: scenarios::corrupted, delivery: Delivery::ComputeOnly },
     ]
 }
 

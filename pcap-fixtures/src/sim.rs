@@ -52,6 +52,8 @@ pub struct Spec {
     pub ext: ExtHeaders,
     pub payload: Vec<u8>,
     pub role: Role,
+    /// Sent with a wrong ICRC (a bit flipped on a bad link after the CRC was computed).
+    pub corrupt_icrc: bool,
 }
 
 impl Spec {
@@ -63,7 +65,12 @@ impl Spec {
         f.udp_src_port = self.udp_src_port;
         f.ext = self.ext;
         f.payload = &self.payload;
-        f.emit()
+        let mut frame = f.emit();
+        if self.corrupt_icrc {
+            let n = frame.len();
+            frame[n - 1] ^= 0x5A;
+        }
+        frame
     }
 }
 

@@ -184,6 +184,9 @@ pub fn compute(
         if ecn == 3 {
             f.ecn_ce += 1;
         }
+        if spec.corrupt_icrc {
+            f.icrc_errors += 1;
+        }
         match spec.role {
             Role::NvmeCommand => f.nvme_commands += 1,
             Role::NvmeCompletion => f.nvme_completions += 1,
