@@ -7,6 +7,7 @@
 
 pub mod capture;
 pub mod cli;
+pub mod fuzzing;
 pub mod metrics;
 pub mod report;
 pub mod runtime;

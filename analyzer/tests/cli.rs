@@ -188,7 +188,8 @@ fn table_lists_every_flow() {
 #[test]
 fn check_icrc_counts_a_corrupted_payload_per_flow() {
     let frames = read_all_frames(&capture("rdma_write_lat.pcap")).unwrap();
-    let roce: Vec<&Vec<u8>> = frames.iter().filter(|f| f.len() > 38 && f[36..38] == 4791u16.to_be_bytes()).collect();
+    let roce: Vec<&Vec<u8>> =
+        frames.iter().filter(|f| f.len() > 38 && f[36..38] == 4791u16.to_be_bytes()).collect();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("icrc.pcap");
     let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
@@ -203,4 +204,52 @@ fn check_icrc_counts_a_corrupted_payload_per_flow() {
     assert_eq!(s["flows"][0]["icrc_errors"], 1);
     let s = replay_summary(&[&path], &[]);
     assert_eq!(s["flows"][0]["icrc_errors"], 0, "not checked unless asked");
+}
+
+#[test]
+fn erspan_iii_switch_time_is_the_packet_time() {
+    use roceprobe::wire::bth;
+    use roceprobe::wire::build::{erspan_wrap, RoceFrame};
+    use roceprobe::wire::erspan::{Granularity, Repr};
+    use std::net::Ipv4Addr;
+    // Three mirrored packets whose switch timestamps are 1 µs apart (10 ticks of 100 ns,
+    // across the 32-bit wrap), captured after a mirror path whose delay varies by 300 µs.
+    let inner = RoceFrame::new(
+        "10.0.0.1".parse().unwrap(),
+        "10.0.0.2".parse().unwrap(),
+        bth::Repr { opcode: 0x04, dest_qp: 7, ..Default::default() },
+    )
+    .emit();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("erspan3.pcap");
+    let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+    let capture0 = 1_800_000_000_000_000_000u64;
+    for (k, (ticks, capture_delay)) in
+        [(u32::MAX - 4, 0u64), (5, 300_000), (15, 1_000)].into_iter().enumerate()
+    {
+        let h = Repr {
+            erspan_type: 3,
+            vlan: 0,
+            cos: 0,
+            session: 9,
+            index: 0,
+            timestamp: ticks,
+            granularity: Granularity::Nanos100,
+            hw_id: 0,
+            platform: None,
+        };
+        let f = erspan_wrap(&inner, &h, Ipv4Addr::new(1, 1, 1, 1), Ipv4Addr::new(2, 2, 2, 2), k as u32);
+        w.write(capture0 + k as u64 * 1_000 + capture_delay, &f, f.len() as u32).unwrap();
+    }
+    drop(w);
+    let s = replay_summary(&[&path], &["--vantage", "storage=erspan:9"]);
+    let t = |ns: u64| roceprobe::report::time::rfc3339_nanos(ns);
+    assert_eq!(s["first_packet"], t(capture0), "the session is anchored at its first capture");
+    assert_eq!(s["last_packet"], t(capture0 + 2_000), "then it runs on the switch clock");
+    assert_eq!(s["flows"][0]["vantage"], "storage");
+    assert_eq!(
+        s["flows"][0]["bytes"].as_u64().unwrap(),
+        inner.len() as u64 * 3,
+        "the mirrored frames' bytes"
+    );
 }

@@ -29,8 +29,12 @@ impl Rng {
 fn mutated_and_truncated_frames_never_panic_and_always_balance() {
     let frames: Vec<Vec<u8>> =
         REAL_CAPTURES.iter().flat_map(|n| read_all_frames(&capture(n)).unwrap()).collect();
-    let cfg =
-        PipelineConfig { interval: Duration::from_millis(1), max_flows: 64, vantages: VantageMap::default(), check_icrc: true };
+    let cfg = PipelineConfig {
+        interval: Duration::from_millis(1),
+        max_flows: 64,
+        vantages: VantageMap::default(),
+        check_icrc: true,
+    };
     let (tx, rx) = crossbeam_channel::unbounded();
     let mut worker = Worker::new(0, &cfg, tx);
     let mut rng = Rng(0x5EED_1234_ABCD_0001);

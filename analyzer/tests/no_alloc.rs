@@ -53,7 +53,12 @@ fn watched<R>(f: impl FnOnce() -> R) -> (R, u64) {
 
 fn config() -> PipelineConfig {
     // One interval for the whole test: closing an interval (not per packet) allocates.
-    PipelineConfig { interval: Duration::from_secs(3600), max_flows: 1024, vantages: VantageMap::default(), check_icrc: true }
+    PipelineConfig {
+        interval: Duration::from_secs(3600),
+        max_flows: 1024,
+        vantages: VantageMap::default(),
+        check_icrc: true,
+    }
 }
 
 #[test]

@@ -8,8 +8,16 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// Fields of a flow that roceprobe reports today and the truth holds.
-const FLOW_FIELDS: [&str; 8] =
-    ["transport", "packets", "bytes", "payload_bytes", "opcodes", "icrc_errors", "nvme_commands", "nvme_completions"];
+const FLOW_FIELDS: [&str; 8] = [
+    "transport",
+    "packets",
+    "bytes",
+    "payload_bytes",
+    "opcodes",
+    "icrc_errors",
+    "nvme_commands",
+    "nvme_completions",
+];
 
 fn scenarios() -> Vec<(String, Value)> {
     let dir = fixtures().join("scenarios");
@@ -18,7 +26,8 @@ fn scenarios() -> Vec<(String, Value)> {
         .map(|e| e.unwrap().path())
         .filter(|p| p.join("truth.json").exists())
         .map(|p| {
-            let t: Value = serde_json::from_str(&std::fs::read_to_string(p.join("truth.json")).unwrap()).unwrap();
+            let t: Value =
+                serde_json::from_str(&std::fs::read_to_string(p.join("truth.json")).unwrap()).unwrap();
             (p.file_name().unwrap().to_string_lossy().into_owned(), t)
         })
         .collect();
@@ -28,7 +37,12 @@ fn scenarios() -> Vec<(String, Value)> {
 }
 
 fn files(name: &str, t: &Value) -> Vec<PathBuf> {
-    t["files"].as_array().unwrap().iter().map(|f| fixtures().join("scenarios").join(name).join(f.as_str().unwrap())).collect()
+    t["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| fixtures().join("scenarios").join(name).join(f.as_str().unwrap()))
+        .collect()
 }
 
 fn args(t: &Value) -> Vec<String> {
@@ -65,8 +79,12 @@ fn assert_matches_truth(name: &str, s: &Value, t: &Value) {
         .filter(|(_, v)| v.as_u64() != Some(0))
         .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
         .collect();
-    let expected: BTreeMap<String, u64> =
-        t["decode_errors"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_u64().unwrap())).collect();
+    let expected: BTreeMap<String, u64> = t["decode_errors"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+        .collect();
     assert_eq!(errors, expected, "{name}: decode errors by kind");
     let (got, want) = (by_key(&s["flows"]), by_key(&t["flows"]));
     assert_eq!(got.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>(), "{name}: the set of flows");

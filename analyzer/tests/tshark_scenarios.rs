@@ -77,7 +77,12 @@ fn tshark_agrees_on_every_generated_packet() {
                 cmd.args(["-e", f]);
             }
             let out = cmd.output().expect("tshark (scripts/setup installs it)");
-            assert!(out.status.success(), "tshark on {}: {}", pcap.display(), String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "tshark on {}: {}",
+                pcap.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
             let text = String::from_utf8(out.stdout).unwrap();
             let frames = read_all_frames(&pcap).unwrap();
             let lines: Vec<&str> = text.lines().collect();
@@ -102,7 +107,10 @@ fn tshark_agrees_on_every_generated_packet() {
                         // ("Unknown Header Sequence") and decodes nothing after their BTH;
                         // there, BTH must agree.
                         if o[0].is_some_and(|op| op >> 5 == 5 || op == 0x81) {
-                            assert!(theirs[3..].iter().all(Option::is_none), "tshark learned XRC: compare it all");
+                            assert!(
+                                theirs[3..].iter().all(Option::is_none),
+                                "tshark learned XRC: compare it all"
+                            );
                             o[3..].fill(None);
                         }
                         assert_eq!(&theirs[..], &o[..], "{} frame {}: {FIELDS:?}", pcap.display(), i + 1);

@@ -124,7 +124,8 @@ impl Conn {
         role: Role,
         fate: &mut dyn FnMut(usize) -> Fate,
     ) -> Sent {
-        let chunks: Vec<&[u8]> = if payload.is_empty() { vec![&[][..]] } else { payload.chunks(self.mtu).collect() };
+        let chunks: Vec<&[u8]> =
+            if payload.is_empty() { vec![&[][..]] } else { payload.chunks(self.mtu).collect() };
         let n = chunks.len();
         let base = self.transport;
         let first_psn = match psn {
@@ -138,7 +139,8 @@ impl Conn {
         };
         let side = if from_a { self.a.side } else { self.b.side };
         let mut t = self.start_at(from_a, t);
-        let mut sent = Sent { first_psn, last_psn: first_psn, first_index: 0, last_index: 0, first_t: t, last_t: t };
+        let mut sent =
+            Sent { first_psn, last_psn: first_psn, first_index: 0, last_index: 0, first_t: t, last_t: t };
         for (i, chunk) in chunks.iter().enumerate() {
             let only = n == 1;
             let (first, last) = (i == 0, i + 1 == n);
@@ -204,7 +206,15 @@ impl Conn {
 
     /// An acknowledgement (or NAK) from one end for PSN `psn` of the other end's requests.
     /// Returns the packet's index and the time it left.
-    pub fn ack(&mut self, wire: &mut Wire, from_a: bool, psn: u32, aeth: Aeth, t: u64, fate: Fate) -> (usize, u64) {
+    pub fn ack(
+        &mut self,
+        wire: &mut Wire,
+        from_a: bool,
+        psn: u32,
+        aeth: Aeth,
+        t: u64,
+        fate: Fate,
+    ) -> (usize, u64) {
         let t = self.start_at(from_a, t);
         self.done_at(from_a, t, 0);
         let mut ext = ExtHeaders::default();
@@ -264,7 +274,8 @@ impl Conn {
         self.complete_message(responder_is_a);
         let msn = if responder_is_a { self.a.msn } else { self.b.msn };
         let side = if responder_is_a { self.a.side } else { self.b.side };
-        let chunks: Vec<&[u8]> = if data.is_empty() { vec![&[][..]] } else { data.chunks(self.mtu).collect() };
+        let chunks: Vec<&[u8]> =
+            if data.is_empty() { vec![&[][..]] } else { data.chunks(self.mtu).collect() };
         let n = chunks.len();
         let mut t = self.start_at(responder_is_a, t);
         let first_t = t;

@@ -64,8 +64,12 @@ const ERSPAN3: Delivery = Delivery::Erspan {
     clock_offset_ns: [3_000_000_017, 77_000_000_500],
     mirror_ns: [7_000, 15_000],
 };
-const ERSPAN2: Delivery =
-    Delivery::Erspan { erspan_type: 2, sessions: [11, 22], clock_offset_ns: [0, 0], mirror_ns: [4_000, 9_000] };
+const ERSPAN2: Delivery = Delivery::Erspan {
+    erspan_type: 2,
+    sessions: [11, 22],
+    clock_offset_ns: [0, 0],
+    mirror_ns: [4_000, 9_000],
+};
 const VLAN: Delivery = Delivery::Vlan { compute: 10, storage: 20 };
 
 /// Every committed scenario.

@@ -119,7 +119,8 @@ impl Delivery {
                         (0, capture, f, probe)
                     }
                 };
-                let wire_len = if matches!(self, Delivery::Erspan { .. }) { wire_len } else { frame.len() as u32 };
+                let wire_len =
+                    if matches!(self, Delivery::Erspan { .. }) { wire_len } else { frame.len() as u32 };
                 out.push(Delivered { file, capture_ns, frame, wire_len, tap, packet: index, probe_ns });
             }
         }

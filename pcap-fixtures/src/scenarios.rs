@@ -7,7 +7,7 @@ use crate::sim::{Fate, Role, Side, Spec, Wire, COMPUTE};
 use crate::truth::IoRecord;
 use roceprobe::wire::bth::{self, opcode as op};
 use roceprobe::wire::build::{arp_frame, tcp_frame, udp_frame};
-use roceprobe::wire::cm::{CmMessage, Rep, Req, RdmaCmIp, GSI_QKEY, GSI_QPN, MAD_LEN, NVME_OF_PORT};
+use roceprobe::wire::cm::{CmMessage, RdmaCmIp, Rep, Req, GSI_QKEY, GSI_QPN, MAD_LEN, NVME_OF_PORT};
 use roceprobe::wire::ib_ext::{Aeth, AtomicEth, Deth, ExtHeaders, Reth};
 use roceprobe::wire::nvme::{self, Cqe, Sgl, Sqe};
 use std::cmp::Reverse;
@@ -157,7 +157,12 @@ pub fn nvme(seed: u64) -> Built {
                 io.rec.cid = cid;
                 let sgl = match io.kind {
                     IoKind::InCapsule => Sgl::InCapsule { offset: 0, length: io.len as u32 },
-                    _ => Sgl::Keyed { address: io.addr, length: io.len as u32, key: io.rkey, invalidate: io.invalidate },
+                    _ => Sgl::Keyed {
+                        address: io.addr,
+                        length: io.len as u32,
+                        key: io.rkey,
+                        invalidate: io.invalidate,
+                    },
                 };
                 let sqe = Sqe {
                     opcode: match io.kind {
@@ -172,14 +177,22 @@ pub fn nvme(seed: u64) -> Built {
                     slba: rng.range(0, 1 << 30),
                     nlb: (io.len / 512).saturating_sub(1) as u16,
                 };
-                let mut capsule = vec![0u8; nvme::SQE_LEN + if io.kind == IoKind::InCapsule { io.len } else { 0 }];
+                let mut capsule =
+                    vec![0u8; nvme::SQE_LEN + if io.kind == IoKind::InCapsule { io.len } else { 0 }];
                 sqe.emit(&mut capsule);
                 for (k, b) in capsule[nvme::SQE_LEN..].iter_mut().enumerate() {
                     *b = (k as u8).wrapping_mul(31);
                 }
-                let sent = conns[c].message(&mut wire, true, Msg::Send, &capsule, t, None, Role::NvmeCommand, &mut |_| {
-                    Fate::Delivered
-                });
+                let sent = conns[c].message(
+                    &mut wire,
+                    true,
+                    Msg::Send,
+                    &capsule,
+                    t,
+                    None,
+                    Role::NvmeCommand,
+                    &mut |_| Fate::Delivered,
+                );
                 io.sqe = Some(sent);
                 io.rec.sqe_first = sent.first_index;
                 io.rec.sqe_last = sent.last_index;
@@ -201,8 +214,16 @@ pub fn nvme(seed: u64) -> Built {
                 let io = &mut ios[i];
                 let data = vec![0xA5u8; io.len];
                 let reth = Reth { va: io.addr, rkey: io.rkey, dma_len: io.len as u32 };
-                let sent =
-                    conns[c].message(&mut wire, false, Msg::Write(reth), &data, t, None, Role::Plain, &mut |_| Fate::Delivered);
+                let sent = conns[c].message(
+                    &mut wire,
+                    false,
+                    Msg::Write(reth),
+                    &data,
+                    t,
+                    None,
+                    Role::Plain,
+                    &mut |_| Fate::Delivered,
+                );
                 io.data_last_psn = sent.last_psn;
                 schedule(&mut queue, sent.last_t + f + 1_000, Step::AckData, i);
                 schedule(&mut queue, sent.last_t + 300, Step::Completion, i);
@@ -229,12 +250,24 @@ pub fn nvme(seed: u64) -> Built {
             }
             Step::Completion => {
                 let io = &mut ios[i];
-                let cqe = Cqe { dw0: 0, sq_head: (io.cid + 1) % 64, sq_id: 1 + c as u16 % 4, cid: io.cid, status: 0 };
+                let cqe = Cqe {
+                    dw0: 0,
+                    sq_head: (io.cid + 1) % 64,
+                    sq_id: 1 + c as u16 % 4,
+                    cid: io.cid,
+                    status: 0,
+                };
                 let mut b = [0u8; nvme::CQE_LEN];
                 cqe.emit(&mut b);
-                let msg = if io.invalidate && io.kind != IoKind::InCapsule { Msg::SendInvalidate(io.rkey) } else { Msg::Send };
+                let msg = if io.invalidate && io.kind != IoKind::InCapsule {
+                    Msg::SendInvalidate(io.rkey)
+                } else {
+                    Msg::Send
+                };
                 let sent =
-                    conns[c].message(&mut wire, false, msg, &b, t, None, Role::NvmeCompletion, &mut |_| Fate::Delivered);
+                    conns[c].message(&mut wire, false, msg, &b, t, None, Role::NvmeCompletion, &mut |_| {
+                        Fate::Delivered
+                    });
                 io.cqe = Some(sent);
                 io.rec.cqe = sent.first_index;
                 schedule(&mut queue, sent.last_t + f + rng.range(1_000, 6_000), Step::AckCompletion, i);
@@ -283,14 +316,33 @@ pub fn rc_loss(seed: u64) -> Built {
             20 => Some((2, Fate::DroppedBeforeFirstTap)),
             _ => None,
         };
-        let sent = a.message(&mut wire, true, Msg::Write(reth), &payload, t, None, Role::Plain, &mut |i| match lose {
-            Some((j, fate)) if i == j => fate,
-            _ => Fate::Delivered,
-        });
+        let sent =
+            a.message(
+                &mut wire,
+                true,
+                Msg::Write(reth),
+                &payload,
+                t,
+                None,
+                Role::Plain,
+                &mut |i| match lose {
+                    Some((j, fate)) if i == j => fate,
+                    _ => Fate::Delivered,
+                },
+            );
         if let Some((j, _)) = lose {
             // The next message is already on its way when the target notices the gap.
             let reth2 = Reth { va: reth.va + 4096, ..reth };
-            let next = a.message(&mut wire, true, Msg::Write(reth2), &data(4096, 0xEE), sent.last_t + 100, None, Role::Plain, &mut |_| Fate::Delivered);
+            let next = a.message(
+                &mut wire,
+                true,
+                Msg::Write(reth2),
+                &data(4096, 0xEE),
+                sent.last_t + 100,
+                None,
+                Role::Plain,
+                &mut |_| Fate::Delivered,
+            );
             let missing = (sent.first_psn + j as u32) % (1 << 24);
             // The target NAKs the first out-of-sequence packet it receives.
             let nak_at = sent.first_t + (j as u64 + 1) * 400 + f + 500;
@@ -322,9 +374,17 @@ pub fn rc_loss(seed: u64) -> Built {
     let mut t = t0 + 1_000;
     for k in 0..20 {
         let payload = data(1500, k as u8);
-        let sent = b.message(&mut wire, true, Msg::Send, &payload, t, None, Role::Plain, &mut |_| Fate::Delivered);
+        let sent =
+            b.message(&mut wire, true, Msg::Send, &payload, t, None, Role::Plain, &mut |_| Fate::Delivered);
         if k == 6 || k == 13 {
-            let (_, nak_t) = b.ack(&mut wire, false, sent.first_psn, Aeth::rnr_nak(14, 0), sent.last_t + f + 400, Fate::Delivered);
+            let (_, nak_t) = b.ack(
+                &mut wire,
+                false,
+                sent.first_psn,
+                Aeth::rnr_nak(14, 0),
+                sent.last_t + f + 400,
+                Fate::Delivered,
+            );
             // After the RNR timer, the same SEND again.
             let last_t = wire.resend(Side::Compute, sent.first_index..=sent.last_index, nak_t + f + 40_000);
             b.complete_message(false);
@@ -348,13 +408,14 @@ pub fn rc_loss(seed: u64) -> Built {
     for k in 0..25 {
         let reth = Reth { va: 0x2000_0000 + k as u64 * 2048, rkey: 0x99, dma_len: 2048 };
         let marked = k % 4 == 1;
-        let sent = c.message(&mut wire, true, Msg::Write(reth), &data(2048, 1), t, None, Role::Plain, &mut |_| {
-            if marked {
-                Fate::MarkedInFabric
-            } else {
-                Fate::Delivered
-            }
-        });
+        let sent =
+            c.message(&mut wire, true, Msg::Write(reth), &data(2048, 1), t, None, Role::Plain, &mut |_| {
+                if marked {
+                    Fate::MarkedInFabric
+                } else {
+                    Fate::Delivered
+                }
+            });
         if k == 10 {
             // Marked upstream of the compute tap too: CE at both vantages.
             if let crate::sim::Packet::Roce { ecn, .. } = &mut wire.packets[sent.first_index] {
@@ -381,7 +442,8 @@ pub fn rc_loss(seed: u64) -> Built {
         let len = 3 * mtu + 100;
         let reth = Reth { va: 0x3000_0000 + k as u64 * 8192, rkey: 0x55, dma_len: len as u32 };
         let (psn, _, _, left) = d.read_request(&mut wire, true, reth, t, Fate::Delivered);
-        let (_, last_t, _) = d.read_responses(&mut wire, false, psn, &data(len, 9), left + f + rng.range(4_000, 9_000));
+        let (_, last_t, _) =
+            d.read_responses(&mut wire, false, psn, &data(len, 9), left + f + rng.range(4_000, 9_000));
         t = last_t + f + rng.range(1_000, 3_000);
     }
     Built { wire, ios: Vec::new(), mtu }
@@ -451,7 +513,12 @@ pub fn misc(seed: u64) -> Built {
     for (from, to, msg, side) in [
         (host, target, CmMessage::Req(req), Side::Compute),
         (target, host, CmMessage::Rep(rep), Side::Storage),
-        (host, target, CmMessage::Rtu { local_comm_id: 0x1111_2222, remote_comm_id: 0x3333_4444 }, Side::Compute),
+        (
+            host,
+            target,
+            CmMessage::Rtu { local_comm_id: 0x1111_2222, remote_comm_id: 0x3333_4444 },
+            Side::Compute,
+        ),
     ] {
         let s = ud(from, to, cm_mad(msg, tid), 1, rng.range(0, 1000) as u32);
         wire.send(side, s, step(&mut rng), Fate::Delivered);
@@ -462,7 +529,16 @@ pub fn misc(seed: u64) -> Built {
         mtu,
     );
     for k in 0..4 {
-        let s = rc.message(&mut wire, true, Msg::Send, &data(200 + k, 3), step(&mut rng), None, Role::Plain, &mut |_| Fate::Delivered);
+        let s = rc.message(
+            &mut wire,
+            true,
+            Msg::Send,
+            &data(200 + k, 3),
+            step(&mut rng),
+            None,
+            Role::Plain,
+            &mut |_| Fate::Delivered,
+        );
         rc.complete_message(false);
         rc.ack(&mut wire, false, s.last_psn, Aeth::ack(31, 0), step(&mut rng), Fate::Delivered);
     }
@@ -487,7 +563,12 @@ pub fn misc(seed: u64) -> Built {
         let ext = ExtHeaders { imm: Some(k), ..Default::default() };
         let psn = v6.a.next_psn;
         v6.a.next_psn += 1;
-        wire.send(Side::Compute, spec("fd00:1::5", "fd00:2::5", op::SEND_ONLY_IMM, 0x0F01, psn, ext, data(64, 8)), step(&mut rng), Fate::Delivered);
+        wire.send(
+            Side::Compute,
+            spec("fd00:1::5", "fd00:2::5", op::SEND_ONLY_IMM, 0x0F01, psn, ext, data(64, 8)),
+            step(&mut rng),
+            Fate::Delivered,
+        );
         v6.complete_message(false);
         v6.ack(&mut wire, false, psn, Aeth::ack(31, 0), step(&mut rng), Fate::Delivered);
     }
@@ -501,7 +582,16 @@ pub fn misc(seed: u64) -> Built {
     qinq.vlans = vec![300, 42];
     for _ in 0..3 {
         let reth = Reth { va: 0x9000, rkey: 1, dma_len: 2500 };
-        let s = qinq.message(&mut wire, true, Msg::Write(reth), &data(2500, 4), step(&mut rng), None, Role::Plain, &mut |_| Fate::Delivered);
+        let s = qinq.message(
+            &mut wire,
+            true,
+            Msg::Write(reth),
+            &data(2500, 4),
+            step(&mut rng),
+            None,
+            Role::Plain,
+            &mut |_| Fate::Delivered,
+        );
         qinq.complete_message(false);
         qinq.ack(&mut wire, false, s.last_psn, Aeth::ack(31, 0), step(&mut rng), Fate::Delivered);
     }
@@ -515,42 +605,97 @@ pub fn misc(seed: u64) -> Built {
     uc.transport = 0x20;
     for _ in 0..3 {
         let reth = Reth { va: 0xA000, rkey: 2, dma_len: 1500 };
-        uc.message(&mut wire, true, Msg::Write(reth), &data(1500, 5), step(&mut rng), None, Role::Plain, &mut |_| Fate::Delivered);
+        uc.message(
+            &mut wire,
+            true,
+            Msg::Write(reth),
+            &data(1500, 5),
+            step(&mut rng),
+            None,
+            Role::Plain,
+            &mut |_| Fate::Delivered,
+        );
     }
 
     // UD SENDs with and without immediate data (DETH names the source QP).
     for k in 0..3u32 {
-        let ext = ExtHeaders { deth: Some(Deth { qkey: 0x1111_1111, src_qp: 0x1401 }), imm: (k == 2).then_some(7), ..Default::default() };
+        let ext = ExtHeaders {
+            deth: Some(Deth { qkey: 0x1111_1111, src_qp: 0x1401 }),
+            imm: (k == 2).then_some(7),
+            ..Default::default()
+        };
         let opcode = if k == 2 { op::UD_SEND_ONLY_IMM } else { op::UD_SEND_ONLY };
-        wire.send(Side::Compute, spec("10.0.1.10", "10.0.2.10", opcode, 0x1501, 100 + k, ext, data(256, 6)), step(&mut rng), Fate::Delivered);
+        wire.send(
+            Side::Compute,
+            spec("10.0.1.10", "10.0.2.10", opcode, 0x1501, 100 + k, ext, data(256, 6)),
+            step(&mut rng),
+            Fate::Delivered,
+        );
     }
 
     // XRC SENDs (XRCETH names the SRQ) and their ACKs.
     for k in 0..3u32 {
         let ext = ExtHeaders { xrc_srq: Some(0x1601), ..Default::default() };
-        wire.send(Side::Compute, spec("10.0.1.11", "10.0.2.11", 0xA0 | op::SEND_ONLY, 0x1701, 300 + k, ext, data(100, 1)), step(&mut rng), Fate::Delivered);
+        wire.send(
+            Side::Compute,
+            spec("10.0.1.11", "10.0.2.11", 0xA0 | op::SEND_ONLY, 0x1701, 300 + k, ext, data(100, 1)),
+            step(&mut rng),
+            Fate::Delivered,
+        );
         let ext = ExtHeaders { aeth: Some(Aeth::ack(31, k + 1)), ..Default::default() };
-        wire.send(Side::Storage, spec("10.0.2.11", "10.0.1.11", 0xA0 | op::ACKNOWLEDGE, 0x1801, 300 + k, ext, Vec::new()), step(&mut rng), Fate::Delivered);
+        wire.send(
+            Side::Storage,
+            spec("10.0.2.11", "10.0.1.11", 0xA0 | op::ACKNOWLEDGE, 0x1801, 300 + k, ext, Vec::new()),
+            step(&mut rng),
+            Fate::Delivered,
+        );
     }
 
     // Atomics: FetchAdd and CmpSwap with their ATOMIC ACKNOWLEDGEs; a remote access error NAK.
     for k in 0..4u32 {
-        let ext = ExtHeaders { atomic: Some(AtomicEth { va: 0xB000, rkey: 3, swap_add: 1, compare: u64::from(k) }), ..Default::default() };
+        let ext = ExtHeaders {
+            atomic: Some(AtomicEth { va: 0xB000, rkey: 3, swap_add: 1, compare: u64::from(k) }),
+            ..Default::default()
+        };
         let opcode = if k % 2 == 0 { op::FETCH_ADD } else { op::COMPARE_SWAP };
-        wire.send(Side::Compute, spec("10.0.1.12", "10.0.2.12", opcode, 0x1901, 600 + k, ext, Vec::new()), step(&mut rng), Fate::Delivered);
+        wire.send(
+            Side::Compute,
+            spec("10.0.1.12", "10.0.2.12", opcode, 0x1901, 600 + k, ext, Vec::new()),
+            step(&mut rng),
+            Fate::Delivered,
+        );
         let ext = if k == 3 {
             ExtHeaders { aeth: Some(Aeth::nak(2, k)), ..Default::default() }
         } else {
-            ExtHeaders { aeth: Some(Aeth::ack(31, k + 1)), atomic_ack: Some(u64::from(k)), ..Default::default() }
+            ExtHeaders {
+                aeth: Some(Aeth::ack(31, k + 1)),
+                atomic_ack: Some(u64::from(k)),
+                ..Default::default()
+            }
         };
         let opcode = if k == 3 { op::ACKNOWLEDGE } else { op::ATOMIC_ACKNOWLEDGE };
-        wire.send(Side::Storage, spec("10.0.2.12", "10.0.1.12", opcode, 0x1A01, 600 + k, ext, Vec::new()), step(&mut rng), Fate::Delivered);
+        wire.send(
+            Side::Storage,
+            spec("10.0.2.12", "10.0.1.12", opcode, 0x1A01, 600 + k, ext, Vec::new()),
+            step(&mut rng),
+            Fate::Delivered,
+        );
     }
 
     // Disconnect.
     for (from, to, msg, side) in [
-        (host, target, CmMessage::Dreq { local_comm_id: 0x1111_2222, remote_comm_id: 0x3333_4444, remote_qpn: 0x0D01 }, Side::Compute),
-        (target, host, CmMessage::Drep { local_comm_id: 0x3333_4444, remote_comm_id: 0x1111_2222 }, Side::Storage),
+        (
+            host,
+            target,
+            CmMessage::Dreq { local_comm_id: 0x1111_2222, remote_comm_id: 0x3333_4444, remote_qpn: 0x0D01 },
+            Side::Compute,
+        ),
+        (
+            target,
+            host,
+            CmMessage::Drep { local_comm_id: 0x3333_4444, remote_comm_id: 0x1111_2222 },
+            Side::Storage,
+        ),
     ] {
         wire.send(side, ud(from, to, cm_mad(msg, tid + 1), 1, 5), step(&mut rng), Fate::Delivered);
     }
@@ -577,12 +722,20 @@ pub fn malformed_frames() -> Vec<(Vec<u8>, &'static str)> {
     use roceprobe::wire::erspan::{self, Granularity};
     let (a, b) = ("10.0.1.7".parse().unwrap(), "10.0.2.7".parse().unwrap());
     let payload = data(100, 0x3C);
-    let mut w = RoceFrame::new(a, b, bth::Repr { opcode: op::WRITE_FIRST, dest_qp: 0x0D01, psn: 99, ..Default::default() });
+    let mut w = RoceFrame::new(
+        a,
+        b,
+        bth::Repr { opcode: op::WRITE_FIRST, dest_qp: 0x0D01, psn: 99, ..Default::default() },
+    );
     w.ext.reth = Some(Reth { va: 1, rkey: 2, dma_len: 4096 });
     w.payload = &payload;
     // Untagged IPv4: UDP at 34, BTH at 42, extension headers at 54.
     let write = w.emit();
-    let mut s = RoceFrame::new(a, b, bth::Repr { opcode: op::SEND_ONLY, dest_qp: 0x0D01, psn: 98, ..Default::default() });
+    let mut s = RoceFrame::new(
+        a,
+        b,
+        bth::Repr { opcode: op::SEND_ONLY, dest_qp: 0x0D01, psn: 98, ..Default::default() },
+    );
     s.payload = &payload;
     let send = s.emit();
     let mut q = w.clone();
@@ -652,7 +805,9 @@ pub fn corrupted(seed: u64) -> Built {
     }
     // A packet of an existing flow that arrives with a wrong ICRC.
     let bad = built.wire.packets.iter().find_map(|p| match p {
-        crate::sim::Packet::Roce { spec, seen, .. } if spec.bth.opcode == op::SEND_ONLY && seen[COMPUTE].is_some() => {
+        crate::sim::Packet::Roce { spec, seen, .. }
+            if spec.bth.opcode == op::SEND_ONLY && seen[COMPUTE].is_some() =>
+        {
             Some((spec.clone(), seen[COMPUTE].unwrap()))
         }
         _ => None,

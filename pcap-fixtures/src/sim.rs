@@ -37,7 +37,11 @@ pub enum Role {
     /// An NVMe/RDMA completion capsule (CQE).
     NvmeCompletion,
     /// A CNP: the flow it throttles (src, dst, dst QPN of the throttled direction).
-    Cnp { throttled_src: IpAddr, throttled_dst: IpAddr, throttled_qpn: u32 },
+    Cnp {
+        throttled_src: IpAddr,
+        throttled_dst: IpAddr,
+        throttled_qpn: u32,
+    },
 }
 
 /// A RoCEv2 packet as the sender put it on the wire.
@@ -77,10 +81,18 @@ impl Spec {
 /// One packet on the wire and when each tap saw it.
 #[derive(Debug, Clone)]
 pub enum Packet {
-    Roce { spec: Spec, seen: [Option<u64>; 2], ecn: [u8; 2] },
+    Roce {
+        spec: Spec,
+        seen: [Option<u64>; 2],
+        ecn: [u8; 2],
+    },
     /// Any other frame (noise, or a frame made malformed on purpose), with the decode
     /// error kind it must be counted under, if any.
-    Raw { frame: Vec<u8>, seen: [Option<u64>; 2], error: Option<&'static str> },
+    Raw {
+        frame: Vec<u8>,
+        seen: [Option<u64>; 2],
+        error: Option<&'static str>,
+    },
 }
 
 impl Packet {

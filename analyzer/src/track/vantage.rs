@@ -49,7 +49,8 @@ pub struct Rule {
     pub selector: Selector,
 }
 
-const RULE_FORM: &str = "expected NAME=SELECTOR, NAME compute|storage, SELECTOR port:N|file:N|vlan:N|erspan:N";
+const RULE_FORM: &str =
+    "expected NAME=SELECTOR, NAME compute|storage, SELECTOR port:N|file:N|vlan:N|erspan:N";
 
 impl FromStr for Rule {
     type Err = String;
@@ -201,7 +202,8 @@ mod tests {
         assert_eq!(m.resolve(1, Some(10), None), Vantage::Compute);
         assert_eq!(m.resolve(0, Some(20), None), Vantage::Storage);
         assert_eq!(m.resolve(7, Some(99), None), Vantage::Compute);
-        let rules: Vec<Rule> = ["storage=erspan:3", "compute=vlan:10"].iter().map(|s| s.parse().unwrap()).collect();
+        let rules: Vec<Rule> =
+            ["storage=erspan:3", "compute=vlan:10"].iter().map(|s| s.parse().unwrap()).collect();
         let m = VantageMap::new(&rules, SourceKind::Port, &[0]).unwrap();
         assert_eq!(m.resolve(0, Some(10), Some(3)), Vantage::Storage, "the session wins");
         assert_eq!(m.resolve(0, Some(10), Some(4)), Vantage::Compute);

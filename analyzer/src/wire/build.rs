@@ -141,7 +141,13 @@ pub fn erspan_wrap(
     let ip_payload = tunnel + inner.len();
     let l2 = ethernet::HEADER_LEN;
     let mut f = vec![0u8; l2 + ipv4::MIN_HEADER_LEN + ip_payload];
-    emit_l2(&mut f, mac_of(IpAddr::V4(switch_ip)), mac_of(IpAddr::V4(probe_ip)), &[], ethernet::ethertype::IPV4);
+    emit_l2(
+        &mut f,
+        mac_of(IpAddr::V4(switch_ip)),
+        mac_of(IpAddr::V4(probe_ip)),
+        &[],
+        ethernet::ethertype::IPV4,
+    );
     ipv4::Repr {
         src: switch_ip,
         dst: probe_ip,
@@ -239,7 +245,14 @@ mod tests {
         let mut fr = RoceFrame::new(
             "192.0.2.1".parse().unwrap(),
             "192.0.2.2".parse().unwrap(),
-            bth::Repr { opcode: 0x06, pkey: 0xFFFF, dest_qp: 0x123, psn: 0xFFFFFF, ack_req: true, ..Default::default() },
+            bth::Repr {
+                opcode: 0x06,
+                pkey: 0xFFFF,
+                dest_qp: 0x123,
+                psn: 0xFFFFFF,
+                ack_req: true,
+                ..Default::default()
+            },
         );
         fr.vlans = &[100, 200];
         fr.ecn = 3;
@@ -248,7 +261,10 @@ mod tests {
         let f = fr.emit();
         let Decoded::Roce(p) = decode_frame(&f) else { panic!() };
         assert_eq!((p.vlan_count, p.vlans, p.ecn), (2, [100, 200], 3));
-        assert_eq!((p.bth.opcode(), p.bth.dest_qp(), p.bth.psn(), p.bth.pad_count()), (6, 0x123, 0xFFFFFF, 3));
+        assert_eq!(
+            (p.bth.opcode(), p.bth.dest_qp(), p.bth.psn(), p.bth.pad_count()),
+            (6, 0x123, 0xFFFFFF, 3)
+        );
         assert_eq!((p.payload_len, p.payload), (1021, &payload[..]));
         assert_eq!(ExtHeaders::parse(6, p.ext).unwrap().reth, fr.ext.reth);
         assert_eq!(icrc::check(&p.icrc), Some(true));

@@ -210,7 +210,9 @@ impl CmMessage {
             }),
             attr::RTU => CmMessage::Rtu { local_comm_id: ids.0, remote_comm_id: ids.1 },
             attr::REJ => CmMessage::Rej { local_comm_id: ids.0, remote_comm_id: ids.1, reason: be16(m, 10) },
-            attr::DREQ => CmMessage::Dreq { local_comm_id: ids.0, remote_comm_id: ids.1, remote_qpn: be24(m, 8) },
+            attr::DREQ => {
+                CmMessage::Dreq { local_comm_id: ids.0, remote_comm_id: ids.1, remote_qpn: be24(m, 8) }
+            }
             attr::DREP => CmMessage::Drep { local_comm_id: ids.0, remote_comm_id: ids.1 },
             attr::MRA => CmMessage::Mra { local_comm_id: ids.0, remote_comm_id: ids.1 },
             _ => return None,
@@ -324,7 +326,11 @@ mod tests {
         assert_eq!(r.path_mtu_bytes(), Some(1024));
         assert_eq!(
             r.ip,
-            Some(RdmaCmIp { src_port: 0xccf7, src: "10.1.16.62".parse().unwrap(), dst: "10.1.16.61".parse().unwrap() })
+            Some(RdmaCmIp {
+                src_port: 0xccf7,
+                src: "10.1.16.62".parse().unwrap(),
+                dst: "10.1.16.61".parse().unwrap()
+            })
         );
         // frame 2 REP: localqpn 0x3b, startpsn 0x727d6d, remotecommid 0x64c0c56d
         let (_, m) = mad_of(1);
@@ -345,7 +351,8 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        let v6 = RdmaCmIp { src_port: 40000, src: "fd00::1".parse().unwrap(), dst: "fd00::2".parse().unwrap() };
+        let v6 =
+            RdmaCmIp { src_port: 40000, src: "fd00::1".parse().unwrap(), dst: "fd00::2".parse().unwrap() };
         let msgs = [
             CmMessage::Req(Req {
                 local_comm_id: 7,

@@ -159,9 +159,11 @@ impl Repr {
                 bits: 64,
                 unit_ns: g.unit_ns()?,
             }),
-            (g, _) => {
-                Some(SwitchTime::Counter { ticks: u64::from(self.timestamp), bits: 32, unit_ns: g.unit_ns()? })
-            }
+            (g, _) => Some(SwitchTime::Counter {
+                ticks: u64::from(self.timestamp),
+                bits: 32,
+                unit_ns: g.unit_ns()?,
+            }),
         }
     }
 }

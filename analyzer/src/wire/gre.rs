@@ -84,7 +84,8 @@ impl Repr {
         BASE_LEN + 4 * usize::from(self.key.is_some()) + 4 * usize::from(self.sequence.is_some())
     }
     pub fn emit(&self, out: &mut [u8]) {
-        out[0] = if self.key.is_some() { FLAG_KEY } else { 0 } | if self.sequence.is_some() { FLAG_SEQ } else { 0 };
+        out[0] = if self.key.is_some() { FLAG_KEY } else { 0 }
+            | if self.sequence.is_some() { FLAG_SEQ } else { 0 };
         out[1] = 0;
         put16(out, 2, self.protocol);
         let mut at = BASE_LEN;

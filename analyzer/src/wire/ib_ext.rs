@@ -468,7 +468,10 @@ mod tests {
             };
             assert_eq!(back, expect, "opcode {opcode:#04x}");
             if !l.is_empty() {
-                assert_eq!(ExtHeaders::parse(opcode, &b[..l.len() - 1]), Err(DecodeError::ExtHeadersTruncated));
+                assert_eq!(
+                    ExtHeaders::parse(opcode, &b[..l.len() - 1]),
+                    Err(DecodeError::ExtHeadersTruncated)
+                );
             }
         }
         // RC 23 + UC 12 + RD 24 + UD 2 + CNP 1 + XRC 23.

@@ -16,9 +16,9 @@ pub mod ethernet;
 pub mod gre;
 pub mod ib_ext;
 pub mod icrc;
-pub mod nvme;
 pub mod ipv4;
 pub mod ipv6;
+pub mod nvme;
 pub mod udp;
 
 mod frame;

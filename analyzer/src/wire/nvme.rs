@@ -161,7 +161,13 @@ impl Cqe {
         if b.len() < CQE_LEN {
             return None;
         }
-        Some(Self { dw0: le32(b, 0), sq_head: le16(b, 8), sq_id: le16(b, 10), cid: le16(b, 12), status: le16(b, 14) >> 1 })
+        Some(Self {
+            dw0: le32(b, 0),
+            sq_head: le16(b, 8),
+            sq_id: le16(b, 10),
+            cid: le16(b, 12),
+            status: le16(b, 14) >> 1,
+        })
     }
     pub fn emit(&self, out: &mut [u8]) {
         out[..CQE_LEN].fill(0);
@@ -258,7 +264,10 @@ mod tests {
         let mut b = [0u8; 64];
         read_cmd().emit(&mut b);
         assert_eq!(&b[0..8], &[0x02, 0x40, 0x34, 0x12, 0x01, 0, 0, 0]);
-        assert_eq!(&b[24..40], &[0x00, 0x50, 0x34, 0x12, 0x00, 0x7F, 0, 0, 0x00, 0x10, 0x00, 0x56, 0x34, 0x12, 0x00, 0x40]);
+        assert_eq!(
+            &b[24..40],
+            &[0x00, 0x50, 0x34, 0x12, 0x00, 0x7F, 0, 0, 0x00, 0x10, 0x00, 0x56, 0x34, 0x12, 0x00, 0x40]
+        );
         assert_eq!(&b[40..50], &[0, 0, 0, 0, 1, 0, 0, 0, 7, 0]);
         assert_eq!(Sqe::parse(&b), Some(read_cmd()));
     }

@@ -2,7 +2,8 @@
 //! crate's `scenarios/` folder).
 
 fn main() -> anyhow::Result<()> {
-    let out = std::env::args().nth(1).map(std::path::PathBuf::from).unwrap_or_else(pcap_fixtures::scenarios_dir);
+    let out =
+        std::env::args().nth(1).map(std::path::PathBuf::from).unwrap_or_else(pcap_fixtures::scenarios_dir);
     for s in pcap_fixtures::all() {
         let dir = out.join(s.name);
         let t = pcap_fixtures::write_scenario(&s, &dir)?;

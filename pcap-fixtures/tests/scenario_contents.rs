@@ -1,0 +1,114 @@
+//! The scenarios contain what they claim to (checked on the wire and the truth), so a test
+//! that passes on them has exercised those cases.
+
+use pcap_fixtures::scenarios;
+use pcap_fixtures::sim::{Packet, COMPUTE, STORAGE};
+use pcap_fixtures::truth::FlowTruth;
+use std::collections::{HashMap, HashSet};
+
+fn truth(name: &str) -> serde_json::Value {
+    let p = pcap_fixtures::scenarios_dir().join(name).join("truth.json");
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn flows(name: &str) -> Vec<FlowTruth> {
+    truth(name)["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| FlowTruth {
+            vantage: f["vantage"].as_str().unwrap().into(),
+            src_ip: f["src_ip"].as_str().unwrap().into(),
+            dst_ip: f["dst_ip"].as_str().unwrap().into(),
+            dst_qpn: f["dst_qpn"].as_u64().unwrap() as u32,
+            gap_psns: f["gap_psns"].as_u64().unwrap(),
+            retx_packets: f["retx_packets"].as_u64().unwrap(),
+            nak_seq: f["nak_seq"].as_u64().unwrap(),
+            nak_rnr: f["nak_rnr"].as_u64().unwrap(),
+            nak_other: f["nak_other"].as_u64().unwrap(),
+            cnp: f["cnp"].as_u64().unwrap(),
+            ecn_ce: f["ecn_ce"].as_u64().unwrap(),
+            ..Default::default()
+        })
+        .collect()
+}
+
+#[test]
+fn nvme_has_queue_depth_out_of_order_completions_and_cid_reuse() {
+    let b = scenarios::nvme(1);
+    let time = |i: usize| b.wire.packets[i].seen()[COMPUTE].unwrap();
+    let mut max_depth = 0;
+    let mut out_of_order = 0;
+    let mut reused = 0;
+    let mut by_conn: HashMap<(String, String), Vec<&pcap_fixtures::truth::IoRecord>> = HashMap::new();
+    for io in &b.ios {
+        by_conn.entry((io.host.to_string(), io.target.to_string())).or_default().push(io);
+    }
+    for ios in by_conn.values() {
+        for io in ios {
+            let (s, e) = (time(io.sqe_first), time(io.cqe));
+            let depth = ios.iter().filter(|o| time(o.sqe_first) <= s && time(o.cqe) > s).count();
+            max_depth = max_depth.max(depth);
+            // A later command completed before this one.
+            if ios.iter().any(|o| time(o.sqe_first) > s && time(o.cqe) < e) {
+                out_of_order += 1;
+            }
+        }
+        let mut cids = HashSet::new();
+        reused += ios.iter().filter(|io| !cids.insert(io.cid)).count();
+    }
+    assert!(max_depth >= 3, "queue depth {max_depth}");
+    assert!(out_of_order >= 10, "{out_of_order} completions out of order");
+    assert!(reused >= 10, "{reused} CIDs reused");
+    let kinds: HashSet<(&str, bool)> = b.ios.iter().map(|io| (io.op, io.in_capsule)).collect();
+    assert_eq!(kinds.len(), 4, "reads, writes, in-capsule writes and other commands: {kinds:?}");
+    assert!(b.ios.iter().all(|io| io.sqe_first != io.sqe_last || !io.in_capsule || io.cqe > 0));
+    assert!(b.ios.iter().any(|io| io.sqe_first != io.sqe_last), "a command capsule spanning packets");
+}
+
+#[test]
+fn rc_loss_has_fabric_loss_nak_rnr_cnp_ecn_and_wrap() {
+    let f = flows("rc_loss_split");
+    let get = |v: &str, qpn: u32| f.iter().find(|x| x.vantage == v && x.dst_qpn == qpn).unwrap().clone();
+    // QP A: one packet lost in the fabric (a gap at storage only), one lost before both taps.
+    let (c, s) = (get("compute", 0x0B01), get("storage", 0x0B01));
+    assert_eq!((c.gap_psns, s.gap_psns), (1, 2), "fabric loss shows at storage only");
+    assert!(c.retx_packets >= 5 && s.retx_packets == c.retx_packets, "go-back-N at both taps");
+    assert_eq!(get("storage", 0x0A01).nak_seq, 2, "a NAK for each loss");
+    assert_eq!(get("compute", 0x0A02).nak_rnr, 2, "two RNR NAKs");
+    // QP C: CE marks in the fabric and once upstream; CNPs on the throttled flow.
+    let (c, s) = (get("compute", 0x0B03), get("storage", 0x0B03));
+    // Messages 1, 5, 9, 13, 17, 21 (2 packets each) marked in the fabric; message 10's first
+    // packet marked upstream of both taps.
+    assert_eq!((c.ecn_ce, s.ecn_ce), (1, 6 * 2 + 1));
+    assert_eq!((c.cnp, s.cnp), (7, 7));
+    // QP A starts at PSN 0xFFFFF0 and QP D at 0xFFFFF4: both wrap.
+    let b = scenarios::rc_loss(2);
+    let psns: Vec<u32> = b
+        .wire
+        .packets
+        .iter()
+        .filter_map(|p| match p {
+            Packet::Roce { spec, seen, .. } if spec.bth.dest_qp == 0x0B04 && seen[STORAGE].is_some() => {
+                Some(spec.bth.psn)
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(psns.contains(&0xFF_FFF4) && psns.contains(&0), "READ requests across the wrap: {psns:?}");
+    assert!(psns.windows(2).all(|w| (w[1].wrapping_sub(w[0]) & 0xFF_FFFF) == 4), "each READ reserves 4 PSNs");
+}
+
+#[test]
+fn misc_has_every_transport_and_encapsulation() {
+    let t = truth("misc");
+    let transports: HashSet<&str> =
+        t["flows"].as_array().unwrap().iter().map(|f| f["transport"].as_str().unwrap()).collect();
+    for want in ["RC", "UC", "UD", "XRC"] {
+        assert!(transports.contains(want), "{want} in {transports:?}");
+    }
+    let flows = t["flows"].as_array().unwrap();
+    assert!(flows.iter().any(|f| f["src_ip"].as_str().unwrap().contains(':')), "IPv6");
+    assert!(flows.iter().any(|f| f["dst_qpn"] == 1), "CM MADs to QP 1");
+    assert!(t["non_roce_packets"].as_u64().unwrap() >= 12, "noise");
+}
