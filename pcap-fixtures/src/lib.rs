@@ -106,16 +106,14 @@ pub fn write_scenario(s: &Scenario, dir: &Path) -> Result<truth::Truth> {
         use std::io::Write;
         w.into_inner().flush()?;
     }
-    let t = truth::compute(
-        s.name,
-        s.seed,
-        names,
-        s.delivery.vantage_args(),
-        built.mtu,
-        &built.wire,
-        &delivered,
-        &built.ios,
-    );
+    let meta = truth::Meta {
+        scenario: s.name.into(),
+        seed: s.seed,
+        files: names,
+        args: s.delivery.vantage_args(),
+        path_mtu: built.mtu,
+    };
+    let t = truth::compute(meta, &built.wire, &delivered, &built.ios);
     std::fs::write(dir.join("truth.json"), serde_json::to_string_pretty(&t)? + "\n")?;
     Ok(t)
 }

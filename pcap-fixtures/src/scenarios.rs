@@ -89,7 +89,7 @@ pub fn nvme(seed: u64) -> Built {
         seq += 1;
         q.push(Reverse((t, seq, step, io)));
     };
-    for c in 0..conns.len() {
+    for (c, conn) in conns.iter().enumerate() {
         let mut t = EPOCH_NS + rng.range(0, 20_000);
         for n in 0..20 {
             let kind = match (n, rng.range(0, 9)) {
@@ -106,8 +106,8 @@ pub fn nvme(seed: u64) -> Built {
                 IoKind::InCapsule => 512 * rng.range(1, 4) as usize,
                 IoKind::Flush => 0,
             };
-            let host = conns[c].a.ip;
-            let target = conns[c].b.ip;
+            let host = conn.a.ip;
+            let target = conn.b.ip;
             ios.push(Io {
                 conn: c,
                 kind,

@@ -137,16 +137,17 @@ impl PsnState {
     }
 }
 
-pub fn compute(
-    scenario: &str,
-    seed: u64,
-    files: Vec<String>,
-    args: Vec<String>,
-    path_mtu: usize,
-    wire: &Wire,
-    delivered: &[Delivered],
-    ios: &[IoRecord],
-) -> Truth {
+/// What the truth file says about the scenario besides what is measured.
+pub struct Meta {
+    pub scenario: String,
+    pub seed: u64,
+    pub files: Vec<String>,
+    pub args: Vec<String>,
+    pub path_mtu: usize,
+}
+
+pub fn compute(meta: Meta, wire: &Wire, delivered: &[Delivered], ios: &[IoRecord]) -> Truth {
+    let path_mtu = meta.path_mtu;
     let mut flows: BTreeMap<Key, FlowTruth> = BTreeMap::new();
     let mut psn: HashMap<Key, PsnState> = HashMap::new();
     let mut decode_errors: BTreeMap<String, u64> = BTreeMap::new();
@@ -266,10 +267,10 @@ pub fn compute(
         })
         .collect();
     Truth {
-        scenario: scenario.into(),
-        seed,
-        files,
-        args,
+        scenario: meta.scenario,
+        seed: meta.seed,
+        files: meta.files,
+        args: meta.args,
         path_mtu,
         packets: total,
         roce_packets: roce,

@@ -33,7 +33,8 @@ pub enum ExtKind {
 }
 
 impl ExtKind {
-    pub const fn len(self) -> usize {
+    /// Length in bytes.
+    pub const fn size(self) -> usize {
         match self {
             Self::Rdeth | Self::Xrceth | Self::ImmDt | Self::Ieth | Self::Aeth => 4,
             Self::Deth | Self::AtomicAckEth => 8,
@@ -82,7 +83,7 @@ impl Layout {
         let mut sum = 0;
         let mut i = 0;
         while i < self.n as usize {
-            sum += self.kinds[i].len();
+            sum += self.kinds[i].size();
             i += 1;
         }
         sum
@@ -97,7 +98,7 @@ impl Layout {
             if *k == kind {
                 return Some(off);
             }
-            off += k.len();
+            off += k.size();
         }
         None
     }
@@ -326,7 +327,7 @@ impl ExtHeaders {
                 ExtKind::AtomicAckEth => x.atomic_ack = Some(be64(h, 0)),
                 ExtKind::CnpReserved => {}
             }
-            off += k.len();
+            off += k.size();
         }
         Ok(x)
     }
@@ -337,7 +338,7 @@ impl ExtHeaders {
         let Some(l) = layout(opcode) else { return };
         let mut off = 0;
         for k in l.kinds() {
-            let h = &mut out[off..off + k.len()];
+            let h = &mut out[off..off + k.size()];
             match k {
                 ExtKind::Rdeth => h.copy_from_slice(&(self.rdeth.unwrap_or(0) & 0x00FF_FFFF).to_be_bytes()),
                 ExtKind::Deth => self.deth.unwrap_or_default().emit(h),
@@ -353,7 +354,7 @@ impl ExtHeaders {
                 ExtKind::AtomicAckEth => h.copy_from_slice(&self.atomic_ack.unwrap_or(0).to_be_bytes()),
                 ExtKind::CnpReserved => h.fill(0),
             }
-            off += k.len();
+            off += k.size();
         }
     }
 }
