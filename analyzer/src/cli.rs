@@ -5,6 +5,7 @@
 use crate::capture::dpdk::{DpdkCapture, StopWhen};
 use crate::capture::pcap::Replay;
 use crate::capture::Capture;
+use crate::report::csv::CsvWriter;
 use crate::report::summary::{Summary, SummarySink};
 use crate::report::table;
 use crate::runtime::{self, PipelineConfig};
@@ -55,6 +56,17 @@ pub struct CommonArgs {
     /// Most flows tracked at once; packets of further flows are counted as untracked.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_FLOWS, value_parser = parse_max_flows)]
     pub max_flows: usize,
+    /// Write flows.csv and transmissions.csv here, every interval (the directory is created
+    /// if needed; files of an earlier run are replaced).
+    #[arg(long, value_name = "DIR")]
+    pub csv_dir: Option<PathBuf>,
+    /// A transmission (burst) of a flow ends after this long without a packet of it.
+    #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = parse_interval)]
+    pub flow_idle: Duration,
+    /// Path MTU for counting the PSNs a READ Request reserves (256, 512, 1024, 2048 or
+    /// 4096); learned per QP from its packets when not given.
+    #[arg(long, value_name = "N", value_parser = parse_mtu)]
+    pub mtu: Option<u32>,
     /// Check every RoCEv2 packet's invariant CRC and count failures per flow (icrc_errors).
     #[arg(long)]
     pub check_icrc: bool,
@@ -121,6 +133,13 @@ fn parse_interval(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+fn parse_mtu(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(n @ (256 | 512 | 1024 | 2048 | 4096)) => Ok(n),
+        _ => Err(format!("'{s}' is not a RoCE path MTU (256, 512, 1024, 2048 or 4096)")),
+    }
+}
+
 fn parse_rule(s: &str) -> Result<Rule, String> {
     s.parse()
 }
@@ -171,13 +190,15 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Replay(a) => {
             let sink = a.common.summary.as_deref().map(SummarySink::open).transpose()?;
+            let csv = a.common.csv_dir.as_deref().map(CsvWriter::create).transpose()?;
             let mut replay = Replay::open(&a.files)?;
             let ids: Vec<u16> = (0..a.files.len() as u16).collect();
             let vantages = VantageMap::new(&a.common.vantages, SourceKind::File, &ids)?;
-            execute(&mut replay, &a.common, vantages, sink)
+            execute(&mut replay, &a.common, vantages, sink, csv)
         }
         Command::Live(a) => {
             let sink = a.common.summary.as_deref().map(SummarySink::open).transpose()?;
+            let csv = a.common.csv_dir.as_deref().map(CsvWriter::create).transpose()?;
             if a.duration.is_none()
                 && a.idle_exit.is_none()
                 && !std::io::IsTerminal::is_terminal(&std::io::stdin())
@@ -192,7 +213,7 @@ fn run(cli: Cli) -> Result<()> {
             )?;
             let ids: Vec<u16> = cap.ports().iter().map(|p| p.id()).collect();
             let vantages = VantageMap::new(&a.common.vantages, SourceKind::Port, &ids)?;
-            let r = execute(&mut cap, &a.common, vantages, sink);
+            let r = execute(&mut cap, &a.common, vantages, sink, csv);
             drop(cap);
             crate::capture::dpdk::eal_cleanup();
             r
@@ -205,6 +226,7 @@ fn execute<C: Capture>(
     common: &CommonArgs,
     vantages: VantageMap,
     sink: Option<SummarySink>,
+    csv: Option<CsvWriter>,
 ) -> Result<()> {
     let stop = stop_flag()?;
     let cfg = PipelineConfig {
@@ -212,8 +234,10 @@ fn execute<C: Capture>(
         max_flows: common.max_flows,
         vantages,
         check_icrc: common.check_icrc,
+        flow_idle: common.flow_idle,
+        mtu: common.mtu,
     };
-    let result = runtime::run(capture, &cfg, &stop)?;
+    let result = runtime::run(capture, &cfg, &stop, csv)?;
     let summary = Summary::build(&result.totals, &result.sources);
     let to_stdout = matches!(sink, Some(SummarySink::Stdout));
     if !common.quiet {

@@ -32,8 +32,9 @@ pub fn worker(data: &[u8]) {
     let cfg = PipelineConfig {
         interval: Duration::from_micros(50),
         max_flows: 8,
-        vantages: VantageMap::default(),
         check_icrc: true,
+        flow_idle: Duration::from_micros(20),
+        ..PipelineConfig::new(VantageMap::default())
     };
     let (tx, rx) = crossbeam_channel::unbounded();
     let mut w = Worker::new(0, &cfg, tx);
@@ -54,10 +55,18 @@ pub fn worker(data: &[u8]) {
     w.finish();
     drop(w);
     let mut seen = 0;
-    for ToStats::Interval(s) in rx.iter() {
-        let c = &s.counters;
-        assert_eq!(c.packets, c.roce_packets + c.non_roce_packets + c.decode_error_total());
-        seen += c.packets;
+    let (mut tracked, mut in_transmissions) = (0, 0);
+    for msg in rx.iter() {
+        match msg {
+            ToStats::Interval(s) => {
+                let c = &s.counters;
+                assert_eq!(c.packets, c.roce_packets + c.non_roce_packets + c.decode_error_total());
+                seen += c.packets;
+                tracked += s.flows.iter().map(|f| f.counts.packets).sum::<u64>();
+            }
+            ToStats::Transmissions(t) => in_transmissions += t.iter().map(|t| t.counts.packets).sum::<u64>(),
+        }
     }
     assert_eq!(seen, frames);
+    assert_eq!(tracked, in_transmissions, "every tracked packet is in exactly one transmission");
 }

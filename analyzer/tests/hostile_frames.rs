@@ -32,8 +32,9 @@ fn mutated_and_truncated_frames_never_panic_and_always_balance() {
     let cfg = PipelineConfig {
         interval: Duration::from_millis(1),
         max_flows: 64,
-        vantages: VantageMap::default(),
         check_icrc: true,
+        flow_idle: Duration::from_micros(100),
+        ..PipelineConfig::new(VantageMap::default())
     };
     let (tx, rx) = crossbeam_channel::unbounded();
     let mut worker = Worker::new(0, &cfg, tx);
@@ -64,8 +65,11 @@ fn mutated_and_truncated_frames_never_panic_and_always_balance() {
     worker.finish();
     drop(worker);
     let mut t = Totals::default();
-    for ToStats::Interval(s) in rx.iter() {
-        t.add(&s);
+    for msg in rx.iter() {
+        match msg {
+            ToStats::Interval(s) => t.add(&s),
+            ToStats::Transmissions(ts) => t.add_transmissions(&ts),
+        }
     }
     let c = &t.counters;
     assert_eq!(c.packets, fed);

@@ -53,11 +53,13 @@ fn watched<R>(f: impl FnOnce() -> R) -> (R, u64) {
 
 fn config() -> PipelineConfig {
     // One interval for the whole test: closing an interval (not per packet) allocates.
+    // Transmissions end (every idle gap in the captures' timestamps) and go into a batch
+    // allocated in advance.
     PipelineConfig {
         interval: Duration::from_secs(3600),
         max_flows: 1024,
-        vantages: VantageMap::default(),
         check_icrc: true,
+        ..PipelineConfig::new(VantageMap::default())
     }
 }
 

@@ -7,8 +7,8 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// Fields of a flow that roceprobe reports today and the truth holds.
-const FLOW_FIELDS: [&str; 8] = [
+/// Fields of a flow that roceprobe reports and the truth holds.
+const FLOW_FIELDS: [&str; 17] = [
     "transport",
     "packets",
     "bytes",
@@ -17,6 +17,15 @@ const FLOW_FIELDS: [&str; 8] = [
     "icrc_errors",
     "nvme_commands",
     "nvme_completions",
+    "retx_packets",
+    "retx_bytes",
+    "gap_psns",
+    "nak_seq",
+    "nak_rnr",
+    "nak_other",
+    "cnp",
+    "ecn_ce",
+    "fabric_loss_psns",
 ];
 
 fn scenarios() -> Vec<(String, Value)> {

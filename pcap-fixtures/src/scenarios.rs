@@ -16,7 +16,7 @@ use std::net::Ipv4Addr;
 
 /// Fabric delay between the compute and the storage tap.
 pub const FABRIC_NS: u64 = 2_000;
-/// Start of every scenario: 2026-11-30T08:00:00Z.
+/// Start of every scenario: 2026-11-29T08:00:00Z.
 pub const EPOCH_NS: u64 = 1_795_939_200_000_000_000;
 
 pub struct Built {

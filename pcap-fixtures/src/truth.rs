@@ -34,6 +34,9 @@ pub struct FlowTruth {
     pub icrc_errors: u64,
     pub nvme_commands: u64,
     pub nvme_completions: u64,
+    /// Request packets of their first transmission that the fabric dropped between the
+    /// taps, counted at the tap that missed them; absent for a flow seen at one tap only.
+    pub fabric_loss_psns: Option<u64>,
 }
 
 /// An NVMe I/O as the scenario made it: the wire packets that anchor its segments.
@@ -218,6 +221,30 @@ pub fn compute(meta: Meta, wire: &Wire, delivered: &[Delivered], ios: &[IoRecord
         if let Role::Cnp { throttled_src, throttled_dst, throttled_qpn } = spec.role {
             let k: Key = (d.tap, throttled_src, throttled_dst, throttled_qpn);
             flows.entry(k).or_insert_with(|| new_flow(&k, 0)).cnp += 1;
+        }
+    }
+    // Fabric loss: first transmissions seen at one tap and dropped before the other. A
+    // retransmission is the same spec again: only the first copy of a PSN counts.
+    if delivered.iter().any(|d| d.tap == STORAGE) {
+        let mut first_copy: std::collections::HashSet<(IpAddr, IpAddr, u32, u32)> = Default::default();
+        let mut lost: HashMap<Key, u64> = HashMap::new();
+        for p in &wire.packets {
+            let Packet::Roce { spec, seen, .. } = p else { continue };
+            let id = (spec.src, spec.dst, spec.bth.dest_qp, spec.bth.psn);
+            if !is_request(spec.bth.opcode) || !first_copy.insert(id) {
+                continue;
+            }
+            if let [Some(_), None] | [None, Some(_)] = seen {
+                let missed = if seen[COMPUTE].is_none() { COMPUTE } else { STORAGE };
+                *lost.entry((missed, spec.src, spec.dst, spec.bth.dest_qp)).or_insert(0) += 1;
+            }
+        }
+        let present: std::collections::HashSet<Key> = flows.keys().copied().collect();
+        for (k, f) in flows.iter_mut() {
+            let other: Key = (1 - k.0, k.1, k.2, k.3);
+            if present.contains(&other) {
+                f.fabric_loss_psns = Some(lost.get(k).copied().unwrap_or(0));
+            }
         }
     }
     let total = delivered.len() as u64;

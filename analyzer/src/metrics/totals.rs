@@ -1,8 +1,8 @@
-//! Whole-run totals, merged on the stats side from interval snapshots.
+//! Whole-run totals, merged on the stats side from interval snapshots and ended
+//! transmissions.
 
 use super::snapshot::{GlobalCounters, IntervalSnapshot};
-use crate::track::flow::FlowCounts;
-use crate::track::FlowKey;
+use crate::track::{FlowCounts, FlowKey, Transmission, Vantage};
 use crate::wire::bth::Transport;
 use std::collections::{BTreeMap, HashMap};
 
@@ -14,6 +14,20 @@ pub struct FlowTotals {
     pub opcodes: BTreeMap<u8, u64>,
     /// Packets whose opcode could not be kept per opcode (see `OpcodeCounts`).
     pub other_opcodes: u64,
+    /// Transmissions that ended.
+    pub transmissions: u64,
+}
+
+impl FlowTotals {
+    fn new(transport: Transport) -> Self {
+        Self {
+            transport,
+            counts: FlowCounts::default(),
+            opcodes: BTreeMap::new(),
+            other_opcodes: 0,
+            transmissions: 0,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -25,6 +39,21 @@ pub struct Totals {
     /// Earliest and latest frame timestamp of the run.
     pub first_ts_ns: Option<u64>,
     pub last_ts_ns: Option<u64>,
+}
+
+/// The same direction of the same QP at the other vantage.
+pub fn other_vantage(k: &FlowKey) -> FlowKey {
+    let vantage = match k.vantage {
+        Vantage::Compute => Vantage::Storage,
+        Vantage::Storage => Vantage::Compute,
+    };
+    FlowKey { vantage, ..*k }
+}
+
+/// PSNs lost between the two vantages, seen at `k`'s: the gaps here that the other vantage
+/// did not see (a loss upstream of both taps shows at both). `None` with one vantage only.
+pub fn fabric_loss(gaps: u64, other_gaps: Option<u64>) -> Option<u64> {
+    other_gaps.map(|o| gaps.saturating_sub(o))
 }
 
 impl Totals {
@@ -39,18 +68,28 @@ impl Totals {
             self.last_ts_ns = Some(self.last_ts_ns.map_or(l, |x| x.max(l)));
         }
         for d in &s.flows {
-            let t = self.flows.entry(d.key).or_insert_with(|| FlowTotals {
-                transport: d.transport,
-                counts: FlowCounts::default(),
-                opcodes: BTreeMap::new(),
-                other_opcodes: 0,
-            });
-            t.counts.add(&d.counters.counts);
-            t.other_opcodes += d.counters.opcodes.other;
-            for (op, n) in d.counters.opcodes.iter() {
+            let t = self.flows.entry(d.key).or_insert_with(|| FlowTotals::new(d.transport));
+            if t.transport == Transport::Cnp {
+                t.transport = d.transport;
+            }
+            t.counts.add(&d.counts);
+            t.other_opcodes += d.opcodes.other;
+            for (op, n) in d.opcodes.iter() {
                 *t.opcodes.entry(op).or_insert(0) += n;
             }
         }
+    }
+
+    pub fn add_transmissions(&mut self, ts: &[Transmission]) {
+        for t in ts {
+            self.flows.entry(t.key).or_insert_with(|| FlowTotals::new(t.transport)).transmissions += 1;
+        }
+    }
+
+    /// Fabric loss of a flow over the whole run (see [`fabric_loss`]).
+    pub fn fabric_loss(&self, k: &FlowKey) -> Option<u64> {
+        let here = self.flows.get(k)?.counts.gap_psns;
+        fabric_loss(here, self.flows.get(&other_vantage(k)).map(|o| o.counts.gap_psns))
     }
 
     /// Flows in a stable order: vantage, source, destination, QPN.

@@ -1,6 +1,7 @@
-//! Report: what the operator reads. The summary JSON of SPEC §5, the per-flow table
-//! printed at exit, and the time format they share.
+//! Report: what the operator reads. The CSV files and the summary JSON of SPEC §5, the
+//! per-flow table printed at exit, and the time format they share.
 
+pub mod csv;
 pub mod summary;
 pub mod table;
 pub mod time;

@@ -4,6 +4,7 @@
 use crate::capture::SourceStats;
 use crate::metrics::Totals;
 use crate::report::time::rfc3339_nanos;
+use crate::track::FlowCounts;
 use crate::wire::DecodeError;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -18,16 +19,18 @@ pub struct FlowSummary {
     pub dst_ip: String,
     pub dst_qpn: u32,
     pub transport: String,
-    pub packets: u64,
-    pub bytes: u64,
-    pub payload_bytes: u64,
+    /// packets, bytes, payload_bytes, messages, retx_packets, retx_bytes, retx_episodes,
+    /// gap_psns, out_of_window, nak_seq, nak_rnr, nak_other, cnp, cnp_unattributed, ecn_ce,
+    /// icrc_errors, nvme_commands, nvme_completions (see docs/METRICS.md).
+    #[serde(flatten)]
+    pub counts: FlowCounts,
     /// Packets per BTH opcode, keyed by the opcode in decimal.
     pub opcodes: BTreeMap<String, u64>,
-    /// Packets with a wrong ICRC (counted with `--check-icrc` only).
-    pub icrc_errors: u64,
-    /// NVMe/RDMA commands (SQEs) on this flow, and completions matched to a command.
-    pub nvme_commands: u64,
-    pub nvme_completions: u64,
+    /// Gap PSNs here that the other vantage did not have: lost between the two taps.
+    /// Absent when the flow was seen at one vantage only.
+    pub fabric_loss_psns: Option<u64>,
+    /// Transmissions (bursts) of this flow.
+    pub transmissions: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,13 +70,10 @@ impl Summary {
                     dst_ip: k.dst.to_string(),
                     dst_qpn: k.dst_qpn,
                     transport: f.transport.to_string(),
-                    packets: f.counts.packets,
-                    bytes: f.counts.bytes,
-                    payload_bytes: f.counts.payload_bytes,
+                    counts: f.counts,
                     opcodes,
-                    icrc_errors: f.counts.icrc_errors,
-                    nvme_commands: f.counts.nvme_commands,
-                    nvme_completions: f.counts.nvme_completions,
+                    fabric_loss_psns: t.fabric_loss(k),
+                    transmissions: f.transmissions,
                 }
             })
             .collect();

@@ -66,9 +66,9 @@ pub fn render(s: &Summary) -> String {
                 f.dst_ip.clone(),
                 format!("{:#08x}", f.dst_qpn),
                 f.transport.clone(),
-                f.packets.to_string(),
-                f.bytes.to_string(),
-                f.payload_bytes.to_string(),
+                f.counts.packets.to_string(),
+                f.counts.bytes.to_string(),
+                f.counts.payload_bytes.to_string(),
                 ops,
             ]
         })

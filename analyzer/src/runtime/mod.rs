@@ -7,7 +7,8 @@ pub mod worker;
 
 use crate::capture::{Capture, Poll, SourceStats};
 use crate::metrics::{IntervalSnapshot, Totals};
-use crate::track::VantageMap;
+use crate::report::csv::CsvWriter;
+use crate::track::{Transmission, VantageMap};
 use anyhow::Result;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -24,12 +25,32 @@ pub struct PipelineConfig {
     pub vantages: VantageMap,
     /// Verify every RoCEv2 packet's ICRC (`--check-icrc`).
     pub check_icrc: bool,
+    /// A transmission ends after this long without a packet of its flow (`--flow-idle`).
+    pub flow_idle: Duration,
+    /// Path MTU for READ spans (`--mtu`); learned per QP when absent.
+    pub mtu: Option<u32>,
+}
+
+impl PipelineConfig {
+    /// The defaults of the command line, with these vantages.
+    pub fn new(vantages: VantageMap) -> Self {
+        Self {
+            interval: Duration::from_secs(1),
+            max_flows: crate::track::flow::DEFAULT_MAX_FLOWS,
+            vantages,
+            check_icrc: false,
+            flow_idle: Duration::from_nanos(crate::track::flow::DEFAULT_FLOW_IDLE_NS),
+            mtu: None,
+        }
+    }
 }
 
 /// Messages from workers to the stats side.
 #[derive(Debug)]
 pub enum ToStats {
     Interval(IntervalSnapshot),
+    /// Transmissions that ended (sent in batches).
+    Transmissions(Vec<Transmission>),
 }
 
 /// What a run measured.
@@ -38,22 +59,46 @@ pub struct RunResult {
     pub totals: Totals,
     pub sources: Vec<SourceStats>,
     pub time_sources: Vec<&'static str>,
+    /// Why CSV output stopped, if it failed during the run.
+    pub csv_error: Option<String>,
 }
 
 /// Runs the pipeline until the source ends or `stop` is set (SIGINT / SIGTERM). The last,
 /// partial interval is closed and merged, so nothing measured is lost on either path.
-pub fn run<C: Capture>(capture: &mut C, cfg: &PipelineConfig, stop: &AtomicBool) -> Result<RunResult> {
+pub fn run<C: Capture>(
+    capture: &mut C,
+    cfg: &PipelineConfig,
+    stop: &AtomicBool,
+    mut csv: Option<CsvWriter>,
+) -> Result<RunResult> {
     // Bounded so a stalled stats side cannot grow memory without limit; intervals are
     // rare (one message per worker per interval), so the worker never waits in practice.
     let (tx, rx) = crossbeam_channel::bounded::<ToStats>(256);
+    let two_vantages = cfg.vantages.maps_storage();
     let stats = std::thread::Builder::new().name("roceprobe-stats".into()).spawn(move || {
         let mut totals = Totals::default();
+        let mut csv_error = None;
         for msg in rx {
-            match msg {
-                ToStats::Interval(s) => totals.add(&s),
+            let written = match &msg {
+                ToStats::Interval(s) => {
+                    totals.add(s);
+                    csv.as_mut().map(|w| w.write_interval(s, two_vantages))
+                }
+                ToStats::Transmissions(t) => {
+                    totals.add_transmissions(t);
+                    csv.as_mut().map(|w| w.write_transmissions(t))
+                }
+            };
+            if let Some(Err(e)) = written {
+                // Measuring goes on; the summary still gets everything.
+                let dir = csv.take().map(|w| w.dir().display().to_string()).unwrap_or_default();
+                eprintln!(
+                    "roceprobe: warning: writing CSV reports in {dir} failed ({e:#}); CSV output stopped"
+                );
+                csv_error = Some(e);
             }
         }
-        totals
+        (totals, csv_error.map(|e| format!("{e:#}")))
     })?;
 
     let mut worker = Worker::new(0, cfg, tx);
@@ -70,7 +115,7 @@ pub fn run<C: Capture>(capture: &mut C, cfg: &PipelineConfig, stop: &AtomicBool)
     };
     worker.finish();
     drop(worker);
-    let totals = stats.join().map_err(|_| anyhow::anyhow!("the stats thread panicked"))?;
+    let (totals, csv_error) = stats.join().map_err(|_| anyhow::anyhow!("the stats thread panicked"))?;
     result?;
-    Ok(RunResult { totals, sources: capture.stats(), time_sources: capture.time_sources() })
+    Ok(RunResult { totals, sources: capture.stats(), time_sources: capture.time_sources(), csv_error })
 }

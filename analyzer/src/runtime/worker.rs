@@ -4,11 +4,43 @@ use super::{PipelineConfig, ToStats};
 use crate::capture::Frame;
 use crate::metrics::{GlobalCounters, IntervalSnapshot};
 use crate::track::clock::MirrorClocks;
+use crate::track::flow::Transmission;
 use crate::track::nvme::{NvmeRecognizer, PendingKey, DEFAULT_MAX_PENDING};
-use crate::track::{FlowKey, FlowTable, VantageMap};
+use crate::track::{FlowKey, FlowTable, Vantage, VantageMap};
+use crate::wire::bth::opcode as op;
+use crate::wire::cm::{CmMessage, GSI_QPN};
 use crate::wire::nvme::{classify, Capsule};
 use crate::wire::{decode_frame, icrc, Decoded, RocePacket};
 use crossbeam_channel::Sender;
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+/// Ended transmissions go to the stats side in batches of this many (or at each interval).
+const TX_BATCH: usize = 1024;
+/// CM ConnectRequests remembered until their reply.
+const CM_PENDING: usize = 1024;
+
+/// Ended transmissions waiting to be handed over. The buffer is replaced when sent, so a
+/// push never grows it: one allocation per batch, none per packet.
+struct TxBatch {
+    buf: Vec<Transmission>,
+    tx: Sender<ToStats>,
+}
+
+impl TxBatch {
+    fn push(&mut self, t: Transmission) {
+        if self.buf.len() == self.buf.capacity() {
+            self.flush();
+        }
+        self.buf.push(t);
+    }
+    fn flush(&mut self) {
+        if !self.buf.is_empty() {
+            let full = std::mem::replace(&mut self.buf, Vec::with_capacity(TX_BATCH));
+            let _ = self.tx.send(ToStats::Transmissions(full));
+        }
+    }
+}
 
 pub struct Worker {
     id: usize,
@@ -16,6 +48,9 @@ pub struct Worker {
     vantages: VantageMap,
     clocks: MirrorClocks,
     nvme: NvmeRecognizer,
+    /// CM ConnectRequests by (vantage, local communication id): initiator IP and QPN,
+    /// target IP, path MTU.
+    cm_requests: HashMap<(Vantage, u32), (IpAddr, u32, IpAddr, u32), ahash::RandomState>,
     check_icrc: bool,
     counters: GlobalCounters,
     untracked_reported: u64,
@@ -25,6 +60,7 @@ pub struct Worker {
     interval_ns: u64,
     /// The open interval [start, end) in packet time; `None` before the first frame.
     current: Option<(u64, u64)>,
+    ended: TxBatch,
     tx: Sender<ToStats>,
 }
 
@@ -32,10 +68,11 @@ impl Worker {
     pub fn new(id: usize, cfg: &PipelineConfig, tx: Sender<ToStats>) -> Self {
         Self {
             id,
-            flows: FlowTable::new(cfg.max_flows),
+            flows: FlowTable::new(cfg.max_flows, cfg.flow_idle.as_nanos() as u64, cfg.mtu),
             vantages: cfg.vantages.clone(),
             clocks: MirrorClocks::default(),
             nvme: NvmeRecognizer::new(DEFAULT_MAX_PENDING),
+            cm_requests: HashMap::with_capacity_and_hasher(CM_PENDING, ahash::RandomState::new()),
             check_icrc: cfg.check_icrc,
             counters: GlobalCounters::default(),
             untracked_reported: 0,
@@ -43,6 +80,7 @@ impl Worker {
             last_ts: 0,
             interval_ns: (cfg.interval.as_nanos() as u64).max(1),
             current: None,
+            ended: TxBatch { buf: Vec::with_capacity(TX_BATCH), tx: tx.clone() },
             tx,
         }
     }
@@ -98,27 +136,59 @@ impl Worker {
     fn track(&mut self, p: &RocePacket<'_>, source: u16, wire_len: u32, ts: u64) {
         let vantage = self.vantages.resolve(source, p.outer_vlan(), p.mirror.map(|m| m.session));
         let key = FlowKey { vantage, src: p.ip.src, dst: p.ip.dst, dst_qpn: p.bth.dest_qp() };
-        let Some(counts) = self.flows.record(key, p, wire_len) else { return };
+        let ended = &mut self.ended;
+        let Some(slot) = self.flows.record(key, p, wire_len, ts, &mut |t| ended.push(t)) else { return };
+        let opcode = p.bth.opcode();
         if self.check_icrc && icrc::check(&p.icrc) == Some(false) {
-            counts.icrc_errors += 1;
+            self.flows.counts_mut(slot).icrc_errors += 1;
         }
-        match classify(p.bth.opcode(), p.payload, p.payload_len) {
+        if opcode == op::UD_SEND_ONLY && key.dst_qpn == GSI_QPN {
+            self.connection_management(vantage, p);
+            return;
+        }
+        match classify(opcode, p.payload, p.payload_len) {
             Capsule::Command(sqe) => {
-                counts.nvme_commands += 1;
+                self.flows.counts_mut(slot).nvme_commands += 1;
                 let k = PendingKey { vantage, host: p.ip.src, target: p.ip.dst, cid: sqe.cid };
                 self.nvme.command(k, ts);
             }
             Capsule::Completion(cqe) => {
                 let k = PendingKey { vantage, host: p.ip.dst, target: p.ip.src, cid: cqe.cid };
                 if self.nvme.completion(k) {
-                    counts.nvme_completions += 1;
+                    self.flows.counts_mut(slot).nvme_completions += 1;
                 }
             }
             Capsule::None => {}
         }
     }
 
+    /// A CM MAD: a ConnectReply names the QP pair its request started.
+    fn connection_management(&mut self, vantage: Vantage, p: &RocePacket<'_>) {
+        match CmMessage::parse(p.payload) {
+            Some((_, CmMessage::Req(r))) => {
+                if self.cm_requests.len() < CM_PENDING {
+                    let mtu = r.path_mtu_bytes().unwrap_or(0);
+                    self.cm_requests
+                        .insert((vantage, r.local_comm_id), (p.ip.src, r.local_qpn, p.ip.dst, mtu));
+                }
+            }
+            Some((_, CmMessage::Rep(r))) => {
+                if let Some((a_ip, a_qpn, b_ip, mtu)) = self.cm_requests.remove(&(vantage, r.remote_comm_id))
+                {
+                    if b_ip == p.ip.src {
+                        self.flows.announce_pair(vantage, a_ip, a_qpn, b_ip, r.local_qpn, mtu);
+                    }
+                }
+            }
+            Some((_, CmMessage::Rej { remote_comm_id, .. })) => {
+                self.cm_requests.remove(&(vantage, remote_comm_id));
+            }
+            _ => {}
+        }
+    }
+
     fn emit(&mut self, start_ns: u64, end_ns: u64) {
+        self.ended.flush();
         let mut flows = Vec::new();
         self.flows.drain_interval(&mut flows);
         let untracked = self.flows.untracked_packets - self.untracked_reported;
@@ -141,8 +211,12 @@ impl Worker {
         let _ = self.tx.send(ToStats::Interval(snap));
     }
 
-    /// Closes the open interval (end of input or shutdown).
+    /// Ends every open transmission and closes the open interval (end of input or
+    /// shutdown).
     pub fn finish(&mut self) {
+        let ended = &mut self.ended;
+        self.flows.close_all(&mut |t| ended.push(t));
+        self.ended.flush();
         if let Some((start, end)) = self.current.take() {
             self.emit(start, end);
         }
@@ -163,12 +237,7 @@ mod tests {
 
     #[test]
     fn intervals_follow_packet_time() {
-        let cfg = PipelineConfig {
-            interval: std::time::Duration::from_secs(1),
-            max_flows: 16,
-            vantages: VantageMap::default(),
-            check_icrc: false,
-        };
+        let cfg = PipelineConfig { max_flows: 16, ..PipelineConfig::new(VantageMap::default()) };
         let (tx, rx) = crossbeam_channel::unbounded();
         let mut w = Worker::new(0, &cfg, tx);
         for ts in [10 * S + S / 2, 11 * S + S / 5, 10 * S + 9 * S / 10, 13 * S + S / 10] {
@@ -179,9 +248,11 @@ mod tests {
         type Row = (u64, u64, u64, Option<u64>, Option<u64>);
         let snaps: Vec<Row> = rx
             .iter()
-            .map(|ToStats::Interval(s)| {
-                (s.start_ns, s.end_ns, s.counters.packets, s.first_ts_ns, s.last_ts_ns)
+            .filter_map(|m| match m {
+                ToStats::Interval(s) => Some(s),
+                ToStats::Transmissions(_) => None,
             })
+            .map(|s| (s.start_ns, s.end_ns, s.counters.packets, s.first_ts_ns, s.last_ts_ns))
             .collect();
         assert_eq!(
             snaps,

@@ -1,20 +1,35 @@
-//! The flow table: one entry per (vantage, src IP, dst IP, destination QPN), SPEC §2.
+//! The flow table: one entry per (vantage, src IP, dst IP, destination QPN), SPEC §2, with
+//! each flow's counters, PSN analysis, open transmission and QP pairing.
 //!
-//! Capacity is fixed at start-up (`--max-flows`): the table is allocated once and a packet
-//! of a new flow beyond the bound is counted as untracked, so the per-packet path never
-//! allocates. Entries hold the counters of the current interval; `drain_interval` hands
-//! them over and zeroes them.
+//! Capacity is fixed at start-up (`--max-flows`): entries live in a slab allocated once, and
+//! a packet of a new flow beyond the bound is counted as untracked, so the per-packet path
+//! never allocates. Flows with an open transmission are kept in a list ordered by their
+//! last packet (an intrusive LRU through the slab), so ending idle transmissions looks at
+//! the list's head only: no scan of the table per packet.
 
+use super::counts::FlowCounts;
+use super::psn::{Outcome, PsnTracker, Span};
 use super::vantage::Vantage;
-use crate::wire::bth::Transport;
+use crate::wire::bth::{opcode as op, Transport};
+use crate::wire::ib_ext::{AckKind, ExtHeaders};
 use crate::wire::RocePacket;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-/// Default bound on tracked flows. At ~0.5 KB per entry (see [`FlowTable::bytes_per_flow`])
-/// this is ~32 MiB, allocated up front.
+/// Default bound on tracked flows (see [`FlowTable::bytes_per_flow`] for the memory).
 pub const DEFAULT_MAX_FLOWS: usize = 65_536;
+/// Default `--flow-idle`: a transmission ends after 1 ms without a packet. RDMA bursts
+/// (a collective step, a checkpoint shard) keep a QP busy with gaps of microseconds between
+/// messages; steps of a training job are milliseconds apart.
+pub const DEFAULT_FLOW_IDLE_NS: u64 = 1_000_000;
+
+const NONE: u32 = u32::MAX;
+/// Request flows remembered per host pair for learning QP pairs from acknowledgements.
+const PAIR_SLOTS: usize = 8;
+/// An acknowledgement or READ response names a PSN at most this far behind the requester's
+/// next PSN.
+const ACK_WINDOW: u32 = 1 << 16;
 
 /// One direction of one QP at one vantage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -55,12 +70,12 @@ impl OpcodeCounts {
 
     #[inline]
     pub fn add(&mut self, opcode: u8) {
-        if opcode >> 5 == self.group && opcode != crate::wire::bth::opcode::CNP {
+        if opcode >> 5 == self.group && opcode != op::CNP {
             self.own[usize::from(opcode & 0x1F)] += 1;
             return;
         }
         let used = usize::from(self.foreign_used);
-        if let Some(slot) = self.foreign[..used].iter_mut().find(|(op, _)| *op == opcode) {
+        if let Some(slot) = self.foreign[..used].iter_mut().find(|(o, _)| *o == opcode) {
             slot.1 += 1;
         } else if used < FOREIGN_SLOTS {
             self.foreign[used] = (opcode, 1);
@@ -81,6 +96,13 @@ impl OpcodeCounts {
             .chain(self.foreign[..usize::from(self.foreign_used)].iter().copied())
     }
 
+    /// A flow whose first packet was a CNP takes the transport of its first other packet.
+    fn regroup(&mut self, opcode: u8) {
+        if self.own.iter().all(|&n| n == 0) {
+            self.group = opcode >> 5;
+        }
+    }
+
     fn clear(&mut self) {
         self.own = [0; 32];
         self.foreign_used = 0;
@@ -88,133 +110,457 @@ impl OpcodeCounts {
     }
 }
 
-/// The scalar counters of a flow (an interval's deltas, or whole-run totals).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct FlowCounts {
-    pub packets: u64,
-    /// Frame bytes on the wire, without FCS (for a mirrored frame: the mirrored frame's).
-    pub bytes: u64,
-    /// RoCE payload bytes (after extension headers, before pad and ICRC).
-    pub payload_bytes: u64,
-    /// Packets whose ICRC was wrong (with `--check-icrc`).
-    pub icrc_errors: u64,
-    /// NVMe/RDMA commands (SQEs) sent on this flow.
-    pub nvme_commands: u64,
-    /// NVMe/RDMA completions (CQEs) on this flow that matched a command seen the other way.
-    pub nvme_completions: u64,
-}
-
-impl FlowCounts {
-    pub fn add(&mut self, o: &FlowCounts) {
-        self.packets += o.packets;
-        self.bytes += o.bytes;
-        self.payload_bytes += o.payload_bytes;
-        self.icrc_errors += o.icrc_errors;
-        self.nvme_commands += o.nvme_commands;
-        self.nvme_completions += o.nvme_completions;
-    }
-}
-
-/// Counters of one flow over one interval.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FlowCounters {
-    pub counts: FlowCounts,
-    pub opcodes: OpcodeCounts,
-}
-
-impl FlowCounters {
-    fn new(first_opcode: u8) -> Self {
-        Self { counts: FlowCounts::default(), opcodes: OpcodeCounts::new(first_opcode) }
-    }
-}
-
-#[derive(Debug)]
-struct FlowEntry {
-    transport: Transport,
-    interval: FlowCounters,
-}
-
 /// A flow's counters for one interval, as handed to the stats side.
 #[derive(Debug, Clone)]
 pub struct FlowDelta {
     pub key: FlowKey,
     pub transport: Transport,
-    pub counters: FlowCounters,
+    pub counts: FlowCounts,
+    pub opcodes: OpcodeCounts,
 }
 
-/// The worker's flow table.
+/// An ended transmission (SPEC §4): a burst of one flow, from its first to its last packet.
+#[derive(Debug, Clone)]
+pub struct Transmission {
+    pub key: FlowKey,
+    pub transport: Transport,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub counts: FlowCounts,
+}
+
+#[derive(Debug)]
+struct FlowEntry {
+    key: FlowKey,
+    transport: Transport,
+    totals: FlowCounts,
+    /// `totals` when the last interval was handed over.
+    reported: FlowCounts,
+    opcodes: OpcodeCounts,
+    psn: PsnTracker,
+    /// The QPN that sends this flow's packets (the paired direction's destination QPN).
+    peer_qpn: u32,
+    /// Path MTU of the QP, 0 while unknown.
+    mtu: u32,
+    in_pair_index: bool,
+    /// The open transmission: first packet time and `totals` at its start.
+    tx_open: bool,
+    tx_start: u64,
+    tx_base: FlowCounts,
+    last_ts: u64,
+    /// Links of the list of flows with an open transmission, oldest activity first.
+    prev: u32,
+    next: u32,
+}
+
+/// Request operations: their PSNs advance the requester's sequence (SPEC §4).
+#[inline]
+fn is_request(opcode: u8) -> bool {
+    matches!(opcode >> 5, 0 | 1 | 5) && matches!(opcode & 0x1F, 0x00..=0x0C | 0x13 | 0x14 | 0x16 | 0x17)
+}
+
+/// The last packet of a request message (or a single-packet request).
+#[inline]
+fn ends_message(low: u8) -> bool {
+    matches!(low, 0x02..=0x05 | 0x08..=0x0C | 0x13 | 0x14 | 0x16 | 0x17)
+}
+
+/// A packet that must be full-size (First or Middle of a multi-packet message): its payload
+/// is the path MTU.
+#[inline]
+fn full_size(opcode: u8) -> bool {
+    matches!(opcode >> 5, 0 | 1 | 5)
+        && matches!(
+            opcode & 0x1F,
+            op::SEND_FIRST
+                | op::SEND_MIDDLE
+                | op::WRITE_FIRST
+                | op::WRITE_MIDDLE
+                | op::READ_RESPONSE_FIRST
+                | op::READ_RESPONSE_MIDDLE
+        )
+}
+
+/// Responses carry the requester's PSNs: ACKs and READ / atomic responses.
+#[inline]
+fn is_response(opcode: u8) -> bool {
+    matches!(opcode >> 5, 0 | 5) && matches!(opcode & 0x1F, 0x0D..=0x12)
+}
+
 pub struct FlowTable {
-    flows: HashMap<FlowKey, FlowEntry, ahash::RandomState>,
+    index: HashMap<FlowKey, u32, ahash::RandomState>,
+    slab: Vec<FlowEntry>,
     max_flows: usize,
+    idle_ns: u64,
+    /// `--mtu`: overrides what is learned.
+    forced_mtu: Option<u32>,
+    /// Request flows from one host to another, for learning QP pairs.
+    pairs: HashMap<(Vantage, IpAddr, IpAddr), [u32; PAIR_SLOTS], ahash::RandomState>,
+    /// QP pairs (and path MTU) announced by CM, for flows not seen yet.
+    announced: HashMap<FlowKey, (u32, u32), ahash::RandomState>,
+    head: u32,
+    tail: u32,
     /// Packets of flows that did not fit (the table was full).
     pub untracked_packets: u64,
 }
 
 impl FlowTable {
-    pub fn new(max_flows: usize) -> Self {
+    pub fn new(max_flows: usize, idle_ns: u64, forced_mtu: Option<u32>) -> Self {
+        let h = || ahash::RandomState::new();
         Self {
-            flows: HashMap::with_capacity_and_hasher(max_flows, ahash::RandomState::new()),
+            index: HashMap::with_capacity_and_hasher(max_flows, h()),
+            slab: Vec::with_capacity(max_flows),
             max_flows,
+            idle_ns: idle_ns.max(1),
+            forced_mtu,
+            pairs: HashMap::with_capacity_and_hasher(max_flows, h()),
+            announced: HashMap::with_capacity_and_hasher(max_flows.min(4096), h()),
+            head: NONE,
+            tail: NONE,
             untracked_packets: 0,
         }
     }
 
-    /// Memory per tracked flow, key and value (the hash map adds a control byte and its
-    /// load factor on top).
+    /// Memory per tracked flow: the slab entry, its index entry and its pairing slot (hash
+    /// maps add a control byte and their load factor on top).
     pub const fn bytes_per_flow() -> usize {
-        std::mem::size_of::<FlowKey>() + std::mem::size_of::<FlowEntry>()
+        std::mem::size_of::<FlowEntry>()
+            + std::mem::size_of::<(FlowKey, u32)>()
+            + std::mem::size_of::<((Vantage, IpAddr, IpAddr), [u32; PAIR_SLOTS])>()
     }
 
     pub fn len(&self) -> usize {
-        self.flows.len()
+        self.slab.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.flows.is_empty()
+        self.slab.is_empty()
     }
 
-    /// Counts one RoCE packet and returns the flow's interval counters for the trackers
-    /// that follow (`None` if the table is full and the flow is untracked). Never allocates:
-    /// the table was sized at construction.
+    // --- the list of flows with an open transmission -------------------------------------
+
+    fn unlink(&mut self, i: u32) {
+        let (p, n) = (self.slab[i as usize].prev, self.slab[i as usize].next);
+        if p == NONE {
+            self.head = n;
+        } else {
+            self.slab[p as usize].next = n;
+        }
+        if n == NONE {
+            self.tail = p;
+        } else {
+            self.slab[n as usize].prev = p;
+        }
+        self.slab[i as usize].prev = NONE;
+        self.slab[i as usize].next = NONE;
+    }
+
+    fn push_tail(&mut self, i: u32) {
+        self.slab[i as usize].prev = self.tail;
+        self.slab[i as usize].next = NONE;
+        if self.tail == NONE {
+            self.head = i;
+        } else {
+            self.slab[self.tail as usize].next = i;
+        }
+        self.tail = i;
+    }
+
+    fn close_transmission(&mut self, i: u32, out: &mut impl FnMut(Transmission)) {
+        self.unlink(i);
+        let e = &mut self.slab[i as usize];
+        e.tx_open = false;
+        out(Transmission {
+            key: e.key,
+            transport: e.transport,
+            start_ns: e.tx_start,
+            end_ns: e.last_ts,
+            counts: e.totals.since(&e.tx_base),
+        });
+    }
+
+    /// Ends the transmissions of flows idle for `--flow-idle` at packet time `now`. Looks
+    /// at the head of the list only (flows are in order of last activity).
     #[inline]
-    pub fn record(&mut self, key: FlowKey, p: &RocePacket<'_>, wire_len: u32) -> Option<&mut FlowCounts> {
-        let opcode = p.bth.opcode();
-        let full = self.flows.len() >= self.max_flows;
-        // `entry` reserves room for one more, which never allocates below the capacity
-        // reserved at construction.
-        let entry = match self.flows.entry(key) {
-            Entry::Occupied(o) => o.into_mut(),
-            Entry::Vacant(_) if full => {
-                self.untracked_packets += 1;
-                return None;
+    pub fn expire(&mut self, now: u64, out: &mut impl FnMut(Transmission)) {
+        while self.head != NONE {
+            let h = self.head;
+            if self.slab[h as usize].last_ts.saturating_add(self.idle_ns) >= now {
+                break;
             }
+            self.close_transmission(h, out);
+        }
+    }
+
+    /// Ends every open transmission (end of input, shutdown).
+    pub fn close_all(&mut self, out: &mut impl FnMut(Transmission)) {
+        while self.head != NONE {
+            let h = self.head;
+            self.close_transmission(h, out);
+        }
+    }
+
+    // --- per packet ---------------------------------------------------------------------
+
+    fn slot(&mut self, key: FlowKey, transport: Transport, opcode: u8) -> Option<u32> {
+        let full = self.slab.len() >= self.max_flows;
+        match self.index.entry(key) {
+            Entry::Occupied(o) => Some(*o.get()),
+            Entry::Vacant(_) if full => None,
             Entry::Vacant(v) => {
-                v.insert(FlowEntry { transport: p.bth.transport(), interval: FlowCounters::new(opcode) })
+                let i = self.slab.len() as u32;
+                v.insert(i);
+                let (peer_qpn, mtu) = self.announced.remove(&key).unwrap_or((NONE, 0));
+                self.slab.push(FlowEntry {
+                    key,
+                    transport,
+                    totals: FlowCounts::default(),
+                    reported: FlowCounts::default(),
+                    opcodes: OpcodeCounts::new(opcode),
+                    psn: PsnTracker::default(),
+                    peer_qpn,
+                    mtu,
+                    in_pair_index: false,
+                    tx_open: false,
+                    tx_start: 0,
+                    tx_base: FlowCounts::default(),
+                    last_ts: 0,
+                    prev: NONE,
+                    next: NONE,
+                });
+                Some(i)
             }
-        };
-        let c = &mut entry.interval;
-        c.counts.packets += 1;
-        c.counts.bytes += u64::from(wire_len);
-        c.counts.payload_bytes += u64::from(p.payload_len);
-        c.opcodes.add(opcode);
-        Some(&mut c.counts)
+        }
     }
 
-    /// The interval counters of a tracked flow.
+    fn reverse_index(&self, i: u32) -> Option<u32> {
+        let e = &self.slab[i as usize];
+        if e.peer_qpn == NONE {
+            return None;
+        }
+        let k = FlowKey { vantage: e.key.vantage, src: e.key.dst, dst: e.key.src, dst_qpn: e.peer_qpn };
+        self.index.get(&k).copied()
+    }
+
+    /// The path MTU for a QP's READ spans: `--mtu`, else learned on either direction.
+    fn mtu_of(&self, i: u32) -> Option<u32> {
+        if self.forced_mtu.is_some() {
+            return self.forced_mtu;
+        }
+        let own = self.slab[i as usize].mtu;
+        if own != 0 {
+            return Some(own);
+        }
+        self.reverse_index(i).map(|r| self.slab[r as usize].mtu).filter(|&m| m != 0)
+    }
+
+    fn set_pair(&mut self, a: u32, b: u32) {
+        let (qa, qb) = (self.slab[a as usize].key.dst_qpn, self.slab[b as usize].key.dst_qpn);
+        self.slab[a as usize].peer_qpn = qb;
+        self.slab[b as usize].peer_qpn = qa;
+        let m = self.slab[a as usize].mtu.max(self.slab[b as usize].mtu);
+        self.slab[a as usize].mtu = m;
+        self.slab[b as usize].mtu = m;
+    }
+
+    /// Learns the pair of a response flow from the PSN it acknowledges: the one request
+    /// flow between the same hosts (the other way) whose next PSN is just past it.
+    fn learn_pair(&mut self, resp: u32, psn: u32) {
+        let k = self.slab[resp as usize].key;
+        let Some(slots) = self.pairs.get(&(k.vantage, k.dst, k.src)) else { return };
+        let mut found = NONE;
+        for &c in slots.iter().filter(|&&c| c != NONE) {
+            let Some(next) = self.slab[c as usize].psn.next_expected() else { continue };
+            let behind = next.wrapping_sub(psn) & 0x00FF_FFFF;
+            if (1..=ACK_WINDOW).contains(&behind) {
+                if found != NONE {
+                    return; // ambiguous: wait for a later acknowledgement
+                }
+                found = c;
+            }
+        }
+        if found != NONE {
+            self.set_pair(resp, found);
+        }
+    }
+
+    fn index_request_flow(&mut self, i: u32) {
+        let k = self.slab[i as usize].key;
+        self.slab[i as usize].in_pair_index = true;
+        let slots = self.pairs.entry((k.vantage, k.src, k.dst)).or_insert([NONE; PAIR_SLOTS]);
+        if let Some(s) = slots.iter_mut().find(|s| **s == NONE) {
+            *s = i;
+        }
+    }
+
+    /// A CNP on flow `i` throttles the paired direction.
+    fn attribute_cnp(&mut self, i: u32) {
+        let target = self.reverse_index(i).or_else(|| {
+            // Without a known pair, the one request flow between the hosts, if there is one.
+            let k = self.slab[i as usize].key;
+            let slots = self.pairs.get(&(k.vantage, k.dst, k.src))?;
+            let mut it = slots.iter().filter(|&&c| c != NONE);
+            match (it.next(), it.next()) {
+                (Some(&c), None) => Some(c),
+                _ => None,
+            }
+        });
+        match target {
+            Some(t) => self.slab[t as usize].totals.cnp += 1,
+            None => self.slab[i as usize].totals.cnp_unattributed += 1,
+        }
+    }
+
+    /// Counts one RoCE packet seen at packet time `ts`, first ending transmissions that went
+    /// idle. Returns the flow's slot (`None` if the table is full and the flow untracked).
     #[inline]
-    pub fn counts_mut(&mut self, key: &FlowKey) -> Option<&mut FlowCounts> {
-        self.flows.get_mut(key).map(|e| &mut e.interval.counts)
+    pub fn record(
+        &mut self,
+        key: FlowKey,
+        p: &RocePacket<'_>,
+        wire_len: u32,
+        ts: u64,
+        out: &mut impl FnMut(Transmission),
+    ) -> Option<u32> {
+        self.expire(ts, out);
+        let opcode = p.bth.opcode();
+        let Some(i) = self.slot(key, p.bth.transport(), opcode) else {
+            self.untracked_packets += 1;
+            return None;
+        };
+        let idle = self.idle_ns;
+        {
+            let e = &mut self.slab[i as usize];
+            if e.tx_open && ts > e.last_ts.saturating_add(idle) {
+                // The list is ordered by last activity, so this flow would have been expired
+                // already unless time went backwards; end it here all the same.
+                self.close_transmission(i, out);
+            }
+        }
+        let e = &mut self.slab[i as usize];
+        if e.tx_open {
+            self.unlink(i);
+        } else {
+            e.tx_open = true;
+            e.tx_start = ts;
+            e.tx_base = e.totals;
+        }
+        self.push_tail(i);
+        let e = &mut self.slab[i as usize];
+        e.last_ts = e.last_ts.max(ts);
+        if e.transport == Transport::Cnp && opcode != op::CNP {
+            e.transport = p.bth.transport();
+            e.opcodes.regroup(opcode);
+        }
+        let c = &mut e.totals;
+        c.packets += 1;
+        c.bytes += u64::from(wire_len);
+        c.payload_bytes += u64::from(p.payload_len);
+        if p.ecn == 3 {
+            c.ecn_ce += 1;
+        }
+        e.opcodes.add(opcode);
+        if full_size(opcode) && (256..=4096).contains(&p.payload_len) && p.payload_len.is_power_of_two() {
+            e.mtu = p.payload_len;
+        }
+
+        if opcode == op::CNP {
+            self.attribute_cnp(i);
+        } else if is_request(opcode) {
+            let low = opcode & 0x1F;
+            let span = if low == op::READ_REQUEST {
+                let len = ExtHeaders::parse(opcode, p.ext).ok().and_then(|x| x.reth).map_or(0, |r| r.dma_len);
+                Span::read(len, self.mtu_of(i))
+            } else {
+                Span::ONE
+            };
+            let e = &mut self.slab[i as usize];
+            let c = &mut e.totals;
+            if ends_message(low) {
+                c.messages += 1;
+            }
+            match e.psn.observe(p.bth.psn(), span) {
+                Outcome::InOrder => {}
+                Outcome::Retransmission { episode } => {
+                    c.retx_packets += 1;
+                    c.retx_bytes += u64::from(p.payload_len);
+                    c.retx_episodes += u64::from(episode);
+                }
+                Outcome::Gap { skipped } => c.gap_psns += u64::from(skipped),
+                Outcome::OutOfWindow => c.out_of_window += 1,
+            }
+            if !e.in_pair_index && e.key.dst_qpn != 1 {
+                self.index_request_flow(i);
+            }
+        } else if is_response(opcode) {
+            if opcode & 0x1F == op::ACKNOWLEDGE {
+                if let Ok(ExtHeaders { aeth: Some(a), .. }) = ExtHeaders::parse(opcode, p.ext) {
+                    let c = &mut self.slab[i as usize].totals;
+                    match a.kind() {
+                        AckKind::Nak { code: 0 } => c.nak_seq += 1,
+                        AckKind::Nak { .. } => c.nak_other += 1,
+                        AckKind::RnrNak { .. } => c.nak_rnr += 1,
+                        AckKind::Ack { .. } | AckKind::Reserved => {}
+                    }
+                }
+            }
+            if self.slab[i as usize].peer_qpn == NONE {
+                self.learn_pair(i, p.bth.psn());
+            }
+        }
+        Some(i)
     }
 
-    /// Hands over every flow active in the interval and zeroes its counters.
+    /// The counters of a tracked flow, for trackers that count more on it.
+    #[inline]
+    pub fn counts_mut(&mut self, slot: u32) -> &mut FlowCounts {
+        &mut self.slab[slot as usize].totals
+    }
+
+    /// Records what CM said about a connection: `a` (at `a_ip`, QPN `a_qpn`) talks to `b`.
+    pub fn announce_pair(
+        &mut self,
+        vantage: Vantage,
+        a_ip: IpAddr,
+        a_qpn: u32,
+        b_ip: IpAddr,
+        b_qpn: u32,
+        mtu: u32,
+    ) {
+        let ab = FlowKey { vantage, src: a_ip, dst: b_ip, dst_qpn: b_qpn };
+        let ba = FlowKey { vantage, src: b_ip, dst: a_ip, dst_qpn: a_qpn };
+        for (k, peer) in [(ab, a_qpn), (ba, b_qpn)] {
+            match self.index.get(&k) {
+                Some(&i) => {
+                    let e = &mut self.slab[i as usize];
+                    e.peer_qpn = peer;
+                    if mtu != 0 {
+                        e.mtu = mtu;
+                    }
+                }
+                None if self.announced.len() < self.announced.capacity() => {
+                    self.announced.insert(k, (peer, mtu));
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// Hands over every flow that changed in the interval.
     pub fn drain_interval(&mut self, out: &mut Vec<FlowDelta>) {
-        for (key, e) in self.flows.iter_mut() {
-            if e.interval.counts == FlowCounts::default() {
+        for e in self.slab.iter_mut() {
+            let delta = e.totals.since(&e.reported);
+            if delta == FlowCounts::default() {
                 continue;
             }
-            out.push(FlowDelta { key: *key, transport: e.transport, counters: e.interval.clone() });
-            e.interval.counts = FlowCounts::default();
-            e.interval.opcodes.clear();
+            out.push(FlowDelta {
+                key: e.key,
+                transport: e.transport,
+                counts: delta,
+                opcodes: e.opcodes.clone(),
+            });
+            e.reported = e.totals;
+            e.opcodes.clear();
         }
     }
 }
@@ -236,5 +582,15 @@ mod tests {
             vec![(0x06, 1), (0x07, 2), (0x08, 1), (0x11, 1), (0x2A, 1), (0x64, 1), (0x81, 2), (0xA4, 1)]
         );
         assert_eq!(c.other, 2, "0x40 and 0x41 found no free slot");
+    }
+
+    #[test]
+    fn request_and_message_classes() {
+        assert!(
+            is_request(0x06) && is_request(0x0C) && is_request(0x14) && is_request(0xA4) && is_request(0x2A)
+        );
+        assert!(!is_request(0x11) && !is_request(0x64) && !is_request(0x81) && !is_request(0x0D));
+        assert!(ends_message(0x04) && ends_message(0x08) && ends_message(0x0C) && !ends_message(0x06));
+        assert!(full_size(0x06) && full_size(0x0D) && !full_size(0x0F) && !full_size(0x64));
     }
 }

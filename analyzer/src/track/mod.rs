@@ -1,10 +1,14 @@
-//! Track: per-flow state owned by one worker. Fed decoded packets, it keeps counters for
-//! the current interval and hands them over as a snapshot when the interval closes.
+//! Track: per-flow state owned by one worker. Fed decoded packets, it keeps each flow's
+//! counters, PSN analysis and transmissions, pairs the two directions of a QP, recognises
+//! NVMe/RDMA capsules and follows ERSPAN switch clocks.
 
 pub mod clock;
+pub mod counts;
 pub mod flow;
 pub mod nvme;
+pub mod psn;
 pub mod vantage;
 
-pub use flow::{FlowKey, FlowTable};
+pub use counts::FlowCounts;
+pub use flow::{FlowKey, FlowTable, Transmission};
 pub use vantage::{Selector, Vantage, VantageMap};

@@ -136,6 +136,13 @@ impl VantageMap {
         Ok(m)
     }
 
+    /// Whether any rule maps traffic to `storage` (so there are two vantages to compare).
+    pub fn maps_storage(&self) -> bool {
+        self.by_source.iter().any(|v| *v == Some(Vantage::Storage))
+            || self.by_vlan.iter().any(|(_, v)| *v == Vantage::Storage)
+            || self.by_session.iter().any(|(_, v)| *v == Vantage::Storage)
+    }
+
     #[inline]
     pub fn resolve(&self, source: u16, outer_vlan: Option<u16>, erspan_session: Option<u16>) -> Vantage {
         if let Some(s) = erspan_session {

@@ -1,0 +1,61 @@
+//! The scalar counters of a flow. Kept cumulative per flow; an interval's or a
+//! transmission's counters are the difference from a saved base, so a packet updates one
+//! set of counters only.
+
+macro_rules! flow_counts {
+    ($( $(#[$doc:meta])* $field:ident ),* $(,)?) => {
+        /// Counters of a flow (cumulative, or the difference between two points in time).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+        pub struct FlowCounts {
+            $( $(#[$doc])* pub $field: u64, )*
+        }
+
+        impl FlowCounts {
+            pub fn add(&mut self, o: &FlowCounts) {
+                $( self.$field += o.$field; )*
+            }
+            /// `self - base`, field by field (counters only grow).
+            pub fn since(&self, base: &FlowCounts) -> FlowCounts {
+                FlowCounts { $( $field: self.$field - base.$field, )* }
+            }
+        }
+    };
+}
+
+flow_counts! {
+    packets,
+    /// Frame bytes on the wire, without FCS (for a mirrored frame: the mirrored frame's).
+    bytes,
+    /// RoCE payload bytes (after extension headers, before pad and ICRC).
+    payload_bytes,
+    /// Request messages completed (the Last or Only packet of a SEND or WRITE, READ
+    /// Requests, atomics).
+    messages,
+    /// Request packets whose PSN was behind the expected one, and their payload bytes.
+    retx_packets,
+    retx_bytes,
+    /// Runs of retransmissions (go-back-N episodes): a retransmission after a packet that
+    /// was not one.
+    retx_episodes,
+    /// PSNs skipped: packets lost upstream of this vantage.
+    gap_psns,
+    /// Request PSNs more than 2^22 away from the expected one (a reset QP or a reused QPN):
+    /// not counted as loss or retransmission; the analysis restarts there.
+    out_of_window,
+    /// NAK PSN sequence error, RNR NAK, and other NAK codes, on the flow that carries them.
+    nak_seq,
+    nak_rnr,
+    nak_other,
+    /// CNPs that throttle this flow.
+    cnp,
+    /// CNPs on this flow whose throttled flow is not known (its QP pairing was not learned).
+    cnp_unattributed,
+    /// Packets with ECN Congestion Experienced.
+    ecn_ce,
+    /// Packets whose ICRC was wrong (with `--check-icrc`).
+    icrc_errors,
+    /// NVMe/RDMA commands (SQEs) sent on this flow.
+    nvme_commands,
+    /// NVMe/RDMA completions on this flow that matched a command seen the other way.
+    nvme_completions,
+}

@@ -1,0 +1,155 @@
+//! PSN analysis of one requester direction (SPEC §4): the expected next PSN, with serial
+//! arithmetic modulo 2^24. A packet behind the expected PSN is a retransmission; one ahead
+//! of it skipped PSNs (a gap: packets lost upstream of this vantage).
+//!
+//! A READ Request reserves ceil(DMA length / path MTU) PSNs. While the path MTU of the QP is
+//! not known yet, the next PSN is expected anywhere in [ceil(len / 4096), ceil(len / 256)]
+//! after it (the largest and smallest RoCE MTUs), so an unknown MTU never invents a gap.
+
+pub const PSN_MOD: u32 = 1 << 24;
+const MASK: u32 = PSN_MOD - 1;
+/// Beyond a quarter of the PSN space a jump is not loss or retransmission but a restarted
+/// QP (or a QPN reused by a new connection).
+const WINDOW: u32 = 1 << 22;
+
+/// How many PSNs a request packet occupies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub min: u32,
+    pub max: u32,
+}
+
+impl Span {
+    pub const ONE: Span = Span { min: 1, max: 1 };
+
+    /// The span of a READ Request for `dma_len` bytes with path MTU `mtu` (if known).
+    pub fn read(dma_len: u32, mtu: Option<u32>) -> Span {
+        let n = |m: u32| dma_len.div_ceil(m).max(1);
+        match mtu {
+            Some(m) => Span { min: n(m), max: n(m) },
+            None => Span { min: n(4096), max: n(256) },
+        }
+    }
+}
+
+/// What a request packet's PSN says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The expected PSN (or the first packet seen).
+    InOrder,
+    /// Behind the expected PSN; `episode` if it starts a run of retransmissions.
+    Retransmission { episode: bool },
+    /// Ahead of the expected PSN by `skipped`.
+    Gap { skipped: u32 },
+    /// Too far from the expected PSN to be either; the analysis restarts here.
+    OutOfWindow,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PsnTracker {
+    /// The next PSN is expected in [lo, hi] (lo == hi unless a READ's span is unknown).
+    lo: u32,
+    hi: u32,
+    started: bool,
+    in_retx: bool,
+}
+
+#[inline]
+fn dist(from: u32, to: u32) -> u32 {
+    to.wrapping_sub(from) & MASK
+}
+
+impl PsnTracker {
+    #[inline]
+    fn expect_after(&mut self, psn: u32, span: Span) {
+        self.lo = (psn + span.min) & MASK;
+        self.hi = (psn + span.max) & MASK;
+    }
+
+    /// The highest PSN expected next (for matching acknowledgements).
+    pub fn next_expected(&self) -> Option<u32> {
+        self.started.then_some(self.hi)
+    }
+
+    #[inline]
+    pub fn observe(&mut self, psn: u32, span: Span) -> Outcome {
+        let psn = psn & MASK;
+        if !self.started {
+            self.started = true;
+            self.expect_after(psn, span);
+            return Outcome::InOrder;
+        }
+        let width = dist(self.lo, self.hi);
+        let ahead_of_lo = dist(self.lo, psn);
+        if ahead_of_lo <= width {
+            self.in_retx = false;
+            self.expect_after(psn, span);
+            return Outcome::InOrder;
+        }
+        let ahead_of_hi = dist(self.hi, psn);
+        if ahead_of_hi < WINDOW {
+            self.in_retx = false;
+            self.expect_after(psn, span);
+            return Outcome::Gap { skipped: ahead_of_hi };
+        }
+        let behind = dist(psn, self.lo);
+        if behind <= WINDOW {
+            let episode = !self.in_retx;
+            self.in_retx = true;
+            return Outcome::Retransmission { episode };
+        }
+        self.in_retx = false;
+        self.expect_after(psn, span);
+        Outcome::OutOfWindow
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_order_across_the_wrap() {
+        let mut t = PsnTracker::default();
+        for psn in [MASK - 1, MASK, 0, 1] {
+            assert_eq!(t.observe(psn, Span::ONE), Outcome::InOrder);
+        }
+    }
+
+    #[test]
+    fn gap_then_go_back_n() {
+        let mut t = PsnTracker::default();
+        assert_eq!(t.observe(10, Span::ONE), Outcome::InOrder);
+        assert_eq!(t.observe(13, Span::ONE), Outcome::Gap { skipped: 2 });
+        assert_eq!(t.observe(14, Span::ONE), Outcome::InOrder);
+        assert_eq!(t.observe(11, Span::ONE), Outcome::Retransmission { episode: true });
+        assert_eq!(t.observe(12, Span::ONE), Outcome::Retransmission { episode: false });
+        assert_eq!(t.observe(13, Span::ONE), Outcome::Retransmission { episode: false });
+        assert_eq!(t.observe(14, Span::ONE), Outcome::Retransmission { episode: false });
+        assert_eq!(t.observe(15, Span::ONE), Outcome::InOrder);
+        assert_eq!(t.observe(15, Span::ONE), Outcome::Retransmission { episode: true }, "a duplicate");
+    }
+
+    #[test]
+    fn read_spans_known_and_unknown_mtu() {
+        let mut t = PsnTracker::default();
+        // 3000 bytes at MTU 1024: 3 PSNs (rdma_read_bw's READ Requests).
+        assert_eq!(t.observe(100, Span::read(3000, Some(1024))), Outcome::InOrder);
+        assert_eq!(t.observe(103, Span::read(3000, Some(1024))), Outcome::InOrder);
+        assert_eq!(t.observe(107, Span::ONE), Outcome::Gap { skipped: 1 });
+        // Unknown MTU: anything from 1 (MTU 4096) to 12 (MTU 256) PSNs later is in order.
+        let mut t = PsnTracker::default();
+        assert_eq!(t.observe(MASK - 1, Span::read(3000, None)), Outcome::InOrder);
+        assert_eq!(t.observe(1, Span::read(3000, None)), Outcome::InOrder, "3 later, across the wrap");
+        assert_eq!(t.observe(20, Span::ONE), Outcome::Gap { skipped: 20 - 13 });
+    }
+
+    #[test]
+    fn far_jumps_are_out_of_window_not_loss() {
+        let mut t = PsnTracker::default();
+        t.observe(5, Span::ONE);
+        assert_eq!(t.observe(5 + WINDOW + 1, Span::ONE), Outcome::OutOfWindow);
+        assert_eq!(t.observe(6 + WINDOW + 1, Span::ONE), Outcome::InOrder, "restarted there");
+        assert_eq!(Span::read(0, None), Span::ONE);
+    }
+}
