@@ -85,6 +85,73 @@ fn decode_and_track_allocate_nothing_per_packet() {
     assert_eq!(steady, 0, "allocations in {} frames", 50 * frames.len());
 }
 
+/// Every frame of every generated scenario with its timestamp, shifted so that passes follow
+/// each other in time.
+fn scenario_frames() -> Vec<(u64, Vec<u8>, u16)> {
+    let dir = fixtures().join("scenarios");
+    let mut out = Vec::new();
+    let mut names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    names.sort();
+    for d in names {
+        let mut pcaps: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "pcap"))
+            .collect();
+        pcaps.sort();
+        let mut r = roceprobe::capture::pcap::Replay::open(&pcaps).unwrap();
+        while let Poll::Frames(_) = r.poll(|f| out.push((f.ts_ns, f.data.to_vec(), f.source))).unwrap() {}
+    }
+    out
+}
+
+#[test]
+fn the_whole_analysis_allocates_nothing_per_packet_in_a_steady_state() {
+    // Intervals of 100 µs and transmissions that end after 20 µs idle: messages to the stats
+    // side all the time, whose buffers a stats thread hands back as the real one does.
+    let cfg = PipelineConfig {
+        interval: Duration::from_micros(100),
+        max_flows: 1024,
+        check_icrc: true,
+        flow_idle: Duration::from_micros(20),
+        ..PipelineConfig::new(VantageMap::default())
+    };
+    let frames = scenario_frames();
+    let span =
+        frames.iter().map(|f| f.0).max().unwrap() - frames.iter().map(|f| f.0).min().unwrap() + 1_000_000;
+    let (tx, rx) = crossbeam_channel::bounded(256);
+    let (back_tx, back_rx) = crossbeam_channel::bounded(64);
+    let stats = std::thread::spawn(move || {
+        let mut messages = 0u64;
+        for m in rx {
+            messages += 1;
+            let _ = back_tx.try_send(roceprobe::runtime::recycle(m));
+        }
+        messages
+    });
+    let mut worker = Worker::with_recycling(0, &cfg, tx, back_rx);
+    let mut pass = 0u64;
+    let mut feed = |w: &mut Worker| {
+        for (ts, data, source) in &frames {
+            w.handle(Frame { data, wire_len: data.len() as u32, ts_ns: ts + pass * span, source: *source });
+        }
+        pass += 1;
+    };
+    for _ in 0..3 {
+        feed(&mut worker); // flows created, buffers in circulation
+    }
+    let (_, allocations) = watched(|| {
+        for _ in 0..20 {
+            feed(&mut worker)
+        }
+    });
+    worker.finish();
+    drop(worker);
+    let messages = stats.join().unwrap();
+    assert!(messages > 100, "{messages} messages to the stats side");
+    assert_eq!(allocations, 0, "allocations in {} frames", 20 * frames.len());
+}
+
 #[test]
 fn dpdk_rx_loop_allocates_nothing_per_packet() {
     let path = capture("rdma_cm.pcap");

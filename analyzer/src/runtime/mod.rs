@@ -8,6 +8,7 @@ pub mod worker;
 use crate::capture::{Capture, Poll, SourceStats};
 use crate::metrics::{IntervalSnapshot, Totals};
 use crate::report::csv::CsvWriter;
+use crate::track::flow::FlowDelta;
 use crate::track::{Transmission, VantageMap};
 use anyhow::Result;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,6 +46,14 @@ impl PipelineConfig {
     }
 }
 
+/// Buffers the stats side hands back, emptied, for the worker to fill again: in a steady
+/// state the worker allocates nothing, not even per interval.
+#[derive(Debug)]
+pub enum Recycled {
+    Flows(Vec<FlowDelta>),
+    Transmissions(Vec<Transmission>),
+}
+
 /// Messages from workers to the stats side.
 #[derive(Debug)]
 pub enum ToStats {
@@ -63,6 +72,20 @@ pub struct RunResult {
     pub csv_error: Option<String>,
 }
 
+/// Empties a message's buffers for the worker to use again.
+pub fn recycle(msg: ToStats) -> Recycled {
+    match msg {
+        ToStats::Interval(mut s) => {
+            s.flows.clear();
+            Recycled::Flows(s.flows)
+        }
+        ToStats::Transmissions(mut t) => {
+            t.clear();
+            Recycled::Transmissions(t)
+        }
+    }
+}
+
 /// Runs the pipeline until the source ends or `stop` is set (SIGINT / SIGTERM). The last,
 /// partial interval is closed and merged, so nothing measured is lost on either path.
 pub fn run<C: Capture>(
@@ -74,6 +97,7 @@ pub fn run<C: Capture>(
     // Bounded so a stalled stats side cannot grow memory without limit; intervals are
     // rare (one message per worker per interval), so the worker never waits in practice.
     let (tx, rx) = crossbeam_channel::bounded::<ToStats>(256);
+    let (back_tx, back_rx) = crossbeam_channel::bounded::<Recycled>(64);
     let two_vantages = cfg.vantages.maps_storage();
     let stats = std::thread::Builder::new().name("roceprobe-stats".into()).spawn(move || {
         let mut totals = Totals::default();
@@ -97,11 +121,12 @@ pub fn run<C: Capture>(
                 );
                 csv_error = Some(e);
             }
+            let _ = back_tx.try_send(recycle(msg));
         }
         (totals, csv_error.map(|e| format!("{e:#}")))
     })?;
 
-    let mut worker = Worker::new(0, cfg, tx);
+    let mut worker = Worker::with_recycling(0, cfg, tx, back_rx);
     let result = loop {
         if stop.load(Ordering::Relaxed) {
             break Ok(());

@@ -1,9 +1,10 @@
 //! The worker: decode → track for every frame, snapshots at interval boundaries.
 
-use super::{PipelineConfig, ToStats};
+use super::{PipelineConfig, Recycled, ToStats};
 use crate::capture::Frame;
 use crate::metrics::{GlobalCounters, IntervalSnapshot};
 use crate::track::clock::MirrorClocks;
+use crate::track::flow::FlowDelta;
 use crate::track::flow::Transmission;
 use crate::track::nvme::{NvmeRecognizer, PendingKey, DEFAULT_MAX_PENDING};
 use crate::track::{FlowKey, FlowTable, Vantage, VantageMap};
@@ -11,32 +12,76 @@ use crate::wire::bth::opcode as op;
 use crate::wire::cm::{CmMessage, GSI_QPN};
 use crate::wire::nvme::{classify, Capsule};
 use crate::wire::{decode_frame, icrc, Decoded, RocePacket};
-use crossbeam_channel::Sender;
+use crossbeam_channel::{Receiver, Sender};
 use std::collections::HashMap;
 use std::net::IpAddr;
 
 /// Ended transmissions go to the stats side in batches of this many (or at each interval).
 const TX_BATCH: usize = 1024;
+/// Buffers allocated at start-up for each kind of message, before any come back.
+const SPARE_BUFFERS: usize = 4;
 /// CM ConnectRequests remembered until their reply.
 const CM_PENDING: usize = 1024;
 
-/// Ended transmissions waiting to be handed over. The buffer is replaced when sent, so a
-/// push never grows it: one allocation per batch, none per packet.
+/// Buffers for messages to the stats side: spares allocated at start-up, then the ones the
+/// stats side hands back. Only when none is at hand (the stats side is far behind, or does
+/// not hand buffers back) is a new one allocated.
+struct Buffers {
+    back: Option<Receiver<Recycled>>,
+    flows: Vec<Vec<FlowDelta>>,
+    transmissions: Vec<Vec<Transmission>>,
+}
+
+impl Buffers {
+    fn new(back: Option<Receiver<Recycled>>, flows_capacity: usize) -> Self {
+        Self {
+            back,
+            flows: (0..SPARE_BUFFERS).map(|_| Vec::with_capacity(flows_capacity)).collect(),
+            transmissions: (0..SPARE_BUFFERS).map(|_| Vec::with_capacity(TX_BATCH)).collect(),
+        }
+    }
+    fn collect(&mut self) {
+        if let Some(back) = &self.back {
+            while let Ok(r) = back.try_recv() {
+                match r {
+                    Recycled::Flows(v) if self.flows.len() < self.flows.capacity() => self.flows.push(v),
+                    Recycled::Transmissions(v)
+                        if self.transmissions.len() < self.transmissions.capacity() =>
+                    {
+                        self.transmissions.push(v)
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    fn flows(&mut self, capacity: usize) -> Vec<FlowDelta> {
+        self.collect();
+        self.flows.pop().unwrap_or_else(|| Vec::with_capacity(capacity))
+    }
+    fn transmissions(&mut self) -> Vec<Transmission> {
+        self.collect();
+        self.transmissions.pop().unwrap_or_else(|| Vec::with_capacity(TX_BATCH))
+    }
+}
+
+/// Ended transmissions waiting to be handed over, in batches. A push never grows the
+/// buffer: a full one is sent and replaced by a recycled one.
 struct TxBatch {
     buf: Vec<Transmission>,
     tx: Sender<ToStats>,
 }
 
 impl TxBatch {
-    fn push(&mut self, t: Transmission) {
-        if self.buf.len() == self.buf.capacity() {
-            self.flush();
+    fn push(&mut self, t: Transmission, buffers: &mut Buffers) {
+        if self.buf.len() == TX_BATCH {
+            self.flush(buffers);
         }
         self.buf.push(t);
     }
-    fn flush(&mut self) {
+    fn flush(&mut self, buffers: &mut Buffers) {
         if !self.buf.is_empty() {
-            let full = std::mem::replace(&mut self.buf, Vec::with_capacity(TX_BATCH));
+            let full = std::mem::replace(&mut self.buf, buffers.transmissions());
             let _ = self.tx.send(ToStats::Transmissions(full));
         }
     }
@@ -61,11 +106,28 @@ pub struct Worker {
     /// The open interval [start, end) in packet time; `None` before the first frame.
     current: Option<(u64, u64)>,
     ended: TxBatch,
+    buffers: Buffers,
     tx: Sender<ToStats>,
 }
 
 impl Worker {
+    /// A worker whose message buffers are not handed back (tests, fuzzing).
     pub fn new(id: usize, cfg: &PipelineConfig, tx: Sender<ToStats>) -> Self {
+        Self::build(id, cfg, tx, None)
+    }
+
+    /// A worker that reuses the buffers the stats side hands back on `back`.
+    pub fn with_recycling(
+        id: usize,
+        cfg: &PipelineConfig,
+        tx: Sender<ToStats>,
+        back: Receiver<Recycled>,
+    ) -> Self {
+        Self::build(id, cfg, tx, Some(back))
+    }
+
+    fn build(id: usize, cfg: &PipelineConfig, tx: Sender<ToStats>, back: Option<Receiver<Recycled>>) -> Self {
+        let mut buffers = Buffers::new(back, cfg.max_flows.min(4096));
         Self {
             id,
             flows: FlowTable::new(cfg.max_flows, cfg.flow_idle.as_nanos() as u64, cfg.mtu),
@@ -80,7 +142,8 @@ impl Worker {
             last_ts: 0,
             interval_ns: (cfg.interval.as_nanos() as u64).max(1),
             current: None,
-            ended: TxBatch { buf: Vec::with_capacity(TX_BATCH), tx: tx.clone() },
+            ended: TxBatch { buf: buffers.transmissions(), tx: tx.clone() },
+            buffers,
             tx,
         }
     }
@@ -136,8 +199,10 @@ impl Worker {
     fn track(&mut self, p: &RocePacket<'_>, source: u16, wire_len: u32, ts: u64) {
         let vantage = self.vantages.resolve(source, p.outer_vlan(), p.mirror.map(|m| m.session));
         let key = FlowKey { vantage, src: p.ip.src, dst: p.ip.dst, dst_qpn: p.bth.dest_qp() };
-        let ended = &mut self.ended;
-        let Some(slot) = self.flows.record(key, p, wire_len, ts, &mut |t| ended.push(t)) else { return };
+        let (ended, buffers) = (&mut self.ended, &mut self.buffers);
+        let Some(slot) = self.flows.record(key, p, wire_len, ts, &mut |t| ended.push(t, buffers)) else {
+            return;
+        };
         let opcode = p.bth.opcode();
         if self.check_icrc && icrc::check(&p.icrc) == Some(false) {
             self.flows.counts_mut(slot).icrc_errors += 1;
@@ -188,8 +253,8 @@ impl Worker {
     }
 
     fn emit(&mut self, start_ns: u64, end_ns: u64) {
-        self.ended.flush();
-        let mut flows = Vec::new();
+        self.ended.flush(&mut self.buffers);
+        let mut flows = self.buffers.flows(self.flows.len());
         self.flows.drain_interval(&mut flows);
         let untracked = self.flows.untracked_packets - self.untracked_reported;
         self.untracked_reported = self.flows.untracked_packets;
@@ -214,9 +279,9 @@ impl Worker {
     /// Ends every open transmission and closes the open interval (end of input or
     /// shutdown).
     pub fn finish(&mut self) {
-        let ended = &mut self.ended;
-        self.flows.close_all(&mut |t| ended.push(t));
-        self.ended.flush();
+        let (ended, buffers) = (&mut self.ended, &mut self.buffers);
+        self.flows.close_all(&mut |t| ended.push(t, buffers));
+        self.ended.flush(&mut self.buffers);
         if let Some((start, end)) = self.current.take() {
             self.emit(start, end);
         }
