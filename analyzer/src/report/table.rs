@@ -45,7 +45,7 @@ pub fn render(s: &Summary) -> String {
         let _ = writeln!(out, "no RoCEv2 flows");
         return out;
     }
-    let rows: Vec<[String; 9]> = s
+    let rows: Vec<[String; 14]> = s
         .flows
         .iter()
         .map(|f| {
@@ -69,11 +69,16 @@ pub fn render(s: &Summary) -> String {
                 f.counts.packets.to_string(),
                 f.counts.bytes.to_string(),
                 f.counts.payload_bytes.to_string(),
+                f.counts.retx_packets.to_string(),
+                f.counts.gap_psns.to_string(),
+                (f.counts.nak_seq + f.counts.nak_rnr + f.counts.nak_other).to_string(),
+                f.counts.cnp.to_string(),
+                f.counts.ecn_ce.to_string(),
                 ops,
             ]
         })
         .collect();
-    let header = [
+    let header: [&str; 14] = [
         "vantage",
         "src_ip",
         "dst_ip",
@@ -82,6 +87,11 @@ pub fn render(s: &Summary) -> String {
         "packets",
         "bytes",
         "payload_bytes",
+        "retx",
+        "gaps",
+        "naks",
+        "cnp",
+        "ecn_ce",
         "opcodes",
     ];
     let mut width = header.map(str::len);
@@ -90,13 +100,14 @@ pub fn render(s: &Summary) -> String {
             *w = (*w).max(c.len());
         }
     }
-    let numeric = [false, false, false, false, false, true, true, true, false];
+    // Counters (between the key columns and the opcodes) align right.
+    let numeric = |i: usize| (5..header.len() - 1).contains(&i);
     let line = |cells: &[&str]| {
         let mut l = String::new();
         for (i, c) in cells.iter().enumerate() {
             if i == cells.len() - 1 {
                 l.push_str(c);
-            } else if numeric[i] {
+            } else if numeric(i) {
                 let _ = write!(l, "{:>w$}  ", c, w = width[i]);
             } else {
                 let _ = write!(l, "{:<w$}  ", c, w = width[i]);

@@ -56,6 +56,9 @@ pub enum Recycled {
 
 /// Messages from workers to the stats side.
 #[derive(Debug)]
+// A snapshot travels inline: boxing it would allocate every interval, which the recycled
+// buffers exist to avoid.
+#[allow(clippy::large_enum_variant)]
 pub enum ToStats {
     Interval(IntervalSnapshot),
     /// Transmissions that ended (sent in batches).

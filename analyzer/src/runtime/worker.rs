@@ -230,12 +230,9 @@ impl Worker {
     /// A CM MAD: a ConnectReply names the QP pair its request started.
     fn connection_management(&mut self, vantage: Vantage, p: &RocePacket<'_>) {
         match CmMessage::parse(p.payload) {
-            Some((_, CmMessage::Req(r))) => {
-                if self.cm_requests.len() < CM_PENDING {
-                    let mtu = r.path_mtu_bytes().unwrap_or(0);
-                    self.cm_requests
-                        .insert((vantage, r.local_comm_id), (p.ip.src, r.local_qpn, p.ip.dst, mtu));
-                }
+            Some((_, CmMessage::Req(r))) if self.cm_requests.len() < CM_PENDING => {
+                let mtu = r.path_mtu_bytes().unwrap_or(0);
+                self.cm_requests.insert((vantage, r.local_comm_id), (p.ip.src, r.local_qpn, p.ip.dst, mtu));
             }
             Some((_, CmMessage::Rep(r))) => {
                 if let Some((a_ip, a_qpn, b_ip, mtu)) = self.cm_requests.remove(&(vantage, r.remote_comm_id))

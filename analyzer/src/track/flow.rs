@@ -17,7 +17,8 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-/// Default bound on tracked flows (see [`FlowTable::bytes_per_flow`] for the memory).
+/// Default bound on tracked flows: 968 bytes each ([`FlowTable::bytes_per_flow`]), so about
+/// 64 MiB allocated up front, plus the hash indexes (~10 MiB).
 pub const DEFAULT_MAX_FLOWS: usize = 65_536;
 /// Default `--flow-idle`: a transmission ends after 1 ms without a packet. RDMA bursts
 /// (a collective step, a checkpoint shard) keep a QP busy with gaps of microseconds between
@@ -592,5 +593,18 @@ mod tests {
         assert!(!is_request(0x11) && !is_request(0x64) && !is_request(0x81) && !is_request(0x0D));
         assert!(ends_message(0x04) && ends_message(0x08) && ends_message(0x0C) && !ends_message(0x06));
         assert!(full_size(0x06) && full_size(0x0D) && !full_size(0x0F) && !full_size(0x64));
+    }
+}
+
+#[cfg(test)]
+mod size {
+    use super::*;
+
+    /// docs/METRICS.md states the memory per flow; this keeps it true.
+    #[test]
+    fn bytes_per_flow_is_what_the_docs_say() {
+        let b = FlowTable::bytes_per_flow();
+        println!("bytes per flow: {b}");
+        assert!(b <= 1024, "{b} bytes per flow: update docs/METRICS.md and DEFAULT_MAX_FLOWS' note");
     }
 }

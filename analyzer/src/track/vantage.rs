@@ -138,7 +138,7 @@ impl VantageMap {
 
     /// Whether any rule maps traffic to `storage` (so there are two vantages to compare).
     pub fn maps_storage(&self) -> bool {
-        self.by_source.iter().any(|v| *v == Some(Vantage::Storage))
+        self.by_source.contains(&Some(Vantage::Storage))
             || self.by_vlan.iter().any(|(_, v)| *v == Vantage::Storage)
             || self.by_session.iter().any(|(_, v)| *v == Vantage::Storage)
     }

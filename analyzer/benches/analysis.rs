@@ -1,0 +1,96 @@
+//! Per-packet cost of the analysis on one core, on in-memory frames (no capture I/O):
+//! `decode` (the frame walk alone) and `decode+track` (what a worker does per frame: decode,
+//! vantage, flow table, PSN analysis, transmissions, NVMe recognition, ICRC off).
+//!
+//! The mix is every frame of the committed scenarios and real captures: NVMe/RDMA reads and
+//! writes at two vantages, RC traffic under loss and congestion, CM, UD, UC, XRC and noise.
+//! `cargo bench -p roceprobe --bench analysis`; ns/packet = time per iteration / frames.
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use roceprobe::capture::pcap::Replay;
+use roceprobe::capture::{Capture, Frame, Poll};
+use roceprobe::runtime::{recycle, PipelineConfig, Worker};
+use roceprobe::track::VantageMap;
+use roceprobe::wire::decode_frame;
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+fn mix() -> Vec<(u64, Vec<u8>, u16)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../pcap-fixtures");
+    let mut files: Vec<Vec<PathBuf>> = Vec::new();
+    for d in std::fs::read_dir(root.join("scenarios")).unwrap() {
+        let d = d.unwrap().path();
+        let mut p: Vec<PathBuf> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "pcap"))
+            .collect();
+        p.sort();
+        files.push(p);
+    }
+    for e in std::fs::read_dir(root.join("captures")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "pcap") {
+            files.push(vec![p]);
+        }
+    }
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let mut r = Replay::open(&f).unwrap();
+        while let Poll::Frames(_) = r.poll(|fr| out.push((fr.ts_ns, fr.data.to_vec(), fr.source))).unwrap() {}
+    }
+    out
+}
+
+fn bench(c: &mut Criterion) {
+    let frames = mix();
+    let n = frames.len() as u64;
+    let mut g = c.benchmark_group("analysis");
+    g.throughput(Throughput::Elements(n));
+    g.bench_function("decode", |b| {
+        b.iter(|| {
+            for (_, data, _) in &frames {
+                black_box(decode_frame(black_box(data)));
+            }
+        })
+    });
+    let cfg =
+        PipelineConfig { interval: Duration::from_millis(1), ..PipelineConfig::new(VantageMap::default()) };
+    let (tx, rx) = crossbeam_channel::bounded(1024);
+    let (back_tx, back_rx) = crossbeam_channel::bounded(64);
+    let drain = std::thread::spawn(move || {
+        for m in rx {
+            let _ = back_tx.try_send(recycle(m));
+        }
+    });
+    let mut worker = Worker::with_recycling(0, &cfg, tx, back_rx);
+    let span =
+        frames.iter().map(|f| f.0).max().unwrap() - frames.iter().map(|f| f.0).min().unwrap() + 1_000_000;
+    let mut pass = 0u64;
+    g.bench_function("decode+track", |b| {
+        b.iter(|| {
+            pass += 1;
+            for (ts, data, source) in &frames {
+                worker.handle(Frame {
+                    data,
+                    wire_len: data.len() as u32,
+                    ts_ns: ts + pass * span,
+                    source: *source,
+                });
+            }
+        })
+    });
+    g.finish();
+    worker.finish();
+    drop(worker);
+    drain.join().unwrap();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(30).measurement_time(Duration::from_secs(5));
+    targets = bench
+}
+criterion_main!(benches);
