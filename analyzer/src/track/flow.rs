@@ -608,3 +608,115 @@ mod size {
         assert!(b <= 1024, "{b} bytes per flow: update docs/METRICS.md and DEFAULT_MAX_FLOWS' note");
     }
 }
+
+#[cfg(test)]
+mod pairing {
+    use super::*;
+    use crate::wire::build::RoceFrame;
+    use crate::wire::ib_ext::{Aeth, Reth};
+    use crate::wire::{bth, decode_frame, Decoded};
+
+    const A: &str = "10.0.0.1";
+    const B: &str = "10.0.0.2";
+
+    fn frame(
+        src: &str,
+        dst: &str,
+        opcode: u8,
+        qpn: u32,
+        psn: u32,
+        ext: ExtHeaders,
+        payload: usize,
+    ) -> Vec<u8> {
+        let mut f = RoceFrame::new(
+            src.parse().unwrap(),
+            dst.parse().unwrap(),
+            bth::Repr { opcode, dest_qp: qpn, psn, ..Default::default() },
+        );
+        f.ext = ext;
+        let p = vec![0u8; payload];
+        f.payload = &p;
+        f.emit()
+    }
+
+    fn feed(t: &mut FlowTable, f: &[u8], ts: u64) {
+        let Decoded::Roce(p) = decode_frame(f) else { panic!() };
+        let key =
+            FlowKey { vantage: Vantage::Compute, src: p.ip.src, dst: p.ip.dst, dst_qpn: p.bth.dest_qp() };
+        t.record(key, &p, f.len() as u32, ts, &mut |_| {});
+    }
+
+    fn counts(t: &FlowTable, src: &str, dst: &str, qpn: u32) -> FlowCounts {
+        let k = FlowKey {
+            vantage: Vantage::Compute,
+            src: src.parse().unwrap(),
+            dst: dst.parse().unwrap(),
+            dst_qpn: qpn,
+        };
+        t.slab[t.index[&k] as usize].totals
+    }
+
+    /// An ACK's extension headers (its PSN is in the BTH).
+    fn ack() -> ExtHeaders {
+        ExtHeaders { aeth: Some(Aeth::ack(31, 1)), ..Default::default() }
+    }
+
+    #[test]
+    fn ambiguous_acknowledgements_do_not_pair_and_cm_does() {
+        let mut t = FlowTable::new(64, 1_000_000, None);
+        // Two QPs from A to B (B's QPNs 10 and 20) at the same PSNs: an ACK to A's QP 1 for
+        // PSN 100 could be either's.
+        feed(&mut t, &frame(A, B, 0x04, 10, 100, ExtHeaders::default(), 8), 1);
+        feed(&mut t, &frame(A, B, 0x04, 20, 100, ExtHeaders::default(), 8), 2);
+        feed(&mut t, &frame(B, A, 0x11, 1, 100, ack(), 0), 3);
+        feed(&mut t, &frame(B, A, 0x81, 1, 0, ExtHeaders::default(), 0), 4);
+        assert_eq!(counts(&t, B, A, 1).cnp_unattributed, 1, "no guess");
+        assert_eq!((counts(&t, A, B, 10).cnp, counts(&t, A, B, 20).cnp), (0, 0));
+        // CM said: A's QP 1 talks to B's QP 20.
+        t.announce_pair(Vantage::Compute, A.parse().unwrap(), 1, B.parse().unwrap(), 20, 1024);
+        feed(&mut t, &frame(B, A, 0x81, 1, 0, ExtHeaders::default(), 0), 5);
+        assert_eq!(counts(&t, A, B, 20).cnp, 1);
+        // And the CM's path MTU sizes READ spans on that QP: 3000 bytes = 3 PSNs at 1024.
+        let read =
+            |len| ExtHeaders { reth: Some(Reth { va: 0, rkey: 1, dma_len: len }), ..Default::default() };
+        feed(&mut t, &frame(A, B, 0x0C, 20, 101, read(3000), 0), 6);
+        feed(&mut t, &frame(A, B, 0x04, 20, 104, ExtHeaders::default(), 8), 7);
+        feed(&mut t, &frame(A, B, 0x04, 20, 106, ExtHeaders::default(), 8), 8);
+        assert_eq!(counts(&t, A, B, 20).gap_psns, 1, "105 is missing, 102-103 were the READ's");
+    }
+
+    #[test]
+    fn an_acknowledgement_pairs_the_one_matching_qp() {
+        let mut t = FlowTable::new(64, 1_000_000, None);
+        feed(&mut t, &frame(A, B, 0x04, 10, 100, ExtHeaders::default(), 8), 1);
+        feed(&mut t, &frame(A, B, 0x04, 20, 5000, ExtHeaders::default(), 8), 2);
+        feed(&mut t, &frame(B, A, 0x11, 1, 5000, ack(), 0), 3);
+        feed(&mut t, &frame(B, A, 0x81, 1, 0, ExtHeaders::default(), 0), 4);
+        assert_eq!((counts(&t, A, B, 10).cnp, counts(&t, A, B, 20).cnp), (0, 1));
+        // The READ responses of QP 20 reveal its MTU (a full-size READ Response First).
+        feed(
+            &mut t,
+            &frame(
+                B,
+                A,
+                0x0D,
+                1,
+                5001,
+                ExtHeaders { aeth: Some(Aeth::ack(31, 2)), ..Default::default() },
+                2048,
+            ),
+            5,
+        );
+        assert_eq!(
+            t.mtu_of(
+                t.index[&FlowKey {
+                    vantage: Vantage::Compute,
+                    src: A.parse().unwrap(),
+                    dst: B.parse().unwrap(),
+                    dst_qpn: 20
+                }]
+            ),
+            Some(2048)
+        );
+    }
+}
