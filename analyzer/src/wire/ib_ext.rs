@@ -412,6 +412,22 @@ mod tests {
     }
 
     #[test]
+    fn known_answers_from_the_specification() {
+        // XRC SEND Only with Immediate (0xA5): XRCETH (reserved byte, 24-bit SRQ) then ImmDt.
+        let b = [0x00, 0x12, 0x34, 0x56, 0xDE, 0xAD, 0xBE, 0xEF];
+        let x = ExtHeaders::parse(0xA5, &b).unwrap();
+        assert_eq!((x.xrc_srq, x.imm), (Some(0x123456), Some(0xDEAD_BEEF)));
+        // SEND Only with Invalidate (0x17): IETH is the R_Key to invalidate.
+        let x = ExtHeaders::parse(0x17, &[0x00, 0x00, 0x0C, 0xE6]).unwrap();
+        assert_eq!(x.ieth_rkey, Some(0x0CE6));
+        // RD SEND Only (0x44): RDETH (reserved byte, 24-bit EE context), then DETH.
+        let b = [0x00, 0x00, 0x00, 0x07, 0x80, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x2A];
+        let x = ExtHeaders::parse(0x44, &b).unwrap();
+        assert_eq!(x.rdeth, Some(7));
+        assert_eq!(x.deth, Some(Deth { qkey: 0x8001_0000, src_qp: 0x2A }));
+    }
+
+    #[test]
     fn layouts_in_wire_order() {
         use ExtKind::*;
         assert_eq!(layout(0x0B).unwrap().kinds(), &[Reth, ImmDt]);
