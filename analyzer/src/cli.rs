@@ -67,6 +67,13 @@ pub struct CommonArgs {
     /// 4096); learned per QP from its packets when not given.
     #[arg(long, value_name = "N", value_parser = parse_mtu)]
     pub mtu: Option<u32>,
+    /// An NVMe I/O without a completion after this long (packet time) is counted as timed out.
+    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = parse_interval)]
+    pub io_timeout: Duration,
+    /// Most NVMe I/Os awaiting their completion at once; further commands are counted as
+    /// overflowed.
+    #[arg(long, value_name = "N", default_value_t = crate::track::io::DEFAULT_MAX_IOS, value_parser = parse_max_flows)]
+    pub max_ios: usize,
     /// Check every RoCEv2 packet's invariant CRC and count failures per flow (icrc_errors).
     #[arg(long)]
     pub check_icrc: bool,
@@ -236,9 +243,12 @@ fn execute<C: Capture>(
         check_icrc: common.check_icrc,
         flow_idle: common.flow_idle,
         mtu: common.mtu,
+        io_timeout: common.io_timeout,
+        max_ios: common.max_ios,
+        ..PipelineConfig::new(VantageMap::default())
     };
     let result = runtime::run(capture, &cfg, &stop, csv)?;
-    let summary = Summary::build(&result.totals, &result.sources);
+    let summary = Summary::build(&result.totals, &result.sources, &result.ios);
     let to_stdout = matches!(sink, Some(SummarySink::Stdout));
     if !common.quiet {
         let t = table::render(&summary);

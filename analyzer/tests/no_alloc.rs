@@ -12,30 +12,32 @@ use roceprobe::runtime::{PipelineConfig, Worker};
 use roceprobe::track::VantageMap;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 struct Counting;
 
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 thread_local! {
     static WATCHING: Cell<bool> = const { Cell::new(false) };
+    // Per thread, so tests running side by side do not count each other's allocations.
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn count_one() {
+    if WATCHING.with(Cell::get) {
+        ALLOCATIONS.with(|a| a.set(a.get() + 1));
+    }
 }
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if WATCHING.with(Cell::get) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
+        count_one();
         System.alloc(l)
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
         System.dealloc(p, l)
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if WATCHING.with(Cell::get) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
+        count_one();
         System.realloc(p, l, n)
     }
 }
@@ -44,11 +46,11 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 fn watched<R>(f: impl FnOnce() -> R) -> (R, u64) {
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let before = ALLOCATIONS.with(Cell::get);
     WATCHING.with(|w| w.set(true));
     let r = f();
     WATCHING.with(|w| w.set(false));
-    (r, ALLOCATIONS.load(Ordering::Relaxed) - before)
+    (r, ALLOCATIONS.with(Cell::get) - before)
 }
 
 fn config() -> PipelineConfig {
@@ -119,35 +121,34 @@ fn the_whole_analysis_allocates_nothing_per_packet_in_a_steady_state() {
     let frames = scenario_frames();
     let span =
         frames.iter().map(|f| f.0).max().unwrap() - frames.iter().map(|f| f.0).min().unwrap() + 1_000_000;
+    // The stats side's part, done right after each frame: take every message and hand its
+    // buffers back, as a stats side that keeps up does. (One that falls behind makes the
+    // worker allocate new buffers rather than wait.)
     let (tx, rx) = crossbeam_channel::bounded(256);
     let (back_tx, back_rx) = crossbeam_channel::bounded(64);
-    let stats = std::thread::spawn(move || {
-        let mut messages = 0u64;
-        for m in rx {
-            messages += 1;
-            let _ = back_tx.try_send(roceprobe::runtime::recycle(m));
-        }
-        messages
-    });
     let mut worker = Worker::with_recycling(0, &cfg, tx, back_rx);
+    let mut messages = 0u64;
     let mut pass = 0u64;
-    let mut feed = |w: &mut Worker| {
+    let mut feed = |w: &mut Worker, messages: &mut u64| {
         for (ts, data, source) in &frames {
             w.handle(Frame { data, wire_len: data.len() as u32, ts_ns: ts + pass * span, source: *source });
+            while let Ok(m) = rx.try_recv() {
+                *messages += 1;
+                let _ = back_tx.try_send(roceprobe::runtime::recycle(m));
+            }
         }
         pass += 1;
     };
     for _ in 0..3 {
-        feed(&mut worker); // flows created, buffers in circulation
+        feed(&mut worker, &mut messages); // flows created, buffers in circulation
     }
     let (_, allocations) = watched(|| {
         for _ in 0..20 {
-            feed(&mut worker)
+            feed(&mut worker, &mut messages)
         }
     });
     worker.finish();
     drop(worker);
-    let messages = stats.join().unwrap();
     assert!(messages > 100, "{messages} messages to the stats side");
     assert_eq!(allocations, 0, "allocations in {} frames", 20 * frames.len());
 }

@@ -133,7 +133,6 @@ pub fn nvme(seed: u64) -> Built {
                     sqe_first: 0,
                     sqe_last: 0,
                     cqe: 0,
-                    cqe_ack: None,
                     read_request: None,
                     last_read_response: None,
                 },
@@ -276,8 +275,7 @@ pub fn nvme(seed: u64) -> Built {
                 let io = &mut ios[i];
                 let psn = io.cqe.unwrap().last_psn;
                 conns[c].complete_message(true);
-                let (index, _) = conns[c].ack(&mut wire, true, psn, Aeth::ack(31, 0), t, Fate::Delivered);
-                io.rec.cqe_ack = Some(index);
+                conns[c].ack(&mut wire, true, psn, Aeth::ack(31, 0), t, Fate::Delivered);
                 free_cids[c].push(io.cid);
             }
         }

@@ -51,7 +51,6 @@ pub struct IoRecord {
     pub sqe_first: usize,
     pub sqe_last: usize,
     pub cqe: usize,
-    pub cqe_ack: Option<usize>,
     pub read_request: Option<usize>,
     pub last_read_response: Option<usize>,
 }
@@ -147,6 +146,35 @@ pub struct Meta {
     pub files: Vec<String>,
     pub args: Vec<String>,
     pub path_mtu: usize,
+}
+
+/// The compute-tap time of the first ACK that covers an I/O's completion: on the same
+/// connection (host to the target's QP), acknowledging the CQE's PSN or a later one (an ACK
+/// covers every PSN up to its own), seen at compute no earlier than the CQE.
+fn covering_ack(wire: &Wire, probe_time: &HashMap<(usize, usize), u64>, io: &IoRecord) -> Option<u64> {
+    let (Packet::Roce { spec: sqe, .. }, Packet::Roce { spec: cqe, .. }) =
+        (&wire.packets[io.sqe_first], &wire.packets[io.cqe])
+    else {
+        return None;
+    };
+    let cqe_at = *probe_time.get(&(COMPUTE, io.cqe))?;
+    wire.packets
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| match p {
+            Packet::Roce { spec, .. }
+                if spec.bth.opcode == op::ACKNOWLEDGE
+                    && spec.src == sqe.src
+                    && spec.dst == sqe.dst
+                    && spec.bth.dest_qp == sqe.bth.dest_qp
+                    && matches!(spec.ext.aeth.map(|a| a.kind()), Some(AckKind::Ack { .. }))
+                    && (spec.bth.psn.wrapping_sub(cqe.bth.psn) & (MOD - 1)) < (1 << 16) =>
+            {
+                probe_time.get(&(COMPUTE, i)).copied().filter(|&t| t >= cqe_at)
+            }
+            _ => None,
+        })
+        .min()
 }
 
 pub fn compute(meta: Meta, wire: &Wire, delivered: &[Delivered], ios: &[IoRecord]) -> Truth {
@@ -256,7 +284,7 @@ pub fn compute(meta: Meta, wire: &Wire, delivered: &[Delivered], ios: &[IoRecord
             let io_c = t(c, Some(io.cqe)).zip(t(c, Some(io.sqe_first))).map(|(a, b)| a - b);
             let io_s = t(s, Some(io.cqe)).zip(t(s, Some(io.sqe_last))).map(|(a, b)| a - b);
             let (compute_ns, storage_ns, network_ns) = if io.op == "nvme_read" {
-                let compute = t(c, io.cqe_ack).zip(t(c, Some(io.cqe))).map(|(a, b)| a - b);
+                let compute = covering_ack(wire, &probe_time, io).zip(t(c, Some(io.cqe))).map(|(a, b)| a - b);
                 let network = io_c.zip(io_s).map(|(a, b)| a as i64 - b as i64);
                 (compute, io_s, network)
             } else if io.in_capsule {

@@ -1,6 +1,8 @@
 //! Metrics: what the worker hands to the stats side every interval ([`IntervalSnapshot`]),
-//! and the stats side's whole-run totals built from those snapshots ([`Totals`]).
+//! the latency histograms ([`latency`]), and the stats side's whole-run totals built from
+//! those snapshots ([`Totals`]).
 
+pub mod latency;
 pub mod snapshot;
 pub mod totals;
 

@@ -1,5 +1,6 @@
 //! Interval snapshots: the worker's counters for one interval of packet time.
 
+use crate::metrics::latency::{IntervalHist, SeriesKey};
 use crate::track::flow::FlowDelta;
 use crate::wire::DecodeError;
 
@@ -44,4 +45,6 @@ pub struct IntervalSnapshot {
     /// Packets of flows beyond `--max-flows` in this interval.
     pub untracked_packets: u64,
     pub flows: Vec<FlowDelta>,
+    /// Latency histograms with samples in the interval.
+    pub latency: Vec<(SeriesKey, IntervalHist)>,
 }

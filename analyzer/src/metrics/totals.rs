@@ -1,6 +1,7 @@
 //! Whole-run totals, merged on the stats side from interval snapshots and ended
 //! transmissions.
 
+use super::latency::{total_hist, SeriesKey, TotalHist};
 use super::snapshot::{GlobalCounters, IntervalSnapshot};
 use crate::track::{FlowCounts, FlowKey, Transmission, Vantage};
 use crate::wire::bth::Transport;
@@ -30,8 +31,10 @@ impl FlowTotals {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Totals {
+    /// Whole-run latency histograms per series.
+    pub latency: HashMap<SeriesKey, TotalHist>,
     pub counters: GlobalCounters,
     pub untracked_packets: u64,
     pub flows: HashMap<FlowKey, FlowTotals>,
@@ -66,6 +69,12 @@ impl Totals {
         }
         if let Some(l) = s.last_ts_ns {
             self.last_ts_ns = Some(self.last_ts_ns.map_or(l, |x| x.max(l)));
+        }
+        for (k, h) in &s.latency {
+            let t = self.latency.entry(*k).or_insert_with(total_hist);
+            for v in h.iter_recorded() {
+                t.saturating_record_n(v.value_iterated_to(), v.count_at_value().into());
+            }
         }
         for d in &s.flows {
             let t = self.flows.entry(d.key).or_insert_with(|| FlowTotals::new(d.transport));

@@ -1,10 +1,11 @@
 //! Periodic CSV reports in `--csv-dir` (SPEC §5): `flows.csv` (one row per flow active in
-//! an interval, deltas for the interval) and `transmissions.csv` (one row per ended
-//! transmission). RFC 4180: CRLF line ends, a header row, fields quoted when they hold a
+//! an interval, deltas for the interval), `transmissions.csv` (one row per ended
+//! transmission) and `latency.csv` (one row per latency series with samples in an interval). RFC 4180: CRLF line ends, a header row, fields quoted when they hold a
 //! comma, quote or line break. Times are RFC 3339 UTC with nanoseconds, rates Gbit/s.
 //! The contract's columns come first, in the SPEC's order; more are only appended.
 
 use super::time::rfc3339_nanos;
+use crate::metrics::latency::stats;
 use crate::metrics::totals::{fabric_loss, other_vantage};
 use crate::metrics::IntervalSnapshot;
 use crate::track::{FlowCounts, FlowKey, Transmission};
@@ -20,6 +21,8 @@ pub const FLOWS_HEADER: &str = "interval_start,interval_end,vantage,src_ip,dst_i
 pub const FLOWS_EXTRA: &str = "fabric_loss_psns,messages,retx_episodes,out_of_window,cnp_unattributed,icrc_errors,nvme_commands,nvme_completions";
 pub const TRANSMISSIONS_HEADER: &str = "start,end,vantage,src_ip,dst_ip,dst_qpn,transport,duration_s,packets,bytes,payload_bytes,retx_packets,retx_bytes,retx_rate,gap_psns,nak_seq,nak_rnr,cnp,ecn_ce,effective_gbps,raw_gbps";
 pub const TRANSMISSIONS_EXTRA: &str = "messages,nak_other,icrc_errors";
+pub const LATENCY_HEADER: &str =
+    "interval_start,interval_end,initiator_ip,target_ip,op,segment,count,min_us,mean_us,p50_us,p90_us,p99_us,p999_us,max_us";
 
 /// The link speed that turns one packet into time, for a transmission's minimum duration.
 pub const PACKET_TIME_GBPS: u64 = 100;
@@ -66,6 +69,7 @@ pub struct CsvWriter {
     dir: PathBuf,
     flows: BufWriter<File>,
     transmissions: BufWriter<File>,
+    latency: BufWriter<File>,
     line: String,
 }
 
@@ -75,19 +79,23 @@ impl CsvWriter {
     pub fn create(dir: &Path) -> Result<Self> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("--csv-dir: cannot create {}", dir.display()))?;
-        let open = |name: &str, header: &str, extra: &str| -> Result<BufWriter<File>> {
+        let open = |name: &str, header: &str| -> Result<BufWriter<File>> {
             let path = dir.join(name);
             let f =
                 File::create(&path).with_context(|| format!("--csv-dir: cannot write {}", path.display()))?;
             let mut w = BufWriter::new(f);
-            write!(w, "{header},{extra}\r\n")
+            write!(w, "{header}\r\n")
                 .with_context(|| format!("--csv-dir: cannot write {}", path.display()))?;
             Ok(w)
         };
         Ok(Self {
             dir: dir.to_owned(),
-            flows: open("flows.csv", FLOWS_HEADER, FLOWS_EXTRA)?,
-            transmissions: open("transmissions.csv", TRANSMISSIONS_HEADER, TRANSMISSIONS_EXTRA)?,
+            flows: open("flows.csv", &format!("{FLOWS_HEADER},{FLOWS_EXTRA}"))?,
+            transmissions: open(
+                "transmissions.csv",
+                &format!("{TRANSMISSIONS_HEADER},{TRANSMISSIONS_EXTRA}"),
+            )?,
+            latency: open("latency.csv", LATENCY_HEADER)?,
             line: String::with_capacity(512),
         })
     }
@@ -143,6 +151,27 @@ impl CsvWriter {
             self.flows.write_all(l.as_bytes())?;
         }
         self.flows.flush()?;
+        let mut series: Vec<_> = s.latency.iter().collect();
+        series.sort_by_key(|(k, _)| *k);
+        for (k, h) in series {
+            let st = stats(h);
+            let l = &mut self.line;
+            l.clear();
+            let _ = write!(l, "{start},{end},");
+            for f in
+                [k.initiator.to_string().as_str(), &k.target.to_string(), k.op.as_str(), k.segment.as_str()]
+            {
+                field(l, f);
+                l.push(',');
+            }
+            let _ = write!(
+                l,
+                "{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3}\r\n",
+                st.count, st.min_us, st.mean_us, st.p50_us, st.p90_us, st.p99_us, st.p999_us, st.max_us
+            );
+            self.latency.write_all(l.as_bytes())?;
+        }
+        self.latency.flush()?;
         Ok(())
     }
 

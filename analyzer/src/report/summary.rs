@@ -2,14 +2,17 @@
 //! in the field names and shapes of SPEC §5. Field order is kept stable.
 
 use crate::capture::SourceStats;
+use crate::metrics::latency::{stats, Op};
 use crate::metrics::Totals;
 use crate::report::time::rfc3339_nanos;
+use crate::track::io::IoCounts;
 use crate::track::FlowCounts;
 use crate::wire::DecodeError;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::net::IpAddr;
 use std::path::Path;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,7 +36,42 @@ pub struct FlowSummary {
     pub transmissions: u64,
 }
 
+/// One latency series over the whole run, in microseconds (3 decimals).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencySummary {
+    pub initiator_ip: String,
+    pub target_ip: String,
+    pub op: String,
+    pub segment: String,
+    pub count: u64,
+    pub min_us: f64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+}
+
+/// I/O outcomes of one (initiator, target, op).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IoPairSummary {
+    pub initiator_ip: String,
+    pub target_ip: String,
+    pub op: String,
+    #[serde(flatten)]
+    pub counts: IoCounts,
+}
+
+/// NVMe/RDMA I/O outcomes: totals, and per (initiator, target, op).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IosSummary {
+    #[serde(flatten)]
+    pub counts: IoCounts,
+    pub by_pair: Vec<IoPairSummary>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub packets: u64,
     pub roce_packets: u64,
@@ -45,12 +83,56 @@ pub struct Summary {
     /// RoCE packets of flows beyond `--max-flows` (counted above, not in `flows`).
     pub untracked_packets: u64,
     pub flows: Vec<FlowSummary>,
+    /// Latency per (initiator, target, op, segment) over the run (SPEC §3).
+    pub latency: Vec<LatencySummary>,
+    pub ios: IosSummary,
     /// Receive statistics per source: DPDK port id, or input file index.
     pub ports: BTreeMap<String, SourceStats>,
 }
 
 impl Summary {
-    pub fn build(t: &Totals, sources: &[SourceStats]) -> Self {
+    pub fn build(
+        t: &Totals,
+        sources: &[SourceStats],
+        ios: &BTreeMap<(IpAddr, IpAddr, Op), IoCounts>,
+    ) -> Self {
+        let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
+        let mut series: Vec<_> = t.latency.iter().collect();
+        series.sort_by_key(|(k, _)| **k);
+        let latency = series
+            .into_iter()
+            .map(|(k, h)| {
+                let s = stats(h);
+                LatencySummary {
+                    initiator_ip: k.initiator.to_string(),
+                    target_ip: k.target.to_string(),
+                    op: k.op.as_str().into(),
+                    segment: k.segment.as_str().into(),
+                    count: s.count,
+                    min_us: r3(s.min_us),
+                    mean_us: r3(s.mean_us),
+                    p50_us: r3(s.p50_us),
+                    p90_us: r3(s.p90_us),
+                    p99_us: r3(s.p99_us),
+                    p999_us: r3(s.p999_us),
+                    max_us: r3(s.max_us),
+                }
+            })
+            .collect();
+        let mut total = IoCounts::default();
+        let by_pair = ios
+            .iter()
+            .map(|((i, t, op), c)| {
+                total.add(c);
+                IoPairSummary {
+                    initiator_ip: i.to_string(),
+                    target_ip: t.to_string(),
+                    op: op.as_str().into(),
+                    counts: *c,
+                }
+            })
+            .collect();
+        let ios = IosSummary { counts: total, by_pair };
         let decode_errors = DecodeError::ALL
             .iter()
             .map(|e| (e.as_str().to_owned(), t.counters.decode_errors[e.index()]))
@@ -87,6 +169,8 @@ impl Summary {
             last_packet: t.last_ts_ns.map(rfc3339_nanos),
             untracked_packets: t.untracked_packets,
             flows,
+            latency,
+            ios,
             ports,
         }
     }

@@ -138,6 +138,8 @@ mod tests {
             last_packet: None,
             untracked_packets: 0,
             flows: vec![],
+            latency: vec![],
+            ios: crate::report::summary::IosSummary { counts: Default::default(), by_pair: vec![] },
             ports: ports.into_iter().enumerate().map(|(i, p)| (i.to_string(), p)).collect(),
         }
     }

@@ -6,15 +6,22 @@
 pub mod worker;
 
 use crate::capture::{Capture, Poll, SourceStats};
+use crate::metrics::latency::{IntervalHist, Op, SeriesKey};
 use crate::metrics::{IntervalSnapshot, Totals};
 use crate::report::csv::CsvWriter;
 use crate::track::flow::FlowDelta;
+use crate::track::io::IoCounts;
 use crate::track::{Transmission, VantageMap};
 use anyhow::Result;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub use worker::Worker;
+
+/// Default bound on latency series: each holds a ~100 KiB histogram.
+pub const DEFAULT_MAX_LATENCY_SERIES: usize = 1024;
 
 /// Settings shared by every worker.
 #[derive(Debug, Clone)]
@@ -30,6 +37,12 @@ pub struct PipelineConfig {
     pub flow_idle: Duration,
     /// Path MTU for READ spans (`--mtu`); learned per QP when absent.
     pub mtu: Option<u32>,
+    /// An I/O without a completion after this long is counted as timed out (`--io-timeout`).
+    pub io_timeout: Duration,
+    /// Bound on I/Os awaiting their completion (`--max-ios`).
+    pub max_ios: usize,
+    /// Bound on latency series, (initiator, target, op, segment).
+    pub max_latency_series: usize,
 }
 
 impl PipelineConfig {
@@ -42,6 +55,9 @@ impl PipelineConfig {
             check_icrc: false,
             flow_idle: Duration::from_nanos(crate::track::flow::DEFAULT_FLOW_IDLE_NS),
             mtu: None,
+            io_timeout: Duration::from_nanos(crate::track::io::DEFAULT_IO_TIMEOUT_NS),
+            max_ios: crate::track::io::DEFAULT_MAX_IOS,
+            max_latency_series: DEFAULT_MAX_LATENCY_SERIES,
         }
     }
 }
@@ -50,7 +66,7 @@ impl PipelineConfig {
 /// state the worker allocates nothing, not even per interval.
 #[derive(Debug)]
 pub enum Recycled {
-    Flows(Vec<FlowDelta>),
+    Interval { flows: Vec<FlowDelta>, latency: Vec<(SeriesKey, IntervalHist)> },
     Transmissions(Vec<Transmission>),
 }
 
@@ -66,13 +82,14 @@ pub enum ToStats {
 }
 
 /// What a run measured.
-#[derive(Debug)]
 pub struct RunResult {
     pub totals: Totals,
     pub sources: Vec<SourceStats>,
     pub time_sources: Vec<&'static str>,
     /// Why CSV output stopped, if it failed during the run.
     pub csv_error: Option<String>,
+    /// NVMe I/O outcomes per (initiator, target, op).
+    pub ios: BTreeMap<(IpAddr, IpAddr, Op), IoCounts>,
 }
 
 /// Empties a message's buffers for the worker to use again.
@@ -80,7 +97,8 @@ pub fn recycle(msg: ToStats) -> Recycled {
     match msg {
         ToStats::Interval(mut s) => {
             s.flows.clear();
-            Recycled::Flows(s.flows)
+            // The histograms go back with their samples; the worker clears them.
+            Recycled::Interval { flows: s.flows, latency: s.latency }
         }
         ToStats::Transmissions(mut t) => {
             t.clear();
@@ -142,8 +160,9 @@ pub fn run<C: Capture>(
         }
     };
     worker.finish();
+    let ios = worker.io_counts().clone();
     drop(worker);
     let (totals, csv_error) = stats.join().map_err(|_| anyhow::anyhow!("the stats thread panicked"))?;
     result?;
-    Ok(RunResult { totals, sources: capture.stats(), time_sources: capture.time_sources(), csv_error })
+    Ok(RunResult { totals, sources: capture.stats(), time_sources: capture.time_sources(), csv_error, ios })
 }

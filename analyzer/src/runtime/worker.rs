@@ -2,18 +2,21 @@
 
 use super::{PipelineConfig, Recycled, ToStats};
 use crate::capture::Frame;
+use crate::metrics::latency::Op;
+use crate::metrics::latency::{IntervalHist, LatencyRecorder, SeriesKey};
 use crate::metrics::{GlobalCounters, IntervalSnapshot};
 use crate::track::clock::MirrorClocks;
-use crate::track::flow::FlowDelta;
-use crate::track::flow::Transmission;
+use crate::track::flow::{acked_psn, FlowDelta, FlowEvent, Transmission};
+use crate::track::io::{At, IoCounts, IoTracker};
 use crate::track::nvme::{NvmeRecognizer, PendingKey, DEFAULT_MAX_PENDING};
 use crate::track::{FlowKey, FlowTable, Vantage, VantageMap};
 use crate::wire::bth::opcode as op;
 use crate::wire::cm::{CmMessage, GSI_QPN};
+use crate::wire::ib_ext::ExtHeaders;
 use crate::wire::nvme::{classify, Capsule};
 use crate::wire::{decode_frame, icrc, Decoded, RocePacket};
 use crossbeam_channel::{Receiver, Sender};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
 /// Ended transmissions go to the stats side in batches of this many (or at each interval).
@@ -22,6 +25,10 @@ const TX_BATCH: usize = 1024;
 const SPARE_BUFFERS: usize = 4;
 /// CM ConnectRequests remembered until their reply.
 const CM_PENDING: usize = 1024;
+/// Latency histograms kept ready for new series and for swapping at each interval.
+const SPARE_HISTOGRAMS: usize = 64;
+
+type LatencyBatch = Vec<(SeriesKey, IntervalHist)>;
 
 /// Buffers for messages to the stats side: spares allocated at start-up, then the ones the
 /// stats side hands back. Only when none is at hand (the stats side is far behind, or does
@@ -29,6 +36,7 @@ const CM_PENDING: usize = 1024;
 struct Buffers {
     back: Option<Receiver<Recycled>>,
     flows: Vec<Vec<FlowDelta>>,
+    latency: Vec<LatencyBatch>,
     transmissions: Vec<Vec<Transmission>>,
 }
 
@@ -37,51 +45,65 @@ impl Buffers {
         Self {
             back,
             flows: (0..SPARE_BUFFERS).map(|_| Vec::with_capacity(flows_capacity)).collect(),
+            latency: (0..SPARE_BUFFERS).map(|_| Vec::with_capacity(256)).collect(),
             transmissions: (0..SPARE_BUFFERS).map(|_| Vec::with_capacity(TX_BATCH)).collect(),
         }
     }
-    fn collect(&mut self) {
-        if let Some(back) = &self.back {
-            while let Ok(r) = back.try_recv() {
-                match r {
-                    Recycled::Flows(v) if self.flows.len() < self.flows.capacity() => self.flows.push(v),
-                    Recycled::Transmissions(v)
-                        if self.transmissions.len() < self.transmissions.capacity() =>
-                    {
-                        self.transmissions.push(v)
+
+    fn collect(&mut self, latency: &mut LatencyRecorder) {
+        let Some(back) = &self.back else { return };
+        while let Ok(r) = back.try_recv() {
+            match r {
+                Recycled::Interval { flows, latency: mut hists } => {
+                    latency.give_back(&mut hists);
+                    if self.flows.len() < self.flows.capacity() {
+                        self.flows.push(flows);
                     }
-                    _ => {}
+                    if self.latency.len() < self.latency.capacity() {
+                        self.latency.push(hists);
+                    }
                 }
+                Recycled::Transmissions(v) if self.transmissions.len() < self.transmissions.capacity() => {
+                    self.transmissions.push(v)
+                }
+                Recycled::Transmissions(_) => {}
             }
         }
     }
-    fn flows(&mut self, capacity: usize) -> Vec<FlowDelta> {
-        self.collect();
-        self.flows.pop().unwrap_or_else(|| Vec::with_capacity(capacity))
-    }
-    fn transmissions(&mut self) -> Vec<Transmission> {
-        self.collect();
-        self.transmissions.pop().unwrap_or_else(|| Vec::with_capacity(TX_BATCH))
-    }
 }
 
-/// Ended transmissions waiting to be handed over, in batches. A push never grows the
-/// buffer: a full one is sent and replaced by a recycled one.
-struct TxBatch {
-    buf: Vec<Transmission>,
+/// Where the flow table's events go: ended transmissions in batches, latency samples into
+/// the histograms. A push never grows a buffer: a full batch is sent and replaced.
+struct Out {
+    ended: Vec<Transmission>,
+    buffers: Buffers,
+    latency: LatencyRecorder,
     tx: Sender<ToStats>,
 }
 
-impl TxBatch {
-    fn push(&mut self, t: Transmission, buffers: &mut Buffers) {
-        if self.buf.len() == TX_BATCH {
-            self.flush(buffers);
+impl Out {
+    #[inline]
+    fn event(&mut self, e: FlowEvent) {
+        match e {
+            FlowEvent::Ended(t) => {
+                if self.ended.len() == TX_BATCH {
+                    self.flush();
+                }
+                self.ended.push(t);
+            }
+            FlowEvent::Latency(k, ns) => self.latency.record(k, ns),
         }
-        self.buf.push(t);
     }
-    fn flush(&mut self, buffers: &mut Buffers) {
-        if !self.buf.is_empty() {
-            let full = std::mem::replace(&mut self.buf, buffers.transmissions());
+
+    fn transmissions_buffer(&mut self) -> Vec<Transmission> {
+        self.buffers.collect(&mut self.latency);
+        self.buffers.transmissions.pop().unwrap_or_else(|| Vec::with_capacity(TX_BATCH))
+    }
+
+    fn flush(&mut self) {
+        if !self.ended.is_empty() {
+            let next = self.transmissions_buffer();
+            let full = std::mem::replace(&mut self.ended, next);
             let _ = self.tx.send(ToStats::Transmissions(full));
         }
     }
@@ -90,6 +112,7 @@ impl TxBatch {
 pub struct Worker {
     id: usize,
     flows: FlowTable,
+    ios: IoTracker,
     vantages: VantageMap,
     clocks: MirrorClocks,
     nvme: NvmeRecognizer,
@@ -105,8 +128,7 @@ pub struct Worker {
     interval_ns: u64,
     /// The open interval [start, end) in packet time; `None` before the first frame.
     current: Option<(u64, u64)>,
-    ended: TxBatch,
-    buffers: Buffers,
+    out: Out,
     tx: Sender<ToStats>,
 }
 
@@ -127,10 +149,17 @@ impl Worker {
     }
 
     fn build(id: usize, cfg: &PipelineConfig, tx: Sender<ToStats>, back: Option<Receiver<Recycled>>) -> Self {
-        let mut buffers = Buffers::new(back, cfg.max_flows.min(4096));
+        let mut out = Out {
+            ended: Vec::new(),
+            buffers: Buffers::new(back, cfg.max_flows.min(4096)),
+            latency: LatencyRecorder::new(cfg.max_latency_series, SPARE_HISTOGRAMS),
+            tx: tx.clone(),
+        };
+        out.ended = out.transmissions_buffer();
         Self {
             id,
             flows: FlowTable::new(cfg.max_flows, cfg.flow_idle.as_nanos() as u64, cfg.mtu),
+            ios: IoTracker::new(cfg.max_ios, cfg.io_timeout.as_nanos() as u64),
             vantages: cfg.vantages.clone(),
             clocks: MirrorClocks::default(),
             nvme: NvmeRecognizer::new(DEFAULT_MAX_PENDING),
@@ -142,10 +171,14 @@ impl Worker {
             last_ts: 0,
             interval_ns: (cfg.interval.as_nanos() as u64).max(1),
             current: None,
-            ended: TxBatch { buf: buffers.transmissions(), tx: tx.clone() },
-            buffers,
+            out,
             tx,
         }
+    }
+
+    /// I/O outcomes per (initiator, target, op) so far.
+    pub fn io_counts(&self) -> &BTreeMap<(IpAddr, IpAddr, Op), IoCounts> {
+        self.ios.counts()
     }
 
     /// Intervals are aligned to multiples of the interval since the epoch, so reports of
@@ -193,17 +226,17 @@ impl Worker {
         }
         self.first_ts = self.first_ts.min(ts);
         self.last_ts = self.last_ts.max(ts);
+        self.ios.expire(ts, &mut self.out.latency);
     }
 
     #[inline]
     fn track(&mut self, p: &RocePacket<'_>, source: u16, wire_len: u32, ts: u64) {
         let vantage = self.vantages.resolve(source, p.outer_vlan(), p.mirror.map(|m| m.session));
         let key = FlowKey { vantage, src: p.ip.src, dst: p.ip.dst, dst_qpn: p.bth.dest_qp() };
-        let (ended, buffers) = (&mut self.ended, &mut self.buffers);
-        let Some(slot) = self.flows.record(key, p, wire_len, ts, &mut |t| ended.push(t, buffers)) else {
-            return;
-        };
+        let out = &mut self.out;
+        let Some(slot) = self.flows.record(key, p, wire_len, ts, &mut |e| out.event(e)) else { return };
         let opcode = p.bth.opcode();
+        let psn = p.bth.psn();
         if self.check_icrc && icrc::check(&p.icrc) == Some(false) {
             self.flows.counts_mut(slot).icrc_errors += 1;
         }
@@ -211,19 +244,55 @@ impl Worker {
             self.connection_management(vantage, p);
             return;
         }
+        let rec = &mut self.out.latency;
+        let (src, dst) = (p.ip.src, p.ip.dst);
         match classify(opcode, p.payload, p.payload_len) {
             Capsule::Command(sqe) => {
                 self.flows.counts_mut(slot).nvme_commands += 1;
-                let k = PendingKey { vantage, host: p.ip.src, target: p.ip.dst, cid: sqe.cid };
-                self.nvme.command(k, ts);
+                self.nvme.command(PendingKey { vantage, host: src, target: dst, cid: sqe.cid }, ts);
+                let whole = opcode & 0x1F != op::SEND_FIRST;
+                self.ios.command(
+                    At { vantage, ts, host: src, target: dst },
+                    key.dst_qpn,
+                    psn,
+                    whole,
+                    &sqe,
+                    rec,
+                );
             }
             Capsule::Completion(cqe) => {
-                let k = PendingKey { vantage, host: p.ip.dst, target: p.ip.src, cid: cqe.cid };
-                if self.nvme.completion(k) {
+                if self.nvme.completion(PendingKey { vantage, host: dst, target: src, cid: cqe.cid }) {
                     self.flows.counts_mut(slot).nvme_completions += 1;
                 }
+                let target_qpn = self.flows.peer_qpn(slot);
+                self.ios.completion(
+                    At { vantage, ts, host: dst, target: src },
+                    target_qpn,
+                    cqe.cid,
+                    psn,
+                    rec,
+                );
             }
-            Capsule::None => {}
+            Capsule::None => match opcode {
+                op::SEND_MIDDLE | op::SEND_LAST | op::SEND_LAST_IMM | op::SEND_LAST_INV => {
+                    let last = opcode != op::SEND_MIDDLE;
+                    self.ios.capsule_packet(At { vantage, ts, host: src, target: dst }, key.dst_qpn, last);
+                }
+                op::READ_REQUEST => {
+                    if let Ok(ExtHeaders { reth: Some(r), .. }) = ExtHeaders::parse(opcode, p.ext) {
+                        self.ios.read_request(At { vantage, ts, host: dst, target: src }, psn, r.rkey, r.va);
+                    }
+                }
+                op::READ_RESPONSE_LAST | op::READ_RESPONSE_ONLY => {
+                    self.ios.read_response_end(At { vantage, ts, host: src, target: dst }, key.dst_qpn, psn);
+                }
+                op::ACKNOWLEDGE => {
+                    if let Some((acked, _)) = acked_psn(opcode, p.ext, psn) {
+                        self.ios.ack(At { vantage, ts, host: src, target: dst }, key.dst_qpn, acked, rec);
+                    }
+                }
+                _ => {}
+            },
         }
     }
 
@@ -250,9 +319,12 @@ impl Worker {
     }
 
     fn emit(&mut self, start_ns: u64, end_ns: u64) {
-        self.ended.flush(&mut self.buffers);
-        let mut flows = self.buffers.flows(self.flows.len());
+        self.out.flush();
+        self.out.buffers.collect(&mut self.out.latency);
+        let mut flows = self.out.buffers.flows.pop().unwrap_or_else(|| Vec::with_capacity(self.flows.len()));
         self.flows.drain_interval(&mut flows);
+        let mut latency = self.out.buffers.latency.pop().unwrap_or_default();
+        self.out.latency.drain(&mut latency);
         let untracked = self.flows.untracked_packets - self.untracked_reported;
         self.untracked_reported = self.flows.untracked_packets;
         let seen = self.counters.packets > 0;
@@ -265,6 +337,7 @@ impl Worker {
             counters: std::mem::take(&mut self.counters),
             untracked_packets: untracked,
             flows,
+            latency,
         };
         self.first_ts = u64::MAX;
         self.last_ts = 0;
@@ -273,12 +346,13 @@ impl Worker {
         let _ = self.tx.send(ToStats::Interval(snap));
     }
 
-    /// Ends every open transmission and closes the open interval (end of input or
+    /// Ends every open transmission and I/O and closes the open interval (end of input or
     /// shutdown).
     pub fn finish(&mut self) {
-        let (ended, buffers) = (&mut self.ended, &mut self.buffers);
-        self.flows.close_all(&mut |t| ended.push(t, buffers));
-        self.ended.flush(&mut self.buffers);
+        let out = &mut self.out;
+        self.flows.close_all(&mut |e| out.event(e));
+        self.ios.finish_all(&mut self.out.latency);
+        self.out.flush();
         if let Some((start, end)) = self.current.take() {
             self.emit(start, end);
         }

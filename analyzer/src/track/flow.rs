@@ -10,6 +10,7 @@
 use super::counts::FlowCounts;
 use super::psn::{Outcome, PsnTracker, Span};
 use super::vantage::Vantage;
+use crate::metrics::latency::{Op, Segment, SeriesKey};
 use crate::wire::bth::{opcode as op, Transport};
 use crate::wire::ib_ext::{AckKind, ExtHeaders};
 use crate::wire::RocePacket;
@@ -17,8 +18,8 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-/// Default bound on tracked flows: 968 bytes each ([`FlowTable::bytes_per_flow`]), so about
-/// 64 MiB allocated up front, plus the hash indexes (~10 MiB).
+/// Default bound on tracked flows: 1,368 bytes each ([`FlowTable::bytes_per_flow`]), so
+/// about 86 MiB allocated up front, plus the hash indexes (~10 MiB).
 pub const DEFAULT_MAX_FLOWS: usize = 65_536;
 /// Default `--flow-idle`: a transmission ends after 1 ms without a packet. RDMA bursts
 /// (a collective step, a checkpoint shard) keep a QP busy with gaps of microseconds between
@@ -120,6 +121,42 @@ pub struct FlowDelta {
     pub opcodes: OpcodeCounts,
 }
 
+/// What the flow table reports besides counters, as it happens.
+#[derive(Debug, Clone)]
+pub enum FlowEvent {
+    /// A transmission ended.
+    Ended(Transmission),
+    /// A latency sample of non-NVMe RDMA (`rdma_read`, `rc_ack`) at a vantage.
+    Latency(SeriesKey, u64),
+}
+
+/// Requests awaiting their answer, per flow: message ends awaiting an ACK (rc_ack) and READ
+/// Requests awaiting their last response (rdma_read). A small ring: beyond it the oldest
+/// is forgotten, which a healthy RC connection (a few outstanding messages) never reaches.
+const PENDING: usize = 8;
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Pending {
+    psn: u32,
+    /// PSNs the request covers (READ: its span; a message end: 1).
+    span: u32,
+    ts: u64,
+    live: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct PendingRing {
+    slots: [Pending; PENDING],
+    next: u8,
+}
+
+impl PendingRing {
+    fn push(&mut self, p: Pending) {
+        self.slots[usize::from(self.next)] = p;
+        self.next = (self.next + 1) % PENDING as u8;
+    }
+}
+
 /// An ended transmission (SPEC §4): a burst of one flow, from its first to its last packet.
 #[derive(Debug, Clone)]
 pub struct Transmission {
@@ -152,6 +189,9 @@ struct FlowEntry {
     /// Links of the list of flows with an open transmission, oldest activity first.
     prev: u32,
     next: u32,
+    /// Message ends awaiting an ACK, and READ Requests awaiting their last response.
+    acks: PendingRing,
+    reads: PendingRing,
 }
 
 /// Request operations: their PSNs advance the requester's sequence (SPEC §4).
@@ -180,6 +220,21 @@ fn full_size(opcode: u8) -> bool {
                 | op::READ_RESPONSE_FIRST
                 | op::READ_RESPONSE_MIDDLE
         )
+}
+
+/// The PSN through which an ACKNOWLEDGE packet acknowledges requests: its own for an ACK,
+/// the one before for a NAK (which names the PSN it refuses); `None` for other packets.
+pub fn acked_psn(opcode: u8, ext: &[u8], psn: u32) -> Option<(u32, AckKind)> {
+    if opcode & 0x1F != op::ACKNOWLEDGE || !matches!(opcode >> 5, 0 | 5) {
+        return None;
+    }
+    let a = ExtHeaders::parse(opcode, ext).ok()?.aeth?;
+    let kind = a.kind();
+    match kind {
+        AckKind::Ack { .. } => Some((psn, kind)),
+        AckKind::Nak { .. } | AckKind::RnrNak { .. } => Some((psn.wrapping_sub(1) & 0x00FF_FFFF, kind)),
+        AckKind::Reserved => None,
+    }
 }
 
 /// Responses carry the requester's PSNs: ACKs and READ / atomic responses.
@@ -267,23 +322,23 @@ impl FlowTable {
         self.tail = i;
     }
 
-    fn close_transmission(&mut self, i: u32, out: &mut impl FnMut(Transmission)) {
+    fn close_transmission(&mut self, i: u32, out: &mut impl FnMut(FlowEvent)) {
         self.unlink(i);
         let e = &mut self.slab[i as usize];
         e.tx_open = false;
-        out(Transmission {
+        out(FlowEvent::Ended(Transmission {
             key: e.key,
             transport: e.transport,
             start_ns: e.tx_start,
             end_ns: e.last_ts,
             counts: e.totals.since(&e.tx_base),
-        });
+        }));
     }
 
     /// Ends the transmissions of flows idle for `--flow-idle` at packet time `now`. Looks
     /// at the head of the list only (flows are in order of last activity).
     #[inline]
-    pub fn expire(&mut self, now: u64, out: &mut impl FnMut(Transmission)) {
+    pub fn expire(&mut self, now: u64, out: &mut impl FnMut(FlowEvent)) {
         while self.head != NONE {
             let h = self.head;
             if self.slab[h as usize].last_ts.saturating_add(self.idle_ns) >= now {
@@ -294,7 +349,7 @@ impl FlowTable {
     }
 
     /// Ends every open transmission (end of input, shutdown).
-    pub fn close_all(&mut self, out: &mut impl FnMut(Transmission)) {
+    pub fn close_all(&mut self, out: &mut impl FnMut(FlowEvent)) {
         while self.head != NONE {
             let h = self.head;
             self.close_transmission(h, out);
@@ -328,6 +383,8 @@ impl FlowTable {
                     last_ts: 0,
                     prev: NONE,
                     next: NONE,
+                    acks: PendingRing::default(),
+                    reads: PendingRing::default(),
                 });
                 Some(i)
             }
@@ -421,7 +478,7 @@ impl FlowTable {
         p: &RocePacket<'_>,
         wire_len: u32,
         ts: u64,
-        out: &mut impl FnMut(Transmission),
+        out: &mut impl FnMut(FlowEvent),
     ) -> Option<u32> {
         self.expire(ts, out);
         let opcode = p.bth.opcode();
@@ -480,7 +537,21 @@ impl FlowTable {
             if ends_message(low) {
                 c.messages += 1;
             }
-            match e.psn.observe(p.bth.psn(), span) {
+            let psn = p.bth.psn();
+            // Latency of RDMA on RC: a READ to its last response, a message's last packet to
+            // the ACK that covers it (NVMe/RDMA connections are left to the I/O tracker when
+            // the answer comes, by which time they are known to carry capsules).
+            if opcode >> 5 == 0 {
+                let e = &mut self.slab[i as usize];
+                if low == op::READ_REQUEST {
+                    e.reads.push(Pending { psn, span: span.max, ts, live: true });
+                } else if ends_message(low) && !matches!(low, op::COMPARE_SWAP | op::FETCH_ADD) {
+                    e.acks.push(Pending { psn, span: 1, ts, live: true });
+                }
+            }
+            let e = &mut self.slab[i as usize];
+            let c = &mut e.totals;
+            match e.psn.observe(psn, span) {
                 Outcome::InOrder => {}
                 Outcome::Retransmission { episode } => {
                     c.retx_packets += 1;
@@ -494,22 +565,79 @@ impl FlowTable {
                 self.index_request_flow(i);
             }
         } else if is_response(opcode) {
-            if opcode & 0x1F == op::ACKNOWLEDGE {
-                if let Ok(ExtHeaders { aeth: Some(a), .. }) = ExtHeaders::parse(opcode, p.ext) {
-                    let c = &mut self.slab[i as usize].totals;
-                    match a.kind() {
-                        AckKind::Nak { code: 0 } => c.nak_seq += 1,
-                        AckKind::Nak { .. } => c.nak_other += 1,
-                        AckKind::RnrNak { .. } => c.nak_rnr += 1,
-                        AckKind::Ack { .. } | AckKind::Reserved => {}
-                    }
-                }
+            let ack = acked_psn(opcode, p.ext, p.bth.psn());
+            let c = &mut self.slab[i as usize].totals;
+            match ack {
+                Some((_, AckKind::Nak { code: 0 })) => c.nak_seq += 1,
+                Some((_, AckKind::Nak { .. })) => c.nak_other += 1,
+                Some((_, AckKind::RnrNak { .. })) => c.nak_rnr += 1,
+                _ => {}
             }
+            let acked = ack.map(|(psn, _)| psn);
             if self.slab[i as usize].peer_qpn == NONE {
                 self.learn_pair(i, p.bth.psn());
             }
+            let low = opcode & 0x1F;
+            let read_end =
+                matches!(low, op::READ_RESPONSE_LAST | op::READ_RESPONSE_ONLY).then_some(p.bth.psn());
+            self.answer(i, read_end, acked, ts, out);
         }
         Some(i)
+    }
+
+    /// Whether a flow or its paired direction carries NVMe/RDMA capsules (its RDMA
+    /// latencies are then the I/O tracker's).
+    fn carries_nvme(&self, i: u32) -> bool {
+        let nvme = |c: &FlowCounts| c.nvme_commands + c.nvme_completions > 0;
+        nvme(&self.slab[i as usize].totals)
+            || self.reverse_index(i).is_some_and(|r| nvme(&self.slab[r as usize].totals))
+    }
+
+    /// A response on flow `i` (responder → requester) answers pending requests of the
+    /// paired flow: the last READ Response (`read_end`) its READ Request, an acknowledgement
+    /// every message end up to the PSN it covers (`acked`).
+    fn answer(
+        &mut self,
+        i: u32,
+        read_end: Option<u32>,
+        acked: Option<u32>,
+        ts: u64,
+        out: &mut impl FnMut(FlowEvent),
+    ) {
+        if read_end.is_none() && acked.is_none() {
+            return;
+        }
+        let Some(r) = self.reverse_index(i) else { return };
+        let nvme = self.carries_nvme(r);
+        let req = &mut self.slab[r as usize];
+        let key = req.key;
+        let segment = match key.vantage {
+            Vantage::Compute => Segment::IoCompute,
+            Vantage::Storage => Segment::IoStorage,
+        };
+        let (ring, op_, psn, within) = match (read_end, acked) {
+            (Some(psn), _) => (&mut req.reads, Op::RdmaRead, psn, None),
+            (None, Some(psn)) => (&mut req.acks, Op::RcAck, psn, Some(ACK_WINDOW)),
+            (None, None) => return,
+        };
+        for p in ring.slots.iter_mut().filter(|p| p.live && ts >= p.ts) {
+            let offset = psn.wrapping_sub(p.psn) & 0x00FF_FFFF;
+            if offset < within.unwrap_or(p.span.max(1)) {
+                p.live = false;
+                if !nvme {
+                    out(FlowEvent::Latency(
+                        SeriesKey { initiator: key.src, target: key.dst, op: op_, segment },
+                        ts - p.ts,
+                    ));
+                }
+            }
+        }
+    }
+
+    /// The QPN that sends a tracked flow's packets, if the pairing is known.
+    pub fn peer_qpn(&self, slot: u32) -> Option<u32> {
+        let q = self.slab[slot as usize].peer_qpn;
+        (q != NONE).then_some(q)
     }
 
     /// The counters of a tracked flow, for trackers that count more on it.
@@ -605,7 +733,10 @@ mod size {
     fn bytes_per_flow_is_what_the_docs_say() {
         let b = FlowTable::bytes_per_flow();
         println!("bytes per flow: {b}");
-        assert!(b <= 1024, "{b} bytes per flow: update docs/METRICS.md and DEFAULT_MAX_FLOWS' note");
+        assert!(
+            b <= 1368,
+            "{b} bytes per flow: update docs/METRICS.md, RELIABILITY.md and DEFAULT_MAX_FLOWS' note"
+        );
     }
 }
 

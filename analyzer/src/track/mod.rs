@@ -5,6 +5,7 @@
 pub mod clock;
 pub mod counts;
 pub mod flow;
+pub mod io;
 pub mod nvme;
 pub mod psn;
 pub mod vantage;

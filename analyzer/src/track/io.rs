@@ -1,0 +1,658 @@
+//! NVMe/RDMA I/Os (SPEC §3): each command followed from its capsule through its data phase
+//! to its completion and the host's acknowledgement of it, at both vantages at once, to
+//! give the latency each segment adds.
+//!
+//! An I/O is keyed by (host, target, CID), with the target's QP number telling apart the
+//! I/O queues (QPs) between the same two hosts, which reuse the same CIDs. Its data phase is
+//! found by the keyed SGL: a target's RDMA READ Request whose RETH names the command's R_Key
+//! and address is that write's READ phase; its READ Responses, and the ACK that covers its
+//! completion, are matched on the connection by PSN. Anchors are kept per vantage: a first
+//! anchor keeps its first observation, a last anchor its last, and an I/O with a packet seen
+//! twice at one vantage is flagged as retransmitted.
+
+use super::vantage::Vantage;
+use crate::metrics::latency::{LatencyRecorder, Op, Segment, SeriesKey};
+use crate::wire::nvme::{Sgl, Sqe};
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+
+/// Default bound on I/Os awaiting their completion, per worker.
+pub const DEFAULT_MAX_IOS: usize = 65_536;
+/// Default `--io-timeout`.
+pub const DEFAULT_IO_TIMEOUT_NS: u64 = 1_000_000_000;
+
+const NONE: u32 = u32::MAX;
+/// I/O queues (QPs) between two hosts that may use one CID at once, per lookup.
+const CID_SLOTS: usize = 4;
+/// Per connection: READ phases and completions awaiting their answer.
+const CONN_RING: usize = 16;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Read,
+    Write,
+    InCapsule,
+    Other,
+}
+
+impl Kind {
+    fn op(self) -> Op {
+        match self {
+            Kind::Read => Op::NvmeRead,
+            Kind::Write | Kind::InCapsule => Op::NvmeWrite,
+            Kind::Other => Op::NvmeOther,
+        }
+    }
+}
+
+/// A slot reference that notices when the slot was reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Ref {
+    slot: u32,
+    generation: u32,
+}
+
+const NO_REF: Ref = Ref { slot: NONE, generation: 0 };
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Anchor([Option<u64>; 2]);
+
+impl Anchor {
+    /// Keeps the first observation; true if this vantage had seen it already.
+    fn first(&mut self, v: usize, ts: u64) -> bool {
+        let seen = self.0[v].is_some();
+        self.0[v].get_or_insert(ts);
+        seen
+    }
+    /// Keeps the last observation; true if this vantage had seen it already.
+    fn last(&mut self, v: usize, ts: u64) -> bool {
+        let seen = self.0[v].is_some();
+        self.0[v] = Some(ts);
+        seen
+    }
+    fn at(&self, v: usize) -> Option<u64> {
+        self.0[v]
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Io {
+    generation: u32,
+    live: bool,
+    kind: Kind,
+    host: IpAddr,
+    target: IpAddr,
+    target_qpn: u32,
+    cid: u16,
+    sqe_psn: u32,
+    rkey: u32,
+    va: u64,
+    created: u64,
+    sqe_first: Anchor,
+    sqe_last: Anchor,
+    read_request: Anchor,
+    last_read_response: Anchor,
+    cqe: Anchor,
+    ack: Anchor,
+    read_psn: Option<u32>,
+    retransmitted: bool,
+    prev: u32,
+    next: u32,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct RingEntry {
+    psn: u32,
+    io: Option<Ref>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Conn {
+    /// READ phases: the READ Request's PSN.
+    reads: [RingEntry; CONN_RING],
+    /// Completions awaiting the host's ACK: the CQE's PSN.
+    completions: [RingEntry; CONN_RING],
+    next_read: u8,
+    next_completion: u8,
+    /// Per vantage: the command capsule whose SEND Last is still to come.
+    open_capsule: [Ref; 2],
+}
+
+impl Default for Conn {
+    fn default() -> Self {
+        Self {
+            reads: [RingEntry::default(); CONN_RING],
+            completions: [RingEntry::default(); CONN_RING],
+            next_read: 0,
+            next_completion: 0,
+            open_capsule: [NO_REF; 2],
+        }
+    }
+}
+
+/// I/O outcomes per (initiator, target, op).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct IoCounts {
+    pub completed: u64,
+    pub timed_out: u64,
+    /// Completed or timed out with a packet seen twice at one vantage.
+    pub retransmitted: u64,
+    /// Commands not followed because the table of pending I/Os was full.
+    pub overflowed: u64,
+    /// Still waiting for their completion when the run ended.
+    pub unfinished: u64,
+}
+
+impl IoCounts {
+    pub fn add(&mut self, o: &IoCounts) {
+        self.completed += o.completed;
+        self.timed_out += o.timed_out;
+        self.retransmitted += o.retransmitted;
+        self.overflowed += o.overflowed;
+        self.unfinished += o.unfinished;
+    }
+}
+
+type Pair = (IpAddr, IpAddr);
+
+/// Where and when a packet of an I/O was seen, and between which hosts (the NVMe host, the
+/// initiator, and the target), whichever way the packet went.
+#[derive(Debug, Clone, Copy)]
+pub struct At {
+    pub vantage: Vantage,
+    pub ts: u64,
+    pub host: IpAddr,
+    pub target: IpAddr,
+}
+
+pub struct IoTracker {
+    ios: Vec<Io>,
+    free: Vec<u32>,
+    by_cid: HashMap<(IpAddr, IpAddr, u16), [Ref; CID_SLOTS], ahash::RandomState>,
+    by_key: HashMap<(IpAddr, u32, u64), Ref, ahash::RandomState>,
+    conns: HashMap<(IpAddr, IpAddr, u32), Conn, ahash::RandomState>,
+    max_conns: usize,
+    /// Oldest first, for timeouts.
+    head: u32,
+    tail: u32,
+    timeout_ns: u64,
+    counts: BTreeMap<(IpAddr, IpAddr, Op), IoCounts>,
+}
+
+fn vi(v: Vantage) -> usize {
+    match v {
+        Vantage::Compute => 0,
+        Vantage::Storage => 1,
+    }
+}
+
+fn series(io: &Io, segment: Segment) -> SeriesKey {
+    SeriesKey { initiator: io.host, target: io.target, op: io.kind.op(), segment }
+}
+
+impl IoTracker {
+    pub fn new(max_ios: usize, timeout_ns: u64) -> Self {
+        let h = || ahash::RandomState::new();
+        let max_conns = (max_ios / 4).max(64);
+        Self {
+            ios: Vec::with_capacity(max_ios),
+            free: Vec::with_capacity(max_ios),
+            by_cid: HashMap::with_capacity_and_hasher(max_ios, h()),
+            by_key: HashMap::with_capacity_and_hasher(max_ios, h()),
+            conns: HashMap::with_capacity_and_hasher(max_conns, h()),
+            max_conns,
+            head: NONE,
+            tail: NONE,
+            timeout_ns: timeout_ns.max(1),
+            counts: BTreeMap::new(),
+        }
+    }
+
+    /// I/O outcomes per (initiator, target, op) so far.
+    pub fn counts(&self) -> &BTreeMap<(IpAddr, IpAddr, Op), IoCounts> {
+        &self.counts
+    }
+
+    fn count(&mut self, pair: Pair, op: Op) -> &mut IoCounts {
+        // One entry per (host pair, op): allocated once, when the pair first does I/O.
+        self.counts.entry((pair.0, pair.1, op)).or_default()
+    }
+
+    fn get(&self, r: Ref) -> Option<usize> {
+        let i = r.slot as usize;
+        (r.slot != NONE && i < self.ios.len() && self.ios[i].live && self.ios[i].generation == r.generation)
+            .then_some(i)
+    }
+
+    fn conn(&mut self, host: IpAddr, target: IpAddr, target_qpn: u32) -> Option<&mut Conn> {
+        let k = (host, target, target_qpn);
+        if !self.conns.contains_key(&k) && self.conns.len() >= self.max_conns {
+            return None;
+        }
+        Some(self.conns.entry(k).or_default())
+    }
+
+    // --- the FIFO of live I/Os ----------------------------------------------------------
+
+    fn link_tail(&mut self, i: u32) {
+        self.ios[i as usize].prev = self.tail;
+        self.ios[i as usize].next = NONE;
+        if self.tail == NONE {
+            self.head = i;
+        } else {
+            self.ios[self.tail as usize].next = i;
+        }
+        self.tail = i;
+    }
+
+    fn unlink(&mut self, i: u32) {
+        let (p, n) = (self.ios[i as usize].prev, self.ios[i as usize].next);
+        if p == NONE {
+            self.head = n;
+        } else {
+            self.ios[p as usize].next = n;
+        }
+        if n == NONE {
+            self.tail = p;
+        } else {
+            self.ios[n as usize].prev = p;
+        }
+    }
+
+    fn release(&mut self, i: usize) {
+        let io = &mut self.ios[i];
+        io.live = false;
+        let (host, target, cid, rkey, va) = (io.host, io.target, io.cid, io.rkey, io.va);
+        let me = Ref { slot: i as u32, generation: io.generation };
+        if let Some(slots) = self.by_cid.get_mut(&(host, target, cid)) {
+            for s in slots.iter_mut().filter(|s| **s == me) {
+                *s = NO_REF;
+            }
+            if slots.iter().all(|s| *s == NO_REF) {
+                self.by_cid.remove(&(host, target, cid));
+            }
+        }
+        if self.by_key.get(&(host, rkey, va)) == Some(&me) {
+            self.by_key.remove(&(host, rkey, va));
+        }
+        self.unlink(i as u32);
+        self.free.push(i as u32);
+    }
+
+    /// Records the segments an I/O can give and frees it.
+    fn finish(&mut self, i: usize, rec: &mut LatencyRecorder, completed: bool) {
+        let io = &self.ios[i];
+        let (c, s) = (0, 1);
+        let d = |a: Option<u64>, b: Option<u64>| a.zip(b).map(|(a, b)| a.saturating_sub(b));
+        let io_c = d(io.cqe.at(c), io.sqe_first.at(c));
+        let io_s = d(io.cqe.at(s), io.sqe_last.at(s));
+        let mut samples: [Option<(Segment, u64)>; 5] = [None; 5];
+        samples[0] = io_c.map(|v| (Segment::IoCompute, v));
+        samples[1] = io_s.map(|v| (Segment::IoStorage, v));
+        match io.kind {
+            Kind::Read => {
+                samples[2] = d(io.ack.at(c), io.cqe.at(c)).map(|v| (Segment::Compute, v));
+                samples[3] = io_s.map(|v| (Segment::Storage, v));
+                samples[4] = io_c.zip(io_s).map(|(a, b)| (Segment::Network, a.saturating_sub(b)));
+            }
+            Kind::InCapsule => {
+                samples[2] = io_c.map(|_| (Segment::Compute, 0));
+                samples[3] = io_s.map(|v| (Segment::Storage, v));
+                samples[4] = io_c.zip(io_s).map(|(a, b)| (Segment::Network, a.saturating_sub(b)));
+            }
+            Kind::Write => {
+                let compute = d(io.last_read_response.at(c), io.read_request.at(c));
+                let storage = match (
+                    d(io.read_request.at(s), io.sqe_last.at(s)),
+                    d(io.cqe.at(s), io.last_read_response.at(s)),
+                ) {
+                    (Some(a), Some(b)) => Some(a + b),
+                    _ => None,
+                };
+                samples[2] = compute.map(|v| (Segment::Compute, v));
+                samples[3] = storage.map(|v| (Segment::Storage, v));
+                samples[4] = match (io_c, compute, storage) {
+                    (Some(a), Some(b), Some(c)) => Some((Segment::Network, a.saturating_sub(b + c))),
+                    _ => None,
+                };
+            }
+            Kind::Other => {}
+        }
+        if completed {
+            for (segment, v) in samples.into_iter().flatten() {
+                rec.record(series(io, segment), v.max(1));
+            }
+        }
+        let (pair, op, retx) = ((io.host, io.target), io.kind.op(), io.retransmitted);
+        let n = self.count(pair, op);
+        if completed {
+            n.completed += 1;
+        } else {
+            n.timed_out += 1;
+        }
+        n.retransmitted += u64::from(retx);
+        self.release(i);
+    }
+
+    /// Whether every vantage that saw the command has seen its completion, and the host's
+    /// ACK of it where the compute segment needs it.
+    fn complete(&self, i: usize) -> bool {
+        let io = &self.ios[i];
+        let seen = |v: usize| io.sqe_first.at(v).is_some();
+        let done = |v: usize| io.cqe.at(v).is_some();
+        (0..2).all(|v| !seen(v) || done(v)) && (io.kind != Kind::Read || !seen(0) || io.ack.at(0).is_some())
+    }
+
+    fn maybe_finish(&mut self, i: usize, rec: &mut LatencyRecorder) {
+        if self.complete(i) {
+            self.finish(i, rec, true);
+        }
+    }
+
+    /// Ends I/Os older than `--io-timeout` at packet time `now`: without a completion they
+    /// time out; with one (an ACK or the other vantage's copy never came) they complete
+    /// with what was seen.
+    pub fn expire(&mut self, now: u64, rec: &mut LatencyRecorder) {
+        while self.head != NONE {
+            let i = self.head as usize;
+            if self.ios[i].created.saturating_add(self.timeout_ns) >= now {
+                break;
+            }
+            let completed = (0..2).any(|v| self.ios[i].cqe.at(v).is_some());
+            self.finish(i, rec, completed);
+        }
+    }
+
+    /// End of the run: I/Os with a completion finish with what was seen; the others are
+    /// counted as unfinished.
+    pub fn finish_all(&mut self, rec: &mut LatencyRecorder) {
+        while self.head != NONE {
+            let i = self.head as usize;
+            if (0..2).any(|v| self.ios[i].cqe.at(v).is_some()) {
+                self.finish(i, rec, true);
+            } else {
+                let pair = (self.ios[i].host, self.ios[i].target);
+                let op = self.ios[i].kind.op();
+                self.count(pair, op).unfinished += 1;
+                self.release(i);
+            }
+        }
+    }
+
+    /// Live I/Os with this CID between the two hosts (on the target's QP, when known).
+    fn with_cid(
+        &self,
+        host: IpAddr,
+        target: IpAddr,
+        cid: u16,
+        target_qpn: Option<u32>,
+    ) -> impl Iterator<Item = usize> + '_ {
+        self.by_cid
+            .get(&(host, target, cid))
+            .into_iter()
+            .flatten()
+            .filter_map(|r| self.get(*r))
+            .filter(move |&i| target_qpn.is_none_or(|q| self.ios[i].target_qpn == q))
+    }
+
+    /// The I/O a completion at vantage `v` answers: the oldest with this CID that saw its
+    /// command at `v` and no completion there yet. Mirrors with different delays can show
+    /// the next command reusing a CID before the previous completion, so both may be live.
+    /// Without the target's QP, the candidates must all be on one QP.
+    fn for_completion(
+        &self,
+        v: usize,
+        host: IpAddr,
+        target: IpAddr,
+        cid: u16,
+        target_qpn: Option<u32>,
+    ) -> Option<usize> {
+        let eligible = |&i: &usize| self.ios[i].sqe_first.at(v).is_some() && self.ios[i].cqe.at(v).is_none();
+        let mut candidates = self.with_cid(host, target, cid, target_qpn).filter(eligible);
+        let first = candidates.next()?;
+        let mut best = first;
+        for i in candidates {
+            if target_qpn.is_none() && self.ios[i].target_qpn != self.ios[first].target_qpn {
+                return None; // two queues use this CID: ambiguous without the QP
+            }
+            if self.ios[i].created < self.ios[best].created {
+                best = i;
+            }
+        }
+        Some(best)
+    }
+
+    /// A command capsule (the first packet of its SEND) from `host` to `target`'s QP.
+    pub fn command(
+        &mut self,
+        at: At,
+        target_qpn: u32,
+        psn: u32,
+        whole: bool,
+        sqe: &Sqe,
+        rec: &mut LatencyRecorder,
+    ) {
+        let At { vantage: v, ts, host, target } = at;
+        let v = vi(v);
+        let same =
+            self.with_cid(host, target, sqe.cid, Some(target_qpn)).find(|&i| self.ios[i].sqe_psn == psn);
+        let i = match same {
+            // The same command at the other vantage, or again at this one.
+            Some(i) => {
+                if self.ios[i].sqe_first.first(v, ts) {
+                    self.ios[i].retransmitted = true;
+                }
+                i
+            }
+            None => {
+                // The CID is used again. An earlier command with it that this vantage saw
+                // but never saw complete lost its completion here: it ends now.
+                let stale = self
+                    .with_cid(host, target, sqe.cid, Some(target_qpn))
+                    .find(|&o| self.ios[o].sqe_first.at(v).is_some() && self.ios[o].cqe.at(v).is_none());
+                if let Some(old) = stale {
+                    let completed = (0..2).any(|x| self.ios[old].cqe.at(x).is_some());
+                    self.finish(old, rec, completed);
+                }
+                match self.create(ts, host, target, target_qpn, psn, sqe) {
+                    Some(i) => i,
+                    None => return,
+                }
+            }
+        };
+        self.ios[i].sqe_first.first(v, ts);
+        let me = Ref { slot: i as u32, generation: self.ios[i].generation };
+        if whole {
+            self.ios[i].sqe_last.last(v, ts);
+        } else if let Some(c) = self.conn(host, target, target_qpn) {
+            c.open_capsule[v] = me;
+        }
+    }
+
+    fn create(
+        &mut self,
+        ts: u64,
+        host: IpAddr,
+        target: IpAddr,
+        target_qpn: u32,
+        psn: u32,
+        sqe: &Sqe,
+    ) -> Option<usize> {
+        let kind = match (sqe.opcode, sqe.sgl) {
+            (_, Sgl::InCapsule { .. }) if sqe.opcode == crate::wire::nvme::opcode::WRITE => Kind::InCapsule,
+            (crate::wire::nvme::opcode::READ, Sgl::Keyed { .. }) => Kind::Read,
+            (crate::wire::nvme::opcode::WRITE, Sgl::Keyed { .. }) => Kind::Write,
+            _ => Kind::Other,
+        };
+        let Some(slot) = self
+            .free
+            .pop()
+            .or_else(|| (self.ios.len() < self.ios.capacity()).then_some(self.ios.len() as u32))
+        else {
+            self.count((host, target), kind.op()).overflowed += 1;
+            return None;
+        };
+        let (rkey, va) = match sqe.sgl {
+            Sgl::Keyed { address, key, .. } => (key, address),
+            _ => (0, 0),
+        };
+        let generation = self.ios.get(slot as usize).map_or(0, |io| io.generation.wrapping_add(1));
+        let io = Io {
+            generation,
+            live: true,
+            kind,
+            host,
+            target,
+            target_qpn,
+            cid: sqe.cid,
+            sqe_psn: psn,
+            rkey,
+            va,
+            created: ts,
+            sqe_first: Anchor::default(),
+            sqe_last: Anchor::default(),
+            read_request: Anchor::default(),
+            last_read_response: Anchor::default(),
+            cqe: Anchor::default(),
+            ack: Anchor::default(),
+            read_psn: None,
+            retransmitted: false,
+            prev: NONE,
+            next: NONE,
+        };
+        if (slot as usize) < self.ios.len() {
+            self.ios[slot as usize] = io;
+        } else {
+            self.ios.push(io);
+        }
+        let me = Ref { slot, generation };
+        let ios = &self.ios;
+        let stale =
+            |r: &Ref| ios.get(r.slot as usize).is_none_or(|io| !io.live || io.generation != r.generation);
+        let slots = self.by_cid.entry((host, target, sqe.cid)).or_insert([NO_REF; CID_SLOTS]);
+        match slots.iter_mut().find(|s| stale(s)) {
+            Some(s) => *s = me,
+            // More queues than slots use this CID at once: the oldest entry gives way.
+            None => slots[0] = me,
+        }
+        if kind == Kind::Read || kind == Kind::Write {
+            self.by_key.insert((host, rkey, va), me);
+        }
+        self.link_tail(slot);
+        Some(slot as usize)
+    }
+
+    /// A SEND Middle or Last on `host` → `target`'s QP: the rest of a command capsule.
+    pub fn capsule_packet(&mut self, at: At, target_qpn: u32, last: bool) {
+        let At { vantage: v, ts, host, target } = at;
+        let v = vi(v);
+        let Some(c) = self.conns.get_mut(&(host, target, target_qpn)) else { return };
+        let r = c.open_capsule[v];
+        if last {
+            c.open_capsule[v] = NO_REF;
+        }
+        if let (true, Some(i)) = (last, self.get(r)) {
+            if self.ios[i].sqe_last.last(v, ts) {
+                self.ios[i].retransmitted = true;
+            }
+        }
+    }
+
+    /// A READ Request from `target` to `host`: the data phase of a write if its RETH names
+    /// a pending command's key and address. Returns whether it was.
+    pub fn read_request(&mut self, at: At, psn: u32, rkey: u32, va: u64) -> bool {
+        let At { vantage: v, ts, host, target } = at;
+        let v = vi(v);
+        let Some(i) = self.by_key.get(&(host, rkey, va)).copied().and_then(|r| self.get(r)) else {
+            return false;
+        };
+        if self.ios[i].read_request.first(v, ts) {
+            self.ios[i].retransmitted = true;
+        }
+        self.ios[i].read_psn = Some(psn);
+        let me = Ref { slot: i as u32, generation: self.ios[i].generation };
+        let q = self.ios[i].target_qpn;
+        if let Some(c) = self.conn(host, target, q) {
+            if !c.reads.iter().any(|e| e.io == Some(me)) {
+                let n = usize::from(c.next_read);
+                c.reads[n] = RingEntry { psn, io: Some(me) };
+                c.next_read = ((n + 1) % CONN_RING) as u8;
+            }
+        }
+        true
+    }
+
+    /// The last READ Response (Last or Only) from `host` to `target`'s QP.
+    pub fn read_response_end(&mut self, at: At, target_qpn: u32, psn: u32) {
+        let At { vantage: v, ts, host, target } = at;
+        let v = vi(v);
+        let Some(c) = self.conns.get(&(host, target, target_qpn)) else { return };
+        // Responses of a QP come in order: the READ is the one that started closest below.
+        let hit = c
+            .reads
+            .iter()
+            .filter_map(|e| e.io.map(|r| (psn.wrapping_sub(e.psn) & 0x00FF_FFFF, r)))
+            .filter(|&(offset, r)| offset < (1 << 16) && self.get(r).is_some())
+            .min_by_key(|&(offset, _)| offset);
+        if let Some(i) = hit.and_then(|(_, r)| self.get(r)) {
+            if self.ios[i].last_read_response.last(v, ts) && v == 1 {
+                // A second last response at storage is a resent READ phase.
+                self.ios[i].retransmitted = true;
+            }
+        }
+    }
+
+    /// A completion capsule from `target` to `host` (the target's QP when the pairing is
+    /// known). Returns whether it answers a command.
+    pub fn completion(
+        &mut self,
+        at: At,
+        target_qpn: Option<u32>,
+        cid: u16,
+        psn: u32,
+        rec: &mut LatencyRecorder,
+    ) -> bool {
+        let At { vantage: v, ts, host, target } = at;
+        let vx = vi(v);
+        let Some(i) = self.for_completion(vx, host, target, cid, target_qpn) else { return false };
+        if self.ios[i].cqe.last(vx, ts) {
+            self.ios[i].retransmitted = true;
+        }
+        if vx == 0 {
+            let me = Ref { slot: i as u32, generation: self.ios[i].generation };
+            let q = self.ios[i].target_qpn;
+            if let Some(c) = self.conn(host, target, q) {
+                let n = usize::from(c.next_completion);
+                c.completions[n] = RingEntry { psn, io: Some(me) };
+                c.next_completion = ((n + 1) % CONN_RING) as u8;
+            }
+        }
+        self.maybe_finish(i, rec);
+        true
+    }
+
+    /// An acknowledgement from `host` to `target`'s QP covering PSNs up to `acked`: at the
+    /// compute vantage it answers the completions it covers.
+    pub fn ack(&mut self, at: At, target_qpn: u32, acked: u32, rec: &mut LatencyRecorder) {
+        let At { vantage: v, ts, host, target } = at;
+        if vi(v) != 0 {
+            return;
+        }
+        let Some(c) = self.conns.get_mut(&(host, target, target_qpn)) else { return };
+        let mut covered: [Option<Ref>; CONN_RING] = [None; CONN_RING];
+        for (k, e) in c.completions.iter_mut().enumerate() {
+            if let Some(r) = e.io {
+                if (acked.wrapping_sub(e.psn) & 0x00FF_FFFF) < (1 << 16) {
+                    covered[k] = Some(r);
+                    e.io = None;
+                }
+            }
+        }
+        for r in covered.into_iter().flatten() {
+            if let Some(i) = self.get(r) {
+                self.ios[i].ack.first(0, ts);
+                self.maybe_finish(i, rec);
+            }
+        }
+    }
+}
