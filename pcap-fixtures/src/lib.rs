@@ -83,6 +83,7 @@ pub fn all() -> Vec<Scenario> {
         Scenario { name: "misc", seed: 3, build: scenarios::misc, delivery: Delivery::ComputeOnly },
         Scenario { name: "misc_erspan2", seed: 3, build: scenarios::misc, delivery: ERSPAN2 },
         Scenario { name: "corrupted", seed: 3, build: scenarios::corrupted, delivery: Delivery::ComputeOnly },
+        Scenario { name: "nvme_faults", seed: 4, build: scenarios::nvme_faults, delivery: Delivery::Split },
     ]
 }
 
@@ -106,11 +107,14 @@ pub fn write_scenario(s: &Scenario, dir: &Path) -> Result<truth::Truth> {
         use std::io::Write;
         w.into_inner().flush()?;
     }
+    let mut args = s.delivery.vantage_args();
+    args.extend(built.args.iter().cloned());
     let meta = truth::Meta {
+        io_outcomes: built.outcomes,
         scenario: s.name.into(),
         seed: s.seed,
         files: names,
-        args: s.delivery.vantage_args(),
+        args,
         path_mtu: built.mtu,
     };
     let t = truth::compute(meta, &built.wire, &delivered, &built.ios);

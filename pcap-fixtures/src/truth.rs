@@ -34,9 +34,13 @@ pub struct FlowTruth {
     pub icrc_errors: u64,
     pub nvme_commands: u64,
     pub nvme_completions: u64,
-    /// Request packets of their first transmission that the fabric dropped between the
-    /// taps, counted at the tap that missed them; absent for a flow seen at one tap only.
+    /// SPEC §4's fabric loss: gap PSNs at this tap that the same flow at the other tap did
+    /// not have; absent for a flow seen at one tap only.
     pub fabric_loss_psns: Option<u64>,
+    /// Request packets of their first transmission that the fabric dropped between the
+    /// taps, counted at the tap that missed them. A loss shows as a gap (and so as fabric
+    /// loss) only if a later packet arrives before the lost one is sent again.
+    pub dropped_between_taps: Option<u64>,
 }
 
 /// An NVMe I/O as the scenario made it: the wire packets that anchor its segments.
@@ -84,6 +88,9 @@ pub struct Truth {
     pub decode_errors: BTreeMap<String, u64>,
     pub flows: Vec<FlowTruth>,
     pub ios: Vec<IoTruth>,
+    /// I/O outcomes the scenario was made to produce (with its `args`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub io_outcomes: Option<crate::scenarios::IoOutcomes>,
 }
 
 type Key = (usize, IpAddr, IpAddr, u32);
@@ -141,6 +148,7 @@ impl PsnState {
 
 /// What the truth file says about the scenario besides what is measured.
 pub struct Meta {
+    pub io_outcomes: Option<crate::scenarios::IoOutcomes>,
     pub scenario: String,
     pub seed: u64,
     pub files: Vec<String>,
@@ -184,6 +192,8 @@ pub fn compute(meta: Meta, wire: &Wire, delivered: &[Delivered], ios: &[IoRecord
     let mut decode_errors: BTreeMap<String, u64> = BTreeMap::new();
     let (mut roce, mut non_roce) = (0u64, 0u64);
     let mut probe_time: HashMap<(usize, usize), u64> = HashMap::new();
+    let mut completions_seen: std::collections::HashSet<(usize, IpAddr, IpAddr, u32, u32)> =
+        Default::default();
     let new_flow = |k: &Key, opcode: u8| FlowTruth {
         vantage: VANTAGES[k.0].into(),
         src_ip: k.1.to_string(),
@@ -220,8 +230,14 @@ pub fn compute(meta: Meta, wire: &Wire, delivered: &[Delivered], ios: &[IoRecord
             f.icrc_errors += 1;
         }
         match spec.role {
+            // Every command capsule sent (a resent one again); a completion once per tap,
+            // since a resent copy answers a command already answered.
             Role::NvmeCommand => f.nvme_commands += 1,
-            Role::NvmeCompletion => f.nvme_completions += 1,
+            Role::NvmeCompletion
+                if completions_seen.insert((d.tap, spec.src, spec.dst, spec.bth.dest_qp, spec.bth.psn)) =>
+            {
+                f.nvme_completions += 1
+            }
             _ => {}
         }
         if opcode & 0x1F == op::ACKNOWLEDGE && opcode >> 5 != 4 {
@@ -267,11 +283,12 @@ pub fn compute(meta: Meta, wire: &Wire, delivered: &[Delivered], ios: &[IoRecord
                 *lost.entry((missed, spec.src, spec.dst, spec.bth.dest_qp)).or_insert(0) += 1;
             }
         }
-        let present: std::collections::HashSet<Key> = flows.keys().copied().collect();
+        let gaps: HashMap<Key, u64> = flows.iter().map(|(k, f)| (*k, f.gap_psns)).collect();
         for (k, f) in flows.iter_mut() {
             let other: Key = (1 - k.0, k.1, k.2, k.3);
-            if present.contains(&other) {
-                f.fabric_loss_psns = Some(lost.get(k).copied().unwrap_or(0));
+            if let Some(other_gaps) = gaps.get(&other) {
+                f.fabric_loss_psns = Some(f.gap_psns.saturating_sub(*other_gaps));
+                f.dropped_between_taps = Some(lost.get(k).copied().unwrap_or(0));
             }
         }
     }
@@ -333,6 +350,7 @@ pub fn compute(meta: Meta, wire: &Wire, delivered: &[Delivered], ios: &[IoRecord
         decode_errors,
         flows: flows.into_values().collect(),
         ios,
+        io_outcomes: meta.io_outcomes,
     }
 }
 

@@ -28,6 +28,8 @@ fn flows(name: &str) -> Vec<FlowTruth> {
             nak_other: f["nak_other"].as_u64().unwrap(),
             cnp: f["cnp"].as_u64().unwrap(),
             ecn_ce: f["ecn_ce"].as_u64().unwrap(),
+            fabric_loss_psns: f["fabric_loss_psns"].as_u64(),
+            dropped_between_taps: f["dropped_between_taps"].as_u64(),
             ..Default::default()
         })
         .collect()
@@ -73,6 +75,10 @@ fn rc_loss_has_fabric_loss_nak_rnr_cnp_ecn_and_wrap() {
     // QP A: one packet lost in the fabric (a gap at storage only), one lost before both taps.
     let (c, s) = (get("compute", 0x0B01), get("storage", 0x0B01));
     assert_eq!((c.gap_psns, s.gap_psns), (1, 2), "fabric loss shows at storage only");
+    // Here the packet lost between the taps is followed by others before it is resent, so
+    // SPEC §4's gap-based fabric loss sees exactly what the fabric dropped.
+    assert_eq!((s.fabric_loss_psns, s.dropped_between_taps), (Some(1), Some(1)));
+    assert_eq!((c.fabric_loss_psns, c.dropped_between_taps), (Some(0), Some(0)));
     assert!(c.retx_packets >= 5 && s.retx_packets == c.retx_packets, "go-back-N at both taps");
     assert_eq!(get("storage", 0x0A01).nak_seq, 2, "a NAK for each loss");
     assert_eq!(get("compute", 0x0A02).nak_rnr, 2, "two RNR NAKs");
@@ -97,6 +103,16 @@ fn rc_loss_has_fabric_loss_nak_rnr_cnp_ecn_and_wrap() {
         .collect();
     assert!(psns.contains(&0xFF_FFF4) && psns.contains(&0), "READ requests across the wrap: {psns:?}");
     assert!(psns.windows(2).all(|w| (w[1].wrapping_sub(w[0]) & 0xFF_FFFF) == 4), "each READ reserves 4 PSNs");
+}
+
+#[test]
+fn nvme_faults_loses_completions_between_the_taps_without_a_gap() {
+    // The target resends a lost completion before sending anything else: a tail loss, which
+    // no gap reveals (and which the I/O tracker sees as a retransmitted I/O instead).
+    let f = flows("nvme_faults");
+    let back =
+        f.iter().find(|x| x.vantage == "compute" && x.src_ip == "10.0.2.9" && x.dst_qpn == 0x0301).unwrap();
+    assert_eq!((back.dropped_between_taps, back.fabric_loss_psns, back.gap_psns), (Some(2), Some(0), 0));
 }
 
 #[test]

@@ -95,6 +95,8 @@ struct Io {
     cqe: Anchor,
     ack: Anchor,
     read_psn: Option<u32>,
+    /// The PSN of the completion, once seen (a second copy is a retransmission).
+    cqe_psn: Option<u32>,
     retransmitted: bool,
     prev: u32,
     next: u32,
@@ -516,6 +518,7 @@ impl IoTracker {
             cqe: Anchor::default(),
             ack: Anchor::default(),
             read_psn: None,
+            cqe_psn: None,
             retransmitted: false,
             prev: NONE,
             next: NONE,
@@ -614,7 +617,12 @@ impl IoTracker {
     ) -> bool {
         let At { vantage: v, ts, host, target } = at;
         let vx = vi(v);
-        let Some(i) = self.for_completion(vx, host, target, cid, target_qpn) else { return false };
+        // The same completion again (the target sent it twice), or the one it answers.
+        let again = self.with_cid(host, target, cid, target_qpn).find(|&i| self.ios[i].cqe_psn == Some(psn));
+        let Some(i) = again.or_else(|| self.for_completion(vx, host, target, cid, target_qpn)) else {
+            return false;
+        };
+        self.ios[i].cqe_psn = Some(psn);
         if self.ios[i].cqe.last(vx, ts) {
             self.ios[i].retransmitted = true;
         }

@@ -1,0 +1,249 @@
+//! I/O quality visibility (SPEC §3): segment latencies against the generator's truth, what
+//! one vantage alone can and cannot measure, and RDMA latencies of the real captures
+//! against their own timestamps.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const SEGMENTS: [(&str, &str); 5] = [
+    ("io@compute", "io_compute_ns"),
+    ("io@storage", "io_storage_ns"),
+    ("compute", "compute_ns"),
+    ("network", "network_ns"),
+    ("storage", "storage_ns"),
+];
+
+type Series = (String, String, String, String);
+
+fn truth(name: &str) -> Value {
+    let p = fixtures().join("scenarios").join(name).join("truth.json");
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn files(name: &str, t: &Value) -> Vec<PathBuf> {
+    t["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| fixtures().join("scenarios").join(name).join(f.as_str().unwrap()))
+        .collect()
+}
+
+/// Per series, the truth's samples in ns, sorted.
+fn truth_series(t: &Value, keep: &[&str]) -> BTreeMap<Series, Vec<u64>> {
+    let mut out: BTreeMap<Series, Vec<u64>> = BTreeMap::new();
+    for io in t["ios"].as_array().unwrap() {
+        for (segment, field) in SEGMENTS.iter().filter(|(s, _)| keep.contains(s)) {
+            if let Some(v) = io[field].as_i64() {
+                let k = (
+                    io["initiator_ip"].as_str().unwrap().to_owned(),
+                    io["target_ip"].as_str().unwrap().to_owned(),
+                    io["op"].as_str().unwrap().to_owned(),
+                    segment.to_string(),
+                );
+                out.entry(k).or_default().push(v.max(1) as u64);
+            }
+        }
+    }
+    for v in out.values_mut() {
+        v.sort();
+    }
+    out
+}
+
+/// Nearest-rank percentile, as HDR reports it (up to its bucket width).
+fn pct(v: &[u64], q: f64) -> u64 {
+    v[((q * v.len() as f64).ceil() as usize).max(1) - 1]
+}
+
+/// Within 3 significant digits (HDR reports a bucket's bounds), or 1 ns.
+fn close(us: f64, ns: u64) -> bool {
+    (us * 1000.0 - ns as f64).abs() <= (ns as f64 * 1e-3).max(1.0) + 1e-6
+}
+
+fn assert_series(name: &str, s: &Value, want: &BTreeMap<Series, Vec<u64>>, ops: &[&str]) {
+    let got: BTreeMap<Series, &Value> = s["latency"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| ops.contains(&l["op"].as_str().unwrap()))
+        .map(|l| {
+            let k = (
+                l["initiator_ip"].as_str().unwrap().to_owned(),
+                l["target_ip"].as_str().unwrap().to_owned(),
+                l["op"].as_str().unwrap().to_owned(),
+                l["segment"].as_str().unwrap().to_owned(),
+            );
+            (k, l)
+        })
+        .collect();
+    assert_eq!(got.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>(), "{name}: the series");
+    for (k, v) in want {
+        let g = got[k];
+        assert_eq!(g["count"].as_u64().unwrap(), v.len() as u64, "{name} {k:?}: count");
+        for (field, expect) in [
+            ("min_us", v[0]),
+            ("p50_us", pct(v, 0.5)),
+            ("p90_us", pct(v, 0.9)),
+            ("p99_us", pct(v, 0.99)),
+            ("max_us", *v.last().unwrap()),
+        ] {
+            let us = g[field].as_f64().unwrap();
+            assert!(close(us, expect), "{name} {k:?}: {field} {us} µs, truth {expect} ns");
+        }
+    }
+}
+
+const NVME_OPS: [&str; 3] = ["nvme_read", "nvme_write", "nvme_other"];
+const ALL: [&str; 5] = ["io@compute", "io@storage", "compute", "network", "storage"];
+
+#[test]
+fn every_segment_matches_the_truth_through_vlan_split_files_and_erspan_iii() {
+    for name in ["nvme_vlan", "nvme_split", "nvme_erspan3"] {
+        let t = truth(name);
+        let fs = files(name, &t);
+        let refs: Vec<&Path> = fs.iter().map(PathBuf::as_path).collect();
+        let args: Vec<String> =
+            t["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let s = replay_summary(&refs, &args);
+        assert_series(name, &s, &truth_series(&t, &ALL), &NVME_OPS);
+        // I/O counts per (initiator, target, op).
+        let mut want: BTreeMap<(String, String, String), u64> = BTreeMap::new();
+        for io in t["ios"].as_array().unwrap() {
+            let k = (
+                io["initiator_ip"].as_str().unwrap().into(),
+                io["target_ip"].as_str().unwrap().into(),
+                io["op"].as_str().unwrap().into(),
+            );
+            *want.entry(k).or_insert(0) += 1;
+        }
+        let got: BTreeMap<(String, String, String), u64> = s["ios"]["by_pair"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let k = (
+                    p["initiator_ip"].as_str().unwrap().into(),
+                    p["target_ip"].as_str().unwrap().into(),
+                    p["op"].as_str().unwrap().into(),
+                );
+                (k, p["completed"].as_u64().unwrap())
+            })
+            .collect();
+        assert_eq!(got, want, "{name}: completed I/Os per (initiator, target, op)");
+        assert_eq!((s["ios"]["completed"].as_u64(), s["ios"]["timed_out"].as_u64()), (Some(120), Some(0)));
+        assert_eq!((s["ios"]["retransmitted"].as_u64(), s["ios"]["overflowed"].as_u64()), (Some(0), Some(0)));
+    }
+}
+
+#[test]
+fn one_vantage_reports_only_what_it_can_measure() {
+    let t = truth("nvme_split");
+    let fs = files("nvme_split", &t);
+    // The compute mirror alone: io@compute, and compute (host turnaround, READ service).
+    let s = replay_summary(&[&fs[0]], &[]);
+    assert_series("compute only", &s, &truth_series(&t, &["io@compute", "compute"]), &NVME_OPS);
+    // The storage mirror alone: io@storage and storage.
+    let s = replay_summary(&[&fs[1]], &["--vantage", "storage=file:0"]);
+    assert_series("storage only", &s, &truth_series(&t, &["io@storage", "storage"]), &NVME_OPS);
+    for l in s["latency"].as_array().unwrap() {
+        assert!(!["network", "compute", "io@compute"].contains(&l["segment"].as_str().unwrap()), "{l}");
+    }
+}
+
+/// (time ns, src, dst, opcode, psn, DMA length) of the RoCE frames of a capture, by tshark.
+fn tshark_packets(path: &Path) -> Vec<(u64, String, String, u64, u64, u64)> {
+    let out = Command::new("tshark")
+        .args(["-r", path.to_str().unwrap(), "-Y", "infiniband", "-T", "fields", "-E", "separator=,"])
+        .args(["-e", "frame.time_epoch", "-e", "ip.src", "-e", "ip.dst", "-e", "infiniband.bth.opcode"])
+        .args(["-e", "infiniband.bth.psn", "-e", "infiniband.reth.dmalen"])
+        .output()
+        .expect("tshark");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            let (s, frac) = f[0].split_once('.').unwrap();
+            let ns = s.parse::<u64>().unwrap() * 1_000_000_000
+                + format!("{frac:0<9}")[..9].parse::<u64>().unwrap();
+            (
+                ns,
+                f[1].into(),
+                f[2].into(),
+                f[3].parse().unwrap(),
+                f[4].parse().unwrap(),
+                f[5].parse().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+/// READ Request → its last READ Response (Last or Only: the first at or after its PSN).
+fn read_latencies(pkts: &[(u64, String, String, u64, u64, u64)]) -> Vec<u64> {
+    let mut out = Vec::new();
+    for (t, src, dst, _, psn, _) in pkts.iter().filter(|p| p.3 == 12) {
+        let resp = pkts
+            .iter()
+            .find(|r| (r.3 == 15 || r.3 == 16) && r.1 == *dst && r.2 == *src && r.4 >= *psn && r.0 >= *t);
+        out.push(resp.unwrap().0 - t);
+    }
+    out.sort();
+    out
+}
+
+/// A message's last packet (WRITE Last) → the first ACK at or past its PSN.
+fn ack_latencies(pkts: &[(u64, String, String, u64, u64, u64)], last_opcode: u64) -> Vec<u64> {
+    let mut out = Vec::new();
+    for (t, src, dst, _, psn, _) in pkts.iter().filter(|p| p.3 == last_opcode) {
+        let ack = pkts.iter().find(|a| a.3 == 17 && a.1 == *dst && a.2 == *src && a.4 >= *psn && a.0 >= *t);
+        out.push(ack.unwrap().0 - t);
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn rdma_read_and_rc_ack_of_the_real_captures_agree_with_their_timestamps() {
+    for (name, op, want) in [
+        ("rdma_read_lat.pcap", "rdma_read", read_latencies(&tshark_packets(&capture("rdma_read_lat.pcap")))),
+        ("rdma_read_bw.pcap", "rdma_read", read_latencies(&tshark_packets(&capture("rdma_read_bw.pcap")))),
+        ("rdma_write_bw.pcap", "rc_ack", ack_latencies(&tshark_packets(&capture("rdma_write_bw.pcap")), 8)),
+    ] {
+        assert_eq!(want.len(), 5, "{name}: five operations");
+        let s = replay_summary(&[&capture(name)], &[]);
+        let series: Vec<&Value> = s["latency"].as_array().unwrap().iter().filter(|l| l["op"] == op).collect();
+        assert_eq!(series.len(), 1, "{name}: one {op} series");
+        let l = series[0];
+        assert_eq!(l["segment"], "io@compute");
+        assert_eq!(l["count"].as_u64().unwrap(), 5, "{name}");
+        for (field, expect) in [("min_us", want[0]), ("p50_us", pct(&want, 0.5)), ("max_us", want[4])] {
+            let us = l[field].as_f64().unwrap();
+            assert!(close(us, expect), "{name}: {field} {us} µs, from the timestamps {expect} ns");
+        }
+    }
+}
+
+#[test]
+fn timed_out_retransmitted_and_overflowed_ios_are_counted_as_the_truth_says() {
+    let t = truth("nvme_faults");
+    let fs = files("nvme_faults", &t);
+    let refs: Vec<&Path> = fs.iter().map(PathBuf::as_path).collect();
+    let args: Vec<String> =
+        t["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect();
+    assert!(args.contains(&"--io-timeout".to_owned()) && args.contains(&"--max-ios".to_owned()));
+    let want = &t["io_outcomes"];
+    // Through replay, which merges the two files by time. (DPDK's net_pcap replays each file
+    // at full speed, interleaving the two ports burst by burst, which changes outcomes that
+    // depend on the order across vantages; see docs/DEPLOYMENT.md.)
+    let s = replay_summary(&refs, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    for k in ["completed", "timed_out", "retransmitted", "overflowed"] {
+        assert_eq!(s["ios"][k], want[k], "{k}");
+    }
+    assert_eq!(s["ios"]["unfinished"], 0);
+}
