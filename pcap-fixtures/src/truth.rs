@@ -72,6 +72,9 @@ pub struct IoTruth {
     pub compute_ns: Option<u64>,
     pub network_ns: Option<i64>,
     pub storage_ns: Option<u64>,
+    /// The anchor times (ns, probe time base) the segments come from, e.g.
+    /// `sqe_first@compute`, `cqe@storage`, `ack@compute`.
+    pub anchors: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -324,7 +327,25 @@ pub fn compute(meta: Meta, wire: &Wire, delivered: &[Delivered], ios: &[IoRecord
                 };
                 (compute, storage, network)
             };
+            let mut anchors = BTreeMap::new();
+            for (name, index) in [
+                ("sqe_first", Some(io.sqe_first)),
+                ("sqe_last", Some(io.sqe_last)),
+                ("read_request", io.read_request),
+                ("last_read_response", io.last_read_response),
+                ("cqe", Some(io.cqe)),
+            ] {
+                for (tap, v) in [(c, "compute"), (s, "storage")] {
+                    if let Some(at) = t(tap, index) {
+                        anchors.insert(format!("{name}@{v}"), at);
+                    }
+                }
+            }
+            if let Some(at) = covering_ack(wire, &probe_time, io) {
+                anchors.insert("ack@compute".into(), at);
+            }
             IoTruth {
+                anchors,
                 op: io.op.into(),
                 in_capsule: io.in_capsule,
                 initiator_ip: io.host.to_string(),

@@ -20,7 +20,8 @@ use std::time::Duration;
 
 pub use worker::Worker;
 
-/// Default bound on latency series: each holds a ~100 KiB histogram.
+/// Default bound on latency series: each holds a ~135 KiB histogram (1 ns to 1 h at 3
+/// significant digits, 32-bit counts).
 pub const DEFAULT_MAX_LATENCY_SERIES: usize = 1024;
 
 /// Settings shared by every worker.
