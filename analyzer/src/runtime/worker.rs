@@ -278,6 +278,11 @@ impl Worker {
                     let last = opcode != op::SEND_MIDDLE;
                     self.ios.capsule_packet(At { vantage, ts, host: src, target: dst }, key.dst_qpn, last);
                 }
+                op::WRITE_FIRST | op::WRITE_ONLY | op::WRITE_ONLY_IMM => {
+                    if let Ok(ExtHeaders { reth: Some(r), .. }) = ExtHeaders::parse(opcode, p.ext) {
+                        self.ios.data_write(At { vantage, ts, host: dst, target: src }, psn, r.rkey, r.va);
+                    }
+                }
                 op::READ_REQUEST => {
                     if let Ok(ExtHeaders { reth: Some(r), .. }) = ExtHeaders::parse(opcode, p.ext) {
                         self.ios.read_request(At { vantage, ts, host: dst, target: src }, psn, r.rkey, r.va);

@@ -92,6 +92,9 @@ struct Io {
     sqe_last: Anchor,
     read_request: Anchor,
     last_read_response: Anchor,
+    /// A read's data phase: the target's RDMA WRITE (First or Only) into the host's buffer.
+    data_write: Anchor,
+    data_psn: Option<u32>,
     cqe: Anchor,
     ack: Anchor,
     read_psn: Option<u32>,
@@ -515,6 +518,8 @@ impl IoTracker {
             sqe_last: Anchor::default(),
             read_request: Anchor::default(),
             last_read_response: Anchor::default(),
+            data_write: Anchor::default(),
+            data_psn: None,
             cqe: Anchor::default(),
             ack: Anchor::default(),
             read_psn: None,
@@ -581,6 +586,27 @@ impl IoTracker {
                 c.reads[n] = RingEntry { psn, io: Some(me) };
                 c.next_read = ((n + 1) % CONN_RING) as u8;
             }
+        }
+        true
+    }
+
+    /// An RDMA WRITE (First or Only) from `target` into `host`'s memory: a read's data phase
+    /// if its RETH names a pending read's key and address. The same packet seen again at a
+    /// vantage marks the I/O retransmitted. Returns whether it was a data phase.
+    pub fn data_write(&mut self, at: At, psn: u32, rkey: u32, va: u64) -> bool {
+        let At { vantage: v, ts, host, .. } = at;
+        let v = vi(v);
+        let Some(i) = self.by_key.get(&(host, rkey, va)).copied().and_then(|r| self.get(r)) else {
+            return false;
+        };
+        if self.ios[i].kind != Kind::Read {
+            return false;
+        }
+        let again = self.ios[i].data_psn == Some(psn) && self.ios[i].data_write.at(v).is_some();
+        self.ios[i].data_write.first(v, ts);
+        self.ios[i].data_psn = Some(psn);
+        if again {
+            self.ios[i].retransmitted = true;
         }
         true
     }
@@ -662,5 +688,58 @@ impl IoTracker {
                 self.maybe_finish(i, rec);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::latency::LatencyRecorder;
+
+    fn at(v: Vantage, ts: u64) -> At {
+        At { vantage: v, ts, host: "10.0.0.1".parse().unwrap(), target: "10.0.0.2".parse().unwrap() }
+    }
+
+    fn read(cid: u16) -> Sqe {
+        Sqe {
+            opcode: crate::wire::nvme::opcode::READ,
+            flags: crate::wire::nvme::FLAGS_SGL,
+            cid,
+            nsid: 1,
+            sgl: Sgl::Keyed { address: 0x1000 * u64::from(cid + 1), length: 4096, key: 7, invalidate: false },
+            slba: 0,
+            nlb: 7,
+        }
+    }
+
+    #[test]
+    fn a_resent_data_write_marks_the_read_retransmitted() {
+        let mut t = IoTracker::new(16, 1_000_000_000);
+        let mut rec = LatencyRecorder::new(16, 4);
+        let c = Vantage::Compute;
+        t.command(at(c, 0), 9, 100, true, &read(3), &mut rec);
+        assert!(t.data_write(at(c, 10), 500, 7, 0x4000));
+        assert!(!t.data_write(at(c, 11), 501, 7, 0x9999), "another buffer is no read's data");
+        assert!(t.data_write(at(c, 20), 500, 7, 0x4000), "the same WRITE again");
+        assert!(t.completion(at(c, 30), Some(9), 3, 600, &mut rec));
+        t.ack(at(c, 40), 9, 600, &mut rec);
+        let n = t.counts().values().next().unwrap();
+        assert_eq!((n.completed, n.retransmitted), (1, 1));
+    }
+
+    #[test]
+    fn timeouts_free_the_io_and_overflow_is_counted() {
+        let mut t = IoTracker::new(2, 1_000);
+        let mut rec = LatencyRecorder::new(16, 4);
+        let c = Vantage::Compute;
+        t.command(at(c, 0), 9, 100, true, &read(1), &mut rec);
+        t.command(at(c, 1), 9, 101, true, &read(2), &mut rec);
+        t.command(at(c, 2), 9, 102, true, &read(3), &mut rec); // table full
+        t.expire(5_000, &mut rec);
+        t.command(at(c, 5_001), 9, 103, true, &read(4), &mut rec); // room again
+        t.finish_all(&mut rec);
+        let n = t.counts().values().next().unwrap();
+        assert_eq!((n.timed_out, n.overflowed, n.unfinished, n.completed), (2, 1, 1, 0));
+        assert_eq!(rec.dropped_samples, 0);
     }
 }
