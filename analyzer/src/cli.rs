@@ -74,6 +74,10 @@ pub struct CommonArgs {
     /// overflowed.
     #[arg(long, value_name = "N", default_value_t = crate::track::io::DEFAULT_MAX_IOS, value_parser = parse_max_flows)]
     pub max_ios: usize,
+    /// Analysis threads. 1: on the capture thread. More: the capture thread dispatches each
+    /// frame by its inner IP pair to one of N workers pinned to cores (software dispatch).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = parse_workers)]
+    pub workers: usize,
     /// Check every RoCEv2 packet's invariant CRC and count failures per flow (icrc_errors).
     #[arg(long)]
     pub check_icrc: bool,
@@ -138,6 +142,13 @@ fn parse_interval(s: &str) -> Result<Duration, String> {
         return Err(format!("'{s}' is too short (at least 1us)"));
     }
     Ok(d)
+}
+
+fn parse_workers(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n @ 1..=128) => Ok(n),
+        _ => Err(format!("'{s}' is not a number of workers from 1 to 128")),
+    }
 }
 
 fn parse_mtu(s: &str) -> Result<u32, String> {
@@ -245,6 +256,7 @@ fn execute<C: Capture>(
         mtu: common.mtu,
         io_timeout: common.io_timeout,
         max_ios: common.max_ios,
+        workers: common.workers,
         ..PipelineConfig::new(VantageMap::default())
     };
     let result = runtime::run(capture, &cfg, &stop, csv)?;

@@ -64,7 +64,9 @@ pub fn worker(data: &[u8]) {
                 seen += c.packets;
                 tracked += s.flows.iter().map(|f| f.counts.packets).sum::<u64>();
             }
-            ToStats::Transmissions(t) => in_transmissions += t.iter().map(|t| t.counts.packets).sum::<u64>(),
+            ToStats::Transmissions(_, t) => {
+                in_transmissions += t.iter().map(|t| t.counts.packets).sum::<u64>()
+            }
         }
     }
     assert_eq!(seen, frames);

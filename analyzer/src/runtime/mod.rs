@@ -3,6 +3,7 @@
 //! side over a channel; the stats side merges snapshots into the reports. The worker owns
 //! all per-packet state, so nothing on the per-packet path is shared or locked.
 
+pub mod dispatch;
 pub mod worker;
 
 use crate::capture::{Capture, Poll, SourceStats};
@@ -44,6 +45,9 @@ pub struct PipelineConfig {
     pub max_ios: usize,
     /// Bound on latency series, (initiator, target, op, segment).
     pub max_latency_series: usize,
+    /// Worker threads (`--workers`): 1 analyses on the capture thread; more dispatch by
+    /// IP pair.
+    pub workers: usize,
 }
 
 impl PipelineConfig {
@@ -59,6 +63,7 @@ impl PipelineConfig {
             io_timeout: Duration::from_nanos(crate::track::io::DEFAULT_IO_TIMEOUT_NS),
             max_ios: crate::track::io::DEFAULT_MAX_IOS,
             max_latency_series: DEFAULT_MAX_LATENCY_SERIES,
+            workers: 1,
         }
     }
 }
@@ -78,8 +83,8 @@ pub enum Recycled {
 #[allow(clippy::large_enum_variant)]
 pub enum ToStats {
     Interval(IntervalSnapshot),
-    /// Transmissions that ended (sent in batches).
-    Transmissions(Vec<Transmission>),
+    /// Transmissions that ended (sent in batches) by a worker.
+    Transmissions(usize, Vec<Transmission>),
 }
 
 /// What a run measured.
@@ -101,7 +106,7 @@ pub fn recycle(msg: ToStats) -> Recycled {
             // The histograms go back with their samples; the worker clears them.
             Recycled::Interval { flows: s.flows, latency: s.latency }
         }
-        ToStats::Transmissions(mut t) => {
+        ToStats::Transmissions(_, mut t) => {
             t.clear();
             Recycled::Transmissions(t)
         }
@@ -119,18 +124,25 @@ pub fn run<C: Capture>(
     // Bounded so a stalled stats side cannot grow memory without limit; intervals are
     // rare (one message per worker per interval), so the worker never waits in practice.
     let (tx, rx) = crossbeam_channel::bounded::<ToStats>(256);
-    let (back_tx, back_rx) = crossbeam_channel::bounded::<Recycled>(64);
+    // Each worker gets its buffers back on its own channel.
+    let workers = cfg.workers.max(1);
+    let (backs_tx, backs_rx): (Vec<_>, Vec<_>) =
+        (0..workers).map(|_| crossbeam_channel::bounded::<Recycled>(64)).unzip();
     let two_vantages = cfg.vantages.maps_storage();
     let stats = std::thread::Builder::new().name("roceprobe-stats".into()).spawn(move || {
         let mut totals = Totals::default();
         let mut csv_error = None;
         for msg in rx {
+            let from = match &msg {
+                ToStats::Interval(s) => s.worker,
+                ToStats::Transmissions(w, _) => *w,
+            };
             let written = match &msg {
                 ToStats::Interval(s) => {
                     totals.add(s);
                     csv.as_mut().map(|w| w.write_interval(s, two_vantages))
                 }
-                ToStats::Transmissions(t) => {
+                ToStats::Transmissions(_, t) => {
                     totals.add_transmissions(t);
                     csv.as_mut().map(|w| w.write_transmissions(t))
                 }
@@ -143,26 +155,33 @@ pub fn run<C: Capture>(
                 );
                 csv_error = Some(e);
             }
-            let _ = back_tx.try_send(recycle(msg));
+            if let Some(back) = backs_tx.get(from) {
+                let _ = back.try_send(recycle(msg));
+            }
         }
         (totals, csv_error.map(|e| format!("{e:#}")))
     })?;
 
-    let mut worker = Worker::with_recycling(0, cfg, tx, back_rx);
-    let result = loop {
-        if stop.load(Ordering::Relaxed) {
-            break Ok(());
-        }
-        match capture.poll(|f| worker.handle(f)) {
-            Ok(Poll::Frames(_)) => {}
-            Ok(Poll::Idle) => std::hint::spin_loop(),
-            Ok(Poll::End) => break Ok(()),
-            Err(e) => break Err(e),
-        }
+    let (result, ios) = if workers > 1 {
+        dispatch::run(capture, cfg, stop, tx, backs_rx)
+    } else {
+        // One worker analyses on the capture thread itself.
+        let back = backs_rx.into_iter().next().expect("one channel per worker");
+        let mut worker = Worker::with_recycling(0, cfg, tx, back);
+        let result = loop {
+            if stop.load(Ordering::Relaxed) {
+                break Ok(());
+            }
+            match capture.poll(|f| worker.handle(f)) {
+                Ok(Poll::Frames(_)) => {}
+                Ok(Poll::Idle) => std::hint::spin_loop(),
+                Ok(Poll::End) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
+        worker.finish();
+        (result, worker.io_counts().clone())
     };
-    worker.finish();
-    let ios = worker.io_counts().clone();
-    drop(worker);
     let (totals, csv_error) = stats.join().map_err(|_| anyhow::anyhow!("the stats thread panicked"))?;
     result?;
     Ok(RunResult { totals, sources: capture.stats(), time_sources: capture.time_sources(), csv_error, ios })

@@ -75,6 +75,7 @@ impl Buffers {
 /// Where the flow table's events go: ended transmissions in batches, latency samples into
 /// the histograms. A push never grows a buffer: a full batch is sent and replaced.
 struct Out {
+    worker: usize,
     ended: Vec<Transmission>,
     buffers: Buffers,
     latency: LatencyRecorder,
@@ -104,7 +105,7 @@ impl Out {
         if !self.ended.is_empty() {
             let next = self.transmissions_buffer();
             let full = std::mem::replace(&mut self.ended, next);
-            let _ = self.tx.send(ToStats::Transmissions(full));
+            let _ = self.tx.send(ToStats::Transmissions(self.worker, full));
         }
     }
 }
@@ -120,6 +121,8 @@ pub struct Worker {
     /// target IP, path MTU.
     cm_requests: HashMap<(Vantage, u32), (IpAddr, u32, IpAddr, u32), ahash::RandomState>,
     check_icrc: bool,
+    /// Frames arrive with their final time (a dispatcher applied the ERSPAN clocks).
+    stamped: bool,
     counters: GlobalCounters,
     untracked_reported: u64,
     /// Earliest and latest frame timestamp in the open interval.
@@ -150,6 +153,7 @@ impl Worker {
 
     fn build(id: usize, cfg: &PipelineConfig, tx: Sender<ToStats>, back: Option<Receiver<Recycled>>) -> Self {
         let mut out = Out {
+            worker: id,
             ended: Vec::new(),
             buffers: Buffers::new(back, cfg.max_flows.min(4096)),
             latency: LatencyRecorder::new(cfg.max_latency_series, SPARE_HISTOGRAMS),
@@ -165,6 +169,7 @@ impl Worker {
             nvme: NvmeRecognizer::new(DEFAULT_MAX_PENDING),
             cm_requests: HashMap::with_capacity_and_hasher(CM_PENDING, ahash::RandomState::new()),
             check_icrc: cfg.check_icrc,
+            stamped: false,
             counters: GlobalCounters::default(),
             untracked_reported: 0,
             first_ts: u64::MAX,
@@ -174,6 +179,19 @@ impl Worker {
             out,
             tx,
         }
+    }
+
+    /// Frames will come with their final time: a dispatcher in front applies the ERSPAN
+    /// switch clocks (one anchor per session for all workers).
+    pub fn stamped(mut self) -> Self {
+        self.stamped = true;
+        self
+    }
+
+    /// The latest packet time across all workers, so I/Os time out as they would with one
+    /// worker even when this one sees no packet for a while.
+    pub fn observe_time(&mut self, now: u64) {
+        self.ios.expire(now, &mut self.out.latency);
     }
 
     /// I/O outcomes per (initiator, target, op) so far.
@@ -194,6 +212,7 @@ impl Worker {
         let decoded = decode_frame(f.data);
         // An ERSPAN III switch timestamp is the packet's time: it was taken at the mirror.
         let ts = match &decoded {
+            _ if self.stamped => f.ts_ns,
             Decoded::Roce(RocePacket { mirror: Some(m), .. }) => match m.time {
                 Some(t) => self.clocks.time(m.session, t, f.ts_ns),
                 None => f.ts_ns,
@@ -391,7 +410,7 @@ mod tests {
             .iter()
             .filter_map(|m| match m {
                 ToStats::Interval(s) => Some(s),
-                ToStats::Transmissions(_) => None,
+                ToStats::Transmissions(..) => None,
             })
             .map(|s| (s.start_ns, s.end_ns, s.counters.packets, s.first_ts_ns, s.last_ts_ns))
             .collect();

@@ -1,0 +1,203 @@
+//! Software dispatch (`--workers N`, N > 1): the capture thread decodes each frame just
+//! enough to find its inner IP pair and hands it to the worker that owns that pair, so every
+//! packet between two hosts (both directions, both vantages: a QP's two directions, an I/O's
+//! command and completion, a CM handshake) is analysed by one worker, which then needs no
+//! shared state. It works whatever the NIC hashes on (ERSPAN, RSPAN, a single-queue vdev).
+//!
+//! The dispatcher applies the ERSPAN switch clocks (one anchor per session, as a single
+//! worker would) and tells the workers the latest packet time, so I/Os time out exactly as
+//! with one worker. Frames travel in batches whose buffers the workers hand back: in a
+//! steady state nothing is allocated. A full worker queue makes the dispatcher wait (the
+//! NIC then counts what it could not take as `imissed`).
+
+use super::{PipelineConfig, Recycled, ToStats, Worker};
+use crate::capture::{Capture, Frame, Poll};
+use crate::metrics::latency::Op;
+use crate::track::clock::MirrorClocks;
+use crate::track::io::IoCounts;
+use crate::wire::{decode_frame, Decoded};
+use anyhow::Result;
+use crossbeam_channel::{bounded, Receiver, Sender};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+const BATCH_BYTES: usize = 256 * 1024;
+const BATCH_FRAMES: usize = 512;
+/// Batches queued per worker, and spare batches per worker.
+const QUEUE: usize = 64;
+const SPARES: usize = 8;
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    offset: u32,
+    len: u32,
+    wire_len: u32,
+    ts_ns: u64,
+    /// The latest packet time dispatched so far, this frame included.
+    now: u64,
+    source: u16,
+}
+
+/// Frames for one worker, copied out of the capture's buffers.
+#[derive(Debug)]
+pub struct Batch {
+    bytes: Vec<u8>,
+    slots: Vec<Slot>,
+    /// A packet time to observe after the frames (the run's last, in the final batch).
+    then: u64,
+}
+
+impl Batch {
+    fn new() -> Self {
+        Self { bytes: Vec::with_capacity(BATCH_BYTES), slots: Vec::with_capacity(BATCH_FRAMES), then: 0 }
+    }
+    fn fits(&self, len: usize) -> bool {
+        self.slots.len() < BATCH_FRAMES && self.bytes.len() + len <= BATCH_BYTES
+    }
+    fn push(&mut self, f: &Frame<'_>, ts_ns: u64, now: u64) {
+        // A frame larger than a batch keeps its first BATCH_BYTES (headers are what count).
+        let data = &f.data[..f.data.len().min(BATCH_BYTES)];
+        self.slots.push(Slot {
+            offset: self.bytes.len() as u32,
+            len: data.len() as u32,
+            wire_len: f.wire_len,
+            ts_ns,
+            now,
+            source: f.source,
+        });
+        self.bytes.extend_from_slice(data);
+    }
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.slots.clear();
+        self.then = 0;
+    }
+}
+
+/// The worker that owns a frame: by its inner IP pair, either way round.
+fn owner(pair: (IpAddr, IpAddr), workers: usize) -> usize {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let (a, b) = if pair.0 <= pair.1 { pair } else { (pair.1, pair.0) };
+    // A fixed seed: the same pair goes to the same worker on every run.
+    let mut h = ahash::RandomState::with_seeds(1, 2, 3, 4).build_hasher();
+    a.hash(&mut h);
+    b.hash(&mut h);
+    (h.finish() % workers as u64) as usize
+}
+
+struct Lane {
+    tx: Sender<Batch>,
+    spares: Receiver<Batch>,
+    current: Batch,
+}
+
+impl Lane {
+    fn send(&mut self) {
+        if self.current.slots.is_empty() {
+            return;
+        }
+        let next = self.spares.try_recv().unwrap_or_else(|_| Batch::new());
+        let full = std::mem::replace(&mut self.current, next);
+        let _ = self.tx.send(full);
+    }
+}
+
+/// Runs `cfg.workers` workers on their own threads behind this thread's dispatch.
+pub fn run<C: Capture>(
+    capture: &mut C,
+    cfg: &PipelineConfig,
+    stop: &AtomicBool,
+    tx: Sender<ToStats>,
+    backs: Vec<Receiver<Recycled>>,
+) -> (Result<()>, BTreeMap<(IpAddr, IpAddr, Op), IoCounts>) {
+    let n = backs.len();
+    let cores = core_affinity::get_core_ids().unwrap_or_default();
+    let mut lanes = Vec::with_capacity(n);
+    let mut handles = Vec::with_capacity(n);
+    for (id, back) in backs.into_iter().enumerate() {
+        let (in_tx, in_rx) = bounded::<Batch>(QUEUE);
+        let (spare_tx, spare_rx) = bounded::<Batch>(SPARES);
+        for _ in 0..SPARES / 2 {
+            let _ = spare_tx.try_send(Batch::new());
+        }
+        let (cfg, tx) = (cfg.clone(), tx.clone());
+        // Workers on the cores after the dispatcher's, round the machine.
+        let core = (!cores.is_empty()).then(|| cores[(id + 1) % cores.len()]);
+        let handle = std::thread::Builder::new().name(format!("roceprobe-worker-{id}")).spawn(move || {
+            if let Some(c) = core {
+                core_affinity::set_for_current(c);
+            }
+            let mut w = Worker::with_recycling(id, &cfg, tx, back).stamped();
+            for mut batch in in_rx {
+                for s in &batch.slots {
+                    w.observe_time(s.now);
+                    let data = &batch.bytes[s.offset as usize..(s.offset + s.len) as usize];
+                    w.handle(Frame { data, wire_len: s.wire_len, ts_ns: s.ts_ns, source: s.source });
+                }
+                w.observe_time(batch.then);
+                batch.clear();
+                let _ = spare_tx.try_send(batch);
+            }
+            w.finish();
+            w.io_counts().clone()
+        });
+        match handle {
+            Ok(h) => handles.push(h),
+            Err(e) => return (Err(e.into()), BTreeMap::new()),
+        }
+        lanes.push(Lane { tx: in_tx, spares: spare_rx, current: Batch::new() });
+    }
+    drop(tx);
+
+    let mut clocks = MirrorClocks::default();
+    let mut now = 0u64;
+    let result = loop {
+        if stop.load(Ordering::Relaxed) {
+            break Ok(());
+        }
+        let polled = capture.poll(|f| {
+            let (lane, ts) = match decode_frame(f.data) {
+                Decoded::Roce(p) => {
+                    let ts = match p.mirror.and_then(|m| m.time.map(|t| (m.session, t))) {
+                        Some((session, t)) => clocks.time(session, t, f.ts_ns),
+                        None => f.ts_ns,
+                    };
+                    (owner((p.ip.src, p.ip.dst), n), ts)
+                }
+                // Frames that are not RoCE are counted by worker 0.
+                _ => (0, f.ts_ns),
+            };
+            now = now.max(ts);
+            let l = &mut lanes[lane];
+            if !l.current.fits(f.data.len().min(BATCH_BYTES)) {
+                l.send();
+            }
+            l.current.push(&f, ts, now);
+        });
+        match polled {
+            Ok(Poll::Frames(_)) => lanes.iter_mut().for_each(Lane::send),
+            Ok(Poll::Idle) => std::hint::spin_loop(),
+            Ok(Poll::End) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+    };
+    // What is still buffered, with the run's last packet time, so every worker ends its I/Os
+    // as one worker would have; then the end.
+    let mut ios = BTreeMap::new();
+    for (mut l, h) in lanes.into_iter().zip(handles) {
+        l.current.then = now;
+        let last = std::mem::replace(&mut l.current, Batch::new());
+        let _ = l.tx.send(last);
+        drop(l);
+        match h.join() {
+            Ok(counts) => {
+                for (k, c) in counts {
+                    ios.entry(k).or_insert_with(IoCounts::default).add(&c);
+                }
+            }
+            Err(_) => return (Err(anyhow::anyhow!("a worker thread panicked")), ios),
+        }
+    }
+    (result, ios)
+}
