@@ -2,17 +2,16 @@
 //! in the field names and shapes of SPEC §5. Field order is kept stable.
 
 use crate::capture::SourceStats;
-use crate::metrics::latency::{stats, Op};
+use crate::metrics::latency::stats;
 use crate::metrics::Totals;
 use crate::report::time::rfc3339_nanos;
-use crate::track::io::IoCounts;
+use crate::track::io::{IoCounts, IoCountsByPair};
 use crate::track::FlowCounts;
 use crate::wire::DecodeError;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::net::IpAddr;
 use std::path::Path;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,11 +90,7 @@ pub struct Summary {
 }
 
 impl Summary {
-    pub fn build(
-        t: &Totals,
-        sources: &[SourceStats],
-        ios: &BTreeMap<(IpAddr, IpAddr, Op), IoCounts>,
-    ) -> Self {
+    pub fn build(t: &Totals, sources: &[SourceStats], ios: &IoCountsByPair) -> Self {
         let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
         let mut series: Vec<_> = t.latency.iter().collect();
         series.sort_by_key(|(k, _)| **k);

@@ -12,9 +12,8 @@
 
 use super::{PipelineConfig, Recycled, ToStats, Worker};
 use crate::capture::{Capture, Frame, Poll};
-use crate::metrics::latency::Op;
 use crate::track::clock::MirrorClocks;
-use crate::track::io::IoCounts;
+use crate::track::io::{IoCounts, IoCountsByPair};
 use crate::wire::{decode_frame, Decoded};
 use anyhow::Result;
 use crossbeam_channel::{bounded, Receiver, Sender};
@@ -110,7 +109,7 @@ pub fn run<C: Capture>(
     stop: &AtomicBool,
     tx: Sender<ToStats>,
     backs: Vec<Receiver<Recycled>>,
-) -> (Result<()>, BTreeMap<(IpAddr, IpAddr, Op), IoCounts>) {
+) -> (Result<()>, IoCountsByPair) {
     let n = backs.len();
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let mut lanes = Vec::with_capacity(n);

@@ -7,14 +7,13 @@ pub mod dispatch;
 pub mod worker;
 
 use crate::capture::{Capture, Poll, SourceStats};
-use crate::metrics::latency::{IntervalHist, Op, SeriesKey};
+use crate::metrics::latency::{IntervalHist, SeriesKey};
 use crate::metrics::{IntervalSnapshot, Totals};
 use crate::report::csv::CsvWriter;
 use crate::track::flow::FlowDelta;
-use crate::track::io::IoCounts;
+use crate::track::io::IoCountsByPair;
 use crate::track::{Transmission, VantageMap};
 use anyhow::Result;
-use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -95,7 +94,7 @@ pub struct RunResult {
     /// Why CSV output stopped, if it failed during the run.
     pub csv_error: Option<String>,
     /// NVMe I/O outcomes per (initiator, target, op).
-    pub ios: BTreeMap<(IpAddr, IpAddr, Op), IoCounts>,
+    pub ios: IoCountsByPair,
 }
 
 /// Empties a message's buffers for the worker to use again.

@@ -2,12 +2,11 @@
 
 use super::{PipelineConfig, Recycled, ToStats};
 use crate::capture::Frame;
-use crate::metrics::latency::Op;
 use crate::metrics::latency::{IntervalHist, LatencyRecorder, SeriesKey};
 use crate::metrics::{GlobalCounters, IntervalSnapshot};
 use crate::track::clock::MirrorClocks;
 use crate::track::flow::{acked_psn, FlowDelta, FlowEvent, Transmission};
-use crate::track::io::{At, IoCounts, IoTracker};
+use crate::track::io::{At, IoCountsByPair, IoTracker};
 use crate::track::nvme::{NvmeRecognizer, PendingKey, DEFAULT_MAX_PENDING};
 use crate::track::{FlowKey, FlowTable, Vantage, VantageMap};
 use crate::wire::bth::opcode as op;
@@ -16,7 +15,7 @@ use crate::wire::ib_ext::ExtHeaders;
 use crate::wire::nvme::{classify, Capsule};
 use crate::wire::{decode_frame, icrc, Decoded, RocePacket};
 use crossbeam_channel::{Receiver, Sender};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::net::IpAddr;
 
 /// Ended transmissions go to the stats side in batches of this many (or at each interval).
@@ -195,7 +194,7 @@ impl Worker {
     }
 
     /// I/O outcomes per (initiator, target, op) so far.
-    pub fn io_counts(&self) -> &BTreeMap<(IpAddr, IpAddr, Op), IoCounts> {
+    pub fn io_counts(&self) -> &IoCountsByPair {
         self.ios.counts()
     }
 

@@ -160,6 +160,9 @@ impl IoCounts {
 
 type Pair = (IpAddr, IpAddr);
 
+/// I/O outcomes per (initiator, target, op).
+pub type IoCountsByPair = BTreeMap<(IpAddr, IpAddr, Op), IoCounts>;
+
 /// Where and when a packet of an I/O was seen, and between which hosts (the NVMe host, the
 /// initiator, and the target), whichever way the packet went.
 #[derive(Debug, Clone, Copy)]
@@ -181,7 +184,7 @@ pub struct IoTracker {
     head: u32,
     tail: u32,
     timeout_ns: u64,
-    counts: BTreeMap<(IpAddr, IpAddr, Op), IoCounts>,
+    counts: IoCountsByPair,
 }
 
 fn vi(v: Vantage) -> usize {
@@ -214,7 +217,7 @@ impl IoTracker {
     }
 
     /// I/O outcomes per (initiator, target, op) so far.
-    pub fn counts(&self) -> &BTreeMap<(IpAddr, IpAddr, Op), IoCounts> {
+    pub fn counts(&self) -> &IoCountsByPair {
         &self.counts
     }
 
