@@ -14,7 +14,6 @@ use crate::track::flow::FlowDelta;
 use crate::track::io::IoCountsByPair;
 use crate::track::{Transmission, VantageMap};
 use anyhow::Result;
-use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
