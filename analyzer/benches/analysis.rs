@@ -62,7 +62,9 @@ fn bench(c: &mut Criterion) {
     let (back_tx, back_rx) = crossbeam_channel::bounded(64);
     let drain = std::thread::spawn(move || {
         for m in rx {
-            let _ = back_tx.try_send(recycle(m));
+            if let Some(r) = recycle(m) {
+                let _ = back_tx.try_send(r);
+            }
         }
     });
     let mut worker = Worker::with_recycling(0, &cfg, tx, back_rx);

@@ -260,7 +260,8 @@ fn execute<C: Capture>(
         ..PipelineConfig::new(VantageMap::default())
     };
     let result = runtime::run(capture, &cfg, &stop, csv)?;
-    let summary = Summary::build(&result.totals, &result.sources, &result.ios);
+    let mut summary = Summary::build(&result.totals, &result.sources, &result.ios);
+    summary.set_time_sources(&result.time_use, &result.time_sources);
     let to_stdout = matches!(sink, Some(SummarySink::Stdout));
     if !common.quiet {
         let t = table::render(&summary);

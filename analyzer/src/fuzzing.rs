@@ -67,6 +67,7 @@ pub fn worker(data: &[u8]) {
             ToStats::Transmissions(_, t) => {
                 in_transmissions += t.iter().map(|t| t.counts.packets).sum::<u64>()
             }
+            ToStats::Ports { .. } => {}
         }
     }
     assert_eq!(seen, frames);

@@ -266,3 +266,65 @@ fn flows_beyond_max_flows_are_counted_as_untracked() {
     let o = run(&["replay", "--max-flows", "5", "--vantage", "storage=vlan:20", path.to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("in flows beyond --max-flows"), "the table says so");
 }
+
+#[test]
+fn ports_csv_gives_each_sources_receive_statistics_per_interval() {
+    let files: Vec<_> = ["nvme_split_compute.pcap", "nvme_split_storage.pcap"]
+        .iter()
+        .map(|f| fixtures().join("scenarios/nvme_split").join(f))
+        .collect();
+    let refs: Vec<&Path> = files.iter().map(|p| p.as_path()).collect();
+    for live in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let csv_dir = dir.path().join("csv");
+        let mut args: Vec<String> =
+            vec!["--interval".into(), "200us".into(), "--csv-dir".into(), csv_dir.display().to_string()];
+        let s = if live {
+            args.extend(["--vantage".into(), "storage=port:1".into()]);
+            let mut a = vec!["live".to_string(), "--idle-exit".into(), "300ms".into()];
+            a.extend(args);
+            a.push("--".into());
+            a.extend(eal_args(&refs));
+            summary_of(&a)
+        } else {
+            args.extend(["--vantage".into(), "storage=file:1".into()]);
+            let mut a = vec!["replay".to_string()];
+            a.extend(args);
+            a.extend(refs.iter().map(|p| p.display().to_string()));
+            summary_of(&a)
+        };
+        let text = std::fs::read_to_string(csv_dir.join("ports.csv")).unwrap();
+        let mut r = csv::Reader::from_reader(text.as_bytes());
+        assert_eq!(
+            r.headers().unwrap().iter().collect::<Vec<_>>(),
+            [
+                "interval_start",
+                "interval_end",
+                "source",
+                "ipackets",
+                "ibytes",
+                "imissed",
+                "ierrors",
+                "rx_nombuf"
+            ]
+        );
+        let mut sums: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        for row in r.records() {
+            let row = row.unwrap();
+            let e = sums.entry(row[2].to_owned()).or_default();
+            e.0 += row[3].parse::<u64>().unwrap();
+            e.1 += row[5].parse::<u64>().unwrap()
+                + row[6].parse::<u64>().unwrap()
+                + row[7].parse::<u64>().unwrap();
+        }
+        assert_eq!(sums.len(), 2, "live {live}: both sources");
+        for (source, (packets, drops)) in sums {
+            assert_eq!(
+                packets,
+                s["ports"][&source]["ipackets"].as_u64().unwrap(),
+                "live {live}: source {source}"
+            );
+            assert_eq!(drops, 0);
+        }
+    }
+}

@@ -5,6 +5,7 @@
 //! The contract's columns come first, in the SPEC's order; more are only appended.
 
 use super::time::rfc3339_nanos;
+use crate::capture::SourceStats;
 use crate::metrics::latency::stats;
 use crate::metrics::totals::{fabric_loss, other_vantage};
 use crate::metrics::IntervalSnapshot;
@@ -21,6 +22,7 @@ pub const FLOWS_HEADER: &str = "interval_start,interval_end,vantage,src_ip,dst_i
 pub const FLOWS_EXTRA: &str = "fabric_loss_psns,messages,retx_episodes,out_of_window,cnp_unattributed,icrc_errors,nvme_commands,nvme_completions";
 pub const TRANSMISSIONS_HEADER: &str = "start,end,vantage,src_ip,dst_ip,dst_qpn,transport,duration_s,packets,bytes,payload_bytes,retx_packets,retx_bytes,retx_rate,gap_psns,nak_seq,nak_rnr,cnp,ecn_ce,effective_gbps,raw_gbps";
 pub const TRANSMISSIONS_EXTRA: &str = "messages,nak_other,icrc_errors";
+pub const PORTS_HEADER: &str = "interval_start,interval_end,source,ipackets,ibytes,imissed,ierrors,rx_nombuf";
 pub const LATENCY_HEADER: &str =
     "interval_start,interval_end,initiator_ip,target_ip,op,segment,count,min_us,mean_us,p50_us,p90_us,p99_us,p999_us,max_us";
 
@@ -70,6 +72,7 @@ pub struct CsvWriter {
     flows: BufWriter<File>,
     transmissions: BufWriter<File>,
     latency: BufWriter<File>,
+    ports: BufWriter<File>,
     line: String,
 }
 
@@ -96,6 +99,7 @@ impl CsvWriter {
                 &format!("{TRANSMISSIONS_HEADER},{TRANSMISSIONS_EXTRA}"),
             )?,
             latency: open("latency.csv", LATENCY_HEADER)?,
+            ports: open("ports.csv", PORTS_HEADER)?,
             line: String::with_capacity(512),
         })
     }
@@ -172,6 +176,20 @@ impl CsvWriter {
             self.latency.write_all(l.as_bytes())?;
         }
         self.latency.flush()?;
+        Ok(())
+    }
+
+    /// Receive statistics of each source (DPDK port id / input file index) over an interval.
+    pub fn write_ports(&mut self, start_ns: u64, end_ns: u64, sources: &[SourceStats]) -> Result<()> {
+        let (start, end) = (rfc3339_nanos(start_ns), rfc3339_nanos(end_ns));
+        for (i, s) in sources.iter().enumerate() {
+            write!(
+                self.ports,
+                "{start},{end},{i},{},{},{},{},{}\r\n",
+                s.ipackets, s.ibytes, s.imissed, s.ierrors, s.rx_nombuf
+            )?;
+        }
+        self.ports.flush()?;
         Ok(())
     }
 

@@ -5,8 +5,10 @@ use crate::capture::SourceStats;
 use crate::metrics::latency::stats;
 use crate::metrics::Totals;
 use crate::report::time::rfc3339_nanos;
+use crate::runtime::worker::TimeUse;
 use crate::track::io::{IoCounts, IoCountsByPair};
 use crate::track::FlowCounts;
+use crate::track::Vantage;
 use crate::wire::DecodeError;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -87,6 +89,10 @@ pub struct Summary {
     pub ios: IosSummary,
     /// Receive statistics per source: DPDK port id, or input file index.
     pub ports: BTreeMap<String, SourceStats>,
+    /// Where each vantage's packet times came from: `erspan` (the switch's ERSPAN III
+    /// timestamp), `nic` (the NIC's RX timestamp), `tsc` (the probe's clock at RX), `pcap`
+    /// (the capture file's timestamps).
+    pub time_sources: BTreeMap<String, Vec<String>>,
 }
 
 impl Summary {
@@ -167,6 +173,26 @@ impl Summary {
             latency,
             ios,
             ports,
+            time_sources: BTreeMap::new(),
+        }
+    }
+
+    /// Names the time sources of each vantage from what the workers used and what each
+    /// capture source (port / file) provides.
+    pub fn set_time_sources(&mut self, used: &[TimeUse; 2], per_source: &[&str]) {
+        for (v, u) in [(Vantage::Compute, used[0]), (Vantage::Storage, used[1])] {
+            let mut names: Vec<String> = Vec::new();
+            if u.switch_clock {
+                names.push("erspan".into());
+            }
+            for (i, name) in per_source.iter().enumerate() {
+                if u.capture_sources & (1 << i.min(63)) != 0 && !names.iter().any(|n| n == name) {
+                    names.push((*name).into());
+                }
+            }
+            if !names.is_empty() {
+                self.time_sources.insert(v.as_str().into(), names);
+            }
         }
     }
 

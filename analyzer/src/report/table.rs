@@ -140,6 +140,7 @@ mod tests {
             flows: vec![],
             latency: vec![],
             ios: crate::report::summary::IosSummary { counts: Default::default(), by_pair: vec![] },
+            time_sources: Default::default(),
             ports: ports.into_iter().enumerate().map(|(i, p)| (i.to_string(), p)).collect(),
         }
     }

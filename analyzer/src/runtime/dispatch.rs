@@ -10,7 +10,8 @@
 //! steady state nothing is allocated. A full worker queue makes the dispatcher wait (the
 //! NIC then counts what it could not take as `imissed`).
 
-use super::{PipelineConfig, Recycled, ToStats, Worker};
+use super::worker::TimeUse;
+use super::{PipelineConfig, PortReport, Recycled, ToStats, Worker};
 use crate::capture::{Capture, Frame, Poll};
 use crate::track::clock::MirrorClocks;
 use crate::track::io::{IoCounts, IoCountsByPair};
@@ -36,6 +37,8 @@ struct Slot {
     /// The latest packet time dispatched so far, this frame included.
     now: u64,
     source: u16,
+    /// `ts_ns` is an ERSPAN III switch timestamp.
+    switch_clock: bool,
 }
 
 /// Frames for one worker, copied out of the capture's buffers.
@@ -54,7 +57,7 @@ impl Batch {
     fn fits(&self, len: usize) -> bool {
         self.slots.len() < BATCH_FRAMES && self.bytes.len() + len <= BATCH_BYTES
     }
-    fn push(&mut self, f: &Frame<'_>, ts_ns: u64, now: u64) {
+    fn push(&mut self, f: &Frame<'_>, ts_ns: u64, now: u64, switch_clock: bool) {
         // A frame larger than a batch keeps its first BATCH_BYTES (headers are what count).
         let data = &f.data[..f.data.len().min(BATCH_BYTES)];
         self.slots.push(Slot {
@@ -64,6 +67,7 @@ impl Batch {
             ts_ns,
             now,
             source: f.source,
+            switch_clock,
         });
         self.bytes.extend_from_slice(data);
     }
@@ -109,7 +113,9 @@ pub fn run<C: Capture>(
     stop: &AtomicBool,
     tx: Sender<ToStats>,
     backs: Vec<Receiver<Recycled>>,
-) -> (Result<()>, IoCountsByPair) {
+    ports: &mut PortReport,
+) -> (Result<()>, IoCountsByPair, [TimeUse; 2]) {
+    let ports_tx = tx.clone();
     let n = backs.len();
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let mut lanes = Vec::with_capacity(n);
@@ -132,18 +138,19 @@ pub fn run<C: Capture>(
                 for s in &batch.slots {
                     w.observe_time(s.now);
                     let data = &batch.bytes[s.offset as usize..(s.offset + s.len) as usize];
-                    w.handle(Frame { data, wire_len: s.wire_len, ts_ns: s.ts_ns, source: s.source });
+                    let f = Frame { data, wire_len: s.wire_len, ts_ns: s.ts_ns, source: s.source };
+                    w.handle_stamped(f, s.switch_clock);
                 }
                 w.observe_time(batch.then);
                 batch.clear();
                 let _ = spare_tx.try_send(batch);
             }
             w.finish();
-            w.io_counts().clone()
+            (w.io_counts().clone(), w.time_use())
         });
         match handle {
             Ok(h) => handles.push(h),
-            Err(e) => return (Err(e.into()), BTreeMap::new()),
+            Err(e) => return (Err(e.into()), BTreeMap::new(), Default::default()),
         }
         lanes.push(Lane { tx: in_tx, spares: spare_rx, current: Batch::new() });
     }
@@ -151,31 +158,35 @@ pub fn run<C: Capture>(
 
     let mut clocks = MirrorClocks::default();
     let mut now = 0u64;
+    let mut seen = 0u64;
     let result = loop {
         if stop.load(Ordering::Relaxed) {
             break Ok(());
         }
         let polled = capture.poll(|f| {
-            let (lane, ts) = match decode_frame(f.data) {
-                Decoded::Roce(p) => {
-                    let ts = match p.mirror.and_then(|m| m.time.map(|t| (m.session, t))) {
-                        Some((session, t)) => clocks.time(session, t, f.ts_ns),
-                        None => f.ts_ns,
-                    };
-                    (owner((p.ip.src, p.ip.dst), n), ts)
-                }
+            seen = seen.max(f.ts_ns);
+            let (lane, ts, switch) = match decode_frame(f.data) {
+                Decoded::Roce(p) => match p.mirror.and_then(|m| m.time.map(|t| (m.session, t))) {
+                    Some((session, t)) => {
+                        (owner((p.ip.src, p.ip.dst), n), clocks.time(session, t, f.ts_ns), true)
+                    }
+                    None => (owner((p.ip.src, p.ip.dst), n), f.ts_ns, false),
+                },
                 // Frames that are not RoCE are counted by worker 0.
-                _ => (0, f.ts_ns),
+                _ => (0, f.ts_ns, false),
             };
             now = now.max(ts);
             let l = &mut lanes[lane];
             if !l.current.fits(f.data.len().min(BATCH_BYTES)) {
                 l.send();
             }
-            l.current.push(&f, ts, now);
+            l.current.push(&f, ts, now, switch);
         });
         match polled {
-            Ok(Poll::Frames(_)) => lanes.iter_mut().for_each(Lane::send),
+            Ok(Poll::Frames(_)) => {
+                lanes.iter_mut().for_each(Lane::send);
+                ports.observe(seen, capture, &ports_tx);
+            }
             Ok(Poll::Idle) => std::hint::spin_loop(),
             Ok(Poll::End) => break Ok(()),
             Err(e) => break Err(e),
@@ -184,19 +195,23 @@ pub fn run<C: Capture>(
     // What is still buffered, with the run's last packet time, so every worker ends its I/Os
     // as one worker would have; then the end.
     let mut ios = BTreeMap::new();
+    let mut time_use = [TimeUse::default(); 2];
     for (mut l, h) in lanes.into_iter().zip(handles) {
         l.current.then = now;
         let last = std::mem::replace(&mut l.current, Batch::new());
         let _ = l.tx.send(last);
         drop(l);
         match h.join() {
-            Ok(counts) => {
+            Ok((counts, used)) => {
                 for (k, c) in counts {
                     ios.entry(k).or_insert_with(IoCounts::default).add(&c);
                 }
+                for (t, u) in time_use.iter_mut().zip(used.iter()) {
+                    t.merge(u);
+                }
             }
-            Err(_) => return (Err(anyhow::anyhow!("a worker thread panicked")), ios),
+            Err(_) => return (Err(anyhow::anyhow!("a worker thread panicked")), ios, time_use),
         }
     }
-    (result, ios)
+    (result, ios, time_use)
 }

@@ -14,6 +14,7 @@ use crate::track::flow::FlowDelta;
 use crate::track::io::IoCountsByPair;
 use crate::track::{Transmission, VantageMap};
 use anyhow::Result;
+use crossbeam_channel::Sender;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -83,6 +84,70 @@ pub enum ToStats {
     Interval(IntervalSnapshot),
     /// Transmissions that ended (sent in batches) by a worker.
     Transmissions(usize, Vec<Transmission>),
+    /// Receive statistics of every source over an interval (from the capture thread).
+    Ports {
+        start_ns: u64,
+        end_ns: u64,
+        sources: Vec<SourceStats>,
+    },
+}
+
+/// Reads the capture's receive statistics at each interval boundary of capture time and
+/// hands the interval's differences to the stats side (ports.csv).
+pub struct PortReport {
+    interval_ns: u64,
+    current: Option<(u64, u64)>,
+    last: Vec<SourceStats>,
+}
+
+impl PortReport {
+    pub fn new(interval: Duration) -> Self {
+        Self { interval_ns: (interval.as_nanos() as u64).max(1), current: None, last: Vec::new() }
+    }
+
+    fn interval_of(&self, ts: u64) -> (u64, u64) {
+        let start = ts - ts % self.interval_ns;
+        (start, start.saturating_add(self.interval_ns))
+    }
+
+    fn send<C: Capture>(&mut self, (start_ns, end_ns): (u64, u64), capture: &mut C, tx: &Sender<ToStats>) {
+        let now = capture.stats();
+        let sources = now
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let b = self.last.get(i).copied().unwrap_or_default();
+                SourceStats {
+                    ipackets: s.ipackets - b.ipackets.min(s.ipackets),
+                    ibytes: s.ibytes - b.ibytes.min(s.ibytes),
+                    imissed: s.imissed - b.imissed.min(s.imissed),
+                    ierrors: s.ierrors - b.ierrors.min(s.ierrors),
+                    rx_nombuf: s.rx_nombuf - b.rx_nombuf.min(s.rx_nombuf),
+                }
+            })
+            .collect();
+        self.last = now;
+        let _ = tx.send(ToStats::Ports { start_ns, end_ns, sources });
+    }
+
+    /// After a poll that saw capture times up to `ts`.
+    pub fn observe<C: Capture>(&mut self, ts: u64, capture: &mut C, tx: &Sender<ToStats>) {
+        match self.current {
+            None if ts > 0 => self.current = Some(self.interval_of(ts)),
+            Some(iv) if ts >= iv.1 => {
+                self.send(iv, capture, tx);
+                self.current = Some(self.interval_of(ts));
+            }
+            _ => {}
+        }
+    }
+
+    /// The last, partial interval.
+    pub fn finish<C: Capture>(&mut self, capture: &mut C, tx: &Sender<ToStats>) {
+        if let Some(iv) = self.current.take() {
+            self.send(iv, capture, tx);
+        }
+    }
 }
 
 /// What a run measured.
@@ -94,20 +159,24 @@ pub struct RunResult {
     pub csv_error: Option<String>,
     /// NVMe I/O outcomes per (initiator, target, op).
     pub ios: IoCountsByPair,
+    /// Where the packet times of each vantage (compute, storage) came from.
+    pub time_use: [worker::TimeUse; 2],
 }
 
-/// Empties a message's buffers for the worker to use again.
-pub fn recycle(msg: ToStats) -> Recycled {
+/// Empties a message's buffers for the worker that sent it to use again (`None` for a
+/// message that is not a worker's).
+pub fn recycle(msg: ToStats) -> Option<Recycled> {
     match msg {
         ToStats::Interval(mut s) => {
             s.flows.clear();
             // The histograms go back with their samples; the worker clears them.
-            Recycled::Interval { flows: s.flows, latency: s.latency }
+            Some(Recycled::Interval { flows: s.flows, latency: s.latency })
         }
         ToStats::Transmissions(_, mut t) => {
             t.clear();
-            Recycled::Transmissions(t)
+            Some(Recycled::Transmissions(t))
         }
+        ToStats::Ports { .. } => None,
     }
 }
 
@@ -134,6 +203,14 @@ pub fn run<C: Capture>(
             let from = match &msg {
                 ToStats::Interval(s) => s.worker,
                 ToStats::Transmissions(w, _) => *w,
+                ToStats::Ports { start_ns, end_ns, sources } => {
+                    if let Some(Err(e)) = csv.as_mut().map(|w| w.write_ports(*start_ns, *end_ns, sources)) {
+                        let dir = csv.take().map(|w| w.dir().display().to_string()).unwrap_or_default();
+                        eprintln!("roceprobe: warning: writing CSV reports in {dir} failed ({e:#}); CSV output stopped");
+                        csv_error = Some(e);
+                    }
+                    continue;
+                }
             };
             let written = match &msg {
                 ToStats::Interval(s) => {
@@ -144,6 +221,7 @@ pub fn run<C: Capture>(
                     totals.add_transmissions(t);
                     csv.as_mut().map(|w| w.write_transmissions(t))
                 }
+                ToStats::Ports { .. } => None,
             };
             if let Some(Err(e)) = written {
                 // Measuring goes on; the summary still gets everything.
@@ -153,34 +231,50 @@ pub fn run<C: Capture>(
                 );
                 csv_error = Some(e);
             }
-            if let Some(back) = backs_tx.get(from) {
-                let _ = back.try_send(recycle(msg));
+            if let (Some(back), Some(r)) = (backs_tx.get(from), recycle(msg)) {
+                let _ = back.try_send(r);
             }
         }
         (totals, csv_error.map(|e| format!("{e:#}")))
     })?;
 
-    let (result, ios) = if workers > 1 {
-        dispatch::run(capture, cfg, stop, tx, backs_rx)
+    let mut ports = PortReport::new(cfg.interval);
+    let ports_tx = tx.clone();
+    let (result, ios, time_use) = if workers > 1 {
+        dispatch::run(capture, cfg, stop, tx, backs_rx, &mut ports)
     } else {
         // One worker analyses on the capture thread itself.
         let back = backs_rx.into_iter().next().expect("one channel per worker");
         let mut worker = Worker::with_recycling(0, cfg, tx, back);
+        let mut seen = 0u64;
         let result = loop {
             if stop.load(Ordering::Relaxed) {
                 break Ok(());
             }
-            match capture.poll(|f| worker.handle(f)) {
-                Ok(Poll::Frames(_)) => {}
+            let polled = capture.poll(|f| {
+                seen = seen.max(f.ts_ns);
+                worker.handle(f)
+            });
+            match polled {
+                Ok(Poll::Frames(_)) => ports.observe(seen, capture, &ports_tx),
                 Ok(Poll::Idle) => std::hint::spin_loop(),
                 Ok(Poll::End) => break Ok(()),
                 Err(e) => break Err(e),
             }
         };
         worker.finish();
-        (result, worker.io_counts().clone())
+        (result, worker.io_counts().clone(), worker.time_use())
     };
+    ports.finish(capture, &ports_tx);
+    drop(ports_tx);
     let (totals, csv_error) = stats.join().map_err(|_| anyhow::anyhow!("the stats thread panicked"))?;
     result?;
-    Ok(RunResult { totals, sources: capture.stats(), time_sources: capture.time_sources(), csv_error, ios })
+    Ok(RunResult {
+        totals,
+        sources: capture.stats(),
+        time_sources: capture.time_sources(),
+        csv_error,
+        ios,
+        time_use,
+    })
 }

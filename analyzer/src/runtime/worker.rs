@@ -109,8 +109,27 @@ impl Out {
     }
 }
 
+/// Where the packet times of one vantage came from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TimeUse {
+    /// Some packets carried an ERSPAN III switch timestamp.
+    pub switch_clock: bool,
+    /// Sources (port ids / file indices; 63 stands for 63 and above) whose capture time was
+    /// used.
+    pub capture_sources: u64,
+}
+
+impl TimeUse {
+    pub fn merge(&mut self, o: &TimeUse) {
+        self.switch_clock |= o.switch_clock;
+        self.capture_sources |= o.capture_sources;
+    }
+}
+
 pub struct Worker {
     id: usize,
+    /// Per vantage (compute, storage).
+    time_use: [TimeUse; 2],
     flows: FlowTable,
     ios: IoTracker,
     vantages: VantageMap,
@@ -161,6 +180,7 @@ impl Worker {
         out.ended = out.transmissions_buffer();
         Self {
             id,
+            time_use: [TimeUse::default(); 2],
             flows: FlowTable::new(cfg.max_flows, cfg.flow_idle.as_nanos() as u64, cfg.mtu),
             ios: IoTracker::new(cfg.max_ios, cfg.io_timeout.as_nanos() as u64),
             vantages: cfg.vantages.clone(),
@@ -193,6 +213,19 @@ impl Worker {
         self.ios.expire(now, &mut self.out.latency);
     }
 
+    /// Where each vantage's packet times came from (compute, storage).
+    pub fn time_use(&self) -> [TimeUse; 2] {
+        self.time_use
+    }
+
+    /// Processes a frame a dispatcher stamped with its final time; `switch_clock` says
+    /// whether that time is an ERSPAN III switch timestamp.
+    #[inline]
+    pub fn handle_stamped(&mut self, f: Frame<'_>, switch_clock: bool) {
+        let decoded = decode_frame(f.data);
+        self.process(decoded, f, f.ts_ns, switch_clock);
+    }
+
     /// I/O outcomes per (initiator, target, op) so far.
     pub fn io_counts(&self) -> &IoCountsByPair {
         self.ios.counts()
@@ -210,20 +243,23 @@ impl Worker {
     pub fn handle(&mut self, f: Frame<'_>) {
         let decoded = decode_frame(f.data);
         // An ERSPAN III switch timestamp is the packet's time: it was taken at the mirror.
-        let ts = match &decoded {
-            _ if self.stamped => f.ts_ns,
-            Decoded::Roce(RocePacket { mirror: Some(m), .. }) => match m.time {
-                Some(t) => self.clocks.time(m.session, t, f.ts_ns),
-                None => f.ts_ns,
-            },
-            _ => f.ts_ns,
+        let switch = match &decoded {
+            Decoded::Roce(RocePacket { mirror: Some(m), .. }) if !self.stamped => {
+                m.time.map(|t| self.clocks.time(m.session, t, f.ts_ns))
+            }
+            _ => None,
         };
+        self.process(decoded, f, switch.unwrap_or(f.ts_ns), switch.is_some());
+    }
+
+    #[inline]
+    fn process(&mut self, decoded: Decoded<'_>, f: Frame<'_>, ts: u64, switch_clock: bool) {
         self.advance_time(ts);
         self.counters.packets += 1;
         match decoded {
             Decoded::Roce(p) => {
                 self.counters.roce_packets += 1;
-                self.track(&p, f.source, p.inner_frame_len.unwrap_or(f.wire_len), ts);
+                self.track(&p, f.source, p.inner_frame_len.unwrap_or(f.wire_len), ts, switch_clock);
             }
             Decoded::NotRoce(_) => self.counters.non_roce_packets += 1,
             Decoded::Error(e) => self.counters.decode_errors[e.index()] += 1,
@@ -248,8 +284,14 @@ impl Worker {
     }
 
     #[inline]
-    fn track(&mut self, p: &RocePacket<'_>, source: u16, wire_len: u32, ts: u64) {
+    fn track(&mut self, p: &RocePacket<'_>, source: u16, wire_len: u32, ts: u64, switch_clock: bool) {
         let vantage = self.vantages.resolve(source, p.outer_vlan(), p.mirror.map(|m| m.session));
+        let u = &mut self.time_use[vantage as usize];
+        if switch_clock {
+            u.switch_clock = true;
+        } else {
+            u.capture_sources |= 1 << source.min(63);
+        }
         let key = FlowKey { vantage, src: p.ip.src, dst: p.ip.dst, dst_qpn: p.bth.dest_qp() };
         let out = &mut self.out;
         let Some(slot) = self.flows.record(key, p, wire_len, ts, &mut |e| out.event(e)) else { return };
@@ -409,7 +451,7 @@ mod tests {
             .iter()
             .filter_map(|m| match m {
                 ToStats::Interval(s) => Some(s),
-                ToStats::Transmissions(..) => None,
+                ToStats::Transmissions(..) | ToStats::Ports { .. } => None,
             })
             .map(|s| (s.start_ns, s.end_ns, s.counters.packets, s.first_ts_ns, s.last_ts_ns))
             .collect();
