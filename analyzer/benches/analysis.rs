@@ -5,6 +5,7 @@
 //! The mix is every frame of the committed scenarios and real captures: NVMe/RDMA reads and
 //! writes at two vantages, RC traffic under loss and congestion, CM, UD, UC, XRC and noise.
 //! `cargo bench -p roceprobe --bench analysis`; ns/packet = time per iteration / frames.
+//! With `ROCEPROBE_BENCH_MIX=FILE`, the frames of that capture instead (scripts/bench).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use roceprobe::capture::pcap::Replay;
@@ -17,6 +18,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 fn mix() -> Vec<(u64, Vec<u8>, u16)> {
+    // scripts/bench measures its own mix.
+    if let Ok(file) = std::env::var("ROCEPROBE_BENCH_MIX") {
+        let mut out = Vec::new();
+        let mut r = Replay::open(&[file.into()]).unwrap();
+        while let Poll::Frames(_) = r.poll(|fr| out.push((fr.ts_ns, fr.data.to_vec(), fr.source))).unwrap() {}
+        return out;
+    }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../pcap-fixtures");
     let mut files: Vec<Vec<PathBuf>> = Vec::new();
     for d in std::fs::read_dir(root.join("scenarios")).unwrap() {
@@ -56,8 +64,9 @@ fn bench(c: &mut Criterion) {
             }
         })
     });
-    let cfg =
-        PipelineConfig { interval: Duration::from_millis(1), ..PipelineConfig::new(VantageMap::default()) };
+    // The default 1 s interval: closing an interval resets every latency histogram used in
+    // it (a memset each), a cost a realistic interval spreads over millions of packets.
+    let cfg = PipelineConfig::new(VantageMap::default());
     let (tx, rx) = crossbeam_channel::bounded(1024);
     let (back_tx, back_rx) = crossbeam_channel::bounded(64);
     let drain = std::thread::spawn(move || {

@@ -96,6 +96,15 @@ pub struct LiveArgs {
     /// Stop after this long (default: run until SIGINT / SIGTERM).
     #[arg(long, value_name = "DUR", value_parser = parse_interval)]
     pub duration: Option<Duration>,
+    /// Size of the mbuf pool (default: enough for every RX ring). A net_pcap vdev with
+    /// infinite_rx=1 keeps its whole file in mbufs and needs at least as many.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub mbufs: u32,
+    /// Bytes of frame data per mbuf, headroom included (default: DPDK's, 2176). Larger
+    /// frames are received in chains of mbufs, except by net_pcap with infinite_rx=1, which
+    /// needs every frame to fit one (e.g. 9344 for 9 KiB jumbo frames).
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    pub mbuf_size: u16,
     /// Stop when no frame has arrived for this long (for replaying files through a vdev).
     #[arg(long, value_name = "DUR", value_parser = parse_interval)]
     pub idle_exit: Option<Duration>,
@@ -228,6 +237,8 @@ fn run(cli: Cli) -> Result<()> {
                 &a.eal_args,
                 &a.ports,
                 StopWhen { idle: a.idle_exit, duration: a.duration },
+                a.mbufs,
+                a.mbuf_size,
             )?;
             let ids: Vec<u16> = cap.ports().iter().map(|p| p.id()).collect();
             let vantages = VantageMap::new(&a.common.vantages, SourceKind::Port, &ids)?;

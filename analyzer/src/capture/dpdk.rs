@@ -219,7 +219,8 @@ unsafe impl Send for Mempool {}
 unsafe impl Sync for Mempool {}
 
 impl Mempool {
-    pub fn create(name: &str, mbufs: u32, socket: i32) -> Result<Self> {
+    /// `data_room`: bytes per mbuf for frame data, 0 for DPDK's default (2 KiB + headroom).
+    pub fn create(name: &str, mbufs: u32, data_room: u16, socket: i32) -> Result<Self> {
         let cname = CString::new(name)?;
         // SAFETY: valid C string; EAL is initialised by the caller.
         let p = unsafe {
@@ -228,7 +229,7 @@ impl Mempool {
                 mbufs,
                 256,
                 0,
-                ffi::roceprobe_mbuf_default_buf_size(),
+                if data_room == 0 { ffi::roceprobe_mbuf_default_buf_size() } else { data_room },
                 socket,
             )
         };
@@ -425,7 +426,15 @@ pub struct DpdkCapture {
 
 impl DpdkCapture {
     /// Initialises EAL with `eal_args`, then starts `ports` (all EAL found, if empty).
-    pub fn start(eal_args: &[String], ports: &[u16], stop: StopWhen) -> Result<Self> {
+    /// `mbufs`: the pool's size (0: enough for every RX ring); `mbuf_size`: each mbuf's data
+    /// room (0: DPDK's default).
+    pub fn start(
+        eal_args: &[String],
+        ports: &[u16],
+        stop: StopWhen,
+        mbufs: u32,
+        mbuf_size: u16,
+    ) -> Result<Self> {
         eal_init(eal_args)?;
         let ids = if ports.is_empty() { available_ports() } else { ports.to_vec() };
         if ids.is_empty() {
@@ -435,10 +444,10 @@ impl DpdkCapture {
             }
         }
         // Enough mbufs for every RX ring, the burst in flight and the per-lcore caches.
-        let mbufs = (ids.len() as u32 * 1024 + BURST as u32 + 512).max(4095);
+        let mbufs = if mbufs > 0 { mbufs } else { (ids.len() as u32 * 1024 + BURST as u32 + 512).max(4095) };
         // SAFETY: no preconditions after EAL init.
         let socket = unsafe { ffi::rte_socket_id() } as i32;
-        let pool = Mempool::create("roceprobe_rx", mbufs, socket)?;
+        let pool = Mempool::create("roceprobe_rx", mbufs, mbuf_size, socket)?;
         let mut started = Vec::with_capacity(ids.len());
         for &id in &ids {
             started.push(Port::start(id, 1, &pool, 1024)?);

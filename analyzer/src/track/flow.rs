@@ -178,6 +178,8 @@ struct FlowEntry {
     psn: PsnTracker,
     /// The QPN that sends this flow's packets (the paired direction's destination QPN).
     peer_qpn: u32,
+    /// The paired direction's slot, once both are in the table (slots are never reused).
+    peer_slot: u32,
     /// Path MTU of the QP, 0 while unknown.
     mtu: u32,
     in_pair_index: bool,
@@ -375,6 +377,7 @@ impl FlowTable {
                     opcodes: OpcodeCounts::new(opcode),
                     psn: PsnTracker::default(),
                     peer_qpn,
+                    peer_slot: NONE,
                     mtu,
                     in_pair_index: false,
                     tx_open: false,
@@ -393,6 +396,9 @@ impl FlowTable {
 
     fn reverse_index(&self, i: u32) -> Option<u32> {
         let e = &self.slab[i as usize];
+        if e.peer_slot != NONE {
+            return Some(e.peer_slot);
+        }
         if e.peer_qpn == NONE {
             return None;
         }
@@ -416,6 +422,8 @@ impl FlowTable {
         let (qa, qb) = (self.slab[a as usize].key.dst_qpn, self.slab[b as usize].key.dst_qpn);
         self.slab[a as usize].peer_qpn = qb;
         self.slab[b as usize].peer_qpn = qa;
+        self.slab[a as usize].peer_slot = b;
+        self.slab[b as usize].peer_slot = a;
         let m = self.slab[a as usize].mtu.max(self.slab[b as usize].mtu);
         self.slab[a as usize].mtu = m;
         self.slab[b as usize].mtu = m;
@@ -504,6 +512,13 @@ impl FlowTable {
             e.tx_base = e.totals;
         }
         self.push_tail(i);
+        if self.slab[i as usize].peer_slot == NONE && self.slab[i as usize].peer_qpn != NONE {
+            // Paired by CM before both directions were in the table: link the slots now.
+            if let Some(r) = self.reverse_index(i) {
+                self.slab[i as usize].peer_slot = r;
+                self.slab[r as usize].peer_slot = i;
+            }
+        }
         let e = &mut self.slab[i as usize];
         e.last_ts = e.last_ts.max(ts);
         if e.transport == Transport::Cnp && opcode != op::CNP {
