@@ -221,7 +221,7 @@ fn run(cli: Cli) -> Result<()> {
             let mut replay = Replay::open(&a.files)?;
             let ids: Vec<u16> = (0..a.files.len() as u16).collect();
             let vantages = VantageMap::new(&a.common.vantages, SourceKind::File, &ids)?;
-            execute(&mut replay, &a.common, vantages, sink, csv)
+            execute(&mut replay, &a.common, vantages, sink, csv, Vec::new())
         }
         Command::Live(a) => {
             let sink = a.common.summary.as_deref().map(SummarySink::open).transpose()?;
@@ -242,7 +242,8 @@ fn run(cli: Cli) -> Result<()> {
             )?;
             let ids: Vec<u16> = cap.ports().iter().map(|p| p.id()).collect();
             let vantages = VantageMap::new(&a.common.vantages, SourceKind::Port, &ids)?;
-            let r = execute(&mut cap, &a.common, vantages, sink, csv);
+            let cpus = crate::capture::dpdk::eal_worker_cpus();
+            let r = execute(&mut cap, &a.common, vantages, sink, csv, cpus);
             drop(cap);
             crate::capture::dpdk::eal_cleanup();
             r
@@ -256,6 +257,7 @@ fn execute<C: Capture>(
     vantages: VantageMap,
     sink: Option<SummarySink>,
     csv: Option<CsvWriter>,
+    worker_cpus: Vec<usize>,
 ) -> Result<()> {
     let stop = stop_flag()?;
     let cfg = PipelineConfig {
@@ -268,6 +270,7 @@ fn execute<C: Capture>(
         io_timeout: common.io_timeout,
         max_ios: common.max_ios,
         workers: common.workers,
+        worker_cpus,
         ..PipelineConfig::new(VantageMap::default())
     };
     let result = runtime::run(capture, &cfg, &stop, csv)?;

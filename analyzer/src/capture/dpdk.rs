@@ -200,6 +200,21 @@ pub fn eal_cleanup() {
     }
 }
 
+/// The CPUs of EAL's lcores other than the main one (the cores `-l` gave the probe beyond
+/// the capture thread's), for pinning workers.
+pub fn eal_worker_cpus() -> Vec<usize> {
+    let mut cpus = Vec::new();
+    // SAFETY: lcore queries after EAL init; rte_get_next_lcore returns RTE_MAX_LCORE at the end.
+    unsafe {
+        let mut lcore = ffi::rte_get_next_lcore(u32::MAX, 1, 0);
+        while lcore < ffi::RTE_MAX_LCORE {
+            cpus.push(ffi::rte_lcore_to_cpu_id(lcore as i32) as usize);
+            lcore = ffi::rte_get_next_lcore(lcore, 1, 0);
+        }
+    }
+    cpus
+}
+
 /// The ids of the ethdev ports EAL found (NICs bound to DPDK, and vdevs).
 pub fn available_ports() -> Vec<u16> {
     (0..ffi::RTE_MAX_ETHPORTS as u16)

@@ -127,8 +127,12 @@ pub fn run<C: Capture>(
             let _ = spare_tx.try_send(Batch::new());
         }
         let (cfg, tx) = (cfg.clone(), tx.clone());
-        // Workers on the cores after the dispatcher's, round the machine.
-        let core = (!cores.is_empty()).then(|| cores[(id + 1) % cores.len()]);
+        // Workers on the CPUs given (EAL's lcores), else on the cores after the dispatcher's.
+        let core = if !cfg.worker_cpus.is_empty() {
+            Some(core_affinity::CoreId { id: cfg.worker_cpus[id % cfg.worker_cpus.len()] })
+        } else {
+            (!cores.is_empty()).then(|| cores[(id + 1) % cores.len()])
+        };
         let handle = std::thread::Builder::new().name(format!("roceprobe-worker-{id}")).spawn(move || {
             if let Some(c) = core {
                 core_affinity::set_for_current(c);

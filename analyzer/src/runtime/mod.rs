@@ -47,6 +47,9 @@ pub struct PipelineConfig {
     /// Worker threads (`--workers`): 1 analyses on the capture thread; more dispatch by
     /// IP pair.
     pub workers: usize,
+    /// CPUs to pin workers to, in turn (live: EAL's lcores besides the main one); empty:
+    /// the cores after the capture thread's.
+    pub worker_cpus: Vec<usize>,
 }
 
 impl PipelineConfig {
@@ -63,6 +66,7 @@ impl PipelineConfig {
             max_ios: crate::track::io::DEFAULT_MAX_IOS,
             max_latency_series: DEFAULT_MAX_LATENCY_SERIES,
             workers: 1,
+            worker_cpus: Vec::new(),
         }
     }
 }
