@@ -221,7 +221,7 @@ fn run(cli: Cli) -> Result<()> {
             let mut replay = Replay::open(&a.files)?;
             let ids: Vec<u16> = (0..a.files.len() as u16).collect();
             let vantages = VantageMap::new(&a.common.vantages, SourceKind::File, &ids)?;
-            execute(&mut replay, &a.common, vantages, sink, csv, Vec::new())
+            execute(&mut replay, &a.common, vantages, sink, csv, None)
         }
         Command::Live(a) => {
             let sink = a.common.summary.as_deref().map(SummarySink::open).transpose()?;
@@ -243,7 +243,7 @@ fn run(cli: Cli) -> Result<()> {
             let ids: Vec<u16> = cap.ports().iter().map(|p| p.id()).collect();
             let vantages = VantageMap::new(&a.common.vantages, SourceKind::Port, &ids)?;
             let cpus = crate::capture::dpdk::eal_worker_cpus();
-            let r = execute(&mut cap, &a.common, vantages, sink, csv, cpus);
+            let r = execute(&mut cap, &a.common, vantages, sink, csv, Some(cpus));
             drop(cap);
             crate::capture::dpdk::eal_cleanup();
             r
@@ -257,8 +257,12 @@ fn execute<C: Capture>(
     vantages: VantageMap,
     sink: Option<SummarySink>,
     csv: Option<CsvWriter>,
-    worker_cpus: Vec<usize>,
+    live: Option<Vec<usize>>,
 ) -> Result<()> {
+    // Live capture (`Some`: the CPUs for workers) never waits for reports; replay waits, so
+    // that nothing is lost.
+    let never_wait = live.is_some();
+    let worker_cpus = live.unwrap_or_default();
     let stop = stop_flag()?;
     let cfg = PipelineConfig {
         interval: common.interval,
@@ -271,6 +275,7 @@ fn execute<C: Capture>(
         max_ios: common.max_ios,
         workers: common.workers,
         worker_cpus,
+        never_wait,
         ..PipelineConfig::new(VantageMap::default())
     };
     let result = runtime::run(capture, &cfg, &stop, csv)?;

@@ -47,4 +47,8 @@ pub struct IntervalSnapshot {
     pub flows: Vec<FlowDelta>,
     /// Latency histograms with samples in the interval.
     pub latency: Vec<(SeriesKey, IntervalHist)>,
+    /// Earlier snapshots and transmission batches this worker dropped because the stats
+    /// side had no room (live capture never waits for reports).
+    pub dropped_snapshots: u64,
+    pub dropped_batches: u64,
 }

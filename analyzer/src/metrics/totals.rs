@@ -39,6 +39,9 @@ pub struct Totals {
     pub untracked_packets: u64,
     pub flows: HashMap<FlowKey, FlowTotals>,
     pub intervals: u64,
+    /// Snapshots and transmission batches workers dropped because reports fell behind.
+    pub dropped_snapshots: u64,
+    pub dropped_batches: u64,
     /// Earliest and latest frame timestamp of the run.
     pub first_ts_ns: Option<u64>,
     pub last_ts_ns: Option<u64>,
@@ -62,6 +65,8 @@ pub fn fabric_loss(gaps: u64, other_gaps: Option<u64>) -> Option<u64> {
 impl Totals {
     pub fn add(&mut self, s: &IntervalSnapshot) {
         self.intervals += 1;
+        self.dropped_snapshots += s.dropped_snapshots;
+        self.dropped_batches += s.dropped_batches;
         self.counters.add(&s.counters);
         self.untracked_packets += s.untracked_packets;
         if let Some(f) = s.first_ts_ns {

@@ -83,6 +83,10 @@ pub struct Summary {
     pub last_packet: Option<String>,
     /// RoCE packets of flows beyond `--max-flows` (counted above, not in `flows`).
     pub untracked_packets: u64,
+    /// Interval snapshots and batches of ended transmissions that workers dropped because the
+    /// reports fell behind (live capture never waits for them): their counts are missing
+    /// from these totals. 0 in a healthy run, and always in replay.
+    pub report_drops: u64,
     pub flows: Vec<FlowSummary>,
     /// Latency per (initiator, target, op, segment) over the run (SPEC §3).
     pub latency: Vec<LatencySummary>,
@@ -169,6 +173,7 @@ impl Summary {
             first_packet: t.first_ts_ns.map(rfc3339_nanos),
             last_packet: t.last_ts_ns.map(rfc3339_nanos),
             untracked_packets: t.untracked_packets,
+            report_drops: t.dropped_snapshots + t.dropped_batches,
             flows,
             latency,
             ios,

@@ -21,6 +21,13 @@ pub fn render(s: &Summary) -> String {
             String::new()
         }
     );
+    if s.report_drops > 0 {
+        let _ = writeln!(
+            out,
+            "  REPORTS DROPPED: {} interval snapshots or transmission batches (the reports fell behind; totals are incomplete)",
+            s.report_drops
+        );
+    }
     for (kind, n) in s.decode_errors.iter().filter(|(_, n)| **n > 0) {
         let _ = writeln!(out, "  malformed {kind}: {n}");
     }
@@ -137,6 +144,7 @@ mod tests {
             first_packet: None,
             last_packet: None,
             untracked_packets: 0,
+            report_drops: 0,
             flows: vec![],
             latency: vec![],
             ios: crate::report::summary::IosSummary { counts: Default::default(), by_pair: vec![] },

@@ -47,6 +47,9 @@ pub struct PipelineConfig {
     /// Worker threads (`--workers`): 1 analyses on the capture thread; more dispatch by
     /// IP pair.
     pub workers: usize,
+    /// Never wait for the stats side: drop and count what it has no room for (live). When
+    /// false, workers wait, and nothing is lost (replay).
+    pub never_wait: bool,
     /// CPUs to pin workers to, in turn (live: EAL's lcores besides the main one); empty:
     /// the cores after the capture thread's.
     pub worker_cpus: Vec<usize>,
@@ -66,6 +69,7 @@ impl PipelineConfig {
             max_ios: crate::track::io::DEFAULT_MAX_IOS,
             max_latency_series: DEFAULT_MAX_LATENCY_SERIES,
             workers: 1,
+            never_wait: false,
             worker_cpus: Vec::new(),
         }
     }

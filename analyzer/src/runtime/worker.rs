@@ -75,6 +75,10 @@ impl Buffers {
 /// the histograms. A push never grows a buffer: a full batch is sent and replaced.
 struct Out {
     worker: usize,
+    /// Never wait for the stats side: a message it has no room for is dropped and counted.
+    never_wait: bool,
+    /// Messages dropped that way: (interval snapshots, transmission batches).
+    dropped: (u64, u64),
     ended: Vec<Transmission>,
     buffers: Buffers,
     latency: LatencyRecorder,
@@ -104,7 +108,14 @@ impl Out {
         if !self.ended.is_empty() {
             let next = self.transmissions_buffer();
             let full = std::mem::replace(&mut self.ended, next);
-            let _ = self.tx.send(ToStats::Transmissions(self.worker, full));
+            let msg = ToStats::Transmissions(self.worker, full);
+            if self.never_wait {
+                if self.tx.try_send(msg).is_err() {
+                    self.dropped.1 += 1;
+                }
+            } else {
+                let _ = self.tx.send(msg);
+            }
         }
     }
 }
@@ -172,6 +183,8 @@ impl Worker {
     fn build(id: usize, cfg: &PipelineConfig, tx: Sender<ToStats>, back: Option<Receiver<Recycled>>) -> Self {
         let mut out = Out {
             worker: id,
+            never_wait: cfg.never_wait,
+            dropped: (0, 0),
             ended: Vec::new(),
             buffers: Buffers::new(back, cfg.max_flows.min(4096)),
             latency: LatencyRecorder::new(cfg.max_latency_series, SPARE_HISTOGRAMS),
@@ -390,6 +403,7 @@ impl Worker {
         self.flows.drain_interval(&mut flows);
         let mut latency = self.out.buffers.latency.pop().unwrap_or_default();
         self.out.latency.drain(&mut latency);
+        let (dropped_snapshots, dropped_batches) = std::mem::take(&mut self.out.dropped);
         let untracked = self.flows.untracked_packets - self.untracked_reported;
         self.untracked_reported = self.flows.untracked_packets;
         let seen = self.counters.packets > 0;
@@ -401,19 +415,32 @@ impl Worker {
             last_ts_ns: seen.then_some(self.last_ts),
             counters: std::mem::take(&mut self.counters),
             untracked_packets: untracked,
+            dropped_snapshots,
+            dropped_batches,
             flows,
             latency,
         };
         self.first_ts = u64::MAX;
         self.last_ts = 0;
-        // The stats side outlives every worker (it ends when all senders are gone), so a
-        // send error means it panicked; that is reported when it is joined.
-        let _ = self.tx.send(ToStats::Interval(snap));
+        // Live, a slow stats side (a CSV file on a slow disk) must not stall capture: what it
+        // has no room for is dropped and counted, and the next snapshot says so. Otherwise
+        // the worker waits. (A send error means the stats side panicked; that is reported
+        // when it is joined.)
+        let msg = ToStats::Interval(snap);
+        if self.out.never_wait {
+            if self.tx.try_send(msg).is_err() {
+                self.out.dropped.0 += 1;
+            }
+        } else {
+            let _ = self.tx.send(msg);
+        }
     }
 
     /// Ends every open transmission and I/O and closes the open interval (end of input or
     /// shutdown).
     pub fn finish(&mut self) {
+        // Nothing arrives any more: wait for the reports rather than lose the last of it.
+        self.out.never_wait = false;
         let out = &mut self.out;
         self.flows.close_all(&mut |e| out.event(e));
         self.ios.finish_all(&mut self.out.latency);
@@ -465,5 +492,43 @@ mod tests {
                 (13 * S, 14 * S, 1, Some(13 * S + S / 10), Some(13 * S + S / 10)),
             ]
         );
+    }
+}
+
+#[cfg(test)]
+mod backpressure {
+    use super::*;
+
+    #[test]
+    fn a_live_worker_drops_and_counts_rather_than_wait_for_reports() {
+        let cfg = PipelineConfig { never_wait: true, ..PipelineConfig::new(VantageMap::default()) };
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let mut w = Worker::new(0, &cfg, tx);
+        let s = 1_000_000_000u64;
+        let frame = |ts| Frame { data: &[0u8; 4], wire_len: 4, ts_ns: ts, source: 0 };
+        w.handle(frame(10 * s));
+        w.handle(frame(11 * s)); // interval 10 closes: fits in the queue
+        w.handle(frame(12 * s)); // interval 11 closes: no room, dropped, counted
+        let first = rx.try_recv().unwrap();
+        assert!(matches!(first, ToStats::Interval(ref i) if i.dropped_snapshots == 0));
+        w.handle(frame(13 * s)); // interval 12 closes: it says one was dropped
+        match rx.try_recv().unwrap() {
+            ToStats::Interval(i) => assert_eq!((i.start_ns, i.dropped_snapshots), (12 * s, 1)),
+            _ => panic!("an interval"),
+        }
+        // The queue is full again after interval 13 closes, yet the end of the run waits.
+        w.handle(frame(14 * s));
+        let last = std::thread::spawn(move || {
+            w.finish();
+        });
+        let starts: Vec<u64> = rx
+            .iter()
+            .filter_map(|m| match m {
+                ToStats::Interval(i) => Some(i.start_ns),
+                _ => None,
+            })
+            .collect();
+        last.join().unwrap();
+        assert_eq!(starts, [13 * s, 14 * s]);
     }
 }
