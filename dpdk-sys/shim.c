@@ -8,4 +8,4 @@ int roceprobe_rte_errno(void) { return rte_errno; }
 
 uint16_t roceprobe_mbuf_default_buf_size(void) { return RTE_MBUF_DEFAULT_BUF_SIZE; }
 
-uint64_t roceprobe_rss_hf_ip_udp(void) { return RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP; }
+uint64_t roceprobe_rss_hf_ip(void) { return RTE_ETH_RSS_IP; }

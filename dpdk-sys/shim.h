@@ -8,5 +8,5 @@ int roceprobe_rte_errno(void);
 /* RTE_MBUF_DEFAULT_BUF_SIZE is a macro expression. */
 uint16_t roceprobe_mbuf_default_buf_size(void);
 /* RTE_ETH_RSS_IP | UDP, and the flag macros the port setup needs. */
-uint64_t roceprobe_rss_hf_ip_udp(void);
+uint64_t roceprobe_rss_hf_ip(void);
 #endif

@@ -4,15 +4,14 @@
 
 use crate::capture::dpdk::{DpdkCapture, StopWhen};
 use crate::capture::pcap::Replay;
-use crate::capture::Capture;
 use crate::report::csv::CsvWriter;
 use crate::report::summary::{Summary, SummarySink};
 use crate::report::table;
 use crate::runtime::{self, PipelineConfig};
 use crate::track::flow::DEFAULT_MAX_FLOWS;
-use crate::track::vantage::{Rule, SourceKind};
+use crate::track::vantage::{Rule, Selector, SourceKind};
 use crate::track::VantageMap;
-use anyhow::Result;
+use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -108,6 +107,11 @@ pub struct LiveArgs {
     /// Stop when no frame has arrived for this long (for replaying files through a vdev).
     #[arg(long, value_name = "DUR", value_parser = parse_interval)]
     pub idle_exit: Option<Duration>,
+    /// With --workers N: give every port N RX queues spread by the NIC's RSS on a symmetric
+    /// hash of the IP pair, and let worker q poll queue q of every port (no software
+    /// dispatch). For plain SPAN mirrors: the NIC hashes the outer header, which ERSPAN hides.
+    #[arg(long)]
+    pub rss: bool,
     /// DPDK EAL arguments, after `--` (e.g. -l 0 --no-huge -m 128 --no-pci --vdev ...).
     #[arg(last = true, value_name = "EAL ARGS")]
     pub eal_args: Vec<String>,
@@ -221,7 +225,9 @@ fn run(cli: Cli) -> Result<()> {
             let mut replay = Replay::open(&a.files)?;
             let ids: Vec<u16> = (0..a.files.len() as u16).collect();
             let vantages = VantageMap::new(&a.common.vantages, SourceKind::File, &ids)?;
-            execute(&mut replay, &a.common, vantages, sink, csv, None)
+            execute(&a.common, vantages, sink, csv, None, |cfg, stop, csv| {
+                runtime::run(&mut replay, cfg, stop, csv)
+            })
         }
         Command::Live(a) => {
             let sink = a.common.summary.as_deref().map(SummarySink::open).transpose()?;
@@ -233,17 +239,33 @@ fn run(cli: Cli) -> Result<()> {
                 // Fine for a service; noted so a script that forgot a stop condition is not a mystery.
                 eprintln!("roceprobe: capturing until SIGINT / SIGTERM");
             }
+            if a.rss && a.common.workers < 2 {
+                bail!("--rss needs --workers 2 or more (one RX queue per worker)");
+            }
+            if a.rss && a.common.vantages.iter().any(|r| matches!(r.selector, Selector::Erspan(_))) {
+                bail!("--rss cannot see inside ERSPAN (the NIC hashes the outer header): drop --rss for software dispatch");
+            }
+            let queues = if a.rss { a.common.workers as u16 } else { 1 };
             let mut cap = DpdkCapture::start(
                 &a.eal_args,
                 &a.ports,
                 StopWhen { idle: a.idle_exit, duration: a.duration },
                 a.mbufs,
                 a.mbuf_size,
+                queues,
             )?;
             let ids: Vec<u16> = cap.ports().iter().map(|p| p.id()).collect();
             let vantages = VantageMap::new(&a.common.vantages, SourceKind::Port, &ids)?;
             let cpus = crate::capture::dpdk::eal_worker_cpus();
-            let r = execute(&mut cap, &a.common, vantages, sink, csv, Some(cpus));
+            let r = if a.rss {
+                execute(&a.common, vantages, sink, csv, Some(cpus), |cfg, stop, csv| {
+                    runtime::run_rss(&mut cap, cfg, stop, csv)
+                })
+            } else {
+                execute(&a.common, vantages, sink, csv, Some(cpus), |cfg, stop, csv| {
+                    runtime::run(&mut cap, cfg, stop, csv)
+                })
+            };
             drop(cap);
             crate::capture::dpdk::eal_cleanup();
             r
@@ -251,13 +273,14 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-fn execute<C: Capture>(
-    capture: &mut C,
+/// Runs the pipeline (`run`) with the options given, then prints and writes the summary.
+fn execute(
     common: &CommonArgs,
     vantages: VantageMap,
     sink: Option<SummarySink>,
     csv: Option<CsvWriter>,
     live: Option<Vec<usize>>,
+    run: impl FnOnce(&PipelineConfig, &AtomicBool, Option<CsvWriter>) -> Result<runtime::RunResult>,
 ) -> Result<()> {
     // Live capture (`Some`: the CPUs for workers) never waits for reports; replay waits, so
     // that nothing is lost.
@@ -278,7 +301,7 @@ fn execute<C: Capture>(
         never_wait,
         ..PipelineConfig::new(VantageMap::default())
     };
-    let result = runtime::run(capture, &cfg, &stop, csv)?;
+    let result = run(&cfg, &stop, csv)?;
     let mut summary = Summary::build(&result.totals, &result.sources, &result.ios);
     summary.set_time_sources(&result.time_use, &result.time_sources);
     let to_stdout = matches!(sink, Some(SummarySink::Stdout));

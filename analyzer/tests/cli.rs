@@ -116,12 +116,38 @@ fn port_that_does_not_exist() {
 }
 
 #[test]
+fn rss_options_that_cannot_work() {
+    let c = capture("rdma_write_bw.pcap");
+    let live = |extra: &[&str], needle: &str| {
+        let mut args: Vec<String> = ["live", "--idle-exit", "1s"].iter().map(|s| s.to_string()).collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args.push("--".into());
+        args.extend(eal_args(&[&c]));
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_one_line_error(&refs, needle);
+    };
+    live(&["--rss"], "--rss needs --workers 2");
+    live(&["--rss", "--workers", "2", "--vantage", "storage=erspan:1"], "ERSPAN");
+    // A port with one rx_pcap file has one RX queue.
+    live(&["--rss", "--workers", "2"], "has at most 1 RX queues, 2 asked");
+}
+
+#[test]
 fn help_documents_every_option() {
     for (sub, opts) in [
         ("replay", &["--interval", "--summary", "--vantage", "--max-flows", "--quiet"][..]),
         (
             "live",
-            &["--interval", "--summary", "--vantage", "--max-flows", "--port", "--duration", "--idle-exit"][..],
+            &[
+                "--interval",
+                "--summary",
+                "--vantage",
+                "--max-flows",
+                "--port",
+                "--duration",
+                "--idle-exit",
+                "--rss",
+            ][..],
         ),
     ] {
         let o = run(&[sub, "--help"]);

@@ -75,3 +75,52 @@ fn live_dispatch_through_dpdk_matches_one_worker() {
     with.extend(["--workers", "3"]);
     assert_eq!(live_summary(&[p], &with), one);
 }
+
+/// Splits a capture into `n` files by the unordered inner IP pair, as a NIC's symmetric RSS
+/// would spread it over `n` RX queues (frames that are not RoCE go to the first).
+fn split_by_ip_pair(path: &Path, n: usize, dir: &Path) -> Vec<PathBuf> {
+    use roceprobe::capture::pcap::{Replay, Writer};
+    use roceprobe::capture::{Capture, Poll};
+    use roceprobe::wire::{decode_frame, Decoded};
+    let outs: Vec<PathBuf> = (0..n).map(|i| dir.join(format!("queue{i}.pcap"))).collect();
+    let mut writers: Vec<_> =
+        outs.iter().map(|p| Writer::new(std::fs::File::create(p).unwrap()).unwrap()).collect();
+    let mut replay = Replay::open(&[path.to_path_buf()]).unwrap();
+    let mut per_queue = vec![0usize; n];
+    while let Ok(Poll::Frames(_)) = replay.poll(|f| {
+        let q = match decode_frame(f.data) {
+            Decoded::Roce(p) => {
+                let (a, b) = if p.ip.src <= p.ip.dst { (p.ip.src, p.ip.dst) } else { (p.ip.dst, p.ip.src) };
+                format!("{a}{b}").bytes().map(usize::from).sum::<usize>() % n
+            }
+            _ => 0,
+        };
+        per_queue[q] += 1;
+        writers[q].write(f.ts_ns, f.data, f.wire_len).unwrap();
+    }) {}
+    // Both queues carry host pairs, or the test would not test anything.
+    assert!(per_queue.iter().all(|&c| c > 0), "frames per queue: {per_queue:?}");
+    outs
+}
+
+#[test]
+fn live_rss_queues_per_worker_match_one_worker() {
+    // Port 0 gets two RX queues, one rx_pcap file each, split by IP pair as symmetric RSS
+    // splits a mirror: worker q polls queue q.
+    let path = fixtures().join("scenarios/nvme_vlan/nvme_vlan.pcap");
+    let dir = tempfile::tempdir().unwrap();
+    let queues = split_by_ip_pair(&path, 2, dir.path());
+    let args = ["--vantage", "compute=vlan:10", "--vantage", "storage=vlan:20"];
+    let one = live_summary(&[&path], &args);
+    let mut a: Vec<String> = ["live", "--idle-exit", "300ms", "--workers", "2", "--rss"]
+        .iter()
+        .chain(args.iter())
+        .map(|s| s.to_string())
+        .collect();
+    a.push("--".into());
+    let mut eal = eal_args(&[]);
+    eal.push("--vdev".into());
+    eal.push(format!("net_pcap0,rx_pcap={},rx_pcap={}", queues[0].display(), queues[1].display()));
+    a.extend(eal);
+    assert_eq!(summary_of(&a), one);
+}

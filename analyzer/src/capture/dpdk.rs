@@ -267,6 +267,14 @@ impl Drop for Mempool {
     }
 }
 
+/// Fills an RSS key with the repeating 0x6d5a pattern: Toeplitz hashing with it gives the same
+/// hash for (a, b) and (b, a), so both directions between two hosts reach one queue.
+fn symmetric_rss_key(key: &mut [u8]) {
+    for (i, b) in key.iter_mut().enumerate() {
+        *b = if i % 2 == 0 { 0x6d } else { 0x5a };
+    }
+}
+
 /// A started ethdev port with `rx_queues` RX queues and no TX queue.
 pub struct Port {
     id: u16,
@@ -293,10 +301,26 @@ impl Port {
                 bail!("port {id} ({name}) has at most {} RX queues, {rx_queues} asked", info.max_rx_queues);
             }
             let mut conf: ffi::rte_eth_conf = std::mem::zeroed();
+            // Several queues: RSS on the IP pair alone (RoCEv2's UDP source port differs per
+            // QP and per direction), with a symmetric key so both directions hash alike.
+            let hf = ffi::roceprobe_rss_hf_ip() & info.flow_type_rss_offloads;
+            let mut key = [0u8; 64];
             if rx_queues > 1 {
-                conf.rxmode.mq_mode = ffi::rte_eth_rx_mq_mode_RTE_ETH_MQ_RX_RSS;
-                conf.rx_adv_conf.rss_conf.rss_hf =
-                    ffi::roceprobe_rss_hf_ip_udp() & info.flow_type_rss_offloads;
+                if hf == 0 && name != "net_pcap" {
+                    bail!(
+                        "port {id} ({name}) cannot spread frames over RX queues by IP pair; \
+                         use software dispatch (without --rss)"
+                    );
+                }
+                if hf != 0 {
+                    let len = usize::from(info.hash_key_size).clamp(40, key.len());
+                    symmetric_rss_key(&mut key[..len]);
+                    conf.rxmode.mq_mode = ffi::rte_eth_rx_mq_mode_RTE_ETH_MQ_RX_RSS;
+                    conf.rx_adv_conf.rss_conf.rss_hf = hf;
+                    conf.rx_adv_conf.rss_conf.rss_key = key.as_mut_ptr();
+                    conf.rx_adv_conf.rss_conf.rss_key_len = len as u8;
+                }
+                // net_pcap cannot hash: its queues are its rx_pcap files, split beforehand.
             }
             check(ffi::rte_eth_dev_configure(id, rx_queues, 0, &conf), || {
                 format!("port {id} ({name}): configuring {rx_queues} RX queues")
@@ -317,6 +341,21 @@ impl Port {
             // A mirror port must accept frames for every MAC; some vdevs cannot and need not.
             let _ = ffi::rte_eth_promiscuous_enable(id);
             check(ffi::rte_eth_dev_start(id), || format!("port {id} ({name}): starting"))?;
+            if rx_queues > 1 && hf != 0 && info.reta_size > 0 {
+                // The same redirection table on every port (entry i -> queue i mod N), so a
+                // host pair lands on the same queue index at every vantage.
+                let mut reta: Vec<ffi::rte_eth_rss_reta_entry64> =
+                    (0..usize::from(info.reta_size).div_ceil(64)).map(|_| std::mem::zeroed()).collect();
+                for (g, group) in reta.iter_mut().enumerate() {
+                    group.mask = u64::MAX;
+                    for (j, q) in group.reta.iter_mut().enumerate() {
+                        *q = ((g * 64 + j) % usize::from(rx_queues)) as u16;
+                    }
+                }
+                check(ffi::rte_eth_dev_rss_reta_update(id, reta.as_mut_ptr(), info.reta_size), || {
+                    format!("port {id} ({name}): setting the RSS redirection table")
+                })?;
+            }
             Ok(Self { id, rx_queues, name })
         }
     }
@@ -419,11 +458,9 @@ fn rx_timestamp_ns_per_unit(driver: &str) -> Option<u64> {
 /// Largest frame reassembled from a multi-segment mbuf chain; longer chains are cut.
 const MAX_FRAME: usize = 16 * 1024;
 
-/// Live capture from DPDK ports, one RX queue each for now. Source ids are port ids.
-pub struct DpdkCapture {
-    // Field order matters: ports are dropped (stopped, closed) before the pool.
-    ports: Vec<Port>,
-    _pool: Mempool,
+/// Receiving from one RX queue index of every port: the state of one poll loop.
+struct Rx {
+    queue: u16,
     bufs: [*mut ffi::rte_mbuf; BURST],
     /// Offset and flag of the mbuf RX timestamp dynamic field, if any PMD provides one.
     ts_field: Option<(usize, u64)>,
@@ -439,74 +476,23 @@ pub struct DpdkCapture {
     saw_nic_ts: Vec<bool>,
 }
 
-impl DpdkCapture {
-    /// Initialises EAL with `eal_args`, then starts `ports` (all EAL found, if empty).
-    /// `mbufs`: the pool's size (0: enough for every RX ring); `mbuf_size`: each mbuf's data
-    /// room (0: DPDK's default).
-    pub fn start(
-        eal_args: &[String],
-        ports: &[u16],
-        stop: StopWhen,
-        mbufs: u32,
-        mbuf_size: u16,
-    ) -> Result<Self> {
-        eal_init(eal_args)?;
-        let ids = if ports.is_empty() { available_ports() } else { ports.to_vec() };
-        if ids.is_empty() {
-            match eal_diagnostic() {
-                Some(d) => bail!("DPDK found no ports: {d}"),
-                None => bail!("DPDK found no ports: bind a NIC to DPDK or pass a vdev, e.g. -- --vdev net_pcap0,rx_pcap=FILE"),
-            }
-        }
-        // Enough mbufs for every RX ring, the burst in flight and the per-lcore caches.
-        let mbufs = if mbufs > 0 { mbufs } else { (ids.len() as u32 * 1024 + BURST as u32 + 512).max(4095) };
-        // SAFETY: no preconditions after EAL init.
-        let socket = unsafe { ffi::rte_socket_id() } as i32;
-        let pool = Mempool::create("roceprobe_rx", mbufs, mbuf_size, socket)?;
-        let mut started = Vec::with_capacity(ids.len());
-        for &id in &ids {
-            started.push(Port::start(id, 1, &pool, 1024)?);
-        }
-        let mut offset: c_int = -1;
-        let mut flag: u64 = 0;
-        // SAFETY: out-pointers to locals; registering the field is idempotent and returns
-        // the one a PMD (e.g. net_pcap, mlx5) already registered.
-        let ts_field = unsafe {
-            (ffi::rte_mbuf_dyn_rx_timestamp_register(&mut offset, &mut flag) == 0 && offset >= 0)
-                .then_some((offset as usize, flag))
-        };
-        for note in eal_notes() {
-            eprintln!("{note}");
-        }
-        let clock = TscClock::new();
-        let now = clock.now_ns();
-        let max_id = started.iter().map(|p| usize::from(p.id) + 1).max().unwrap_or(0);
-        let mut ts_unit_ns = vec![None; max_id];
-        for p in &started {
-            ts_unit_ns[usize::from(p.id)] = rx_timestamp_ns_per_unit(p.driver());
-        }
-        Ok(Self {
-            ports: started,
-            _pool: pool,
+impl Rx {
+    fn new(queue: u16, like: &Rx) -> Self {
+        Self {
+            queue,
             bufs: [std::ptr::null_mut(); BURST],
-            ts_field,
-            clock,
+            ts_field: like.ts_field,
+            clock: like.clock,
             scratch: Box::new([0u8; MAX_FRAME]),
-            stop,
-            started_ns: now,
-            last_rx_ns: now,
-            ts_unit_ns,
-            saw_nic_ts: vec![false; max_id],
-        })
+            stop: like.stop,
+            started_ns: like.started_ns,
+            last_rx_ns: like.last_rx_ns,
+            ts_unit_ns: like.ts_unit_ns.clone(),
+            saw_nic_ts: vec![false; like.saw_nic_ts.len()],
+        }
     }
 
-    pub fn ports(&self) -> &[Port] {
-        &self.ports
-    }
-}
-
-impl Capture for DpdkCapture {
-    fn poll<F: FnMut(Frame<'_>)>(&mut self, mut f: F) -> Result<Poll> {
+    fn poll<F: FnMut(Frame<'_>)>(&mut self, ports: &[Port], mut f: F) -> Result<Poll> {
         let mut total = 0;
         // One clock read per poll: the fallback timestamp of the burst and the stop check.
         let now_ns = self.clock.now_ns();
@@ -514,8 +500,8 @@ impl Capture for DpdkCapture {
         if self.stop.duration.is_some_and(|d| elapsed(self.started_ns) >= d) {
             return Ok(Poll::End);
         }
-        for port in &self.ports {
-            let n = port.rx_burst(0, &mut self.bufs);
+        for port in ports {
+            let n = port.rx_burst(self.queue, &mut self.bufs);
             if n == 0 {
                 continue;
             }
@@ -573,16 +559,164 @@ impl Capture for DpdkCapture {
         Ok(Poll::Idle)
     }
 
-    fn stats(&mut self) -> Vec<SourceStats> {
-        let max = self.ports.iter().map(|p| usize::from(p.id) + 1).max().unwrap_or(0);
-        let mut v = vec![SourceStats::default(); max];
-        for p in &self.ports {
-            v[usize::from(p.id)] = p.stats();
+    fn time_sources(&self) -> Vec<&'static str> {
+        self.saw_nic_ts.iter().map(|&nic| if nic { "nic" } else { "tsc" }).collect()
+    }
+}
+
+/// Live capture from DPDK ports. Source ids are port ids. With one RX queue per port it is
+/// polled as a whole; with N (`--rss`), [`DpdkCapture::queue`] gives each worker its queue
+/// index of every port.
+pub struct DpdkCapture {
+    // Field order matters: ports are dropped (stopped, closed) before the pool.
+    ports: Vec<Port>,
+    _pool: Mempool,
+    rx: Rx,
+}
+
+impl DpdkCapture {
+    /// Initialises EAL with `eal_args`, then starts `ports` (all EAL found, if empty).
+    /// `mbufs`: the pool's size (0: enough for every RX ring); `mbuf_size`: each mbuf's data
+    /// room (0: DPDK's default).
+    pub fn start(
+        eal_args: &[String],
+        ports: &[u16],
+        stop: StopWhen,
+        mbufs: u32,
+        mbuf_size: u16,
+        rx_queues: u16,
+    ) -> Result<Self> {
+        eal_init(eal_args)?;
+        let ids = if ports.is_empty() { available_ports() } else { ports.to_vec() };
+        if ids.is_empty() {
+            match eal_diagnostic() {
+                Some(d) => bail!("DPDK found no ports: {d}"),
+                None => bail!("DPDK found no ports: bind a NIC to DPDK or pass a vdev, e.g. -- --vdev net_pcap0,rx_pcap=FILE"),
+            }
         }
-        v
+        // Enough mbufs for every RX ring, the burst in flight and the per-lcore caches.
+        let rings = ids.len() as u32 * u32::from(rx_queues.max(1));
+        let mbufs = if mbufs > 0 { mbufs } else { (rings * 1024 + rings * BURST as u32 + 512).max(4095) };
+        // SAFETY: no preconditions after EAL init.
+        let socket = unsafe { ffi::rte_socket_id() } as i32;
+        let pool = Mempool::create("roceprobe_rx", mbufs, mbuf_size, socket)?;
+        let mut started = Vec::with_capacity(ids.len());
+        for &id in &ids {
+            started.push(Port::start(id, rx_queues.max(1), &pool, 1024)?);
+        }
+        let mut offset: c_int = -1;
+        let mut flag: u64 = 0;
+        // SAFETY: out-pointers to locals; registering the field is idempotent and returns
+        // the one a PMD (e.g. net_pcap, mlx5) already registered.
+        let ts_field = unsafe {
+            (ffi::rte_mbuf_dyn_rx_timestamp_register(&mut offset, &mut flag) == 0 && offset >= 0)
+                .then_some((offset as usize, flag))
+        };
+        for note in eal_notes() {
+            eprintln!("{note}");
+        }
+        let clock = TscClock::new();
+        let now = clock.now_ns();
+        let max_id = started.iter().map(|p| usize::from(p.id) + 1).max().unwrap_or(0);
+        let mut ts_unit_ns = vec![None; max_id];
+        for p in &started {
+            ts_unit_ns[usize::from(p.id)] = rx_timestamp_ns_per_unit(p.driver());
+        }
+        let rx = Rx {
+            queue: 0,
+            bufs: [std::ptr::null_mut(); BURST],
+            ts_field,
+            clock,
+            scratch: Box::new([0u8; MAX_FRAME]),
+            stop,
+            started_ns: now,
+            last_rx_ns: now,
+            ts_unit_ns,
+            saw_nic_ts: vec![false; max_id],
+        };
+        Ok(Self { ports: started, _pool: pool, rx })
+    }
+
+    pub fn ports(&self) -> &[Port] {
+        &self.ports
+    }
+
+    /// Receive statistics per port id, read from any thread.
+    pub fn port_stats(&self) -> Vec<SourceStats> {
+        port_stats(&self.ports)
+    }
+
+    /// RX queues per port.
+    pub fn rx_queues(&self) -> u16 {
+        self.ports.first().map_or(1, |p| p.rx_queues)
+    }
+
+    /// Queue `q` of every port, for the worker that owns it. Each queue keeps its own stop
+    /// conditions (an idle queue ends on its own).
+    pub fn queue(&self, q: u16) -> QueueCapture<'_> {
+        QueueCapture { ports: &self.ports, rx: Rx::new(q, &self.rx) }
+    }
+
+    /// Records which ports a queue saw NIC RX timestamps on (for `time_sources`).
+    pub fn note_nic_timestamps(&mut self, seen: &[bool]) {
+        for (mine, &s) in self.rx.saw_nic_ts.iter_mut().zip(seen) {
+            *mine |= s;
+        }
+    }
+}
+
+/// Statistics per port id of these ports.
+fn port_stats(ports: &[Port]) -> Vec<SourceStats> {
+    let max = ports.iter().map(|p| usize::from(p.id) + 1).max().unwrap_or(0);
+    let mut v = vec![SourceStats::default(); max];
+    for p in ports {
+        v[usize::from(p.id)] = p.stats();
+    }
+    v
+}
+
+/// One RX queue index of every port of a [`DpdkCapture`] (`--rss`): what one worker polls.
+/// Port statistics are the whole capture's business, so `stats` is empty here.
+pub struct QueueCapture<'a> {
+    ports: &'a [Port],
+    rx: Rx,
+}
+
+// SAFETY: the mbuf pointers in `rx.bufs` only live between an RX burst and its bulk free,
+// both inside one `poll` call; between calls the array holds stale values never read.
+unsafe impl Send for QueueCapture<'_> {}
+
+impl QueueCapture<'_> {
+    /// Per port id: whether this queue's frames carried NIC RX timestamps.
+    pub fn nic_timestamps(&self) -> &[bool] {
+        &self.rx.saw_nic_ts
+    }
+}
+
+impl Capture for QueueCapture<'_> {
+    fn poll<F: FnMut(Frame<'_>)>(&mut self, f: F) -> Result<Poll> {
+        self.rx.poll(self.ports, f)
+    }
+
+    fn stats(&mut self) -> Vec<SourceStats> {
+        Vec::new()
     }
 
     fn time_sources(&self) -> Vec<&'static str> {
-        self.saw_nic_ts.iter().map(|&nic| if nic { "nic" } else { "tsc" }).collect()
+        self.rx.time_sources()
+    }
+}
+
+impl Capture for DpdkCapture {
+    fn poll<F: FnMut(Frame<'_>)>(&mut self, f: F) -> Result<Poll> {
+        self.rx.poll(&self.ports, f)
+    }
+
+    fn stats(&mut self) -> Vec<SourceStats> {
+        port_stats(&self.ports)
+    }
+
+    fn time_sources(&self) -> Vec<&'static str> {
+        self.rx.time_sources()
     }
 }

@@ -14,7 +14,7 @@ use super::worker::TimeUse;
 use super::{PipelineConfig, PortReport, Recycled, ToStats, Worker};
 use crate::capture::{Capture, Frame, Poll};
 use crate::track::clock::MirrorClocks;
-use crate::track::io::{IoCounts, IoCountsByPair};
+use crate::track::io::IoCountsByPair;
 use crate::wire::{decode_frame, Decoded};
 use anyhow::Result;
 use crossbeam_channel::{bounded, Receiver, Sender};
@@ -127,12 +127,7 @@ pub fn run<C: Capture>(
             let _ = spare_tx.try_send(Batch::new());
         }
         let (cfg, tx) = (cfg.clone(), tx.clone());
-        // Workers on the CPUs given (EAL's lcores), else on the cores after the dispatcher's.
-        let core = if !cfg.worker_cpus.is_empty() {
-            Some(core_affinity::CoreId { id: cfg.worker_cpus[id % cfg.worker_cpus.len()] })
-        } else {
-            (!cores.is_empty()).then(|| cores[(id + 1) % cores.len()])
-        };
+        let core = super::worker_core(&cfg, &cores, id);
         let handle = std::thread::Builder::new().name(format!("roceprobe-worker-{id}")).spawn(move || {
             if let Some(c) = core {
                 core_affinity::set_for_current(c);
@@ -189,7 +184,7 @@ pub fn run<C: Capture>(
         match polled {
             Ok(Poll::Frames(_)) => {
                 lanes.iter_mut().for_each(Lane::send);
-                ports.observe(seen, capture, &ports_tx);
+                ports.observe(seen, || capture.stats(), &ports_tx);
             }
             Ok(Poll::Idle) => std::hint::spin_loop(),
             Ok(Poll::End) => break Ok(()),
@@ -207,12 +202,7 @@ pub fn run<C: Capture>(
         drop(l);
         match h.join() {
             Ok((counts, used)) => {
-                for (k, c) in counts {
-                    ios.entry(k).or_insert_with(IoCounts::default).add(&c);
-                }
-                for (t, u) in time_use.iter_mut().zip(used.iter()) {
-                    t.merge(u);
-                }
+                super::merge_worker(&mut ios, &mut time_use, counts, used);
             }
             Err(_) => return (Err(anyhow::anyhow!("a worker thread panicked")), ios, time_use),
         }

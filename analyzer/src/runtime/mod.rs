@@ -4,6 +4,7 @@
 //! all per-packet state, so nothing on the per-packet path is shared or locked.
 
 pub mod dispatch;
+pub mod rss;
 pub mod worker;
 
 use crate::capture::{Capture, Poll, SourceStats};
@@ -118,8 +119,7 @@ impl PortReport {
         (start, start.saturating_add(self.interval_ns))
     }
 
-    fn send<C: Capture>(&mut self, (start_ns, end_ns): (u64, u64), capture: &mut C, tx: &Sender<ToStats>) {
-        let now = capture.stats();
+    fn send(&mut self, (start_ns, end_ns): (u64, u64), now: Vec<SourceStats>, tx: &Sender<ToStats>) {
         let sources = now
             .iter()
             .enumerate()
@@ -138,12 +138,12 @@ impl PortReport {
         let _ = tx.send(ToStats::Ports { start_ns, end_ns, sources });
     }
 
-    /// After a poll that saw capture times up to `ts`.
-    pub fn observe<C: Capture>(&mut self, ts: u64, capture: &mut C, tx: &Sender<ToStats>) {
+    /// After a poll that saw capture times up to `ts`; `stats` reads the sources' counters.
+    pub fn observe(&mut self, ts: u64, stats: impl FnOnce() -> Vec<SourceStats>, tx: &Sender<ToStats>) {
         match self.current {
             None if ts > 0 => self.current = Some(self.interval_of(ts)),
             Some(iv) if ts >= iv.1 => {
-                self.send(iv, capture, tx);
+                self.send(iv, stats(), tx);
                 self.current = Some(self.interval_of(ts));
             }
             _ => {}
@@ -151,9 +151,9 @@ impl PortReport {
     }
 
     /// The last, partial interval.
-    pub fn finish<C: Capture>(&mut self, capture: &mut C, tx: &Sender<ToStats>) {
+    pub fn finish(&mut self, stats: impl FnOnce() -> Vec<SourceStats>, tx: &Sender<ToStats>) {
         if let Some(iv) = self.current.take() {
-            self.send(iv, capture, tx);
+            self.send(iv, stats(), tx);
         }
     }
 }
@@ -194,8 +194,127 @@ pub fn run<C: Capture>(
     capture: &mut C,
     cfg: &PipelineConfig,
     stop: &AtomicBool,
-    mut csv: Option<CsvWriter>,
+    csv: Option<CsvWriter>,
 ) -> Result<RunResult> {
+    let (totals, csv_error, ios, time_use) = pipeline(cfg, csv, |tx, backs, ports| {
+        let ports_tx = tx.clone();
+        let out = if backs.len() > 1 {
+            dispatch::run(capture, cfg, stop, tx, backs, ports)
+        } else {
+            // One worker analyses on the capture thread itself.
+            let back = backs.into_iter().next().expect("one channel per worker");
+            let mut worker = Worker::with_recycling(0, cfg, tx, back);
+            let result =
+                drive(capture, &mut worker, stop, |seen, c| ports.observe(seen, || c.stats(), &ports_tx));
+            worker.finish();
+            (result, worker.io_counts().clone(), worker.time_use())
+        };
+        ports.finish(|| capture.stats(), &ports_tx);
+        out
+    })?;
+    Ok(RunResult {
+        totals,
+        sources: capture.stats(),
+        time_sources: capture.time_sources(),
+        csv_error,
+        ios,
+        time_use,
+    })
+}
+
+/// Live capture with `--rss`: worker q polls RX queue q of every port (the NICs spread
+/// frames by a symmetric hash of the IP pair), so there is no dispatch; this thread only
+/// reads the port statistics each interval.
+pub fn run_rss(
+    capture: &mut crate::capture::dpdk::DpdkCapture,
+    cfg: &PipelineConfig,
+    stop: &AtomicBool,
+    csv: Option<CsvWriter>,
+) -> Result<RunResult> {
+    let mut nic_ts = Vec::new();
+    let shared = &*capture;
+    let (totals, csv_error, ios, time_use) = pipeline(cfg, csv, |tx, backs, ports| {
+        let out = rss::run(shared, cfg, stop, tx.clone(), backs, ports, &mut nic_ts);
+        ports.finish(|| shared.port_stats(), &tx);
+        out
+    })?;
+    for seen in &nic_ts {
+        capture.note_nic_timestamps(seen);
+    }
+    Ok(RunResult {
+        totals,
+        sources: capture.stats(),
+        time_sources: capture.time_sources(),
+        csv_error,
+        ios,
+        time_use,
+    })
+}
+
+/// Polls `capture` into `worker` until the source ends or `stop` is set; `after` runs after
+/// each poll that delivered frames, with the latest capture time seen.
+fn drive<C: Capture>(
+    capture: &mut C,
+    worker: &mut Worker,
+    stop: &AtomicBool,
+    mut after: impl FnMut(u64, &mut C),
+) -> Result<()> {
+    let mut seen = 0u64;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let polled = capture.poll(|f| {
+            seen = seen.max(f.ts_ns);
+            worker.handle(f)
+        });
+        match polled {
+            Ok(Poll::Frames(_)) => after(seen, capture),
+            Ok(Poll::Idle) => std::hint::spin_loop(),
+            Ok(Poll::End) => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+type Drove = (Result<()>, IoCountsByPair, [worker::TimeUse; 2]);
+
+/// The CPU worker `id` is pinned to: the CPUs given (EAL's lcores) in turn, else the cores
+/// after the capture thread's.
+fn worker_core(
+    cfg: &PipelineConfig,
+    cores: &[core_affinity::CoreId],
+    id: usize,
+) -> Option<core_affinity::CoreId> {
+    if !cfg.worker_cpus.is_empty() {
+        Some(core_affinity::CoreId { id: cfg.worker_cpus[id % cfg.worker_cpus.len()] })
+    } else {
+        (!cores.is_empty()).then(|| cores[(id + 1) % cores.len()])
+    }
+}
+
+/// Adds what one worker found at the end of its run to what the others found.
+fn merge_worker(
+    ios: &mut IoCountsByPair,
+    time_use: &mut [worker::TimeUse; 2],
+    counts: IoCountsByPair,
+    used: [worker::TimeUse; 2],
+) {
+    for (k, c) in counts {
+        ios.entry(k).or_default().add(&c);
+    }
+    for (t, u) in time_use.iter_mut().zip(used.iter()) {
+        t.merge(u);
+    }
+}
+
+/// Starts the stats side, lets `drive` run the workers (it gets the workers' channel, one
+/// recycling channel per worker, and the port report), then joins the stats side.
+fn pipeline(
+    cfg: &PipelineConfig,
+    mut csv: Option<CsvWriter>,
+    drive: impl FnOnce(Sender<ToStats>, Vec<crossbeam_channel::Receiver<Recycled>>, &mut PortReport) -> Drove,
+) -> Result<(Totals, Option<String>, IoCountsByPair, [worker::TimeUse; 2])> {
     // Bounded so a stalled stats side cannot grow memory without limit; intervals are
     // rare (one message per worker per interval), so the worker never waits in practice.
     let (tx, rx) = crossbeam_channel::bounded::<ToStats>(256);
@@ -247,42 +366,8 @@ pub fn run<C: Capture>(
     })?;
 
     let mut ports = PortReport::new(cfg.interval);
-    let ports_tx = tx.clone();
-    let (result, ios, time_use) = if workers > 1 {
-        dispatch::run(capture, cfg, stop, tx, backs_rx, &mut ports)
-    } else {
-        // One worker analyses on the capture thread itself.
-        let back = backs_rx.into_iter().next().expect("one channel per worker");
-        let mut worker = Worker::with_recycling(0, cfg, tx, back);
-        let mut seen = 0u64;
-        let result = loop {
-            if stop.load(Ordering::Relaxed) {
-                break Ok(());
-            }
-            let polled = capture.poll(|f| {
-                seen = seen.max(f.ts_ns);
-                worker.handle(f)
-            });
-            match polled {
-                Ok(Poll::Frames(_)) => ports.observe(seen, capture, &ports_tx),
-                Ok(Poll::Idle) => std::hint::spin_loop(),
-                Ok(Poll::End) => break Ok(()),
-                Err(e) => break Err(e),
-            }
-        };
-        worker.finish();
-        (result, worker.io_counts().clone(), worker.time_use())
-    };
-    ports.finish(capture, &ports_tx);
-    drop(ports_tx);
+    let (result, ios, time_use) = drive(tx, backs_rx, &mut ports);
     let (totals, csv_error) = stats.join().map_err(|_| anyhow::anyhow!("the stats thread panicked"))?;
     result?;
-    Ok(RunResult {
-        totals,
-        sources: capture.stats(),
-        time_sources: capture.time_sources(),
-        csv_error,
-        ios,
-        time_use,
-    })
+    Ok((totals, csv_error, ios, time_use))
 }
