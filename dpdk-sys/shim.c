@@ -9,3 +9,5 @@ int roceprobe_rte_errno(void) { return rte_errno; }
 uint16_t roceprobe_mbuf_default_buf_size(void) { return RTE_MBUF_DEFAULT_BUF_SIZE; }
 
 uint64_t roceprobe_rss_hf_ip(void) { return RTE_ETH_RSS_IP; }
+
+uint64_t roceprobe_rx_offload_timestamp(void) { return RTE_ETH_RX_OFFLOAD_TIMESTAMP; }

@@ -7,6 +7,7 @@
 int roceprobe_rte_errno(void);
 /* RTE_MBUF_DEFAULT_BUF_SIZE is a macro expression. */
 uint16_t roceprobe_mbuf_default_buf_size(void);
-/* RTE_ETH_RSS_IP | UDP, and the flag macros the port setup needs. */
+/* Flag macros the port setup needs: RTE_ETH_RSS_IP, RTE_ETH_RX_OFFLOAD_TIMESTAMP. */
 uint64_t roceprobe_rss_hf_ip(void);
+uint64_t roceprobe_rx_offload_timestamp(void);
 #endif

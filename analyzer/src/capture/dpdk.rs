@@ -8,6 +8,7 @@
 //! until dropped, and an mbuf pointer returned by `rte_eth_rx_burst` is read only until the
 //! burst is freed.
 
+use super::nic_clock::{self, NicClock, Sample};
 use super::{Capture, Frame, Poll, SourceStats, BURST};
 use anyhow::{anyhow, bail, Result};
 use dpdk_sys as ffi;
@@ -280,6 +281,8 @@ pub struct Port {
     id: u16,
     rx_queues: u16,
     name: String,
+    /// The NIC stamps received frames with its clock (RX timestamp offload enabled).
+    timestamps: bool,
 }
 
 impl Port {
@@ -301,6 +304,10 @@ impl Port {
                 bail!("port {id} ({name}) has at most {} RX queues, {rx_queues} asked", info.max_rx_queues);
             }
             let mut conf: ffi::rte_eth_conf = std::mem::zeroed();
+            let timestamps = info.rx_offload_capa & ffi::roceprobe_rx_offload_timestamp() != 0;
+            if timestamps {
+                conf.rxmode.offloads |= ffi::roceprobe_rx_offload_timestamp();
+            }
             // Several queues: RSS on the IP pair alone (RoCEv2's UDP source port differs per
             // QP and per direction), with a symmetric key so both directions hash alike.
             let hf = ffi::roceprobe_rss_hf_ip() & info.flow_type_rss_offloads;
@@ -356,7 +363,7 @@ impl Port {
                     format!("port {id} ({name}): setting the RSS redirection table")
                 })?;
             }
-            Ok(Self { id, rx_queues, name })
+            Ok(Self { id, rx_queues, name, timestamps })
         }
     }
 
@@ -444,15 +451,42 @@ pub struct StopWhen {
     pub duration: Option<Duration>,
 }
 
-/// Nanoseconds per unit of a driver's mbuf RX timestamp. DPDK leaves the unit to each
-/// PMD; a driver not listed here is timed with the TSC at RX instead (a NIC clock in raw
-/// ticks needs calibrating against `rte_eth_read_clock`, which is future work).
-fn rx_timestamp_ns_per_unit(driver: &str) -> Option<u64> {
-    match driver {
-        // net_pcap replays the file's timestamps as microseconds since the epoch.
-        "net_pcap" => Some(1_000),
-        _ => None,
+/// What a port's mbuf RX timestamps are made of.
+#[derive(Debug, Clone, Copy)]
+enum NicTime {
+    /// None usable: frames are timed with the TSC at RX.
+    Tsc,
+    /// Nanoseconds since the epoch per unit (net_pcap replays its file's times in µs).
+    Unit(u64),
+    /// Device-clock ticks, mapped by a calibration against the TSC clock.
+    Ticks(NicClock),
+}
+
+impl NicTime {
+    /// For a started port: a driver whose timestamps have a known unit, else the NIC's clock
+    /// if it stamps frames and can be read, else the TSC.
+    fn of(port: &Port, tsc: &TscClock) -> Self {
+        if port.name == "net_pcap" {
+            return Self::Unit(1_000);
+        }
+        if !port.timestamps {
+            return Self::Tsc;
+        }
+        let first = read_nic_clock(port.id, tsc);
+        std::thread::sleep(Duration::from_nanos(2 * nic_clock::MIN_SPAN_NS));
+        match (first, read_nic_clock(port.id, tsc)) {
+            (Some(a), Some(b)) => NicClock::from_samples(a, b).map_or(Self::Tsc, Self::Ticks),
+            _ => Self::Tsc,
+        }
     }
+}
+
+/// The NIC clock of `port` and the TSC clock, read together.
+fn read_nic_clock(port: u16, tsc: &TscClock) -> Option<Sample> {
+    let mut ticks = 0u64;
+    // SAFETY: a started port's id and an out-pointer to a local.
+    let ok = unsafe { ffi::rte_eth_read_clock(port, &mut ticks) } == 0;
+    ok.then(|| Sample { ticks, ns: tsc.now_ns() })
 }
 
 /// Largest frame reassembled from a multi-segment mbuf chain; longer chains are cut.
@@ -470,8 +504,8 @@ struct Rx {
     /// TSC-clock nanoseconds at start and at the last frame received.
     started_ns: u64,
     last_rx_ns: u64,
-    /// Per port id: the unit of its RX timestamps in ns, if they are used.
-    ts_unit_ns: Vec<Option<u64>>,
+    /// Per port id: what its RX timestamps are made of.
+    nic_time: Vec<NicTime>,
     /// Per port id: whether frames carried a usable RX timestamp.
     saw_nic_ts: Vec<bool>,
 }
@@ -487,7 +521,7 @@ impl Rx {
             stop: like.stop,
             started_ns: like.started_ns,
             last_rx_ns: like.last_rx_ns,
-            ts_unit_ns: like.ts_unit_ns.clone(),
+            nic_time: like.nic_time.clone(),
             saw_nic_ts: vec![false; like.saw_nic_ts.len()],
         }
     }
@@ -506,20 +540,32 @@ impl Rx {
                 continue;
             }
             let pi = usize::from(port.id);
-            let unit = self.ts_unit_ns[pi];
+            if let NicTime::Ticks(c) = &mut self.nic_time[pi] {
+                if c.due(now_ns) {
+                    if let Some(s) = read_nic_clock(port.id, &self.clock) {
+                        c.refresh(s);
+                    }
+                }
+            }
+            let nic = self.nic_time[pi];
             for &m in &self.bufs[..n] {
                 // SAFETY: m is a valid mbuf from this burst, not yet freed; its data room
                 // holds data_len bytes at buf_addr + data_off, and for a chain each segment
                 // likewise, with pkt_len the sum.
                 let (data, wire_len, ts) = unsafe {
                     let mb = &*m;
-                    let ts = match (self.ts_field, unit) {
-                        (Some((off, flag)), Some(unit)) if mb.ol_flags & flag != 0 => {
-                            self.saw_nic_ts[pi] = true;
-                            (m as *const u8).add(off).cast::<u64>().read_unaligned().saturating_mul(unit)
+                    let stamp = match self.ts_field {
+                        Some((off, flag)) if mb.ol_flags & flag != 0 => {
+                            Some((m as *const u8).add(off).cast::<u64>().read_unaligned())
                         }
+                        _ => None,
+                    };
+                    let ts = match (stamp, nic) {
+                        (Some(t), NicTime::Unit(unit)) => t.saturating_mul(unit),
+                        (Some(t), NicTime::Ticks(c)) => c.to_ns(t),
                         _ => now_ns,
                     };
+                    self.saw_nic_ts[pi] |= stamp.is_some() && !matches!(nic, NicTime::Tsc);
                     let first = std::slice::from_raw_parts(
                         (mb.buf_addr as *const u8).add(usize::from(mb.data_off)),
                         usize::from(mb.data_len),
@@ -618,9 +664,9 @@ impl DpdkCapture {
         let clock = TscClock::new();
         let now = clock.now_ns();
         let max_id = started.iter().map(|p| usize::from(p.id) + 1).max().unwrap_or(0);
-        let mut ts_unit_ns = vec![None; max_id];
+        let mut nic_time = vec![NicTime::Tsc; max_id];
         for p in &started {
-            ts_unit_ns[usize::from(p.id)] = rx_timestamp_ns_per_unit(p.driver());
+            nic_time[usize::from(p.id)] = NicTime::of(p, &clock);
         }
         let rx = Rx {
             queue: 0,
@@ -631,7 +677,7 @@ impl DpdkCapture {
             stop,
             started_ns: now,
             last_rx_ns: now,
-            ts_unit_ns,
+            nic_time,
             saw_nic_ts: vec![false; max_id],
         };
         Ok(Self { ports: started, _pool: pool, rx })

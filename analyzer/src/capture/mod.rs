@@ -4,6 +4,7 @@
 //! (the DPDK port id, or the input file's index).
 
 pub mod dpdk;
+pub mod nic_clock;
 pub mod pcap;
 
 /// Frames handed to the pipeline per poll (DPDK's customary RX burst).
