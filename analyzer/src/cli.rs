@@ -4,7 +4,9 @@
 
 use crate::capture::dpdk::{DpdkCapture, StopWhen};
 use crate::capture::pcap::Replay;
+use crate::capture::Capture;
 use crate::report::csv::CsvWriter;
+use crate::report::dashboard::{self, View, ViewBuilder};
 use crate::report::summary::{Summary, SummarySink};
 use crate::report::table;
 use crate::runtime::{self, PipelineConfig};
@@ -80,6 +82,11 @@ pub struct CommonArgs {
     /// Check every RoCEv2 packet's invariant CRC and count failures per flow (icrc_errors).
     #[arg(long)]
     pub check_icrc: bool,
+    /// Show a live dashboard in the terminal, refreshed every interval (s: sort flows,
+    /// p: pause, q: quit, which ends a live capture as SIGTERM does). The per-flow table and a
+    /// summary to stdout follow when it closes.
+    #[arg(long)]
+    pub dashboard: bool,
     /// Do not print the per-flow table at exit.
     #[arg(long, short)]
     pub quiet: bool,
@@ -218,6 +225,13 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
 }
 
 fn run(cli: Cli) -> Result<()> {
+    let common = match &cli.command {
+        Command::Replay(a) => &a.common,
+        Command::Live(a) => &a.common,
+    };
+    if common.dashboard && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        bail!("--dashboard needs a terminal, and stdout is not one");
+    }
     match cli.command {
         Command::Replay(a) => {
             let sink = a.common.summary.as_deref().map(SummarySink::open).transpose()?;
@@ -225,7 +239,8 @@ fn run(cli: Cli) -> Result<()> {
             let mut replay = Replay::open(&a.files)?;
             let ids: Vec<u16> = (0..a.files.len() as u16).collect();
             let vantages = VantageMap::new(&a.common.vantages, SourceKind::File, &ids)?;
-            execute(&a.common, vantages, sink, csv, None, |cfg, stop, csv| {
+            let times = replay.time_sources();
+            execute(&a.common, vantages, sink, csv, None, times, |cfg, stop, csv| {
                 runtime::run(&mut replay, cfg, stop, csv)
             })
         }
@@ -257,12 +272,13 @@ fn run(cli: Cli) -> Result<()> {
             let ids: Vec<u16> = cap.ports().iter().map(|p| p.id()).collect();
             let vantages = VantageMap::new(&a.common.vantages, SourceKind::Port, &ids)?;
             let cpus = crate::capture::dpdk::eal_worker_cpus();
+            let times = cap.expected_time_sources();
             let r = if a.rss {
-                execute(&a.common, vantages, sink, csv, Some(cpus), |cfg, stop, csv| {
+                execute(&a.common, vantages, sink, csv, Some(cpus), times, |cfg, stop, csv| {
                     runtime::run_rss(&mut cap, cfg, stop, csv)
                 })
             } else {
-                execute(&a.common, vantages, sink, csv, Some(cpus), |cfg, stop, csv| {
+                execute(&a.common, vantages, sink, csv, Some(cpus), times, |cfg, stop, csv| {
                     runtime::run(&mut cap, cfg, stop, csv)
                 })
             };
@@ -277,9 +293,10 @@ fn run(cli: Cli) -> Result<()> {
 fn execute(
     common: &CommonArgs,
     vantages: VantageMap,
-    sink: Option<SummarySink>,
+    mut sink: Option<SummarySink>,
     csv: Option<CsvWriter>,
     live: Option<Vec<usize>>,
+    source_times: Vec<&'static str>,
     run: impl FnOnce(&PipelineConfig, &AtomicBool, Option<CsvWriter>) -> Result<runtime::RunResult>,
 ) -> Result<()> {
     // Live capture (`Some`: the CPUs for workers) never waits for reports; replay waits, so
@@ -287,6 +304,18 @@ fn execute(
     let never_wait = live.is_some();
     let worker_cpus = live.unwrap_or_default();
     let stop = stop_flag()?;
+    // The dashboard's thread and the views it draws.
+    let ui = if common.dashboard {
+        let terminal = dashboard::open_terminal()?;
+        let (tx, rx) = crossbeam_channel::bounded::<View>(1);
+        let stop_ui = Arc::clone(&stop);
+        let h = std::thread::Builder::new()
+            .name("roceprobe-ui".into())
+            .spawn(move || dashboard::run_ui(terminal, rx, stop_ui))?;
+        Some((tx, h))
+    } else {
+        None
+    };
     let cfg = PipelineConfig {
         interval: common.interval,
         max_flows: common.max_flows,
@@ -299,11 +328,32 @@ fn execute(
         workers: common.workers,
         worker_cpus,
         never_wait,
+        dashboard: ui.as_ref().map(|(tx, _)| tx.clone()),
+        source_times,
         ..PipelineConfig::new(VantageMap::default())
     };
-    let result = run(&cfg, &stop, csv)?;
-    let mut summary = Summary::build(&result.totals, &result.sources, &result.ios);
-    summary.set_time_sources(&result.time_use, &result.time_sources);
+    let result = run(&cfg, &stop, csv);
+    drop(cfg);
+    let summary = result.map(|result| {
+        let mut summary = Summary::build(&result.totals, &result.sources, &result.ios);
+        summary.set_time_sources(&result.time_use, &result.time_sources);
+        (summary, result.totals.first_ts_ns, result.totals.last_ts_ns)
+    });
+    if let Some((tx, h)) = ui {
+        if let Ok((s, first, last)) = &summary {
+            // The final view, with rates averaged over the run; it stays until `q`.
+            let _ = tx.send(ViewBuilder::over_run(*first).build(s.clone(), *last, true));
+            if let Some(SummarySink::File(..)) = &sink {
+                // Written now: nothing waits for the user's `q` but the screen.
+                if let Some(sink) = sink.take() {
+                    sink.write(s)?;
+                }
+            }
+        }
+        drop(tx);
+        h.join().map_err(|_| anyhow::anyhow!("the dashboard thread panicked"))??;
+    }
+    let (summary, _, _) = summary?;
     let to_stdout = matches!(sink, Some(SummarySink::Stdout));
     if !common.quiet {
         let t = table::render(&summary);

@@ -687,6 +687,12 @@ impl DpdkCapture {
         &self.ports
     }
 
+    /// What each port's frame times will be made of, before any frame arrived: `nic` where
+    /// the port stamps frames in a usable unit, else `tsc`.
+    pub fn expected_time_sources(&self) -> Vec<&'static str> {
+        self.rx.nic_time.iter().map(|t| if matches!(t, NicTime::Tsc) { "tsc" } else { "nic" }).collect()
+    }
+
     /// Receive statistics per port id, read from any thread.
     pub fn port_stats(&self) -> Vec<SourceStats> {
         port_stats(&self.ports)

@@ -47,6 +47,16 @@ pub struct SourceStats {
     pub rx_nombuf: u64,
 }
 
+impl SourceStats {
+    pub fn add(&mut self, o: &SourceStats) {
+        self.ipackets += o.ipackets;
+        self.ibytes += o.ibytes;
+        self.imissed += o.imissed;
+        self.ierrors += o.ierrors;
+        self.rx_nombuf += o.rx_nombuf;
+    }
+}
+
 /// A packet source. `poll` hands up to [`BURST`] frames to `f`, in order.
 pub trait Capture {
     fn poll<F: FnMut(Frame<'_>)>(&mut self, f: F) -> anyhow::Result<Poll>;

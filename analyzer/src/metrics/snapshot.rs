@@ -51,4 +51,6 @@ pub struct IntervalSnapshot {
     /// side had no room (live capture never waits for reports).
     pub dropped_snapshots: u64,
     pub dropped_batches: u64,
+    /// Where this worker's packet times came from so far, per vantage (cumulative).
+    pub time_use: [crate::runtime::worker::TimeUse; 2],
 }

@@ -42,6 +42,8 @@ pub struct Totals {
     /// Snapshots and transmission batches workers dropped because reports fell behind.
     pub dropped_snapshots: u64,
     pub dropped_batches: u64,
+    /// Where the packet times came from, per vantage (compute, storage).
+    pub time_use: [crate::runtime::worker::TimeUse; 2],
     /// Earliest and latest frame timestamp of the run.
     pub first_ts_ns: Option<u64>,
     pub last_ts_ns: Option<u64>,
@@ -67,6 +69,9 @@ impl Totals {
         self.intervals += 1;
         self.dropped_snapshots += s.dropped_snapshots;
         self.dropped_batches += s.dropped_batches;
+        for (t, u) in self.time_use.iter_mut().zip(s.time_use.iter()) {
+            t.merge(u);
+        }
         self.counters.add(&s.counters);
         self.untracked_packets += s.untracked_packets;
         if let Some(f) = s.first_ts_ns {

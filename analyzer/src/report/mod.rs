@@ -2,6 +2,7 @@
 //! per-flow table printed at exit, and the time format they share.
 
 pub mod csv;
+pub mod dashboard;
 pub mod summary;
 pub mod table;
 pub mod time;

@@ -11,6 +11,8 @@ use crate::capture::{Capture, Poll, SourceStats};
 use crate::metrics::latency::{IntervalHist, SeriesKey};
 use crate::metrics::{IntervalSnapshot, Totals};
 use crate::report::csv::CsvWriter;
+use crate::report::dashboard::{View, ViewBuilder};
+use crate::report::Summary;
 use crate::track::flow::FlowDelta;
 use crate::track::io::IoCountsByPair;
 use crate::track::{Transmission, VantageMap};
@@ -54,6 +56,12 @@ pub struct PipelineConfig {
     /// CPUs to pin workers to, in turn (live: EAL's lcores besides the main one); empty:
     /// the cores after the capture thread's.
     pub worker_cpus: Vec<usize>,
+    /// `--dashboard`: where the stats side sends a view of the run at every interval (never
+    /// waiting: a view the UI has not taken yet is simply replaced by the next).
+    pub dashboard: Option<Sender<View>>,
+    /// What each capture source's timestamps are made of (`Capture::time_sources`), for
+    /// the dashboard's views.
+    pub source_times: Vec<&'static str>,
 }
 
 impl PipelineConfig {
@@ -72,6 +80,8 @@ impl PipelineConfig {
             workers: 1,
             never_wait: false,
             worker_cpus: Vec::new(),
+            dashboard: None,
+            source_times: Vec::new(),
         }
     }
 }
@@ -323,22 +333,16 @@ fn pipeline(
     let (backs_tx, backs_rx): (Vec<_>, Vec<_>) =
         (0..workers).map(|_| crossbeam_channel::bounded::<Recycled>(64)).unzip();
     let two_vantages = cfg.vantages.maps_storage();
+    let dashboard = cfg.dashboard.clone();
+    let source_times = cfg.source_times.clone();
     let stats = std::thread::Builder::new().name("roceprobe-stats".into()).spawn(move || {
         let mut totals = Totals::default();
         let mut csv_error = None;
+        // Receive statistics so far, per source, and the dashboard's rates.
+        let mut received: Vec<SourceStats> = Vec::new();
+        let mut views = ViewBuilder::default();
+        let mut viewed_to = 0u64;
         for msg in rx {
-            let from = match &msg {
-                ToStats::Interval(s) => s.worker,
-                ToStats::Transmissions(w, _) => *w,
-                ToStats::Ports { start_ns, end_ns, sources } => {
-                    if let Some(Err(e)) = csv.as_mut().map(|w| w.write_ports(*start_ns, *end_ns, sources)) {
-                        let dir = csv.take().map(|w| w.dir().display().to_string()).unwrap_or_default();
-                        eprintln!("roceprobe: warning: writing CSV reports in {dir} failed ({e:#}); CSV output stopped");
-                        csv_error = Some(e);
-                    }
-                    continue;
-                }
-            };
             let written = match &msg {
                 ToStats::Interval(s) => {
                     totals.add(s);
@@ -348,7 +352,13 @@ fn pipeline(
                     totals.add_transmissions(t);
                     csv.as_mut().map(|w| w.write_transmissions(t))
                 }
-                ToStats::Ports { .. } => None,
+                ToStats::Ports { start_ns, end_ns, sources } => {
+                    received.resize(received.len().max(sources.len()), SourceStats::default());
+                    for (r, s) in received.iter_mut().zip(sources) {
+                        r.add(s);
+                    }
+                    csv.as_mut().map(|w| w.write_ports(*start_ns, *end_ns, sources))
+                }
             };
             if let Some(Err(e)) = written {
                 // Measuring goes on; the summary still gets everything.
@@ -358,7 +368,21 @@ fn pipeline(
                 );
                 csv_error = Some(e);
             }
-            if let (Some(back), Some(r)) = (backs_tx.get(from), recycle(msg)) {
+            if let (Some(d), ToStats::Interval(s)) = (&dashboard, &msg) {
+                // A view per interval, when the first worker reports it.
+                if s.end_ns > viewed_to {
+                    viewed_to = s.end_ns;
+                    let mut summary = Summary::build(&totals, &received, &IoCountsByPair::new());
+                    summary.set_time_sources(&totals.time_use, &source_times);
+                    let _ = d.try_send(views.build(summary, totals.last_ts_ns, false));
+                }
+            }
+            let from = match &msg {
+                ToStats::Interval(s) => Some(s.worker),
+                ToStats::Transmissions(w, _) => Some(*w),
+                ToStats::Ports { .. } => None,
+            };
+            if let (Some(back), Some(r)) = (from.and_then(|w| backs_tx.get(w)), recycle(msg)) {
                 let _ = back.try_send(r);
             }
         }

@@ -417,6 +417,7 @@ impl Worker {
             untracked_packets: untracked,
             dropped_snapshots,
             dropped_batches,
+            time_use: self.time_use,
             flows,
             latency,
         };

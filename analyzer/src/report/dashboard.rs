@@ -1,0 +1,424 @@
+//! The live terminal dashboard (`--dashboard`): every interval the stats side builds a
+//! [`View`] (the run's summary so far, plus rates over the last interval) and the UI thread
+//! draws it with ratatui: totals and receive drops, the time source of each vantage, NVMe
+//! I/O latency per (initiator, target, op) with a bar of where the time goes, and the top
+//! flows. Keys: `s` cycles the flow order, `p` pauses the view, `q` (or Ctrl-C) stops the
+//! run, which then flushes everything as SIGTERM does.
+//!
+//! Drawing ([`draw`]) is a pure function of the view and the UI state, so tests render it
+//! on ratatui's test backend.
+
+use super::summary::{FlowSummary, LatencySummary, Summary};
+use anyhow::Result;
+use crossbeam_channel::{Receiver, TryRecvError};
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph, Row, Table};
+use ratatui::Frame;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A flow as the summary names it: (vantage, src, dst, dst QPN).
+type FlowId = (String, String, String, u32);
+/// An I/O series: (initiator, target, op).
+type IoId = (String, String, String);
+
+/// What the dashboard shows at one moment.
+#[derive(Debug, Clone)]
+pub struct View {
+    pub summary: Summary,
+    /// Per flow, Gbit/s over the last interval (packet time).
+    pub flow_gbps: HashMap<FlowId, f64>,
+    /// Per (initiator, target, op), I/Os completed per second over the last interval.
+    pub io_rate: HashMap<IoId, f64>,
+    /// The run has ended: this is the final summary.
+    pub finished: bool,
+}
+
+/// Turns successive summaries into views, with rates from the difference between each and
+/// the one before.
+#[derive(Debug, Default)]
+pub struct ViewBuilder {
+    prev_ns: Option<u64>,
+    prev_bytes: HashMap<FlowId, u64>,
+    prev_ios: HashMap<IoId, u64>,
+}
+
+fn flow_id(f: &FlowSummary) -> FlowId {
+    (f.vantage.clone(), f.src_ip.clone(), f.dst_ip.clone(), f.dst_qpn)
+}
+
+/// Completed I/Os of each (initiator, target, op): the samples of its end-to-end latency at
+/// the vantage that saw more of them.
+fn io_counts(latency: &[LatencySummary]) -> HashMap<IoId, u64> {
+    let mut out: HashMap<IoId, u64> = HashMap::new();
+    for l in latency.iter().filter(|l| l.segment.starts_with("io@")) {
+        let n = out.entry((l.initiator_ip.clone(), l.target_ip.clone(), l.op.clone())).or_default();
+        *n = (*n).max(l.count);
+    }
+    out
+}
+
+impl ViewBuilder {
+    /// A builder whose first view has rates averaged from `first_ns` (the final view).
+    pub fn over_run(first_ns: Option<u64>) -> Self {
+        Self { prev_ns: first_ns, ..Self::default() }
+    }
+
+    /// `now_ns`: the packet time the summary reaches (its last packet).
+    pub fn build(&mut self, summary: Summary, now_ns: Option<u64>, finished: bool) -> View {
+        let secs = match (self.prev_ns, now_ns) {
+            (Some(a), Some(b)) if b > a => Some((b - a) as f64 / 1e9),
+            _ => None,
+        };
+        let bytes: HashMap<FlowId, u64> =
+            summary.flows.iter().map(|f| (flow_id(f), f.counts.bytes)).collect();
+        let ios = io_counts(&summary.latency);
+        let rate = |now: u64, before: Option<&u64>, scale: f64| match secs {
+            Some(s) => (now - before.copied().unwrap_or(0).min(now)) as f64 * scale / s,
+            None => 0.0,
+        };
+        let flow_gbps =
+            bytes.iter().map(|(k, &b)| (k.clone(), rate(b, self.prev_bytes.get(k), 8e-9))).collect();
+        let io_rate = ios.iter().map(|(k, &n)| (k.clone(), rate(n, self.prev_ios.get(k), 1.0))).collect();
+        if now_ns.is_some() {
+            self.prev_ns = now_ns;
+        }
+        self.prev_bytes = bytes;
+        self.prev_ios = ios;
+        View { summary, flow_gbps, io_rate, finished }
+    }
+}
+
+/// How the flows are ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SortBy {
+    #[default]
+    Throughput,
+    Retransmissions,
+    Congestion,
+}
+
+impl SortBy {
+    fn next(self) -> Self {
+        match self {
+            SortBy::Throughput => SortBy::Retransmissions,
+            SortBy::Retransmissions => SortBy::Congestion,
+            SortBy::Congestion => SortBy::Throughput,
+        }
+    }
+    fn label(self) -> &'static str {
+        match self {
+            SortBy::Throughput => "throughput",
+            SortBy::Retransmissions => "retransmission rate",
+            SortBy::Congestion => "CNP+ECN",
+        }
+    }
+}
+
+/// What the keys change.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UiState {
+    pub sort: SortBy,
+    pub paused: bool,
+}
+
+/// A latency in µs in at most 4 characters (`m`: milliseconds, `s`: seconds).
+fn us(v: f64) -> String {
+    if v < 9.995 {
+        format!("{v:.2}")
+    } else if v < 99.95 {
+        format!("{v:.1}")
+    } else if v < 9999.5 {
+        format!("{v:.0}")
+    } else if v < 999_500.0 {
+        format!("{:.0}m", v / 1e3)
+    } else {
+        format!("{:.0}s", v / 1e6)
+    }
+}
+
+/// A rate in at most 5 characters.
+fn rate(v: f64) -> String {
+    if v < 9999.5 {
+        format!("{v:.0}")
+    } else if v < 999_500.0 {
+        format!("{:.0}k", v / 1e3)
+    } else {
+        format!("{:.1}M", v / 1e6)
+    }
+}
+
+/// A count with thousands separators.
+fn n(v: u64) -> String {
+    let s = v.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn retx_rate(f: &FlowSummary) -> f64 {
+    if f.counts.packets == 0 {
+        0.0
+    } else {
+        f.counts.retx_packets as f64 / f.counts.packets as f64
+    }
+}
+
+const SEGMENTS: [(&str, Color, char); 3] =
+    [("compute", Color::Green, '█'), ("network", Color::Yellow, '▓'), ("storage", Color::Blue, '░')];
+
+/// Draws the whole dashboard.
+pub fn draw(f: &mut Frame<'_>, view: Option<&View>, ui: &UiState) {
+    let [head, totals, ios, flows] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(5),
+        Constraint::Fill(1),
+        Constraint::Fill(1),
+    ])
+    .areas(f.area());
+    let state = match view {
+        None => "waiting for packets",
+        Some(v) if v.finished => "finished",
+        Some(_) if ui.paused => "paused",
+        Some(_) => "running",
+    };
+    let at = view.and_then(|v| v.summary.last_packet.clone()).unwrap_or_default();
+    f.render_widget(
+        Paragraph::new(Line::from(vec![
+            Span::styled("roceprobe ", Style::new().add_modifier(Modifier::BOLD)),
+            Span::raw(format!("{state}  {at}  ")),
+            Span::styled("s:sort p:pause q:quit", Style::new().fg(Color::DarkGray)),
+        ])),
+        head,
+    );
+    let Some(v) = view else { return };
+    draw_totals(f, totals, &v.summary);
+    draw_ios(f, ios, v);
+    draw_flows(f, flows, v, ui.sort);
+}
+
+fn draw_totals(f: &mut Frame<'_>, area: Rect, s: &Summary) {
+    let malformed: u64 = s.decode_errors.values().sum();
+    let ports = s.ports.values();
+    let (missed, errors, nombuf) =
+        ports.fold((0, 0, 0), |a, p| (a.0 + p.imissed, a.1 + p.ierrors, a.2 + p.rx_nombuf));
+    let drops = missed + errors + nombuf + s.report_drops;
+    let warn =
+        if drops > 0 { Style::new().fg(Color::Red).add_modifier(Modifier::BOLD) } else { Style::new() };
+    let time: Vec<String> =
+        s.time_sources.iter().map(|(v, names)| format!("{v} {}", names.join("+"))).collect();
+    let lines = vec![
+        Line::from(format!(
+            "frames {}  RoCEv2 {}  other {}  malformed {}  untracked {}",
+            n(s.packets),
+            n(s.roce_packets),
+            n(s.non_roce_packets),
+            n(malformed),
+            n(s.untracked_packets)
+        )),
+        Line::from(vec![Span::styled(
+            format!(
+                "drops: rx missed {}  errors {}  no mbuf {}  reports {}",
+                n(missed),
+                n(errors),
+                n(nombuf),
+                n(s.report_drops)
+            ),
+            warn,
+        )]),
+        Line::from(format!("time: {}", if time.is_empty() { "-".into() } else { time.join(", ") })),
+    ];
+    f.render_widget(Paragraph::new(lines).block(Block::new().borders(Borders::ALL).title(" totals ")), area);
+}
+
+/// p50 and p99 of one segment of a series, if it has samples.
+fn segment<'a>(s: &'a Summary, id: &IoId, seg: &str) -> Option<&'a LatencySummary> {
+    s.latency
+        .iter()
+        .find(|l| l.initiator_ip == id.0 && l.target_ip == id.1 && l.op == id.2 && l.segment == seg)
+}
+
+fn draw_ios(f: &mut Frame<'_>, area: Rect, v: &View) {
+    let mut ids: Vec<IoId> = io_counts(&v.summary.latency).into_keys().collect();
+    ids.sort();
+    // The bar gets what the numbers leave of the width.
+    let bar_width = area.width.saturating_sub(2 + 17 + 6 + 5 + 4 * 9 + 7).max(4);
+    let rows = ids.iter().map(|id| {
+        let mut cells = vec![
+            Line::from(format!("{}>{}", id.0, id.1)),
+            Line::from(id.2.trim_start_matches("nvme_").to_owned()),
+            Line::from(rate(v.io_rate.get(id).copied().unwrap_or(0.0))),
+        ];
+        // End to end: at the compute vantage where it was seen there, else at storage.
+        let io = segment(&v.summary, id, "io@compute").or_else(|| segment(&v.summary, id, "io@storage"));
+        cells.push(Line::from(io.map_or("-".into(), |l| format!("{}/{}", us(l.p50_us), us(l.p99_us)))));
+        let mut p50s = [0.0f64; 3];
+        for (i, (seg, _, _)) in SEGMENTS.iter().enumerate() {
+            cells.push(Line::from(match segment(&v.summary, id, seg) {
+                Some(l) => {
+                    p50s[i] = l.p50_us;
+                    format!("{}/{}", us(l.p50_us), us(l.p99_us))
+                }
+                None => "-".into(),
+            }));
+        }
+        // Where the median I/O's time goes: compute, network and storage side by side.
+        let total: f64 = p50s.iter().sum();
+        let mut bar = Vec::new();
+        if total > 0.0 {
+            let mut used = 0u16;
+            for (i, (_, color, ch)) in SEGMENTS.iter().enumerate() {
+                let w = if i == 2 {
+                    bar_width - used
+                } else {
+                    ((p50s[i] / total) * f64::from(bar_width)).round() as u16
+                }
+                .min(bar_width - used);
+                used += w;
+                bar.push(Span::styled(ch.to_string().repeat(usize::from(w)), Style::new().fg(*color)));
+            }
+        }
+        cells.push(Line::from(bar));
+        Row::new(cells)
+    });
+    let header =
+        Row::new(["initiator>target", "op", "IO/s", "I/O", "compute", "network", "storage", "p50 split"])
+            .style(Style::new().add_modifier(Modifier::BOLD));
+    let widths = [
+        Constraint::Length(17),
+        Constraint::Length(6),
+        Constraint::Length(5),
+        Constraint::Length(9),
+        Constraint::Length(9),
+        Constraint::Length(9),
+        Constraint::Length(9),
+        Constraint::Fill(1),
+    ];
+    f.render_widget(
+        Table::new(rows, widths).header(header).column_spacing(1).block(
+            Block::new()
+                .borders(Borders::ALL)
+                .title(" I/O latency, µs p50/p99 (█ compute ▓ network ░ storage) "),
+        ),
+        area,
+    );
+}
+
+fn draw_flows(f: &mut Frame<'_>, area: Rect, v: &View, sort: SortBy) {
+    let gbps = |fl: &FlowSummary| v.flow_gbps.get(&flow_id(fl)).copied().unwrap_or(0.0);
+    let mut flows: Vec<&FlowSummary> = v.summary.flows.iter().collect();
+    match sort {
+        SortBy::Throughput => {
+            flows.sort_by(|a, b| gbps(b).total_cmp(&gbps(a)).then(b.counts.bytes.cmp(&a.counts.bytes)))
+        }
+        SortBy::Retransmissions => flows.sort_by(|a, b| retx_rate(b).total_cmp(&retx_rate(a))),
+        SortBy::Congestion => {
+            flows.sort_by_key(|f| std::cmp::Reverse(f.counts.cnp + f.counts.ecn_ce));
+        }
+    }
+    let rows = flows.iter().take(usize::from(area.height.saturating_sub(3))).map(|fl| {
+        Row::new([
+            format!("{} {}>{} {}", &fl.vantage[..1], fl.src_ip, fl.dst_ip, fl.dst_qpn),
+            format!("{:.3}", gbps(fl)),
+            format!("{:.2}", retx_rate(fl) * 100.0),
+            n(fl.counts.gap_psns),
+            n(fl.counts.nak_seq + fl.counts.nak_rnr + fl.counts.nak_other),
+            n(fl.counts.cnp),
+            n(fl.counts.ecn_ce),
+        ])
+    });
+    let header = Row::new(["flow (vantage src>dst qpn)", "Gbit/s", "retx%", "gaps", "NAK", "CNP", "ECN"])
+        .style(Style::new().add_modifier(Modifier::BOLD));
+    let widths = [
+        Constraint::Fill(1),
+        Constraint::Length(8),
+        Constraint::Length(6),
+        Constraint::Length(6),
+        Constraint::Length(5),
+        Constraint::Length(6),
+        Constraint::Length(6),
+    ];
+    f.render_widget(
+        Table::new(rows, widths).header(header).column_spacing(1).block(
+            Block::new().borders(Borders::ALL).title(format!(
+                " top flows of {} by {} ",
+                v.summary.flows.len(),
+                sort.label()
+            )),
+        ),
+        area,
+    );
+}
+
+/// Restores the terminal however the UI thread ends.
+struct TerminalGuard;
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        ratatui::restore();
+    }
+}
+
+/// Takes over the terminal (raw mode, alternate screen) for [`run_ui`]: called before any
+/// work, so that a terminal that cannot do it is an error at start-up.
+pub fn open_terminal() -> Result<ratatui::DefaultTerminal> {
+    Ok(ratatui::try_init()?)
+}
+
+/// Runs the dashboard on this thread until the views stop coming and, if the run finished
+/// (a final view came), the user has pressed `q`: the final view stays on screen until then.
+/// `q` also sets `stop`, which ends a live capture (a replay ends by itself). The terminal
+/// is restored however this ends.
+pub fn run_ui(
+    mut terminal: ratatui::DefaultTerminal,
+    views: Receiver<View>,
+    stop: Arc<AtomicBool>,
+) -> Result<()> {
+    let _guard = TerminalGuard;
+    let mut ui = UiState::default();
+    let mut view: Option<View> = None;
+    let (mut quit, mut ended) = (false, false);
+    // Without a final view the run failed: its error is for the plain terminal.
+    while !(ended && (quit || !view.as_ref().is_some_and(|v| v.finished))) {
+        loop {
+            match views.try_recv() {
+                Ok(v) if v.finished || !ui.paused || view.is_none() => view = Some(v),
+                Ok(_) => {}
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    ended = true;
+                    break;
+                }
+            }
+        }
+        terminal.draw(|f| draw(f, view.as_ref(), &ui))?;
+        if event::poll(Duration::from_millis(100))? {
+            if let Event::Key(k) = event::read()? {
+                if k.kind != KeyEventKind::Press {
+                    continue;
+                }
+                match k.code {
+                    KeyCode::Char('q') | KeyCode::Esc => quit = true,
+                    KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => quit = true,
+                    KeyCode::Char('s') => ui.sort = ui.sort.next(),
+                    KeyCode::Char('p') => ui.paused = !ui.paused,
+                    _ => {}
+                }
+                if quit {
+                    stop.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+    Ok(())
+}

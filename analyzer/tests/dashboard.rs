@@ -1,0 +1,219 @@
+//! The dashboard shows the numbers of the ground truth: rendered on ratatui's test backend
+//! from a replayed fixture, and on a real 80x24 terminal (tmux) from the real binary.
+
+mod common;
+use common::*;
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+use roceprobe::capture::pcap::Replay;
+use roceprobe::report::dashboard::{draw, SortBy, UiState, View, ViewBuilder};
+use roceprobe::report::Summary;
+use roceprobe::runtime::{self, PipelineConfig};
+use roceprobe::track::vantage::{Rule, SourceKind};
+use roceprobe::track::VantageMap;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+const VLAN_VANTAGES: [&str; 2] = ["compute=vlan:10", "storage=vlan:20"];
+
+fn truth(scenario: &str) -> Value {
+    let p = fixtures().join("scenarios").join(scenario).join("truth.json");
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// The final view of a replay of a fixture, as the binary builds it.
+fn final_view(scenario: &str) -> View {
+    let path = fixtures().join("scenarios").join(scenario).join(format!("{scenario}.pcap"));
+    let mut replay = Replay::open(&[path]).unwrap();
+    let rules: Vec<Rule> = VLAN_VANTAGES.iter().map(|r| r.parse().unwrap()).collect();
+    let cfg = PipelineConfig::new(VantageMap::new(&rules, SourceKind::File, &[0]).unwrap());
+    let r = runtime::run(&mut replay, &cfg, &AtomicBool::new(false), None).unwrap();
+    let mut s = Summary::build(&r.totals, &r.sources, &r.ios);
+    s.set_time_sources(&r.time_use, &r.time_sources);
+    ViewBuilder::over_run(r.totals.first_ts_ns).build(s, r.totals.last_ts_ns, true)
+}
+
+fn render(view: &View, ui: UiState) -> Vec<String> {
+    let mut t = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    t.draw(|f| draw(f, Some(view), &ui)).unwrap();
+    let buf = t.backend().buffer().clone();
+    (0..buf.area.height)
+        .map(|y| (0..buf.area.width).map(|x| buf[(x, y)].symbol().to_owned()).collect::<String>())
+        .collect()
+}
+
+/// Nearest-rank percentile (what an HDR histogram reports, to its precision).
+fn percentile(sorted: &[u64], q: f64) -> u64 {
+    sorted[((q * sorted.len() as f64).ceil() as usize).max(1) - 1]
+}
+
+/// The network cell of every NVMe read/write row, p50/p99 in µs, from the truth's I/Os
+/// (all under 10 µs in this fixture: two decimals).
+fn expected_network_cells(t: &Value) -> BTreeMap<String, String> {
+    let mut by: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for io in t["ios"].as_array().unwrap() {
+        let op = io["op"].as_str().unwrap();
+        if let (Some(ns), "nvme_read" | "nvme_write") = (io["network_ns"].as_u64(), op) {
+            let row = format!(
+                "{}>{} {:<6}",
+                io["initiator_ip"].as_str().unwrap(),
+                io["target_ip"].as_str().unwrap(),
+                op.trim_start_matches("nvme_")
+            );
+            by.entry(row).or_default().push(ns);
+        }
+    }
+    by.into_iter()
+        .map(|(row, mut v)| {
+            v.sort();
+            let (p50, p99) = (percentile(&v, 0.5) as f64 / 1e3, percentile(&v, 0.99) as f64 / 1e3);
+            assert!(p99 < 9.99);
+            (row, format!("{p50:.2}/{p99:.2}"))
+        })
+        .collect()
+}
+
+fn assert_shows_truth(screen: &[String], t: &Value) {
+    let all = screen.join("\n");
+    let packets = t["packets"].as_u64().unwrap();
+    assert!(
+        all.contains(&format!("frames {}  RoCEv2 {}  other 0  malformed 0", fmt_n(packets), fmt_n(packets))),
+        "{all}"
+    );
+    assert!(all.contains(&format!("top flows of {}", t["flows"].as_array().unwrap().len())), "{all}");
+    assert!(all.contains("time: compute pcap, storage pcap"), "{all}");
+    // The I/O table has room for 6 rows at 80x24: those shown carry the truth's values.
+    let cells = expected_network_cells(t);
+    let mut checked = 0;
+    for line in screen {
+        let body = line.trim_start_matches('│');
+        if let Some((row, cell)) = cells.iter().find(|(row, _)| body.starts_with(row.as_str())) {
+            // Columns: pair, op, IO/s, I/O, compute, network.
+            let cols: Vec<&str> = body[row.len()..].split_whitespace().collect();
+            assert_eq!(cols[3], cell, "network p50/p99 of {row}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 4, "only {checked} I/O rows checked:\n{all}");
+}
+
+fn fmt_n(v: u64) -> String {
+    let s = v.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[test]
+fn the_dashboard_shows_the_truth_of_a_fixture() {
+    let t = truth("nvme_vlan");
+    let screen = render(&final_view("nvme_vlan"), UiState::default());
+    assert!(screen[0].starts_with("roceprobe finished"), "{}", screen[0]);
+    assert_shows_truth(&screen, &t);
+}
+
+#[test]
+fn flows_sorted_by_congestion_put_the_most_marked_flow_first() {
+    let t = truth("rc_loss_vlan");
+    let flows = t["flows"].as_array().unwrap();
+    let marks = |f: &Value| f["cnp"].as_u64().unwrap() + f["ecn_ce"].as_u64().unwrap();
+    let top = flows.iter().max_by_key(|f| marks(f)).unwrap();
+    assert!(marks(top) > 0);
+    // Unique, or the order among equals would decide.
+    assert_eq!(flows.iter().filter(|f| marks(f) == marks(top)).count(), 1);
+    let screen = render(&final_view("rc_loss_vlan"), UiState { sort: SortBy::Congestion, paused: false });
+    let header = screen.iter().position(|l| l.contains("flow (vantage src>dst qpn)")).unwrap();
+    let first: Vec<&str> = screen[header + 1].trim_matches('│').split_whitespace().collect();
+    let v = top["vantage"].as_str().unwrap();
+    assert_eq!(
+        first[..2],
+        [&v[..1], &format!("{}>{}", top["src_ip"].as_str().unwrap(), top["dst_ip"].as_str().unwrap())[..]]
+    );
+    assert_eq!(first[2], top["dst_qpn"].as_u64().unwrap().to_string());
+    assert_eq!(first[7], top["cnp"].as_u64().unwrap().to_string());
+    assert_eq!(first[8], top["ecn_ce"].as_u64().unwrap().to_string());
+}
+
+/// Runs tmux with `args`.
+fn tmux(args: &[&str]) -> String {
+    let o = Command::new("tmux").args(args).output().expect("tmux is installed (scripts/setup)");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn the_real_binary_in_an_80x24_terminal() {
+    let t = truth("nvme_vlan");
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("s.json");
+    let pcap = fixtures().join("scenarios/nvme_vlan/nvme_vlan.pcap");
+    let session = format!("roceprobe-test-{}", std::process::id());
+    let command = format!(
+        "{} replay --dashboard -q --summary {} --vantage {} --vantage {} {}; echo EXIT=$?; sleep 60",
+        bin(),
+        summary.display(),
+        VLAN_VANTAGES[0],
+        VLAN_VANTAGES[1],
+        pcap.display()
+    );
+    // A server of its own, so that the test neither needs nor disturbs the user's tmux.
+    let socket = dir.path().join("tmux.sock");
+    let sock = socket.to_str().unwrap();
+    let started = Command::new("tmux")
+        .args(["-S", sock, "new-session", "-d", "-x", "80", "-y", "24", "-s", &session, &command])
+        .env_remove("TMUX")
+        .status()
+        .expect("tmux is installed (scripts/setup)");
+    assert!(started.success());
+    let on = |args: &[&str]| {
+        let mut a = vec!["-S", sock];
+        a.extend_from_slice(args);
+        tmux(&a)
+    };
+    let capture = || on(&["capture-pane", "-p", "-t", &session]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut screen = capture();
+    while !screen.contains("roceprobe finished") {
+        assert!(Instant::now() < deadline, "the dashboard did not finish:\n{screen}");
+        std::thread::sleep(Duration::from_millis(100));
+        screen = capture();
+    }
+    let lines: Vec<String> = screen.lines().map(str::to_owned).collect();
+    assert_eq!(lines.len(), 24, "{screen}");
+    assert_shows_truth(&lines, &t);
+    // The summary is written while the final view waits for `q`.
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_eq!(s["packets"], t["packets"]);
+    // `s` re-sorts, `q` quits with success.
+    on(&["send-keys", "-t", &session, "s"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !capture().contains("by retransmission rate") {
+        assert!(Instant::now() < deadline, "s did not change the order:\n{}", capture());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    on(&["send-keys", "-t", &session, "q"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !capture().contains("EXIT=0") {
+        assert!(Instant::now() < deadline, "q did not end the run:\n{}", capture());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    on(&["kill-server"]);
+}
+
+#[test]
+fn dashboard_without_a_terminal_is_refused_before_any_work() {
+    let pcap = fixtures().join("scenarios/nvme_vlan/nvme_vlan.pcap");
+    let o = run(&["replay", "--dashboard", pcap.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--dashboard needs a terminal"), "{err}");
+    assert!(o.stdout.is_empty());
+}
