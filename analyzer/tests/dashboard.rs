@@ -118,6 +118,21 @@ fn the_dashboard_shows_the_truth_of_a_fixture() {
     let screen = render(&final_view("nvme_vlan"), UiState::default());
     assert!(screen[0].starts_with("roceprobe finished"), "{}", screen[0]);
     assert_shows_truth(&screen, &t);
+    assert!(screen.iter().any(|l| l.contains("drops: rx missed 0  errors 0  no mbuf 0  reports 0")));
+}
+
+#[test]
+fn receive_drops_show() {
+    let mut view = final_view("nvme_vlan");
+    let port = view.summary.ports.get_mut("0").unwrap();
+    (port.imissed, port.ierrors, port.rx_nombuf) = (7_654, 2, 1);
+    view.summary.report_drops = 3;
+    let screen = render(&view, UiState::default());
+    assert!(
+        screen.iter().any(|l| l.contains("drops: rx missed 7,654  errors 2  no mbuf 1  reports 3")),
+        "{}",
+        screen.join("\n")
+    );
 }
 
 #[test]

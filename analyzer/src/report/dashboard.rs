@@ -422,3 +422,46 @@ pub fn run_ui(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::Totals;
+
+    #[test]
+    fn numbers_fit_their_columns() {
+        assert_eq!(
+            [us(4.0), us(4.671), us(66.04), us(144.6), us(9999.4), us(12_345.0), us(2.6e6)],
+            ["4.00", "4.67", "66.0", "145", "9999", "12m", "3s"]
+        );
+        assert_eq!([rate(2417.0), rate(24_168.0), rate(3.25e6)], ["2417", "24k", "3.2M"]);
+        assert_eq!([n(0), n(999), n(1000), n(1_234_567)], ["0", "999", "1,000", "1,234,567"]);
+    }
+
+    #[test]
+    fn rates_are_the_difference_over_packet_time() {
+        let mut s = Summary::build(&Totals::default(), &[], &Default::default());
+        let flow = |bytes| {
+            serde_json::from_value::<FlowSummary>(serde_json::json!({
+                "vantage": "compute", "src_ip": "10.0.0.1", "dst_ip": "10.0.0.2", "dst_qpn": 7,
+                "transport": "RC", "packets": 1, "bytes": bytes, "payload_bytes": 0, "messages": 0,
+                "retx_packets": 0, "retx_bytes": 0, "retx_episodes": 0, "gap_psns": 0,
+                "out_of_window": 0, "nak_seq": 0, "nak_rnr": 0, "nak_other": 0, "cnp": 0,
+                "cnp_unattributed": 0, "ecn_ce": 0, "icrc_errors": 0, "nvme_commands": 0,
+                "nvme_completions": 0, "opcodes": {}, "fabric_loss_psns": null, "transmissions": 0
+            }))
+            .unwrap()
+        };
+        let id = ("compute".to_string(), "10.0.0.1".to_string(), "10.0.0.2".to_string(), 7);
+        let mut b = ViewBuilder::default();
+        s.flows = vec![flow(1_000)];
+        // The first view has nothing to compare with.
+        assert_eq!(b.build(s.clone(), Some(10_000_000_000), false).flow_gbps[&id], 0.0);
+        // 125,000,000 more bytes in 2 s: 0.5 Gbit/s.
+        s.flows = vec![flow(125_001_000)];
+        assert_eq!(b.build(s.clone(), Some(12_000_000_000), false).flow_gbps[&id], 0.5);
+        // Over the run: all bytes since the first packet.
+        let v = ViewBuilder::over_run(Some(10_000_000_000)).build(s, Some(12_000_000_000), true);
+        assert_eq!(v.flow_gbps[&id], 125_001_000.0 * 8.0 / 2e9);
+    }
+}
