@@ -7,6 +7,7 @@ use crate::capture::pcap::Replay;
 use crate::capture::Capture;
 use crate::report::csv::CsvWriter;
 use crate::report::dashboard::{self, View, ViewBuilder};
+use crate::report::prometheus::{self, Exporter, Page};
 use crate::report::summary::{Summary, SummarySink};
 use crate::report::table;
 use crate::runtime::{self, PipelineConfig};
@@ -82,6 +83,17 @@ pub struct CommonArgs {
     /// Check every RoCEv2 packet's invariant CRC and count failures per flow (icrc_errors).
     #[arg(long)]
     pub check_icrc: bool,
+    /// Serve the metrics for Prometheus at http://ADDR/metrics (e.g. 0.0.0.0:9464), updated
+    /// every interval. A replay keeps serving its final metrics until SIGINT / SIGTERM.
+    #[arg(long, value_name = "ADDR")]
+    pub prometheus: Option<String>,
+    /// The `probe` label of every Prometheus series (default: the host name).
+    #[arg(long, value_name = "ID")]
+    pub probe_id: Option<String>,
+    /// Most flows exported to Prometheus (those with the most bytes); the rest are counted
+    /// in roceprobe_flows_not_exported.
+    #[arg(long, value_name = "N", default_value_t = crate::report::prometheus::DEFAULT_MAX_FLOWS)]
+    pub prometheus_max_flows: usize,
     /// Show a live dashboard in the terminal, refreshed every interval (s: sort flows,
     /// p: pause, q: quit, which ends a live capture as SIGTERM does). The per-flow table and a
     /// summary to stdout follow when it closes.
@@ -224,29 +236,40 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
     Ok(stop)
 }
 
-fn run(cli: Cli) -> Result<()> {
-    let common = match &cli.command {
-        Command::Replay(a) => &a.common,
-        Command::Live(a) => &a.common,
-    };
-    if common.dashboard && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-        bail!("--dashboard needs a terminal, and stdout is not one");
+/// Where the results go, opened (and checked) before any work starts.
+struct Outputs {
+    sink: Option<SummarySink>,
+    csv: Option<CsvWriter>,
+    prometheus: Option<std::net::TcpListener>,
+}
+
+impl Outputs {
+    fn open(common: &CommonArgs) -> Result<Self> {
+        if common.dashboard && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            bail!("--dashboard needs a terminal, and stdout is not one");
+        }
+        Ok(Self {
+            sink: common.summary.as_deref().map(SummarySink::open).transpose()?,
+            csv: common.csv_dir.as_deref().map(CsvWriter::create).transpose()?,
+            prometheus: common.prometheus.as_deref().map(prometheus::bind).transpose()?,
+        })
     }
+}
+
+fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Replay(a) => {
-            let sink = a.common.summary.as_deref().map(SummarySink::open).transpose()?;
-            let csv = a.common.csv_dir.as_deref().map(CsvWriter::create).transpose()?;
+            let out = Outputs::open(&a.common)?;
             let mut replay = Replay::open(&a.files)?;
             let ids: Vec<u16> = (0..a.files.len() as u16).collect();
             let vantages = VantageMap::new(&a.common.vantages, SourceKind::File, &ids)?;
             let times = replay.time_sources();
-            execute(&a.common, vantages, sink, csv, None, times, |cfg, stop, csv| {
+            execute(&a.common, vantages, out, None, times, |cfg, stop, csv| {
                 runtime::run(&mut replay, cfg, stop, csv)
             })
         }
         Command::Live(a) => {
-            let sink = a.common.summary.as_deref().map(SummarySink::open).transpose()?;
-            let csv = a.common.csv_dir.as_deref().map(CsvWriter::create).transpose()?;
+            let out = Outputs::open(&a.common)?;
             if a.duration.is_none()
                 && a.idle_exit.is_none()
                 && !std::io::IsTerminal::is_terminal(&std::io::stdin())
@@ -274,11 +297,11 @@ fn run(cli: Cli) -> Result<()> {
             let cpus = crate::capture::dpdk::eal_worker_cpus();
             let times = cap.expected_time_sources();
             let r = if a.rss {
-                execute(&a.common, vantages, sink, csv, Some(cpus), times, |cfg, stop, csv| {
+                execute(&a.common, vantages, out, Some(cpus), times, |cfg, stop, csv| {
                     runtime::run_rss(&mut cap, cfg, stop, csv)
                 })
             } else {
-                execute(&a.common, vantages, sink, csv, Some(cpus), times, |cfg, stop, csv| {
+                execute(&a.common, vantages, out, Some(cpus), times, |cfg, stop, csv| {
                     runtime::run(&mut cap, cfg, stop, csv)
                 })
             };
@@ -293,8 +316,7 @@ fn run(cli: Cli) -> Result<()> {
 fn execute(
     common: &CommonArgs,
     vantages: VantageMap,
-    mut sink: Option<SummarySink>,
-    csv: Option<CsvWriter>,
+    out: Outputs,
     live: Option<Vec<usize>>,
     source_times: Vec<&'static str>,
     run: impl FnOnce(&PipelineConfig, &AtomicBool, Option<CsvWriter>) -> Result<runtime::RunResult>,
@@ -316,6 +338,19 @@ fn execute(
     } else {
         None
     };
+    let Outputs { mut sink, csv, prometheus: listener } = out;
+    let exporter = match listener {
+        Some(l) => {
+            let e = Exporter {
+                page: Page::default(),
+                probe: common.probe_id.clone().unwrap_or_else(prometheus::host_name),
+                max_flows: common.prometheus_max_flows,
+            };
+            prometheus::serve(l, e.page.clone())?;
+            Some(e)
+        }
+        None => None,
+    };
     let cfg = PipelineConfig {
         interval: common.interval,
         max_flows: common.max_flows,
@@ -329,6 +364,7 @@ fn execute(
         worker_cpus,
         never_wait,
         dashboard: ui.as_ref().map(|(tx, _)| tx.clone()),
+        prometheus: exporter.clone(),
         source_times,
         ..PipelineConfig::new(VantageMap::default())
     };
@@ -339,6 +375,9 @@ fn execute(
         summary.set_time_sources(&result.time_use, &result.time_sources);
         (summary, result.totals.first_ts_ns, result.totals.last_ts_ns)
     });
+    if let (Some(e), Ok((s, _, _))) = (&exporter, &summary) {
+        e.publish(s);
+    }
     if let Some((tx, h)) = ui {
         if let Ok((s, first, last)) = &summary {
             // The final view, with rates averaged over the run; it stays until `q`.
@@ -365,6 +404,16 @@ fn execute(
     }
     if let Some(s) = sink {
         s.write(&summary)?;
+    }
+    if exporter.is_some() && !never_wait {
+        // A replay is over in moments: its final metrics stay up to be scraped.
+        eprintln!(
+            "roceprobe: serving the final metrics at http://{}/metrics until SIGINT / SIGTERM",
+            common.prometheus.as_deref().unwrap_or_default()
+        );
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
     }
     Ok(())
 }

@@ -116,6 +116,19 @@ fn port_that_does_not_exist() {
 }
 
 #[test]
+fn a_taken_prometheus_port() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let c = capture("rdma_write_bw.pcap");
+    let c = c.to_str().unwrap();
+    assert_one_line_error(
+        &["replay", "--prometheus", &addr, c],
+        &format!("--prometheus {addr}: cannot listen there"),
+    );
+    assert_one_line_error(&["replay", "--prometheus", "nowhere", c], "--prometheus nowhere");
+}
+
+#[test]
 fn rss_options_that_cannot_work() {
     let c = capture("rdma_write_bw.pcap");
     let live = |extra: &[&str], needle: &str| {

@@ -12,6 +12,7 @@ use crate::metrics::latency::{IntervalHist, SeriesKey};
 use crate::metrics::{IntervalSnapshot, Totals};
 use crate::report::csv::CsvWriter;
 use crate::report::dashboard::{View, ViewBuilder};
+use crate::report::prometheus::Exporter;
 use crate::report::Summary;
 use crate::track::flow::FlowDelta;
 use crate::track::io::IoCountsByPair;
@@ -59,6 +60,8 @@ pub struct PipelineConfig {
     /// `--dashboard`: where the stats side sends a view of the run at every interval (never
     /// waiting: a view the UI has not taken yet is simply replaced by the next).
     pub dashboard: Option<Sender<View>>,
+    /// `--prometheus`: the page the stats side renders every interval.
+    pub prometheus: Option<Exporter>,
     /// What each capture source's timestamps are made of (`Capture::time_sources`), for
     /// the dashboard's views.
     pub source_times: Vec<&'static str>,
@@ -81,6 +84,7 @@ impl PipelineConfig {
             never_wait: false,
             worker_cpus: Vec::new(),
             dashboard: None,
+            prometheus: None,
             source_times: Vec::new(),
         }
     }
@@ -334,6 +338,8 @@ fn pipeline(
         (0..workers).map(|_| crossbeam_channel::bounded::<Recycled>(64)).unzip();
     let two_vantages = cfg.vantages.maps_storage();
     let dashboard = cfg.dashboard.clone();
+    let exporter = cfg.prometheus.clone();
+    let live_views = dashboard.is_some() || exporter.is_some();
     let source_times = cfg.source_times.clone();
     let stats = std::thread::Builder::new().name("roceprobe-stats".into()).spawn(move || {
         let mut totals = Totals::default();
@@ -368,14 +374,21 @@ fn pipeline(
                 );
                 csv_error = Some(e);
             }
-            if let (Some(d), ToStats::Interval(s)) = (&dashboard, &msg) {
-                // A view per interval, when the first worker reports it.
-                if s.end_ns > viewed_to {
+            match &msg {
+                // The dashboard's view and the Prometheus page, once per interval (when the
+                // first worker reports it).
+                ToStats::Interval(s) if live_views && s.end_ns > viewed_to => {
                     viewed_to = s.end_ns;
                     let mut summary = Summary::build(&totals, &received, &IoCountsByPair::new());
                     summary.set_time_sources(&totals.time_use, &source_times);
-                    let _ = d.try_send(views.build(summary, totals.last_ts_ns, false));
+                    if let Some(e) = &exporter {
+                        e.publish(&summary);
+                    }
+                    if let Some(d) = &dashboard {
+                        let _ = d.try_send(views.build(summary, totals.last_ts_ns, false));
+                    }
                 }
+                _ => {}
             }
             let from = match &msg {
                 ToStats::Interval(s) => Some(s.worker),

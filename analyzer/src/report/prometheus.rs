@@ -1,0 +1,276 @@
+//! `--prometheus ADDR`: the run's metrics in the Prometheus text exposition format (0.0.4),
+//! served over HTTP at `/metrics` on exactly the address given.
+//!
+//! The stats thread renders the page every interval from the summary so far and swaps it in;
+//! a scrape only copies out the latest page, so a slow or stuck scraper never touches the
+//! measurement. Every series carries `probe` (`--probe-id`, default the host name) so that
+//! a fleet of probes lands in one Prometheus. Names follow the conventions: base units
+//! (`_seconds`, `_bytes`), `_total` for counters. Per-flow series are capped (the flows
+//! with the most bytes first) and the number left out is itself a series.
+
+use super::summary::Summary;
+use anyhow::{Context, Result};
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Default cap on exported flows.
+pub const DEFAULT_MAX_FLOWS: usize = 1000;
+
+/// The latest page, shared between the stats thread (writer) and the HTTP thread (reader).
+#[derive(Debug, Clone, Default)]
+pub struct Page(Arc<Mutex<Arc<String>>>);
+
+impl Page {
+    pub fn set(&self, text: String) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(text);
+    }
+    pub fn get(&self) -> Arc<String> {
+        Arc::clone(&self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// What the stats thread needs to publish pages.
+#[derive(Debug, Clone)]
+pub struct Exporter {
+    pub page: Page,
+    /// The `probe` label.
+    pub probe: String,
+    /// Most flows exported as series.
+    pub max_flows: usize,
+}
+
+impl Exporter {
+    pub fn publish(&self, s: &Summary) {
+        self.page.set(render(s, &self.probe, self.max_flows));
+    }
+}
+
+/// Binds exactly `addr` (before any work, so that a taken port is a start-up error).
+pub fn bind(addr: &str) -> Result<TcpListener> {
+    TcpListener::bind(addr).with_context(|| format!("--prometheus {addr}: cannot listen there"))
+}
+
+/// Serves `page` at `/metrics` on its own thread for as long as the process lives.
+pub fn serve(listener: TcpListener, page: Page) -> Result<()> {
+    std::thread::Builder::new().name("roceprobe-prometheus".into()).spawn(move || {
+        for conn in listener.incoming().flatten() {
+            // One request per connection, answered in turn: scrapes are rare and small.
+            let _ = answer(conn, &page);
+        }
+    })?;
+    Ok(())
+}
+
+fn answer(mut conn: TcpStream, page: &Page) -> std::io::Result<()> {
+    conn.set_read_timeout(Some(Duration::from_secs(2)))?;
+    conn.set_write_timeout(Some(Duration::from_secs(10)))?;
+    let mut req = [0u8; 4096];
+    let mut len = 0;
+    // The request line and headers; the body of a GET is empty.
+    while len < req.len() && !req[..len].windows(4).any(|w| w == b"\r\n\r\n") {
+        match conn.read(&mut req[len..])? {
+            0 => break,
+            n => len += n,
+        }
+    }
+    let line = req[..len].split(|&b| b == b'\r').next().unwrap_or_default();
+    let mut parts = line.split(|&b| b == b' ');
+    let (method, path) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+    let path = path.split(|&b| b == b'?').next().unwrap_or_default();
+    let (status, body): (&str, Arc<String>) = match (method, path) {
+        (b"GET" | b"HEAD", b"/metrics") => ("200 OK", page.get()),
+        (b"GET" | b"HEAD", _) => ("404 Not Found", Arc::new("only /metrics is served here\n".into())),
+        _ => ("405 Method Not Allowed", Arc::new("GET /metrics\n".into())),
+    };
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    conn.write_all(head.as_bytes())?;
+    if method != b"HEAD" {
+        conn.write_all(body.as_bytes())?;
+    }
+    conn.flush()
+}
+
+/// A label value, escaped as the text format requires.
+fn esc(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// Writes the page of metrics for `s`.
+pub fn render(s: &Summary, probe: &str, max_flows: usize) -> String {
+    let mut o = String::with_capacity(4096 + s.flows.len().min(max_flows) * 1200);
+    let p = format!("probe=\"{}\"", esc(probe));
+    let family = |o: &mut String, name: &str, kind: &str, help: &str| {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    };
+
+    family(
+        &mut o,
+        "roceprobe_packets_total",
+        "counter",
+        "Frames analysed, by kind (roce, other, malformed).",
+    );
+    let malformed: u64 = s.decode_errors.values().sum();
+    for (kind, n) in [("roce", s.roce_packets), ("other", s.non_roce_packets), ("malformed", malformed)] {
+        let _ = writeln!(o, "roceprobe_packets_total{{{p},kind=\"{kind}\"}} {n}");
+    }
+    family(&mut o, "roceprobe_malformed_packets_total", "counter", "Malformed frames by what was wrong.");
+    for (kind, n) in &s.decode_errors {
+        let _ = writeln!(o, "roceprobe_malformed_packets_total{{{p},error=\"{}\"}} {n}", esc(kind));
+    }
+    family(
+        &mut o,
+        "roceprobe_untracked_packets_total",
+        "counter",
+        "RoCEv2 packets of flows beyond --max-flows.",
+    );
+    let _ = writeln!(o, "roceprobe_untracked_packets_total{{{p}}} {}", s.untracked_packets);
+    family(
+        &mut o,
+        "roceprobe_report_drops_total",
+        "counter",
+        "Snapshots and batches dropped because the reports fell behind.",
+    );
+    let _ = writeln!(o, "roceprobe_report_drops_total{{{p}}} {}", s.report_drops);
+
+    family(
+        &mut o,
+        "roceprobe_receive_packets_total",
+        "counter",
+        "Frames received per source (DPDK port or file).",
+    );
+    for (src, st) in &s.ports {
+        let _ = writeln!(o, "roceprobe_receive_packets_total{{{p},source=\"{src}\"}} {}", st.ipackets);
+    }
+    family(
+        &mut o,
+        "roceprobe_receive_drops_total",
+        "counter",
+        "Frames the source could not deliver, by reason.",
+    );
+    for (src, st) in &s.ports {
+        for (reason, n) in [("missed", st.imissed), ("errors", st.ierrors), ("no_mbuf", st.rx_nombuf)] {
+            let _ =
+                writeln!(o, "roceprobe_receive_drops_total{{{p},source=\"{src}\",reason=\"{reason}\"}} {n}");
+        }
+    }
+
+    family(
+        &mut o,
+        "roceprobe_io_latency_seconds",
+        "summary",
+        "I/O latency per (initiator, target, op, segment) over the run (segments: docs/METRICS.md).",
+    );
+    for l in &s.latency {
+        let labels = format!(
+            "{p},initiator=\"{}\",target=\"{}\",op=\"{}\",segment=\"{}\"",
+            esc(&l.initiator_ip),
+            esc(&l.target_ip),
+            esc(&l.op),
+            esc(&l.segment)
+        );
+        for (q, us) in [("0.5", l.p50_us), ("0.9", l.p90_us), ("0.99", l.p99_us), ("0.999", l.p999_us)] {
+            let _ = writeln!(o, "roceprobe_io_latency_seconds{{{labels},quantile=\"{q}\"}} {:.9}", us / 1e6);
+        }
+        let _ = writeln!(
+            o,
+            "roceprobe_io_latency_seconds_sum{{{labels}}} {:.9}",
+            l.mean_us * l.count as f64 / 1e6
+        );
+        let _ = writeln!(o, "roceprobe_io_latency_seconds_count{{{labels}}} {}", l.count);
+    }
+
+    // The flows with the most bytes, up to the cap.
+    let mut flows: Vec<_> = s.flows.iter().collect();
+    flows.sort_by_key(|f| std::cmp::Reverse(f.counts.bytes));
+    let left_out = flows.len().saturating_sub(max_flows);
+    flows.truncate(max_flows);
+    family(
+        &mut o,
+        "roceprobe_flows_not_exported",
+        "gauge",
+        "Flows beyond the export cap (fewest bytes), not shown as series.",
+    );
+    let _ = writeln!(o, "roceprobe_flows_not_exported{{{p}}} {left_out}");
+    type Get = fn(&crate::track::FlowCounts) -> u64;
+    let counters: [(&str, &str, Get); 9] = [
+        ("roceprobe_flow_packets_total", "Packets of the flow.", |c| c.packets),
+        ("roceprobe_flow_bytes_total", "Frame bytes of the flow.", |c| c.bytes),
+        ("roceprobe_flow_payload_bytes_total", "RDMA payload bytes of the flow.", |c| c.payload_bytes),
+        ("roceprobe_flow_retransmitted_packets_total", "Retransmitted packets.", |c| c.retx_packets),
+        ("roceprobe_flow_gap_psns_total", "PSNs never seen (loss before this tap).", |c| c.gap_psns),
+        ("roceprobe_flow_nak_sequence_total", "NAK sequence errors.", |c| c.nak_seq),
+        ("roceprobe_flow_nak_rnr_total", "RNR NAKs.", |c| c.nak_rnr),
+        ("roceprobe_flow_cnp_total", "Congestion notification packets for the flow.", |c| c.cnp),
+        ("roceprobe_flow_ecn_ce_total", "Packets marked ECN CE.", |c| c.ecn_ce),
+    ];
+    for (name, help, get) in counters {
+        family(&mut o, name, "counter", help);
+        for f in &flows {
+            let _ = writeln!(
+                o,
+                "{name}{{{p},vantage=\"{}\",src=\"{}\",dst=\"{}\",dst_qpn=\"{}\",transport=\"{}\"}} {}",
+                esc(&f.vantage),
+                esc(&f.src_ip),
+                esc(&f.dst_ip),
+                f.dst_qpn,
+                esc(&f.transport),
+                get(&f.counts)
+            );
+        }
+    }
+    o
+}
+
+/// The host name, for `--probe-id`'s default.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "roceprobe".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(esc("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+
+    #[test]
+    fn a_scrape_gets_the_latest_page_and_only_metrics_is_served() {
+        let listener = bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let page = Page::default();
+        page.set("first\n".into());
+        serve(listener, page.clone()).unwrap();
+        page.set("roceprobe_packets_total{probe=\"x\",kind=\"roce\"} 5\n".into());
+        let get = |path: &str| {
+            let mut c = TcpStream::connect(addr).unwrap();
+            write!(c, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            let mut r = String::new();
+            c.read_to_string(&mut r).unwrap();
+            r
+        };
+        let r = get("/metrics");
+        assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
+        assert!(r.ends_with("\r\n\r\nroceprobe_packets_total{probe=\"x\",kind=\"roce\"} 5\n"), "{r}");
+        assert!(get("/").starts_with("HTTP/1.1 404"));
+    }
+
+    #[test]
+    fn a_taken_address_is_an_error_that_names_it() {
+        let first = bind("127.0.0.1:0").unwrap();
+        let addr = first.local_addr().unwrap().to_string();
+        let e = format!("{:#}", bind(&addr).unwrap_err());
+        assert!(e.starts_with(&format!("--prometheus {addr}: cannot listen there")), "{e}");
+    }
+}

@@ -1,0 +1,188 @@
+//! A real Prometheus server (Debian's `prometheus`, installed by scripts/setup) scrapes the
+//! probe replaying a fixture; its HTTP API then answers with the fixture's truth.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn url_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect()
+}
+
+/// One instant query against Prometheus' HTTP API: the values of the series it returns.
+fn query(port: u16, q: &str) -> Vec<f64> {
+    let Ok(mut c) = TcpStream::connect(("127.0.0.1", port)) else { return Vec::new() };
+    // HTTP/1.0: a plain body, closed at the end.
+    let _ = write!(c, "GET /api/v1/query?query={} HTTP/1.0\r\nHost: localhost\r\n\r\n", url_encode(q));
+    let mut r = String::new();
+    if c.read_to_string(&mut r).is_err() {
+        return Vec::new();
+    }
+    let Some((_, body)) = r.split_once("\r\n\r\n") else { return Vec::new() };
+    let Ok(v) = serde_json::from_str::<Value>(body) else { return Vec::new() };
+    v["data"]["result"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|s| s["value"][1].as_str()?.parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// Kills a child on the way out, whatever happens.
+struct Reap(Child);
+impl Drop for Reap {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_real_prometheus_scrapes_the_truth() {
+    let t: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures().join("scenarios/nvme_vlan/truth.json")).unwrap(),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (probe_port, prom_port) = (free_port(), free_port());
+    let pcap = fixtures().join("scenarios/nvme_vlan/nvme_vlan.pcap");
+    let probe = Command::new(bin())
+        .args(["replay", "-q", "--probe-id", "probe-a", "--prometheus", &format!("127.0.0.1:{probe_port}")])
+        .args(["--vantage", "compute=vlan:10", "--vantage", "storage=vlan:20"])
+        .arg(&pcap)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut probe = Reap(probe);
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: roceprobe\n    static_configs:\n      - targets: ['127.0.0.1:{probe_port}']\n"
+        ),
+    )
+    .unwrap();
+    let prom = Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("prometheus is installed (scripts/setup)");
+    let _prom = Reap(prom);
+
+    // A flow counter: the bytes of the first flow of the truth.
+    let f = &t["flows"][0];
+    let flow_q = format!(
+        "roceprobe_flow_bytes_total{{probe=\"probe-a\",vantage=\"{}\",src=\"{}\",dst=\"{}\",dst_qpn=\"{}\"}}",
+        f["vantage"].as_str().unwrap(),
+        f["src_ip"].as_str().unwrap(),
+        f["dst_ip"].as_str().unwrap(),
+        f["dst_qpn"]
+    );
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let bytes = loop {
+        let v = query(prom_port, &flow_q);
+        if !v.is_empty() {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "Prometheus never had {flow_q}");
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert_eq!(bytes, [f["bytes"].as_u64().unwrap() as f64]);
+
+    // A segment latency: the network segment of one (initiator, target, read), whose every
+    // I/O in the truth took the same time.
+    let ios: Vec<&Value> = t["ios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|io| {
+            io["op"] == "nvme_read" && io["initiator_ip"] == "10.0.1.1" && io["target_ip"] == "10.0.2.1"
+        })
+        .collect();
+    let network = ios[0]["network_ns"].as_u64().unwrap();
+    assert!(ios.iter().all(|io| io["network_ns"].as_u64() == Some(network)));
+    let labels =
+        "probe=\"probe-a\",initiator=\"10.0.1.1\",target=\"10.0.2.1\",op=\"nvme_read\",segment=\"network\"";
+    assert_eq!(
+        query(prom_port, &format!("roceprobe_io_latency_seconds_count{{{labels}}}")),
+        [ios.len() as f64]
+    );
+    let p50 = query(prom_port, &format!("roceprobe_io_latency_seconds{{{labels},quantile=\"0.5\"}}"));
+    assert_eq!(p50.len(), 1);
+    // Within the histograms' precision (3 significant digits).
+    let want = network as f64 / 1e9;
+    assert!((p50[0] - want).abs() <= want * 1e-3, "p50 {} s, truth {want} s", p50[0]);
+    // Probe health: every frame of the fixture.
+    assert_eq!(
+        query(prom_port, "sum(roceprobe_packets_total{probe=\"probe-a\"})"),
+        [t["packets"].as_u64().unwrap() as f64]
+    );
+
+    // SIGTERM ends the probe's serving, successfully.
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(probe.0.id() as i32, libc::SIGTERM) };
+    let status = probe.0.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let mut err = String::new();
+    probe.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(
+        err.contains(&format!("serving the final metrics at http://127.0.0.1:{probe_port}/metrics")),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_grafana_dashboard_queries_only_exported_series() {
+    use roceprobe::capture::pcap::Replay;
+    use roceprobe::report::{prometheus, Summary};
+    use roceprobe::runtime::{self, PipelineConfig};
+    use roceprobe::track::vantage::{Rule, SourceKind};
+    use roceprobe::track::VantageMap;
+    use std::collections::BTreeSet;
+    let mut replay = Replay::open(&[fixtures().join("scenarios/rc_loss_vlan/rc_loss_vlan.pcap")]).unwrap();
+    let rules: Vec<Rule> =
+        ["compute=vlan:10", "storage=vlan:20"].iter().map(|r| r.parse().unwrap()).collect();
+    let cfg = PipelineConfig::new(VantageMap::new(&rules, SourceKind::File, &[0]).unwrap());
+    let r = runtime::run(&mut replay, &cfg, &std::sync::atomic::AtomicBool::new(false), None).unwrap();
+    let page = prometheus::render(&Summary::build(&r.totals, &r.sources, &r.ios), "p", 1000);
+    let exported: BTreeSet<&str> =
+        page.lines().filter(|l| !l.starts_with('#')).filter_map(|l| l.split('{').next()).collect();
+    let names = |text: &str| -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        for (i, _) in text.match_indices("roceprobe_") {
+            let name: String =
+                text[i..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            out.insert(name);
+        }
+        out
+    };
+    let dash: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/grafana/roceprobe.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let mut queried = BTreeSet::new();
+    for p in dash["panels"].as_array().unwrap() {
+        for t in p["targets"].as_array().unwrap() {
+            queried.extend(names(t["expr"].as_str().unwrap()));
+        }
+    }
+    assert!(queried.len() >= 10, "{queried:?}");
+    for q in &queried {
+        assert!(exported.contains(q.as_str()), "the dashboard queries {q}, which is not exported");
+    }
+}
