@@ -38,6 +38,19 @@ pub enum Command {
     Live(LiveArgs),
     /// Analyse pcap / pcapng files offline (no DPDK); several files are merged by timestamp.
     Replay(ReplayArgs),
+    /// Draw SVG plots from the CSV reports of a run (--csv-dir): latency CDFs per segment,
+    /// the segment split over time, the busiest flows' throughput.
+    Plot(PlotArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// Where a run wrote its CSV reports (its --csv-dir).
+    #[arg(long, value_name = "DIR")]
+    pub csv_dir: PathBuf,
+    /// Where to write the plots (created if needed).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }
 
 /// Options common to `live` and `replay`.
@@ -258,6 +271,12 @@ impl Outputs {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        Command::Plot(a) => {
+            for p in crate::report::plot::plot(&a.csv_dir, &a.out)? {
+                println!("{}", p.display());
+            }
+            Ok(())
+        }
         Command::Replay(a) => {
             let out = Outputs::open(&a.common)?;
             let mut replay = Replay::open(&a.files)?;

@@ -3,6 +3,7 @@
 
 pub mod csv;
 pub mod dashboard;
+pub mod plot;
 pub mod prometheus;
 pub mod summary;
 pub mod table;

@@ -1,0 +1,180 @@
+//! `roceprobe plot` draws valid SVG whose series are the CSV reports' numbers.
+
+mod common;
+use common::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+type Row = BTreeMap<String, String>;
+
+fn read(path: &Path) -> Vec<Row> {
+    let mut r = csv::Reader::from_path(path).unwrap();
+    let h: Vec<String> = r.headers().unwrap().iter().map(str::to_owned).collect();
+    r.records().map(|rec| h.iter().cloned().zip(rec.unwrap().iter().map(str::to_owned)).collect()).collect()
+}
+
+fn f(row: &Row, k: &str) -> f64 {
+    row[k].parse().unwrap()
+}
+
+fn nums(s: &str) -> Vec<f64> {
+    s.split_whitespace().map(|v| v.parse().unwrap()).collect()
+}
+
+/// Every `g.series` of an SVG: name → (x, y).
+fn series(svg: &str) -> BTreeMap<String, (Vec<f64>, Vec<f64>)> {
+    let doc = roxmltree::Document::parse(svg).expect("valid XML");
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    doc.descendants()
+        .filter(|n| n.attribute("class") == Some("series"))
+        .map(|n| {
+            let (x, y) = (nums(n.attribute("data-x").unwrap()), nums(n.attribute("data-y").unwrap()));
+            assert_eq!(x.len(), y.len());
+            (n.attribute("data-name").unwrap().to_owned(), (x, y))
+        })
+        .collect()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+#[test]
+fn plots_carry_the_csv_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, out) = (dir.path().join("csv"), dir.path().join("plots"));
+    let pcap = fixtures().join("scenarios/rc_loss_vlan/rc_loss_vlan.pcap");
+    let o = run(&[
+        "replay",
+        "-q",
+        "--interval",
+        "20us",
+        "--csv-dir",
+        csv.to_str().unwrap(),
+        "--vantage",
+        "compute=vlan:10",
+        "--vantage",
+        "storage=vlan:20",
+        pcap.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run(&["plot", "--csv-dir", csv.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let listed: BTreeSet<String> = String::from_utf8_lossy(&o.stdout).lines().map(str::to_owned).collect();
+    let svg = |name: &str| {
+        let p = out.join(name);
+        assert!(listed.contains(p.to_str().unwrap()), "{name} not listed");
+        std::fs::read_to_string(p).unwrap()
+    };
+
+    // Throughput: the busiest flows, each interval's Gbit/s (0 where the flow had no row),
+    // and a circle per interval with retransmissions.
+    let flows = read(&csv.join("flows.csv"));
+    let starts: BTreeSet<&str> = flows.iter().map(|r| r["interval_start"].as_str()).collect();
+    assert!(starts.len() >= 5, "{} intervals", starts.len());
+    let name =
+        |r: &Row| format!("{} {}>{} qp {}", &r["vantage"][..1], r["src_ip"], r["dst_ip"], r["dst_qpn"]);
+    let mut bytes: BTreeMap<String, f64> = BTreeMap::new();
+    for r in &flows {
+        *bytes.entry(name(r)).or_default() += f(r, "bytes");
+    }
+    let text = svg("flow_throughput.svg");
+    let plotted = series(&text);
+    assert_eq!(plotted.len(), bytes.len().min(8));
+    let least_shown = plotted.keys().map(|k| bytes[k]).fold(f64::INFINITY, f64::min);
+    assert!(bytes.iter().filter(|(k, _)| !plotted.contains_key(*k)).all(|(_, b)| *b <= least_shown));
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let mut retx_marks = 0;
+    for (flow, (_, y)) in &plotted {
+        let want: Vec<f64> = starts
+            .iter()
+            .map(|s| {
+                flows
+                    .iter()
+                    .filter(|r| name(r) == *flow && r["interval_start"] == *s)
+                    .map(|r| f(r, "throughput_gbps"))
+                    .sum()
+            })
+            .collect();
+        assert!(y.iter().zip(&want).all(|(a, b)| close(*a, *b)), "{flow}: {y:?} vs {want:?}");
+        let retx = flows.iter().filter(|r| name(r) == *flow && f(r, "retx_packets") > 0.0).count();
+        let circles = doc
+            .descendants()
+            .filter(|n| {
+                n.attribute("class") == Some("retx") && n.attribute("data-name") == Some(flow.as_str())
+            })
+            .count();
+        assert_eq!(circles, retx, "{flow}");
+        retx_marks += circles;
+    }
+    assert!(retx_marks > 0, "the fixture has retransmissions");
+
+    // Latency CDFs: one line per segment of the op, rising to 1.
+    let latency = read(&csv.join("latency.csv"));
+    let ops: BTreeSet<&str> = latency.iter().map(|r| r["op"].as_str()).collect();
+    for op in &ops {
+        let plotted = series(&svg(&format!("latency_cdf_{op}.svg")));
+        let segs: BTreeSet<String> =
+            latency.iter().filter(|r| r["op"] == *op).map(|r| r["segment"].clone()).collect();
+        assert_eq!(plotted.keys().cloned().collect::<BTreeSet<_>>(), segs, "{op}");
+        for (seg, (x, y)) in &plotted {
+            assert!(x.windows(2).all(|w| w[0] <= w[1]) && y.windows(2).all(|w| w[0] <= w[1]), "{op} {seg}");
+            assert!(close(*y.last().unwrap(), 1.0), "{op} {seg} ends at {:?}", y.last());
+            let max = latency
+                .iter()
+                .filter(|r| r["op"] == *op && r["segment"] == *seg)
+                .map(|r| f(r, "max_us"))
+                .fold(0.0, f64::max);
+            assert!(close(*x.last().unwrap(), max.max(0.001)), "{op} {seg}");
+        }
+    }
+}
+
+#[test]
+fn the_segment_split_is_the_count_weighted_median_per_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, out) = (dir.path().join("csv"), dir.path().join("plots"));
+    let pcap = fixtures().join("scenarios/nvme_vlan/nvme_vlan.pcap");
+    let c = csv.to_str().unwrap();
+    let args = ["replay", "-q", "--interval", "20us", "--csv-dir", c, "--vantage", "compute=vlan:10"];
+    let o = run(&[&args[..], &["--vantage", "storage=vlan:20", pcap.to_str().unwrap()]].concat());
+    assert!(o.status.success());
+    assert!(run(&["plot", "--csv-dir", c, "--out", out.to_str().unwrap()]).status.success());
+    let latency = read(&csv.join("latency.csv"));
+    let plotted = series(&std::fs::read_to_string(out.join("segments_nvme_read.svg")).unwrap());
+    let starts: BTreeSet<&str> =
+        latency.iter().filter(|r| r["op"] == "nvme_read").map(|r| r["interval_start"].as_str()).collect();
+    for seg in ["compute", "network", "storage"] {
+        let want: Vec<f64> = starts
+            .iter()
+            .map(|s| {
+                let rows: Vec<&Row> = latency
+                    .iter()
+                    .filter(|r| r["op"] == "nvme_read" && r["segment"] == seg && r["interval_start"] == *s)
+                    .collect();
+                let n: f64 = rows.iter().map(|r| f(r, "count")).sum();
+                if n > 0.0 {
+                    rows.iter().map(|r| f(r, "count") * f(r, "p50_us")).sum::<f64>() / n
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let y = &plotted[seg].1;
+        assert!(
+            y.iter().zip(&want).all(|(a, b)| close(*a, *b)) && y.len() == want.len(),
+            "{seg}: {y:?} vs {want:?}"
+        );
+    }
+}
+
+#[test]
+fn plot_without_csv_reports_is_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let o = run(&["plot", "--csv-dir", d, "--out", d]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1);
+    assert!(err.contains("no latency.csv and flows.csv"), "{err}");
+}
