@@ -5,7 +5,7 @@
 use crate::capture::dpdk::{DpdkCapture, StopWhen};
 use crate::capture::pcap::Replay;
 use crate::capture::Capture;
-use crate::report::csv::CsvWriter;
+use crate::report::csv::{CsvWriter, Rotation};
 use crate::report::dashboard::{self, View, ViewBuilder};
 use crate::report::prometheus::{self, Exporter, Page};
 use crate::report::summary::{Summary, SummarySink};
@@ -71,10 +71,17 @@ pub struct CommonArgs {
     /// Most flows tracked at once; packets of further flows are counted as untracked.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_FLOWS, value_parser = parse_max_flows)]
     pub max_flows: usize,
-    /// Write flows.csv and transmissions.csv here, every interval (the directory is created
-    /// if needed; files of an earlier run are replaced).
+    /// Write flows.csv, latency.csv, ports.csv and transmissions.csv here, every interval
+    /// (the directory is created if needed; files of an earlier run are replaced).
     #[arg(long, value_name = "DIR")]
     pub csv_dir: Option<PathBuf>,
+    /// Start a new CSV file before one would grow past SIZE bytes (suffixes K, M, G); the
+    /// full one is renamed <name>-<time of its first row>.csv.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub csv_rotate_size: Option<u64>,
+    /// Start a new CSV file when the current one's first row is DUR of packet time old.
+    #[arg(long, value_name = "DUR", value_parser = parse_interval)]
+    pub csv_rotate_age: Option<Duration>,
     /// A transmission (burst) of a flow ends after this long without a packet of it.
     #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = parse_interval)]
     pub flow_idle: Duration,
@@ -181,6 +188,21 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// Bytes, with an optional K, M or G (powers of 1024); at least 1 KiB.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let (num, mult) = match s.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&s[..i], 1u64 << 10),
+        Some((i, 'M' | 'm')) => (&s[..i], 1 << 20),
+        Some((i, 'G' | 'g')) => (&s[..i], 1 << 30),
+        _ => (s, 1),
+    };
+    match num.parse::<u64>().ok().and_then(|n| n.checked_mul(mult)) {
+        Some(b) if b >= 1024 => Ok(b),
+        Some(_) => Err(format!("'{s}' is too small (at least 1K)")),
+        None => Err(format!("'{s}' is not a size (a number of bytes, optionally with K, M or G)")),
+    }
+}
+
 fn parse_interval(s: &str) -> Result<Duration, String> {
     let d = parse_duration(s)?;
     if d < Duration::from_micros(1) {
@@ -263,7 +285,17 @@ impl Outputs {
         }
         Ok(Self {
             sink: common.summary.as_deref().map(SummarySink::open).transpose()?,
-            csv: common.csv_dir.as_deref().map(CsvWriter::create).transpose()?,
+            csv: common
+                .csv_dir
+                .as_deref()
+                .map(|d| {
+                    let rotation = Rotation {
+                        max_bytes: common.csv_rotate_size,
+                        max_age_ns: common.csv_rotate_age.map(|d| d.as_nanos() as u64),
+                    };
+                    CsvWriter::create(d, rotation)
+                })
+                .transpose()?,
             prometheus: common.prometheus.as_deref().map(prometheus::bind).transpose()?,
         })
     }

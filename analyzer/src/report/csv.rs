@@ -14,7 +14,7 @@ use anyhow::{Context, Result};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 pub const FLOWS_HEADER: &str = "interval_start,interval_end,vantage,src_ip,dst_ip,dst_qpn,transport,packets,bytes,payload_bytes,retx_packets,retx_bytes,gap_psns,nak_seq,nak_rnr,nak_other,cnp,ecn_ce,throughput_gbps";
@@ -67,39 +67,132 @@ fn key_fields(out: &mut String, k: &FlowKey, transport: &str) {
     }
 }
 
+/// When a CSV file is closed and a new one started (`--csv-rotate-size`, `--csv-rotate-age`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Rotation {
+    /// A file that would grow past this many bytes is rotated first (a file holds at least
+    /// one write, however large).
+    pub max_bytes: Option<u64>,
+    /// A file whose first row is this much packet time older than the rows to come is
+    /// rotated first.
+    pub max_age_ns: Option<u64>,
+}
+
+/// One report file, `<stem>.csv`: rows are written whole, one write per batch, so a crash
+/// never leaves a partial row. Rotated, it is renamed `<stem>-<time of its first row>.csv`
+/// and a new `<stem>.csv` starts with the header.
+struct CsvFile {
+    dir: PathBuf,
+    stem: &'static str,
+    header: String,
+    file: File,
+    /// Bytes in the current file, and the packet time of its first row.
+    bytes: u64,
+    first_ns: Option<u64>,
+    /// Rows waiting for [`CsvFile::commit`].
+    rows: String,
+}
+
+impl CsvFile {
+    fn create(dir: &Path, stem: &'static str, header: String) -> Result<Self> {
+        let (file, bytes) = Self::start(dir, stem, &header)?;
+        Ok(Self { dir: dir.to_owned(), stem, header, file, bytes, first_ns: None, rows: String::new() })
+    }
+
+    fn start(dir: &Path, stem: &str, header: &str) -> Result<(File, u64)> {
+        let path = dir.join(format!("{stem}.csv"));
+        let mut f =
+            File::create(&path).with_context(|| format!("--csv-dir: cannot write {}", path.display()))?;
+        let head = format!("{header}\r\n");
+        f.write_all(head.as_bytes())
+            .with_context(|| format!("--csv-dir: cannot write {}", path.display()))?;
+        Ok((f, head.len() as u64))
+    }
+
+    /// Writes the pending rows, which belong to packet time `ts_ns`, rotating first if due.
+    fn commit(&mut self, ts_ns: u64, rot: &Rotation) -> Result<()> {
+        if self.rows.is_empty() {
+            return Ok(());
+        }
+        if let Some(first) = self.first_ns {
+            let too_big = rot.max_bytes.is_some_and(|m| self.bytes + self.rows.len() as u64 > m);
+            let too_old = rot.max_age_ns.is_some_and(|m| ts_ns.saturating_sub(first) >= m);
+            if too_big || too_old {
+                self.rotate(first)?;
+            }
+        }
+        self.file.write_all(self.rows.as_bytes())?;
+        self.bytes += self.rows.len() as u64;
+        self.first_ns.get_or_insert(ts_ns);
+        self.rows.clear();
+        Ok(())
+    }
+
+    fn rotate(&mut self, first_ns: u64) -> Result<()> {
+        let stamp = rfc3339_nanos(first_ns).replace(':', "");
+        let mut to = self.dir.join(format!("{}-{stamp}.csv", self.stem));
+        let mut n = 1;
+        while to.exists() {
+            n += 1;
+            to = self.dir.join(format!("{}-{stamp}-{n}.csv", self.stem));
+        }
+        let from = self.dir.join(format!("{}.csv", self.stem));
+        std::fs::rename(&from, &to)
+            .with_context(|| format!("rotating {} to {}", from.display(), to.display()))?;
+        (self.file, self.bytes) = Self::start(&self.dir, self.stem, &self.header)?;
+        self.first_ns = None;
+        Ok(())
+    }
+}
+
+/// The files of one report in `dir`, oldest first: the rotated `<stem>-*.csv` by name (their
+/// first row's time), then `<stem>.csv`.
+pub fn report_files(dir: &Path, stem: &str) -> Result<Vec<PathBuf>> {
+    let prefix = format!("{stem}-");
+    let mut rotated: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".csv"))
+        })
+        .collect();
+    rotated.sort();
+    let current = dir.join(format!("{stem}.csv"));
+    if current.is_file() {
+        rotated.push(current);
+    }
+    Ok(rotated)
+}
+
 pub struct CsvWriter {
     dir: PathBuf,
-    flows: BufWriter<File>,
-    transmissions: BufWriter<File>,
-    latency: BufWriter<File>,
-    ports: BufWriter<File>,
+    rotation: Rotation,
+    flows: CsvFile,
+    transmissions: CsvFile,
+    latency: CsvFile,
+    ports: CsvFile,
     line: String,
 }
 
 impl CsvWriter {
-    /// Creates the directory if needed and both files with their headers (replacing files
+    /// Creates the directory if needed and the files with their headers (replacing files
     /// of an earlier run), so an unwritable place is an error before any work starts.
-    pub fn create(dir: &Path) -> Result<Self> {
+    pub fn create(dir: &Path, rotation: Rotation) -> Result<Self> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("--csv-dir: cannot create {}", dir.display()))?;
-        let open = |name: &str, header: &str| -> Result<BufWriter<File>> {
-            let path = dir.join(name);
-            let f =
-                File::create(&path).with_context(|| format!("--csv-dir: cannot write {}", path.display()))?;
-            let mut w = BufWriter::new(f);
-            write!(w, "{header}\r\n")
-                .with_context(|| format!("--csv-dir: cannot write {}", path.display()))?;
-            Ok(w)
-        };
         Ok(Self {
             dir: dir.to_owned(),
-            flows: open("flows.csv", &format!("{FLOWS_HEADER},{FLOWS_EXTRA}"))?,
-            transmissions: open(
-                "transmissions.csv",
-                &format!("{TRANSMISSIONS_HEADER},{TRANSMISSIONS_EXTRA}"),
+            rotation,
+            flows: CsvFile::create(dir, "flows", format!("{FLOWS_HEADER},{FLOWS_EXTRA}"))?,
+            transmissions: CsvFile::create(
+                dir,
+                "transmissions",
+                format!("{TRANSMISSIONS_HEADER},{TRANSMISSIONS_EXTRA}"),
             )?,
-            latency: open("latency.csv", LATENCY_HEADER)?,
-            ports: open("ports.csv", PORTS_HEADER)?,
+            latency: CsvFile::create(dir, "latency", LATENCY_HEADER.to_owned())?,
+            ports: CsvFile::create(dir, "ports", PORTS_HEADER.to_owned())?,
             line: String::with_capacity(512),
         })
     }
@@ -152,9 +245,9 @@ impl CsvWriter {
                 c.nvme_commands,
                 c.nvme_completions
             );
-            self.flows.write_all(l.as_bytes())?;
+            self.flows.rows.push_str(l);
         }
-        self.flows.flush()?;
+        self.flows.commit(s.start_ns, &self.rotation)?;
         let mut series: Vec<_> = s.latency.iter().collect();
         series.sort_by_key(|(k, _)| *k);
         for (k, h) in series {
@@ -173,9 +266,9 @@ impl CsvWriter {
                 "{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3}\r\n",
                 st.count, st.min_us, st.mean_us, st.p50_us, st.p90_us, st.p99_us, st.p999_us, st.max_us
             );
-            self.latency.write_all(l.as_bytes())?;
+            self.latency.rows.push_str(l);
         }
-        self.latency.flush()?;
+        self.latency.commit(s.start_ns, &self.rotation)?;
         Ok(())
     }
 
@@ -183,13 +276,13 @@ impl CsvWriter {
     pub fn write_ports(&mut self, start_ns: u64, end_ns: u64, sources: &[SourceStats]) -> Result<()> {
         let (start, end) = (rfc3339_nanos(start_ns), rfc3339_nanos(end_ns));
         for (i, s) in sources.iter().enumerate() {
-            write!(
-                self.ports,
+            let _ = write!(
+                self.ports.rows,
                 "{start},{end},{i},{},{},{},{},{}\r\n",
                 s.ipackets, s.ibytes, s.imissed, s.ierrors, s.rx_nombuf
-            )?;
+            );
         }
-        self.ports.flush()?;
+        self.ports.commit(start_ns, &self.rotation)?;
         Ok(())
     }
 
@@ -224,9 +317,11 @@ impl CsvWriter {
                 c.nak_other,
                 c.icrc_errors
             );
-            self.transmissions.write_all(l.as_bytes())?;
+            self.transmissions.rows.push_str(l);
         }
-        self.transmissions.flush()?;
+        if let Some(first) = ts.first() {
+            self.transmissions.commit(first.start_ns, &self.rotation)?;
+        }
         Ok(())
     }
 }
