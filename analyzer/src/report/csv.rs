@@ -121,7 +121,12 @@ impl CsvFile {
                 self.rotate(first)?;
             }
         }
-        self.file.write_all(self.rows.as_bytes())?;
+        if let Err(e) = self.file.write_all(self.rows.as_bytes()) {
+            // A short write (disk full) would leave half a row: cut the file back to its
+            // last whole row.
+            let _ = self.file.set_len(self.bytes);
+            return Err(e.into());
+        }
         self.bytes += self.rows.len() as u64;
         self.first_ns.get_or_insert(ts_ns);
         self.rows.clear();
