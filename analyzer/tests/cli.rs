@@ -116,6 +116,26 @@ fn port_that_does_not_exist() {
 }
 
 #[test]
+fn unwritable_output_paths() {
+    let c = capture("rdma_write_bw.pcap");
+    let c = c.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let under_file = file.join("csv");
+    let u = under_file.to_str().unwrap();
+    assert_one_line_error(&["replay", "--csv-dir", u, c], &format!("--csv-dir: cannot create {u}"));
+    assert_one_line_error(&["replay", "--summary", u, c], u);
+    let csv = dir.path().join("csv");
+    let o = run(&["replay", "-q", "--csv-dir", csv.to_str().unwrap(), c]);
+    assert!(o.status.success());
+    assert_one_line_error(
+        &["plot", "--csv-dir", csv.to_str().unwrap(), "--out", u],
+        &format!("--out: cannot create {u}"),
+    );
+}
+
+#[test]
 fn a_taken_prometheus_port() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
