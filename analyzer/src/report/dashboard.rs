@@ -291,9 +291,7 @@ fn draw_ios(f: &mut Frame<'_>, area: Rect, v: &View) {
         cells.push(Line::from(bar));
         Row::new(cells)
     });
-    let header =
-        Row::new(["initiator>target", "op", "IO/s", "I/O", "compute", "network", "storage", "p50 split"])
-            .style(Style::new().add_modifier(Modifier::BOLD));
+    let header = ["initiator>target", "op", "IO/s", "I/O", "compute", "network", "storage", "p50 split"];
     let widths = [
         Constraint::Length(17),
         Constraint::Length(6),
@@ -304,14 +302,21 @@ fn draw_ios(f: &mut Frame<'_>, area: Rect, v: &View) {
         Constraint::Length(9),
         Constraint::Fill(1),
     ];
-    f.render_widget(
-        Table::new(rows, widths).header(header).column_spacing(1).block(
-            Block::new()
-                .borders(Borders::ALL)
-                .title(" I/O latency, µs p50/p99 (█ compute ▓ network ░ storage) "),
-        ),
-        area,
-    );
+    let title = " I/O latency, µs p50/p99 (█ compute ▓ network ░ storage) ".to_owned();
+    f.render_widget(table(rows, widths, header, title), area);
+}
+
+/// A table with a bold header in a titled box.
+fn table<'a, const N: usize>(
+    rows: impl IntoIterator<Item = Row<'a>>,
+    widths: [Constraint; N],
+    header: [&'a str; N],
+    title: String,
+) -> Table<'a> {
+    Table::new(rows, widths)
+        .header(Row::new(header).style(Style::new().add_modifier(Modifier::BOLD)))
+        .column_spacing(1)
+        .block(Block::new().borders(Borders::ALL).title(title))
 }
 
 fn draw_flows(f: &mut Frame<'_>, area: Rect, v: &View, sort: SortBy) {
@@ -337,8 +342,7 @@ fn draw_flows(f: &mut Frame<'_>, area: Rect, v: &View, sort: SortBy) {
             n(fl.counts.ecn_ce),
         ])
     });
-    let header = Row::new(["flow (vantage src>dst qpn)", "Gbit/s", "retx%", "gaps", "NAK", "CNP", "ECN"])
-        .style(Style::new().add_modifier(Modifier::BOLD));
+    let header = ["flow (vantage src>dst qpn)", "Gbit/s", "retx%", "gaps", "NAK", "CNP", "ECN"];
     let widths = [
         Constraint::Fill(1),
         Constraint::Length(8),
@@ -348,16 +352,8 @@ fn draw_flows(f: &mut Frame<'_>, area: Rect, v: &View, sort: SortBy) {
         Constraint::Length(6),
         Constraint::Length(6),
     ];
-    f.render_widget(
-        Table::new(rows, widths).header(header).column_spacing(1).block(
-            Block::new().borders(Borders::ALL).title(format!(
-                " top flows of {} by {} ",
-                v.summary.flows.len(),
-                sort.label()
-            )),
-        ),
-        area,
-    );
+    let title = format!(" top flows of {} by {} ", v.summary.flows.len(), sort.label());
+    f.render_widget(table(rows, widths, header, title), area);
 }
 
 /// Restores the terminal however the UI thread ends.

@@ -210,7 +210,7 @@ pub fn run<C: Capture>(
     stop: &AtomicBool,
     csv: Option<CsvWriter>,
 ) -> Result<RunResult> {
-    let (totals, csv_error, ios, time_use) = pipeline(cfg, csv, |tx, backs, ports| {
+    let finished = pipeline(cfg, csv, |tx, backs, ports| {
         let ports_tx = tx.clone();
         let out = if backs.len() > 1 {
             dispatch::run(capture, cfg, stop, tx, backs, ports)
@@ -226,14 +226,7 @@ pub fn run<C: Capture>(
         ports.finish(|| capture.stats(), &ports_tx);
         out
     })?;
-    Ok(RunResult {
-        totals,
-        sources: capture.stats(),
-        time_sources: capture.time_sources(),
-        csv_error,
-        ios,
-        time_use,
-    })
+    Ok(finished.with_sources(capture))
 }
 
 /// Live capture with `--rss`: worker q polls RX queue q of every port (the NICs spread
@@ -247,7 +240,7 @@ pub fn run_rss(
 ) -> Result<RunResult> {
     let mut nic_ts = Vec::new();
     let shared = &*capture;
-    let (totals, csv_error, ios, time_use) = pipeline(cfg, csv, |tx, backs, ports| {
+    let finished = pipeline(cfg, csv, |tx, backs, ports| {
         let out = rss::run(shared, cfg, stop, tx.clone(), backs, ports, &mut nic_ts);
         ports.finish(|| shared.port_stats(), &tx);
         out
@@ -255,14 +248,7 @@ pub fn run_rss(
     for seen in &nic_ts {
         capture.note_nic_timestamps(seen);
     }
-    Ok(RunResult {
-        totals,
-        sources: capture.stats(),
-        time_sources: capture.time_sources(),
-        csv_error,
-        ios,
-        time_use,
-    })
+    Ok(finished.with_sources(capture))
 }
 
 /// Polls `capture` into `worker` until the source ends or `stop` is set; `after` runs after
@@ -292,6 +278,27 @@ fn drive<C: Capture>(
 }
 
 type Drove = (Result<()>, IoCountsByPair, [worker::TimeUse; 2]);
+
+/// What the pipeline measured, before the capture's own statistics are added.
+struct Finished {
+    totals: Totals,
+    csv_error: Option<String>,
+    ios: IoCountsByPair,
+    time_use: [worker::TimeUse; 2],
+}
+
+impl Finished {
+    fn with_sources<C: Capture>(self, capture: &mut C) -> RunResult {
+        RunResult {
+            totals: self.totals,
+            sources: capture.stats(),
+            time_sources: capture.time_sources(),
+            csv_error: self.csv_error,
+            ios: self.ios,
+            time_use: self.time_use,
+        }
+    }
+}
 
 /// The CPU worker `id` is pinned to: the CPUs given (EAL's lcores) in turn, else the cores
 /// after the capture thread's.
@@ -328,7 +335,7 @@ fn pipeline(
     cfg: &PipelineConfig,
     mut csv: Option<CsvWriter>,
     drive: impl FnOnce(Sender<ToStats>, Vec<crossbeam_channel::Receiver<Recycled>>, &mut PortReport) -> Drove,
-) -> Result<(Totals, Option<String>, IoCountsByPair, [worker::TimeUse; 2])> {
+) -> Result<Finished> {
     // Bounded so a stalled stats side cannot grow memory without limit; intervals are
     // rare (one message per worker per interval), so the worker never waits in practice.
     let (tx, rx) = crossbeam_channel::bounded::<ToStats>(256);
@@ -406,5 +413,5 @@ fn pipeline(
     let (result, ios, time_use) = drive(tx, backs_rx, &mut ports);
     let (totals, csv_error) = stats.join().map_err(|_| anyhow::anyhow!("the stats thread panicked"))?;
     result?;
-    Ok((totals, csv_error, ios, time_use))
+    Ok(Finished { totals, csv_error, ios, time_use })
 }
