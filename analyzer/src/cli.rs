@@ -38,7 +38,7 @@ pub enum Command {
     Live(LiveArgs),
     /// Analyse pcap / pcapng files offline (no DPDK); several files are merged by timestamp.
     Replay(ReplayArgs),
-    /// Draw SVG plots from the CSV reports of a run (--csv-dir): latency CDFs per segment,
+    /// Draw SVG and PNG plots from the CSV reports of a run (--csv-dir): latency CDFs per segment,
     /// the segment split over time, the busiest flows' throughput.
     Plot(PlotArgs),
 }

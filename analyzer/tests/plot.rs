@@ -64,6 +64,13 @@ fn plots_carry_the_csv_numbers() {
     let svg = |name: &str| {
         let p = out.join(name);
         assert!(listed.contains(p.to_str().unwrap()), "{name} not listed");
+        // And its PNG: the plot's size, and drawn (not one colour).
+        let png = p.with_extension("png");
+        assert!(listed.contains(png.to_str().unwrap()), "{name}'s PNG not listed");
+        let b = std::fs::read(&png).unwrap();
+        assert_eq!(&b[..8], b"\x89PNG\r\n\x1a\n");
+        assert_eq!(&b[12..24], b"IHDR\0\0\x03\x20\0\0\x01\xc2", "800x450");
+        assert!(b.len() > 10_000, "{} bytes", b.len());
         std::fs::read_to_string(p).unwrap()
     };
 

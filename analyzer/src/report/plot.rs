@@ -8,7 +8,8 @@
 //! - `flow_throughput.svg`: the busiest flows' throughput per interval, with the intervals
 //!   that had retransmissions (circles) and CNPs (triangles) marked.
 //!
-//! Every plotted series carries its data (`data-x`, `data-y`), so tests compare the plots
+//! Each plot is written as SVG and as PNG (rendered with resvg; text needs a system font,
+//! DejaVu Sans by preference). Every plotted series carries its data (`data-x`, `data-y`), so tests compare the plots
 //! with the CSV files they came from.
 
 use anyhow::{bail, Context, Result};
@@ -217,7 +218,7 @@ fn frame(
     let mut s = String::new();
     let _ = write!(
         s,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\" font-family=\"sans-serif\" font-size=\"12\">\n\
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\" font-family=\"DejaVu Sans, sans-serif\" font-size=\"12\">\n\
          <rect width=\"{W}\" height=\"{H}\" fill=\"white\"/>\n\
          <text x=\"{}\" y=\"22\" font-size=\"15\" text-anchor=\"middle\">{}</text>\n\
          <rect x=\"{LEFT}\" y=\"{TOP}\" width=\"{pw}\" height=\"{ph}\" fill=\"none\" stroke=\"#444\"/>\n",
@@ -347,10 +348,17 @@ pub fn plot(csv_dir: &Path, out: &Path) -> Result<Vec<std::path::PathBuf>> {
     let flows = read_csv(&flows_path)?;
     std::fs::create_dir_all(out).with_context(|| format!("--out: cannot create {}", out.display()))?;
     let mut written = Vec::new();
+    let mut options = resvg::usvg::Options::default();
+    options.fontdb_mut().load_system_fonts();
+    // Each plot as SVG and, rendered, as PNG (for places that show no SVG).
     let mut save = |name: String, svg: String| -> Result<()> {
-        let p = out.join(name);
-        std::fs::write(&p, svg).with_context(|| format!("--out: cannot write {}", p.display()))?;
+        let p = out.join(&name);
+        std::fs::write(&p, &svg).with_context(|| format!("--out: cannot write {}", p.display()))?;
         written.push(p);
+        let png = out.join(name.replace(".svg", ".png"));
+        std::fs::write(&png, to_png(&svg, &options)?)
+            .with_context(|| format!("--out: cannot write {}", png.display()))?;
+        written.push(png);
         Ok(())
     };
 
@@ -458,6 +466,16 @@ pub fn plot(csv_dir: &Path, out: &Path) -> Result<Vec<std::path::PathBuf>> {
     busiest.truncate(TOP_FLOWS);
     save("flow_throughput.svg".into(), throughput_plot(&busiest, unit.1))?;
     Ok(written)
+}
+
+/// Renders an SVG of ours to PNG at its own size.
+fn to_png(svg: &str, options: &resvg::usvg::Options<'_>) -> Result<Vec<u8>> {
+    let tree = resvg::usvg::Tree::from_str(svg, options).context("rendering a plot")?;
+    let size = tree.size().to_int_size();
+    let mut pixmap =
+        resvg::tiny_skia::Pixmap::new(size.width(), size.height()).context("a plot with no size")?;
+    resvg::render(&tree, resvg::tiny_skia::Transform::default(), &mut pixmap.as_mut());
+    pixmap.encode_png().context("encoding a plot as PNG")
 }
 
 fn stacked_bars(op: &str, xs: &[f64], stacks: &[[f64; 3]], segs: &[&str; 3], unit: &str) -> String {
