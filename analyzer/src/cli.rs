@@ -377,18 +377,6 @@ fn execute(
     let never_wait = live.is_some();
     let worker_cpus = live.unwrap_or_default();
     let stop = stop_flag()?;
-    // The dashboard's thread and the views it draws.
-    let ui = if common.dashboard {
-        let terminal = dashboard::open_terminal()?;
-        let (tx, rx) = crossbeam_channel::bounded::<View>(1);
-        let stop_ui = Arc::clone(&stop);
-        let h = std::thread::Builder::new()
-            .name("roceprobe-ui".into())
-            .spawn(move || dashboard::run_ui(terminal, rx, stop_ui))?;
-        Some((tx, h))
-    } else {
-        None
-    };
     let Outputs { mut sink, csv, prometheus: listener } = out;
     let exporter = match listener {
         Some(l) => {
@@ -401,6 +389,18 @@ fn execute(
             Some(e)
         }
         None => None,
+    };
+    // The dashboard's thread and the views it draws.
+    let ui = if common.dashboard {
+        let terminal = dashboard::open_terminal()?;
+        let (tx, rx) = crossbeam_channel::bounded::<View>(1);
+        let stop_ui = Arc::clone(&stop);
+        let h = std::thread::Builder::new()
+            .name("roceprobe-ui".into())
+            .spawn(move || dashboard::run_ui(terminal, rx, stop_ui))?;
+        Some((tx, h))
+    } else {
+        None
     };
     let cfg = PipelineConfig {
         interval: common.interval,
@@ -430,18 +430,22 @@ fn execute(
         e.publish(s);
     }
     if let Some((tx, h)) = ui {
+        let mut written = Ok(());
         if let Ok((s, first, last)) = &summary {
             // The final view, with rates averaged over the run; it stays until `q`.
             let _ = tx.send(ViewBuilder::over_run(*first).build(s.clone(), *last, true));
             if let Some(SummarySink::File(..)) = &sink {
                 // Written now: nothing waits for the user's `q` but the screen.
                 if let Some(sink) = sink.take() {
-                    sink.write(s)?;
+                    written = sink.write(s);
                 }
             }
         }
         drop(tx);
-        h.join().map_err(|_| anyhow::anyhow!("the dashboard thread panicked"))??;
+        // The terminal is restored before any error is told.
+        let closed = h.join().map_err(|_| anyhow::anyhow!("the dashboard thread panicked"));
+        written?;
+        closed??;
     }
     let (summary, _, _) = summary?;
     let to_stdout = matches!(sink, Some(SummarySink::Stdout));
