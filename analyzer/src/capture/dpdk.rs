@@ -359,9 +359,14 @@ impl Port {
                         *q = ((g * 64 + j) % usize::from(rx_queues)) as u16;
                     }
                 }
-                check(ffi::rte_eth_dev_rss_reta_update(id, reta.as_mut_ptr(), info.reta_size), || {
-                    format!("port {id} ({name}): setting the RSS redirection table")
-                })?;
+                let ret = ffi::rte_eth_dev_rss_reta_update(id, reta.as_mut_ptr(), info.reta_size);
+                if ret != 0 {
+                    // PMDs default to the same table; say so rather than refuse to run.
+                    eprintln!(
+                        "roceprobe: warning: port {id} ({name}) keeps its default RSS redirection table ({})",
+                        strerror(-ret)
+                    );
+                }
             }
             Ok(Self { id, rx_queues, name, timestamps })
         }
