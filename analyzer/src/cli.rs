@@ -108,7 +108,7 @@ pub struct CommonArgs {
     #[arg(long, value_name = "ADDR")]
     pub prometheus: Option<String>,
     /// The `probe` label of every Prometheus series (default: the host name).
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", value_parser = parse_probe_id)]
     pub probe_id: Option<String>,
     /// Most flows exported to Prometheus (those with the most bytes); the rest are counted
     /// in roceprobe_flows_not_exported.
@@ -141,7 +141,7 @@ pub struct LiveArgs {
     /// Bytes of frame data per mbuf, headroom included (default: DPDK's, 2176). Larger
     /// frames are received in chains of mbufs, except by net_pcap with infinite_rx=1, which
     /// needs every frame to fit one (e.g. 9344 for 9 KiB jumbo frames).
-    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    #[arg(long, value_name = "BYTES", default_value_t = 0, value_parser = parse_mbuf_size)]
     pub mbuf_size: u16,
     /// Stop when no frame has arrived for this long (for replaying files through a vdev).
     #[arg(long, value_name = "DUR", value_parser = parse_interval)]
@@ -186,6 +186,22 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err(format!("'{s}' is too long"));
     }
     Ok(Duration::from_secs_f64(secs))
+}
+
+/// 0 (DPDK's default) or room for the headroom and a minimal frame.
+fn parse_mbuf_size(s: &str) -> Result<u16, String> {
+    match s.parse::<u16>() {
+        Ok(n) if n == 0 || n >= 256 => Ok(n),
+        _ => Err(format!("'{s}' is not an mbuf size (0 for the default, or 256 to 65535 bytes)")),
+    }
+}
+
+/// A label value an operator can read: 1 to 128 printable characters.
+fn parse_probe_id(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.chars().count() > 128 || s.chars().any(char::is_control) {
+        return Err(format!("'{}' is not a probe id (1 to 128 printable characters)", s.escape_debug()));
+    }
+    Ok(s.to_owned())
 }
 
 /// Bytes, with an optional K, M or G (powers of 1024); at least 1 KiB.
@@ -247,9 +263,11 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
                 let _ = e.print();
                 return 0;
             }
-            // clap adds tips and usage on further lines; the first names the problem.
+            // clap names the problem in its first paragraph (a missing argument on the lines
+            // after), then adds tips and usage: the first paragraph, on one line.
             let text = e.render().to_string();
-            let first = text.lines().next().unwrap_or("error: bad arguments");
+            let first: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
+            let first = if first.is_empty() { "error: bad arguments".to_owned() } else { first.join(" ") };
             eprintln!("roceprobe: {first} (see roceprobe --help)");
             return 2;
         }
@@ -321,13 +339,6 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Live(a) => {
             let out = Outputs::open(&a.common)?;
-            if a.duration.is_none()
-                && a.idle_exit.is_none()
-                && !std::io::IsTerminal::is_terminal(&std::io::stdin())
-            {
-                // Fine for a service; noted so a script that forgot a stop condition is not a mystery.
-                eprintln!("roceprobe: capturing until SIGINT / SIGTERM");
-            }
             if a.rss && a.common.workers < 2 {
                 bail!("--rss needs --workers 2 or more (one RX queue per worker)");
             }
@@ -345,6 +356,13 @@ fn run(cli: Cli) -> Result<()> {
             )?;
             let ids: Vec<u16> = cap.ports().iter().map(|p| p.id()).collect();
             let vantages = VantageMap::new(&a.common.vantages, SourceKind::Port, &ids)?;
+            if a.duration.is_none()
+                && a.idle_exit.is_none()
+                && !std::io::IsTerminal::is_terminal(&std::io::stdin())
+            {
+                // Fine for a service; noted so a script that forgot a stop condition is not a mystery.
+                eprintln!("roceprobe: capturing until SIGINT / SIGTERM");
+            }
             let cpus = crate::capture::dpdk::eal_worker_cpus();
             let times = cap.expected_time_sources();
             let r = if a.rss {

@@ -4,6 +4,7 @@
 mod common;
 use common::*;
 use roceprobe::capture::pcap::{read_all_frames, Writer};
+use std::path::Path;
 
 /// Asserts a failed run with exactly one line on stderr that contains `needle`, and no
 /// output on stdout.
@@ -113,6 +114,57 @@ fn port_that_does_not_exist() {
     args.extend(eal_args(&[&c]));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     assert_one_line_error(&refs, "port 5 does not exist");
+}
+
+/// Every option with a value, given a bad one: a one-line error that names the option,
+/// before any work (no EAL output, nothing on stdout).
+#[test]
+fn every_option_refuses_bad_values() {
+    let c = capture("rdma_cm.pcap");
+    let c = c.to_str().unwrap();
+    let common: &[(&str, &str)] = &[
+        ("--interval", "0"),
+        ("--interval", "1y"),
+        ("--summary", "/no/such/dir/s.json"),
+        ("--vantage", "disk=file:0"),
+        ("--max-flows", "0"),
+        ("--csv-dir", "/proc/no-such/csv"),
+        ("--csv-rotate-size", "10"),
+        ("--csv-rotate-age", "soon"),
+        ("--flow-idle", "x"),
+        ("--mtu", "1000"),
+        ("--io-timeout", "0"),
+        ("--max-ios", "0"),
+        ("--workers", "129"),
+        ("--prometheus", "not-an-address"),
+        ("--probe-id", ""),
+        ("--prometheus-max-flows", "many"),
+    ];
+    for (opt, bad) in common {
+        let needle =
+            if *opt == "--csv-dir" || *opt == "--summary" { bad.to_string() } else { opt.to_string() };
+        assert_one_line_error(&["replay", opt, bad, c], &needle);
+        let mut live = vec!["live", "--idle-exit", "1s", opt, bad, "--"];
+        let eal = eal_args(&[Path::new(c)]);
+        live.extend(eal.iter().map(String::as_str));
+        assert_one_line_error(&live, &needle);
+    }
+    let live_only: &[(&str, &str)] = &[
+        ("--port", "x"),
+        ("--duration", "0"),
+        ("--idle-exit", "x"),
+        ("--mbufs", "x"),
+        ("--mbuf-size", "10"),
+        ("--mbuf-size", "70000"),
+    ];
+    for (opt, bad) in live_only {
+        let mut live = vec!["live", opt, bad, "--"];
+        let eal = eal_args(&[Path::new(c)]);
+        live.extend(eal.iter().map(String::as_str));
+        assert_one_line_error(&live, opt);
+    }
+    assert_one_line_error(&["plot", "--csv-dir", "/no/such", "--out", "/tmp/x"], "--csv-dir /no/such");
+    assert_one_line_error(&["plot", "--csv-dir", "/no/such"], "--out");
 }
 
 #[test]

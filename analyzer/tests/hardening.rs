@@ -1,0 +1,89 @@
+//! Shutdown mid-run loses nothing; `unsafe` stays in the DPDK capture module.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Every row of a CSV file has the header's fields; returns the rows.
+fn whole_rows(path: &Path) -> Vec<csv::StringRecord> {
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(text.ends_with("\r\n"), "{} ends mid-row", path.display());
+    let mut r = csv::Reader::from_reader(text.as_bytes());
+    let width = r.headers().unwrap().len();
+    let rows: Vec<_> = r.records().map(|rec| rec.unwrap()).collect();
+    assert!(rows.iter().all(|rec| rec.len() == width), "{}", path.display());
+    rows
+}
+
+#[test]
+fn sigterm_mid_capture_writes_every_report_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, summary) = (dir.path().join("csv"), dir.path().join("summary.json"));
+    let pcap = capture("rdma_cm.pcap");
+    let mut args: Vec<String> = ["live", "-q", "--interval", "10ms"].iter().map(|s| s.to_string()).collect();
+    args.extend([
+        "--csv-dir".into(),
+        csv.display().to_string(),
+        "--summary".into(),
+        summary.display().to_string(),
+    ]);
+    args.push("--".into());
+    args.extend(eal_args(&[]));
+    // The file again and again, until told to stop.
+    args.extend(["--vdev".into(), format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display())]);
+    let mut child =
+        Command::new(bin()).args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    // Running: the CSV reports exist once capture has started.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !csv.join("flows.csv").exists() {
+        assert!(Instant::now() < deadline, "the probe did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    let roce = s["roce_packets"].as_u64().unwrap();
+    assert!(roce > 10_000, "only {roce} RoCE packets in 1.5 s");
+    assert_eq!(s["packets"], s["ports"]["0"]["ipackets"], "every received frame analysed");
+    // Every report parses whole, and the flows' rows add up to every tracked packet.
+    let flows = whole_rows(&csv.join("flows.csv"));
+    let packets: u64 = flows.iter().map(|r| r[7].parse::<u64>().unwrap()).sum();
+    assert_eq!(packets + s["untracked_packets"].as_u64().unwrap(), roce);
+    let ports = whole_rows(&csv.join("ports.csv"));
+    let received: u64 = ports.iter().map(|r| r[3].parse::<u64>().unwrap()).sum();
+    assert_eq!(received, s["packets"].as_u64().unwrap());
+    whole_rows(&csv.join("transmissions.csv"));
+    whole_rows(&csv.join("latency.csv"));
+}
+
+#[test]
+fn unsafe_code_lives_only_in_the_dpdk_capture_module() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut stack = vec![src.clone()];
+    let mut found = Vec::new();
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                for (i, line) in std::fs::read_to_string(&p).unwrap().lines().enumerate() {
+                    let code = line.split("//").next().unwrap();
+                    if code.split(|c: char| !c.is_alphanumeric() && c != '_').any(|w| w == "unsafe") {
+                        found.push(format!("{}:{}", p.strip_prefix(&src).unwrap().display(), i + 1));
+                    }
+                }
+            }
+        }
+    }
+    assert!(!found.is_empty(), "the scan finds the capture module's unsafe blocks");
+    let elsewhere: Vec<_> = found.iter().filter(|f| !f.starts_with("capture/dpdk.rs:")).collect();
+    assert!(elsewhere.is_empty(), "unsafe outside capture/dpdk.rs: {elsewhere:?}");
+}
