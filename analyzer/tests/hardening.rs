@@ -87,3 +87,29 @@ fn unsafe_code_lives_only_in_the_dpdk_capture_module() {
     let elsewhere: Vec<_> = found.iter().filter(|f| !f.starts_with("capture/dpdk.rs:")).collect();
     assert!(elsewhere.is_empty(), "unsafe outside capture/dpdk.rs: {elsewhere:?}");
 }
+
+#[test]
+fn latency_samples_beyond_the_series_bound_are_counted() {
+    use roceprobe::capture::pcap::Replay;
+    use roceprobe::report::Summary;
+    use roceprobe::runtime::{self, PipelineConfig};
+    use roceprobe::track::vantage::{Rule, SourceKind};
+    use roceprobe::track::VantageMap;
+    let summary = |max_series: usize| {
+        let mut replay = Replay::open(&[fixtures().join("scenarios/nvme_vlan/nvme_vlan.pcap")]).unwrap();
+        let rules: Vec<Rule> =
+            ["compute=vlan:10", "storage=vlan:20"].iter().map(|r| r.parse().unwrap()).collect();
+        let cfg = PipelineConfig {
+            max_latency_series: max_series,
+            ..PipelineConfig::new(VantageMap::new(&rules, SourceKind::File, &[0]).unwrap())
+        };
+        let r = runtime::run(&mut replay, &cfg, &std::sync::atomic::AtomicBool::new(false), None).unwrap();
+        Summary::build(&r.totals, &r.sources, &r.ios)
+    };
+    let samples = |s: &Summary| s.latency.iter().map(|l| l.count).sum::<u64>();
+    let all = summary(1024);
+    assert_eq!(all.latency_samples_dropped, 0);
+    let bounded = summary(2);
+    assert!(bounded.latency_samples_dropped > 0);
+    assert_eq!(samples(&bounded) + bounded.latency_samples_dropped, samples(&all));
+}

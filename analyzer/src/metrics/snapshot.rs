@@ -51,6 +51,8 @@ pub struct IntervalSnapshot {
     /// side had no room (live capture never waits for reports).
     pub dropped_snapshots: u64,
     pub dropped_batches: u64,
+    /// Latency samples of series beyond the bound on series, in this interval.
+    pub dropped_latency_samples: u64,
     /// Where this worker's packet times came from so far, per vantage (cumulative).
     pub time_use: [crate::runtime::worker::TimeUse; 2],
 }

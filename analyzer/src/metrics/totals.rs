@@ -42,6 +42,7 @@ pub struct Totals {
     /// Snapshots and transmission batches workers dropped because reports fell behind.
     pub dropped_snapshots: u64,
     pub dropped_batches: u64,
+    pub dropped_latency_samples: u64,
     /// Where the packet times came from, per vantage (compute, storage).
     pub time_use: [crate::runtime::worker::TimeUse; 2],
     /// Earliest and latest frame timestamp of the run.
@@ -69,6 +70,7 @@ impl Totals {
         self.intervals += 1;
         self.dropped_snapshots += s.dropped_snapshots;
         self.dropped_batches += s.dropped_batches;
+        self.dropped_latency_samples += s.dropped_latency_samples;
         for (t, u) in self.time_use.iter_mut().zip(s.time_use.iter()) {
             t.merge(u);
         }

@@ -137,6 +137,13 @@ pub fn render(s: &Summary, probe: &str, max_flows: usize) -> String {
         "Snapshots and batches dropped because the reports fell behind.",
     );
     let _ = writeln!(o, "roceprobe_report_drops_total{{{p}}} {}", s.report_drops);
+    family(
+        &mut o,
+        "roceprobe_latency_samples_dropped_total",
+        "counter",
+        "Latency samples beyond the bound on latency series.",
+    );
+    let _ = writeln!(o, "roceprobe_latency_samples_dropped_total{{{p}}} {}", s.latency_samples_dropped);
 
     family(
         &mut o,

@@ -87,6 +87,9 @@ pub struct Summary {
     /// reports fell behind (live capture never waits for them): their counts are missing
     /// from these totals. 0 in a healthy run, and always in replay.
     pub report_drops: u64,
+    /// Latency samples not recorded because their series was beyond the bound on series
+    /// (1,024 per worker).
+    pub latency_samples_dropped: u64,
     pub flows: Vec<FlowSummary>,
     /// Latency per (initiator, target, op, segment) over the run (SPEC §3).
     pub latency: Vec<LatencySummary>,
@@ -174,6 +177,7 @@ impl Summary {
             last_packet: t.last_ts_ns.map(rfc3339_nanos),
             untracked_packets: t.untracked_packets,
             report_drops: t.dropped_snapshots + t.dropped_batches,
+            latency_samples_dropped: t.dropped_latency_samples,
             flows,
             latency,
             ios,

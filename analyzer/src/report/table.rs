@@ -28,6 +28,13 @@ pub fn render(s: &Summary) -> String {
             s.report_drops
         );
     }
+    if s.latency_samples_dropped > 0 {
+        let _ = writeln!(
+            out,
+            "  latency samples not recorded: {} (more than 1,024 latency series per worker)",
+            s.latency_samples_dropped
+        );
+    }
     for (kind, n) in s.decode_errors.iter().filter(|(_, n)| **n > 0) {
         let _ = writeln!(out, "  malformed {kind}: {n}");
     }
@@ -145,6 +152,7 @@ mod tests {
             last_packet: None,
             untracked_packets: 0,
             report_drops: 0,
+            latency_samples_dropped: 0,
             flows: vec![],
             latency: vec![],
             ios: crate::report::summary::IosSummary { counts: Default::default(), by_pair: vec![] },

@@ -404,6 +404,7 @@ impl Worker {
         let mut latency = self.out.buffers.latency.pop().unwrap_or_default();
         self.out.latency.drain(&mut latency);
         let (dropped_snapshots, dropped_batches) = std::mem::take(&mut self.out.dropped);
+        let dropped_latency_samples = std::mem::take(&mut self.out.latency.dropped_samples);
         let untracked = self.flows.untracked_packets - self.untracked_reported;
         self.untracked_reported = self.flows.untracked_packets;
         let seen = self.counters.packets > 0;
@@ -417,6 +418,7 @@ impl Worker {
             untracked_packets: untracked,
             dropped_snapshots,
             dropped_batches,
+            dropped_latency_samples,
             time_use: self.time_use,
             flows,
             latency,
