@@ -442,6 +442,7 @@ fn execute(
     let summary = result.map(|result| {
         let mut summary = Summary::build(&result.totals, &result.sources, &result.ios);
         summary.set_time_sources(&result.time_use, &result.time_sources);
+        summary.csv_output = result.csv;
         (summary, result.totals.first_ts_ns, result.totals.last_ts_ns)
     });
     if let (Some(e), Ok((s, _, _))) = (&exporter, &summary) {

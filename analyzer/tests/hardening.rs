@@ -113,3 +113,45 @@ fn latency_samples_beyond_the_series_bound_are_counted() {
     assert!(bounded.latency_samples_dropped > 0);
     assert_eq!(samples(&bounded) + bounded.latency_samples_dropped, samples(&all));
 }
+
+#[test]
+fn a_csv_folder_removed_mid_run_is_written_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, summary) = (dir.path().join("csv"), dir.path().join("summary.json"));
+    let pcap = capture("rdma_cm.pcap");
+    let mut args: Vec<String> = ["live", "-q", "--interval", "10ms"].iter().map(|s| s.to_string()).collect();
+    args.extend([
+        "--csv-dir".into(),
+        csv.display().to_string(),
+        "--summary".into(),
+        summary.display().to_string(),
+    ]);
+    args.push("--".into());
+    args.extend(eal_args(&[]));
+    args.extend(["--vdev".into(), format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display())]);
+    let mut child =
+        Command::new(bin()).args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !csv.join("flows.csv").exists() {
+        assert!(Instant::now() < deadline, "the probe did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::remove_dir_all(&csv).unwrap();
+    // Back within a few intervals.
+    while !csv.join("flows.csv").exists() {
+        assert!(Instant::now() < deadline, "the reports were not started again");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    assert!(child.wait().unwrap().success());
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    let c = &s["csv_output"];
+    assert!(c["files_recreated"].as_u64().unwrap() >= 2, "{c}");
+    assert_eq!((c["failed_writes"].as_u64(), c["rows_lost"].as_u64()), (Some(0), Some(0)), "{c}");
+    // The new files are whole reports from their header on.
+    assert!(!whole_rows(&csv.join("flows.csv")).is_empty());
+    whole_rows(&csv.join("ports.csv"));
+}

@@ -110,9 +110,31 @@ impl CsvFile {
     }
 
     /// Writes the pending rows, which belong to packet time `ts_ns`, rotating first if due.
-    fn commit(&mut self, ts_ns: u64, rot: &Rotation) -> Result<()> {
+    /// Rows that cannot be written are counted in `health` as lost; the next commit tries
+    /// again (into a new file if this one was removed).
+    fn commit(&mut self, ts_ns: u64, rot: &Rotation, health: &mut CsvHealth) -> Result<()> {
         if self.rows.is_empty() {
             return Ok(());
+        }
+        let written = self.write_rows(ts_ns, rot, health);
+        if written.is_err() {
+            health.failed_writes += 1;
+            health.rows_lost += self.rows.matches("\r\n").count() as u64;
+        }
+        self.rows.clear();
+        written
+    }
+
+    fn write_rows(&mut self, ts_ns: u64, rot: &Rotation, health: &mut CsvHealth) -> Result<()> {
+        let path = self.dir.join(format!("{}.csv", self.stem));
+        if !path.exists() {
+            // Removed (with its folder, perhaps) while open: rows written to the open file
+            // would vanish with it, so start the report again.
+            std::fs::create_dir_all(&self.dir)
+                .with_context(|| format!("cannot create {}", self.dir.display()))?;
+            (self.file, self.bytes) = Self::start(&self.dir, self.stem, &self.header)?;
+            self.first_ns = None;
+            health.files_recreated += 1;
         }
         if let Some(first) = self.first_ns {
             let too_big = rot.max_bytes.is_some_and(|m| self.bytes + self.rows.len() as u64 > m);
@@ -129,7 +151,6 @@ impl CsvFile {
         }
         self.bytes += self.rows.len() as u64;
         self.first_ns.get_or_insert(ts_ns);
-        self.rows.clear();
         Ok(())
     }
 
@@ -171,9 +192,19 @@ pub fn report_files(dir: &Path, stem: &str) -> Result<Vec<PathBuf>> {
     Ok(rotated)
 }
 
+/// How CSV writing went: writes that failed (their rows lost, the run going on) and reports
+/// started again because their file had been removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CsvHealth {
+    pub failed_writes: u64,
+    pub rows_lost: u64,
+    pub files_recreated: u64,
+}
+
 pub struct CsvWriter {
     dir: PathBuf,
     rotation: Rotation,
+    health: CsvHealth,
     flows: CsvFile,
     transmissions: CsvFile,
     latency: CsvFile,
@@ -190,6 +221,7 @@ impl CsvWriter {
         Ok(Self {
             dir: dir.to_owned(),
             rotation,
+            health: CsvHealth::default(),
             flows: CsvFile::create(dir, "flows", format!("{FLOWS_HEADER},{FLOWS_EXTRA}"))?,
             transmissions: CsvFile::create(
                 dir,
@@ -204,6 +236,10 @@ impl CsvWriter {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    pub fn health(&self) -> CsvHealth {
+        self.health
     }
 
     /// One row per flow active in the interval. Fabric loss compares the flow's gaps with
@@ -252,7 +288,7 @@ impl CsvWriter {
             );
             self.flows.rows.push_str(l);
         }
-        self.flows.commit(s.start_ns, &self.rotation)?;
+        let flows = self.flows.commit(s.start_ns, &self.rotation, &mut self.health);
         let mut series: Vec<_> = s.latency.iter().collect();
         series.sort_by_key(|(k, _)| *k);
         for (k, h) in series {
@@ -273,8 +309,8 @@ impl CsvWriter {
             );
             self.latency.rows.push_str(l);
         }
-        self.latency.commit(s.start_ns, &self.rotation)?;
-        Ok(())
+        let latency = self.latency.commit(s.start_ns, &self.rotation, &mut self.health);
+        flows.and(latency)
     }
 
     /// Receive statistics of each source (DPDK port id / input file index) over an interval.
@@ -287,7 +323,7 @@ impl CsvWriter {
                 s.ipackets, s.ibytes, s.imissed, s.ierrors, s.rx_nombuf
             );
         }
-        self.ports.commit(start_ns, &self.rotation)?;
+        self.ports.commit(start_ns, &self.rotation, &mut self.health)?;
         Ok(())
     }
 
@@ -325,7 +361,7 @@ impl CsvWriter {
             self.transmissions.rows.push_str(l);
         }
         if let Some(first) = ts.first() {
-            self.transmissions.commit(first.start_ns, &self.rotation)?;
+            self.transmissions.commit(first.start_ns, &self.rotation, &mut self.health)?;
         }
         Ok(())
     }

@@ -90,6 +90,10 @@ pub struct Summary {
     /// Latency samples not recorded because their series was beyond the bound on series
     /// (1,024 per worker).
     pub latency_samples_dropped: u64,
+    /// With `--csv-dir`: writes that failed (their rows lost) and reports started again
+    /// because their file had been removed.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub csv_output: Option<crate::report::csv::CsvHealth>,
     pub flows: Vec<FlowSummary>,
     /// Latency per (initiator, target, op, segment) over the run (SPEC §3).
     pub latency: Vec<LatencySummary>,
@@ -178,6 +182,7 @@ impl Summary {
             untracked_packets: t.untracked_packets,
             report_drops: t.dropped_snapshots + t.dropped_batches,
             latency_samples_dropped: t.dropped_latency_samples,
+            csv_output: None,
             flows,
             latency,
             ios,

@@ -28,6 +28,13 @@ pub fn render(s: &Summary) -> String {
             s.report_drops
         );
     }
+    if let Some(c) = s.csv_output.filter(|c| c.failed_writes + c.files_recreated > 0) {
+        let _ = writeln!(
+            out,
+            "  CSV: {} failed writes ({} rows lost), {} files started again after being removed",
+            c.failed_writes, c.rows_lost, c.files_recreated
+        );
+    }
     if s.latency_samples_dropped > 0 {
         let _ = writeln!(
             out,
@@ -153,6 +160,7 @@ mod tests {
             untracked_packets: 0,
             report_drops: 0,
             latency_samples_dropped: 0,
+            csv_output: None,
             flows: vec![],
             latency: vec![],
             ios: crate::report::summary::IosSummary { counts: Default::default(), by_pair: vec![] },

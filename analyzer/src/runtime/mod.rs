@@ -10,7 +10,7 @@ pub mod worker;
 use crate::capture::{Capture, Poll, SourceStats};
 use crate::metrics::latency::{IntervalHist, SeriesKey};
 use crate::metrics::{IntervalSnapshot, Totals};
-use crate::report::csv::CsvWriter;
+use crate::report::csv::{CsvHealth, CsvWriter};
 use crate::report::dashboard::{View, ViewBuilder};
 use crate::report::prometheus::Exporter;
 use crate::report::Summary;
@@ -177,8 +177,8 @@ pub struct RunResult {
     pub totals: Totals,
     pub sources: Vec<SourceStats>,
     pub time_sources: Vec<&'static str>,
-    /// Why CSV output stopped, if it failed during the run.
-    pub csv_error: Option<String>,
+    /// How CSV writing went (with `--csv-dir`).
+    pub csv: Option<CsvHealth>,
     /// NVMe I/O outcomes per (initiator, target, op).
     pub ios: IoCountsByPair,
     /// Where the packet times of each vantage (compute, storage) came from.
@@ -282,7 +282,7 @@ type Drove = (Result<()>, IoCountsByPair, [worker::TimeUse; 2]);
 /// What the pipeline measured, before the capture's own statistics are added.
 struct Finished {
     totals: Totals,
-    csv_error: Option<String>,
+    csv: Option<CsvHealth>,
     ios: IoCountsByPair,
     time_use: [worker::TimeUse; 2],
 }
@@ -293,7 +293,7 @@ impl Finished {
             totals: self.totals,
             sources: capture.stats(),
             time_sources: capture.time_sources(),
-            csv_error: self.csv_error,
+            csv: self.csv,
             ios: self.ios,
             time_use: self.time_use,
         }
@@ -350,7 +350,9 @@ fn pipeline(
     let source_times = cfg.source_times.clone();
     let stats = std::thread::Builder::new().name("roceprobe-stats".into()).spawn(move || {
         let mut totals = Totals::default();
-        let mut csv_error = None;
+        // Whether CSV writing is failing now (told once per failure, and once when it works
+        // again).
+        let mut csv_failing = false;
         // Receive statistics so far, per source, and the dashboard's rates.
         let mut received: Vec<SourceStats> = Vec::new();
         let mut views = ViewBuilder::default();
@@ -373,13 +375,22 @@ fn pipeline(
                     csv.as_mut().map(|w| w.write_ports(*start_ns, *end_ns, sources))
                 }
             };
-            if let Some(Err(e)) = written {
-                // Measuring goes on; the summary still gets everything.
-                let dir = csv.take().map(|w| w.dir().display().to_string()).unwrap_or_default();
-                eprintln!(
-                    "roceprobe: warning: writing CSV reports in {dir} failed ({e:#}); CSV output stopped"
-                );
-                csv_error = Some(e);
+            let dir = || csv.as_ref().map(|w| w.dir().display().to_string()).unwrap_or_default();
+            match written {
+                Some(Err(e)) if !csv_failing => {
+                    // Measuring goes on; the summary still gets everything, and writing is
+                    // tried again with the next rows.
+                    eprintln!(
+                        "roceprobe: warning: writing CSV reports in {} failed ({e:#}); the rows are counted as lost and writing is retried",
+                        dir()
+                    );
+                    csv_failing = true;
+                }
+                Some(Ok(())) if csv_failing => {
+                    eprintln!("roceprobe: CSV reports in {} are written again", dir());
+                    csv_failing = false;
+                }
+                _ => {}
             }
             match &msg {
                 // The dashboard's view and the Prometheus page, once per interval (when the
@@ -406,12 +417,12 @@ fn pipeline(
                 let _ = back.try_send(r);
             }
         }
-        (totals, csv_error.map(|e| format!("{e:#}")))
+        (totals, csv.map(|w| w.health()))
     })?;
 
     let mut ports = PortReport::new(cfg.interval);
     let (result, ios, time_use) = drive(tx, backs_rx, &mut ports);
-    let (totals, csv_error) = stats.join().map_err(|_| anyhow::anyhow!("the stats thread panicked"))?;
+    let (totals, csv) = stats.join().map_err(|_| anyhow::anyhow!("the stats thread panicked"))?;
     result?;
-    Ok(Finished { totals, csv_error, ios, time_use })
+    Ok(Finished { totals, csv, ios, time_use })
 }
