@@ -185,3 +185,41 @@ fn plot_without_csv_reports_is_a_one_line_error() {
     assert_eq!(err.lines().count(), 1);
     assert!(err.contains("no latency.csv and flows.csv"), "{err}");
 }
+
+#[test]
+fn hostile_csv_files_are_one_line_errors_not_panics() {
+    let lat = "interval_start,interval_end,initiator_ip,target_ip,op,segment,count,min_us,mean_us,p50_us,p90_us,p99_us,p999_us,max_us\r\n";
+    let flows = "interval_start,interval_end,vantage,src_ip,dst_ip,dst_qpn,transport,packets,bytes,payload_bytes,retx_packets,retx_bytes,gap_psns,nak_seq,nak_rnr,nak_other,cnp,ecn_ce,throughput_gbps\r\n";
+    let t = "2026-11-29T08:00:00.000000000Z";
+    for (l, f, needle) in [
+        (
+            format!("{lat}{t},{t},a,b,op,seg,x,1,1,1,1,1,1,1\r\n"),
+            flows.to_owned(),
+            "count 'x' is not a number",
+        ),
+        (lat.to_owned(), format!("{flows}{t},{t},,a,b,1,RC,1,1,1,0,0,0,0,0,0,0,0,1\r\n"), ""),
+        (
+            lat.to_owned(),
+            format!("{flows}2026-11-29T08:00:00.00000000éZ,{t},c,a,b,1,RC,1,1,1,0,0,0,0,0,0,0,0,1\r\n"),
+            "not an RFC 3339 time",
+        ),
+        (lat.to_owned(), "just,one\r\n\"unterminated\r\n".to_owned(), ""),
+        ("\u{0}\u{1}garbage".to_owned(), flows.to_owned(), ""),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("latency.csv"), &l).unwrap();
+        std::fs::write(dir.path().join("flows.csv"), &f).unwrap();
+        let out = dir.path().join("out");
+        let o = run(&["plot", "--csv-dir", dir.path().to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        // Either plotted, or refused in one line; never a panic.
+        assert!(!err.contains("panicked"), "{err}");
+        if !o.status.success() {
+            assert_eq!(o.status.code(), Some(1), "{err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(err.contains(needle), "{err}");
+        } else {
+            assert!(needle.is_empty(), "plotted what should be refused ({needle})");
+        }
+    }
+}

@@ -333,7 +333,13 @@ fn draw_flows(f: &mut Frame<'_>, area: Rect, v: &View, sort: SortBy) {
     }
     let rows = flows.iter().take(usize::from(area.height.saturating_sub(3))).map(|fl| {
         Row::new([
-            format!("{} {}>{} {}", &fl.vantage[..1], fl.src_ip, fl.dst_ip, fl.dst_qpn),
+            format!(
+                "{} {}>{} {}",
+                fl.vantage.chars().next().unwrap_or('?'),
+                fl.src_ip,
+                fl.dst_ip,
+                fl.dst_qpn
+            ),
             format!("{:.3}", gbps(fl)),
             format!("{:.2}", retx_rate(fl) * 100.0),
             n(fl.counts.gap_psns),

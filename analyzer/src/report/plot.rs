@@ -32,7 +32,7 @@ const COLORS: [&str; 8] =
 /// (`2026-11-29T08:00:00.000414565Z`).
 pub fn parse_rfc3339(s: &str) -> Option<u64> {
     let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || !s.ends_with('Z') {
+    if !s.is_ascii() || b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || !s.ends_with('Z') {
         return None;
     }
     let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
@@ -431,7 +431,7 @@ pub fn plot(csv_dir: &Path, out: &Path) -> Result<Vec<std::path::PathBuf>> {
         let p = &flows_path;
         let name = format!(
             "{} {}>{} qp {}",
-            &field(row, "vantage", p)?[..1],
+            field(row, "vantage", p)?.chars().next().unwrap_or('?'),
             field(row, "src_ip", p)?,
             field(row, "dst_ip", p)?,
             field(row, "dst_qpn", p)?
@@ -573,6 +573,7 @@ mod tests {
         assert_eq!(parse_rfc3339("1970-01-02T00:00:01Z"), Some(86_401_000_000_000));
         for bad in [
             "",
+            "2026-11-29T08:00:00.00000000éZ",
             "2026-13-01T00:00:00Z",
             "2026-11-29 08:00:00Z",
             "2026-11-29T08:00:00.Z",
