@@ -155,3 +155,53 @@ fn a_csv_folder_removed_mid_run_is_written_again() {
     assert!(!whole_rows(&csv.join("flows.csv")).is_empty());
     whole_rows(&csv.join("ports.csv"));
 }
+
+/// A tmpfs of `size`, unmounted when dropped (the test runs as root, as CI does).
+struct Tmpfs(std::path::PathBuf);
+impl Tmpfs {
+    fn mount(at: &Path, size: &str) -> Self {
+        std::fs::create_dir_all(at).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .status();
+        assert!(ok.is_ok_and(|s| s.success()), "mounting a tmpfs needs root (CI runs as root)");
+        Self(at.to_owned())
+    }
+}
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_disk_is_told_once_counted_and_leaves_whole_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = Tmpfs::mount(&dir.path().join("small"), "64k");
+    let (csv, summary) = (small.0.join("csv"), dir.path().join("summary.json"));
+    let pcap = capture("rdma_cm.pcap");
+    let mut args: Vec<String> =
+        ["live", "-q", "--interval", "10ms", "--duration", "1500ms"].iter().map(|s| s.to_string()).collect();
+    args.extend([
+        "--csv-dir".into(),
+        csv.display().to_string(),
+        "--summary".into(),
+        summary.display().to_string(),
+    ]);
+    args.push("--".into());
+    args.extend(eal_args(&[]));
+    args.extend(["--vdev".into(), format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display())]);
+    let o = Command::new(bin()).args(&args).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(err.matches("writing CSV reports").count(), 1, "{err}");
+    assert!(err.contains("No space left on device"), "{err}");
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    let c = &s["csv_output"];
+    assert!(c["failed_writes"].as_u64().unwrap() > 0 && c["rows_lost"].as_u64().unwrap() > 0, "{c}");
+    assert!(s["roce_packets"].as_u64().unwrap() > 10_000, "capture went on");
+    for report in ["flows", "latency", "ports", "transmissions"] {
+        whole_rows(&csv.join(format!("{report}.csv")));
+    }
+}

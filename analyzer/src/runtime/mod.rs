@@ -350,9 +350,8 @@ fn pipeline(
     let source_times = cfg.source_times.clone();
     let stats = std::thread::Builder::new().name("roceprobe-stats".into()).spawn(move || {
         let mut totals = Totals::default();
-        // Whether CSV writing is failing now (told once per failure, and once when it works
-        // again).
-        let mut csv_failing = false;
+        // Whether a CSV write has failed (told once per run; every failure is counted).
+        let mut csv_failed = false;
         // Receive statistics so far, per source, and the dashboard's rates.
         let mut received: Vec<SourceStats> = Vec::new();
         let mut views = ViewBuilder::default();
@@ -375,22 +374,16 @@ fn pipeline(
                     csv.as_mut().map(|w| w.write_ports(*start_ns, *end_ns, sources))
                 }
             };
-            let dir = || csv.as_ref().map(|w| w.dir().display().to_string()).unwrap_or_default();
-            match written {
-                Some(Err(e)) if !csv_failing => {
+            if let Some(Err(e)) = written {
+                if !csv_failed {
                     // Measuring goes on; the summary still gets everything, and writing is
                     // tried again with the next rows.
+                    let dir = csv.as_ref().map(|w| w.dir().display().to_string()).unwrap_or_default();
                     eprintln!(
-                        "roceprobe: warning: writing CSV reports in {} failed ({e:#}); the rows are counted as lost and writing is retried",
-                        dir()
+                        "roceprobe: warning: writing CSV reports in {dir} failed ({e:#}); lost rows are counted (summary csv_output) and writing is retried"
                     );
-                    csv_failing = true;
+                    csv_failed = true;
                 }
-                Some(Ok(())) if csv_failing => {
-                    eprintln!("roceprobe: CSV reports in {} are written again", dir());
-                    csv_failing = false;
-                }
-                _ => {}
             }
             match &msg {
                 // The dashboard's view and the Prometheus page, once per interval (when the
