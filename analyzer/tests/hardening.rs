@@ -18,30 +18,39 @@ fn whole_rows(path: &Path) -> Vec<csv::StringRecord> {
     rows
 }
 
+/// `roceprobe live` replaying a real capture endlessly through net_pcap, with the CSV reports
+/// in `csv` and the summary in `summary`.
+fn live_args(csv: &Path, summary: &Path, extra: &[&str]) -> Vec<String> {
+    let pcap = capture("rdma_cm.pcap");
+    let mut args: Vec<String> = ["live", "-q", "--interval", "10ms"].iter().map(|s| s.to_string()).collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let outputs =
+        ["--csv-dir".into(), csv.display().to_string(), "--summary".into(), summary.display().to_string()];
+    args.extend(outputs);
+    args.push("--".into());
+    args.extend(eal_args(&[]));
+    args.extend(["--vdev".into(), format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display())]);
+    args
+}
+
+/// Waits (a minute at most) until `path` exists.
+fn wait_for(path: &Path, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn sigterm_mid_capture_writes_every_report_whole() {
     let dir = tempfile::tempdir().unwrap();
     let (csv, summary) = (dir.path().join("csv"), dir.path().join("summary.json"));
-    let pcap = capture("rdma_cm.pcap");
-    let mut args: Vec<String> = ["live", "-q", "--interval", "10ms"].iter().map(|s| s.to_string()).collect();
-    args.extend([
-        "--csv-dir".into(),
-        csv.display().to_string(),
-        "--summary".into(),
-        summary.display().to_string(),
-    ]);
-    args.push("--".into());
-    args.extend(eal_args(&[]));
-    // The file again and again, until told to stop.
-    args.extend(["--vdev".into(), format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display())]);
+    let args = live_args(&csv, &summary, &[]);
     let mut child =
         Command::new(bin()).args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     // Running: the CSV reports exist once capture has started.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !csv.join("flows.csv").exists() {
-        assert!(Instant::now() < deadline, "the probe did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(&csv.join("flows.csv"), "the probe did not start");
     std::thread::sleep(Duration::from_millis(1500));
     // SAFETY: signalling our own child.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
@@ -118,31 +127,14 @@ fn latency_samples_beyond_the_series_bound_are_counted() {
 fn a_csv_folder_removed_mid_run_is_written_again() {
     let dir = tempfile::tempdir().unwrap();
     let (csv, summary) = (dir.path().join("csv"), dir.path().join("summary.json"));
-    let pcap = capture("rdma_cm.pcap");
-    let mut args: Vec<String> = ["live", "-q", "--interval", "10ms"].iter().map(|s| s.to_string()).collect();
-    args.extend([
-        "--csv-dir".into(),
-        csv.display().to_string(),
-        "--summary".into(),
-        summary.display().to_string(),
-    ]);
-    args.push("--".into());
-    args.extend(eal_args(&[]));
-    args.extend(["--vdev".into(), format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display())]);
+    let args = live_args(&csv, &summary, &[]);
     let mut child =
         Command::new(bin()).args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !csv.join("flows.csv").exists() {
-        assert!(Instant::now() < deadline, "the probe did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(&csv.join("flows.csv"), "the probe did not start");
     std::thread::sleep(Duration::from_millis(300));
     std::fs::remove_dir_all(&csv).unwrap();
     // Back within a few intervals.
-    while !csv.join("flows.csv").exists() {
-        assert!(Instant::now() < deadline, "the reports were not started again");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(&csv.join("flows.csv"), "the reports were not started again");
     std::thread::sleep(Duration::from_millis(300));
     // SAFETY: signalling our own child.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
@@ -180,18 +172,7 @@ fn a_full_disk_is_told_once_counted_and_leaves_whole_rows() {
     let dir = tempfile::tempdir().unwrap();
     let small = Tmpfs::mount(&dir.path().join("small"), "64k");
     let (csv, summary) = (small.0.join("csv"), dir.path().join("summary.json"));
-    let pcap = capture("rdma_cm.pcap");
-    let mut args: Vec<String> =
-        ["live", "-q", "--interval", "10ms", "--duration", "1500ms"].iter().map(|s| s.to_string()).collect();
-    args.extend([
-        "--csv-dir".into(),
-        csv.display().to_string(),
-        "--summary".into(),
-        summary.display().to_string(),
-    ]);
-    args.push("--".into());
-    args.extend(eal_args(&[]));
-    args.extend(["--vdev".into(), format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display())]);
+    let args = live_args(&csv, &summary, &["--duration", "1500ms"]);
     let o = Command::new(bin()).args(&args).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
