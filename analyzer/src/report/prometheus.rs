@@ -274,6 +274,22 @@ mod tests {
     }
 
     #[test]
+    fn a_client_that_hangs_does_not_stop_the_next_scrape() {
+        let listener = bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let page = Page::default();
+        page.set("up 1\n".into());
+        serve(listener, page).unwrap();
+        // Connects and never sends a request, nor reads.
+        let _hanging = TcpStream::connect(addr).unwrap();
+        let mut c = TcpStream::connect(addr).unwrap();
+        write!(c, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut r = String::new();
+        c.read_to_string(&mut r).unwrap();
+        assert!(r.starts_with("HTTP/1.1 200 OK") && r.ends_with("up 1\n"), "{r}");
+    }
+
+    #[test]
     fn a_taken_address_is_an_error_that_names_it() {
         let first = bind("127.0.0.1:0").unwrap();
         let addr = first.local_addr().unwrap().to_string();
