@@ -96,6 +96,10 @@ pub struct CommonArgs {
     /// overflowed.
     #[arg(long, value_name = "N", default_value_t = crate::track::io::DEFAULT_MAX_IOS, value_parser = parse_max_flows)]
     pub max_ios: usize,
+    /// Most latency series, (initiator, target, op, segment), per worker and interval
+    /// (~135 KiB each); samples of further series are counted in latency_samples_dropped.
+    #[arg(long, value_name = "N", default_value_t = runtime::DEFAULT_MAX_LATENCY_SERIES, value_parser = parse_max_flows)]
+    pub max_latency_series: usize,
     /// Analysis threads. 1: on the capture thread. More: the capture thread dispatches each
     /// frame by its inner IP pair to one of N workers pinned to cores (software dispatch).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = parse_workers)]
@@ -429,13 +433,13 @@ fn execute(
         mtu: common.mtu,
         io_timeout: common.io_timeout,
         max_ios: common.max_ios,
+        max_latency_series: common.max_latency_series,
         workers: common.workers,
         worker_cpus,
         never_wait,
         dashboard: ui.as_ref().map(|(tx, _)| tx.clone()),
         prometheus: exporter.clone(),
         source_times,
-        ..PipelineConfig::new(VantageMap::default())
     };
     let result = run(&cfg, &stop, csv);
     drop(cfg);

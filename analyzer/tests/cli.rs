@@ -135,6 +135,7 @@ fn every_option_refuses_bad_values() {
         ("--mtu", "1000"),
         ("--io-timeout", "0"),
         ("--max-ios", "0"),
+        ("--max-latency-series", "0"),
         ("--workers", "129"),
         ("--prometheus", "not-an-address"),
         ("--probe-id", ""),

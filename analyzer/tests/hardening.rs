@@ -117,6 +117,11 @@ fn latency_samples_beyond_the_series_bound_are_counted() {
     };
     let samples = |s: &Summary| s.latency.iter().map(|l| l.count).sum::<u64>();
     let all = summary(1024);
+    // The option reaches the workers: the binary, bounded the same way, drops as many.
+    let pcap = fixtures().join("scenarios/nvme_vlan/nvme_vlan.pcap");
+    let vantages = ["--vantage", "compute=vlan:10", "--vantage", "storage=vlan:20"];
+    let cli = replay_summary(&[&pcap], &[&vantages[..], &["--max-latency-series", "2"]].concat());
+    assert_eq!(cli["latency_samples_dropped"], summary(2).latency_samples_dropped);
     assert_eq!(all.latency_samples_dropped, 0);
     let bounded = summary(2);
     assert!(bounded.latency_samples_dropped > 0);

@@ -87,8 +87,7 @@ pub struct Summary {
     /// reports fell behind (live capture never waits for them): their counts are missing
     /// from these totals. 0 in a healthy run, and always in replay.
     pub report_drops: u64,
-    /// Latency samples not recorded because their series was beyond the bound on series
-    /// (1,024 per worker).
+    /// Latency samples not recorded because their series was beyond `--max-latency-series`.
     pub latency_samples_dropped: u64,
     /// With `--csv-dir`: writes that failed (their rows lost) and reports started again
     /// because their file had been removed.

@@ -38,7 +38,7 @@ pub fn render(s: &Summary) -> String {
     if s.latency_samples_dropped > 0 {
         let _ = writeln!(
             out,
-            "  latency samples not recorded: {} (more than 1,024 latency series per worker)",
+            "  latency samples not recorded: {} (series beyond --max-latency-series)",
             s.latency_samples_dropped
         );
     }
