@@ -123,3 +123,18 @@ fn two_files_are_two_vantages() {
     let live = live_summary(&[&a, &a], &["--vantage", "storage=port:1"]);
     assert_eq!(live["flows"], both["flows"]);
 }
+
+#[test]
+fn every_real_roce_frame_carries_a_good_icrc() {
+    use roceprobe::wire::{decode_frame, icrc, Decoded};
+    let mut checked = 0;
+    for name in REAL_CAPTURES {
+        for f in roceprobe::capture::pcap::read_all_frames(&capture(name)).unwrap() {
+            if let Decoded::Roce(p) = decode_frame(&f) {
+                assert_eq!(icrc::check(&p.icrc), Some(true), "{name}");
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 236, "the RoCE frames tshark counts in the ten captures");
+}

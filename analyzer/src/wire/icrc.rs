@@ -92,31 +92,6 @@ mod tests {
     }
 
     #[test]
-    fn every_real_roce_frame_checks_out() {
-        let mut checked = 0;
-        for name in [
-            "pingpong_rc.pcap",
-            "pingpong_uc.pcap",
-            "pingpong_ud.pcap",
-            "rdma_atomic_bw.pcap",
-            "rdma_cm.pcap",
-            "rdma_read_bw.pcap",
-            "rdma_read_lat.pcap",
-            "rdma_send_bw.pcap",
-            "rdma_write_bw.pcap",
-            "rdma_write_lat.pcap",
-        ] {
-            for f in crate::capture::pcap::read_all_frames(&crate::test_capture(name)).unwrap() {
-                if let Decoded::Roce(p) = decode_frame(&f) {
-                    assert_eq!(check(&p.icrc), Some(true), "{name}");
-                    checked += 1;
-                }
-            }
-        }
-        assert_eq!(checked, 236, "the RoCE frames tshark counts in the ten captures");
-    }
-
-    #[test]
     fn known_answer_from_real_ud_send() {
         // tshark, pingpong_ud.pcap frame 12: infiniband.invariant.crc 0x8bbc41bd. tshark shows
         // the four wire bytes read big-endian (8b bc 41 bd); the CRC is stored LSB first.
