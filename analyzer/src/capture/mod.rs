@@ -55,6 +55,17 @@ impl SourceStats {
         self.ierrors += o.ierrors;
         self.rx_nombuf += o.rx_nombuf;
     }
+
+    /// What was counted since `base` (a counter that went back, a reset port, gives 0).
+    pub fn since(&self, base: &SourceStats) -> SourceStats {
+        SourceStats {
+            ipackets: self.ipackets.saturating_sub(base.ipackets),
+            ibytes: self.ibytes.saturating_sub(base.ibytes),
+            imissed: self.imissed.saturating_sub(base.imissed),
+            ierrors: self.ierrors.saturating_sub(base.ierrors),
+            rx_nombuf: self.rx_nombuf.saturating_sub(base.rx_nombuf),
+        }
+    }
 }
 
 /// A packet source. `poll` hands up to [`BURST`] frames to `f`, in order.

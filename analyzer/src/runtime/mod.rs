@@ -137,16 +137,7 @@ impl PortReport {
         let sources = now
             .iter()
             .enumerate()
-            .map(|(i, s)| {
-                let b = self.last.get(i).copied().unwrap_or_default();
-                SourceStats {
-                    ipackets: s.ipackets - b.ipackets.min(s.ipackets),
-                    ibytes: s.ibytes - b.ibytes.min(s.ibytes),
-                    imissed: s.imissed - b.imissed.min(s.imissed),
-                    ierrors: s.ierrors - b.ierrors.min(s.ierrors),
-                    rx_nombuf: s.rx_nombuf - b.rx_nombuf.min(s.rx_nombuf),
-                }
-            })
+            .map(|(i, s)| s.since(&self.last.get(i).copied().unwrap_or_default()))
             .collect();
         self.last = now;
         let _ = tx.send(ToStats::Ports { start_ns, end_ns, sources });
