@@ -69,7 +69,7 @@ pub struct CommonArgs {
     #[arg(long = "vantage", value_name = "NAME=SELECTOR", value_parser = parse_rule)]
     pub vantages: Vec<Rule>,
     /// Most flows tracked at once; packets of further flows are counted as untracked.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_FLOWS, value_parser = parse_max_flows)]
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_FLOWS, value_parser = parse_table_bound)]
     pub max_flows: usize,
     /// Write flows.csv, latency.csv, ports.csv and transmissions.csv here, every interval
     /// (the directory is created if needed; files of an earlier run are replaced).
@@ -94,12 +94,26 @@ pub struct CommonArgs {
     pub io_timeout: Duration,
     /// Most NVMe I/Os awaiting their completion at once; further commands are counted as
     /// overflowed.
-    #[arg(long, value_name = "N", default_value_t = crate::track::io::DEFAULT_MAX_IOS, value_parser = parse_max_flows)]
+    #[arg(long, value_name = "N", default_value_t = crate::track::io::DEFAULT_MAX_IOS, value_parser = parse_table_bound)]
     pub max_ios: usize,
     /// Most latency series, (initiator, target, op, segment), per worker and interval
     /// (~135 KiB each); samples of further series are counted in latency_samples_dropped.
-    #[arg(long, value_name = "N", default_value_t = runtime::DEFAULT_MAX_LATENCY_SERIES, value_parser = parse_max_flows)]
+    /// Also bounds the (initiator, target, op) keys of the I/O counts (further pairs are
+    /// counted under 0.0.0.0).
+    #[arg(long, value_name = "N", default_value_t = runtime::DEFAULT_MAX_LATENCY_SERIES, value_parser = parse_table_bound)]
     pub max_latency_series: usize,
+    /// Most NVMe commands awaiting their completion per worker; beyond it the oldest is
+    /// forgotten (summary: forgotten.nvme_commands).
+    #[arg(long, value_name = "N", default_value_t = crate::track::nvme::DEFAULT_MAX_PENDING, value_parser = parse_table_bound)]
+    pub max_pending_commands: usize,
+    /// Most CM ConnectRequests awaiting their reply per worker; beyond it the oldest is
+    /// forgotten (summary: forgotten.cm_requests).
+    #[arg(long, value_name = "N", default_value_t = runtime::worker::DEFAULT_MAX_CM_REQUESTS, value_parser = parse_table_bound)]
+    pub max_cm_requests: usize,
+    /// Most flows announced by CM (two per connection) awaiting their first packet per
+    /// worker; beyond it the oldest is forgotten (summary: forgotten.announced_flows).
+    #[arg(long, value_name = "N", default_value_t = crate::track::flow::DEFAULT_MAX_ANNOUNCED, value_parser = parse_table_bound)]
+    pub max_announced_flows: usize,
     /// Analysis threads. 1: on the capture thread. More: the capture thread dispatches each
     /// frame by its inner IP pair to one of N workers pinned to cores (software dispatch).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = parse_workers)]
@@ -249,7 +263,7 @@ fn parse_rule(s: &str) -> Result<Rule, String> {
     s.parse()
 }
 
-fn parse_max_flows(s: &str) -> Result<usize, String> {
+fn parse_table_bound(s: &str) -> Result<usize, String> {
     let n: usize = s.parse().map_err(|_| format!("'{s}' is not a whole number"))?;
     if n == 0 || n > 1 << 26 {
         return Err(format!("{n} is out of range 1-{}", 1usize << 26));
@@ -434,6 +448,9 @@ fn execute(
         io_timeout: common.io_timeout,
         max_ios: common.max_ios,
         max_latency_series: common.max_latency_series,
+        max_pending_commands: common.max_pending_commands,
+        max_cm_requests: common.max_cm_requests,
+        max_announced_flows: common.max_announced_flows,
         workers: common.workers,
         worker_cpus,
         never_wait,

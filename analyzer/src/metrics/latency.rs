@@ -1,8 +1,9 @@
 //! Latency series: one HDR histogram (nanoseconds, 3 significant digits) per (initiator,
-//! target, op, segment). The worker records into its own; at every interval it swaps the
-//! ones with samples for cleared spares and hands them over; the stats side merges them
-//! into whole-run totals and hands them back cleared, so recording never allocates in a
-//! steady state (a new series takes a spare, or allocates once).
+//! target, op, segment). The worker records into its own; at every interval it copies the
+//! non-empty buckets of the ones with samples into a [`LatencyBatch`] and clears them; the
+//! stats side merges the batch into whole-run totals and hands it back emptied, so
+//! recording never allocates in a steady state (a new series takes a spare, or allocates
+//! once) and a series costs one dense histogram on the worker, not two.
 
 use hdrhistogram::Histogram;
 use std::collections::HashMap;
@@ -11,7 +12,8 @@ use std::net::IpAddr;
 
 /// Histogram of one interval (counts per bucket fit 32 bits).
 pub type IntervalHist = Histogram<u32>;
-/// Whole-run histogram.
+/// Whole-run histogram (stats side): it grows to the largest value recorded, so a series
+/// whose samples stay under a millisecond holds a third of the full range's buckets.
 pub type TotalHist = Histogram<u64>;
 
 /// Recorded range: 1 ns to 1 hour; longer values are clamped to an hour.
@@ -23,7 +25,60 @@ pub fn interval_hist() -> IntervalHist {
 }
 
 pub fn total_hist() -> TotalHist {
-    Histogram::new_with_bounds(1, MAX_NS, SIGFIG).expect("valid histogram bounds")
+    let mut h = Histogram::new_with_bounds(1, 2, SIGFIG).expect("valid histogram bounds");
+    h.auto(true);
+    h
+}
+
+/// Interval histograms as their non-empty buckets (value, count), every series in one
+/// buffer: reused from interval to interval, it stops growing once it has held the largest
+/// interval.
+#[derive(Debug, Clone, Default)]
+pub struct LatencyBatch {
+    series: Vec<(SeriesKey, usize, usize)>,
+    buckets: Vec<(u64, u64)>,
+}
+
+impl LatencyBatch {
+    /// Appends the non-empty buckets of `h` as series `key`.
+    pub fn push(&mut self, key: SeriesKey, h: &IntervalHist) {
+        let start = self.buckets.len();
+        self.buckets
+            .extend(h.iter_recorded().map(|v| (v.value_iterated_to(), u64::from(v.count_at_value()))));
+        self.series.push((key, start, self.buckets.len()));
+    }
+
+    /// Each series with its buckets (value, count), in the order pushed or sorted.
+    pub fn iter(&self) -> impl Iterator<Item = (SeriesKey, &[(u64, u64)])> + '_ {
+        self.series.iter().map(|&(k, a, b)| (k, &self.buckets[a..b]))
+    }
+
+    pub fn sort(&mut self) {
+        self.series.sort_unstable_by_key(|s| s.0);
+    }
+
+    pub fn len(&self) -> usize {
+        self.series.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.series.is_empty()
+    }
+
+    pub fn clear(&mut self) {
+        self.series.clear();
+        self.buckets.clear();
+    }
+}
+
+/// Statistics of one series' buckets, rebuilt in `scratch` (which ends cleared).
+pub fn bucket_stats(scratch: &mut IntervalHist, buckets: &[(u64, u64)]) -> Stats {
+    for &(v, n) in buckets {
+        scratch.saturating_record_n(v, n.min(u64::from(u32::MAX)) as u32);
+    }
+    let s = stats(scratch);
+    scratch.reset();
+    s
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -92,11 +147,10 @@ pub struct LatencyRecorder {
 }
 
 impl LatencyRecorder {
-    /// Room for `max_series` series; `spares` histograms are allocated now, and the pool
-    /// keeps every one handed back, up to one per series (so a steady state allocates none).
+    /// Room for `max_series` series; `spares` histograms for new series are allocated now
+    /// (series beyond them allocate theirs when they first record).
     pub fn new(max_series: usize, spares: usize) -> Self {
-        let mut pool = Vec::with_capacity(max_series.max(spares));
-        pool.extend((0..spares).map(|_| interval_hist()));
+        let pool = (0..spares.min(max_series)).map(|_| interval_hist()).collect();
         Self {
             series: HashMap::with_capacity_and_hasher(max_series, ahash::RandomState::new()),
             max_series,
@@ -121,24 +175,14 @@ impl LatencyRecorder {
         self.series.insert(key, h);
     }
 
-    /// Hands over every series with samples, replacing each with a cleared spare.
-    pub fn drain(&mut self, out: &mut Vec<(SeriesKey, IntervalHist)>) {
+    /// Hands over every series with samples and clears it.
+    pub fn drain(&mut self, out: &mut LatencyBatch) {
         for (k, h) in self.series.iter_mut() {
             if h.is_empty() {
                 continue;
             }
-            let fresh = self.spares.pop().unwrap_or_else(interval_hist);
-            out.push((*k, std::mem::replace(h, fresh)));
-        }
-    }
-
-    /// Takes back histograms the stats side is done with.
-    pub fn give_back(&mut self, v: &mut Vec<(SeriesKey, IntervalHist)>) {
-        for (_, mut h) in v.drain(..) {
-            if self.spares.len() < self.spares.capacity() {
-                h.reset();
-                self.spares.push(h);
-            }
+            out.push(*k, h);
+            h.reset();
         }
     }
 }
@@ -192,19 +236,39 @@ mod tests {
         r.record(key(Segment::Storage), 50_000);
         r.record(key(Segment::Network), 1); // a third series: beyond the bound
         assert_eq!(r.dropped_samples, 1);
-        let mut out = Vec::new();
+        let mut out = LatencyBatch::default();
         r.drain(&mut out);
-        out.sort_by_key(|(k, _)| *k);
-        let s = stats(&out[0].1);
+        out.sort();
+        let mut scratch = interval_hist();
+        let s = bucket_stats(&mut scratch, out.iter().next().unwrap().1);
+        assert!(scratch.is_empty());
         // Values come back as their bucket's bounds: within 0.1 % (3 significant digits).
         assert_eq!(s.count, 3);
         assert!((s.min_us - 1.0).abs() <= 1e-3 && (s.max_us - 3.0).abs() <= 3e-3, "{s:?}");
         assert!((s.p50_us - 2.0).abs() < 0.002);
-        let mut again = Vec::new();
+        let mut again = LatencyBatch::default();
         r.drain(&mut again);
         assert!(again.is_empty(), "drained series are empty until new samples");
-        r.give_back(&mut out);
+        r.record(key(Segment::IoCompute), 4_000_000);
+        r.drain(&mut out);
+        assert_eq!(out.len(), 3, "appended to what the batch held");
+        let (k, b) = out.iter().last().unwrap();
+        assert_eq!((k, b.len(), b[0].1), (key(Segment::IoCompute), 1, 1));
+        out.clear();
         assert!(out.is_empty());
+    }
+
+    #[test]
+    fn whole_run_histograms_grow_to_the_largest_value() {
+        let mut t = total_hist();
+        t.record_n(999, 2).unwrap();
+        let small = t.distinct_values();
+        t.record_n(MAX_NS, 1).unwrap();
+        assert!(t.distinct_values() > 10 * small, "grown to an hour");
+        let s = stats(&t);
+        assert_eq!(s.count, 3);
+        assert!((s.min_us - 0.999).abs() < 1e-3, "{s:?}");
+        assert!((s.max_us - MAX_NS as f64 / 1e3).abs() / (MAX_NS as f64 / 1e3) < 1e-3, "{s:?}");
     }
 
     #[test]

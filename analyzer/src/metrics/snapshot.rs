@@ -1,6 +1,6 @@
 //! Interval snapshots: the worker's counters for one interval of packet time.
 
-use crate::metrics::latency::{IntervalHist, SeriesKey};
+use crate::metrics::latency::LatencyBatch;
 use crate::track::flow::FlowDelta;
 use crate::wire::DecodeError;
 
@@ -32,6 +32,44 @@ impl GlobalCounters {
     }
 }
 
+/// Entries the bounded tables forgot to make room for newer ones (the oldest gives way).
+/// Each is state still waiting for an answer: what it would have measured is lost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Forgotten {
+    /// NVMe commands awaiting their completion (`--max-pending-commands`).
+    pub nvme_commands: u64,
+    /// CM ConnectRequests awaiting their reply (`--max-cm-requests`).
+    pub cm_requests: u64,
+    /// Flows announced by CM awaiting their first packet (`--max-announced-flows`).
+    pub announced_flows: u64,
+    /// NVMe/RDMA connections' state (multi-packet capsules, READ phases, completions awaiting
+    /// their ACK), bounded with `--max-ios`.
+    pub io_connections: u64,
+}
+
+impl Forgotten {
+    pub fn add(&mut self, o: &Forgotten) {
+        self.nvme_commands += o.nvme_commands;
+        self.cm_requests += o.cm_requests;
+        self.announced_flows += o.announced_flows;
+        self.io_connections += o.io_connections;
+    }
+
+    /// What was forgotten since `earlier`.
+    pub fn since(&self, earlier: &Forgotten) -> Forgotten {
+        Forgotten {
+            nvme_commands: self.nvme_commands - earlier.nvme_commands,
+            cm_requests: self.cm_requests - earlier.cm_requests,
+            announced_flows: self.announced_flows - earlier.announced_flows,
+            io_connections: self.io_connections - earlier.io_connections,
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.nvme_commands + self.cm_requests + self.announced_flows + self.io_connections
+    }
+}
+
 /// Everything one worker measured in [start_ns, end_ns).
 #[derive(Debug, Clone, Default)]
 pub struct IntervalSnapshot {
@@ -46,13 +84,15 @@ pub struct IntervalSnapshot {
     pub untracked_packets: u64,
     pub flows: Vec<FlowDelta>,
     /// Latency histograms with samples in the interval.
-    pub latency: Vec<(SeriesKey, IntervalHist)>,
+    pub latency: LatencyBatch,
     /// Earlier snapshots and transmission batches this worker dropped because the stats
     /// side had no room (live capture never waits for reports).
     pub dropped_snapshots: u64,
     pub dropped_batches: u64,
     /// Latency samples of series beyond the bound on series, in this interval.
     pub dropped_latency_samples: u64,
+    /// Entries of bounded tables forgotten in this interval.
+    pub forgotten: Forgotten,
     /// Where this worker's packet times came from so far, per vantage (cumulative).
     pub time_use: [crate::runtime::worker::TimeUse; 2],
 }

@@ -43,6 +43,7 @@ pub struct Totals {
     pub dropped_snapshots: u64,
     pub dropped_batches: u64,
     pub dropped_latency_samples: u64,
+    pub forgotten: super::snapshot::Forgotten,
     /// Where the packet times came from, per vantage (compute, storage).
     pub time_use: [crate::runtime::worker::TimeUse; 2],
     /// Earliest and latest frame timestamp of the run.
@@ -71,6 +72,7 @@ impl Totals {
         self.dropped_snapshots += s.dropped_snapshots;
         self.dropped_batches += s.dropped_batches;
         self.dropped_latency_samples += s.dropped_latency_samples;
+        self.forgotten.add(&s.forgotten);
         for (t, u) in self.time_use.iter_mut().zip(s.time_use.iter()) {
             t.merge(u);
         }
@@ -82,10 +84,13 @@ impl Totals {
         if let Some(l) = s.last_ts_ns {
             self.last_ts_ns = Some(self.last_ts_ns.map_or(l, |x| x.max(l)));
         }
-        for (k, h) in &s.latency {
-            let t = self.latency.entry(*k).or_insert_with(total_hist);
-            for v in h.iter_recorded() {
-                t.saturating_record_n(v.value_iterated_to(), v.count_at_value().into());
+        for (k, buckets) in s.latency.iter() {
+            let t = self.latency.entry(k).or_insert_with(total_hist);
+            for &(v, n) in buckets {
+                // Grows the histogram to `v` (never beyond MAX_NS: workers clamp).
+                if t.record_n(v, n).is_err() {
+                    t.saturating_record_n(v, n);
+                }
             }
         }
         for d in &s.flows {

@@ -6,7 +6,7 @@
 
 use super::time::rfc3339_nanos;
 use crate::capture::SourceStats;
-use crate::metrics::latency::stats;
+use crate::metrics::latency::{bucket_stats, interval_hist, IntervalHist};
 use crate::metrics::totals::{fabric_loss, other_vantage};
 use crate::metrics::IntervalSnapshot;
 use crate::track::{FlowCounts, FlowKey, Transmission};
@@ -210,6 +210,8 @@ pub struct CsvWriter {
     latency: CsvFile,
     ports: CsvFile,
     line: String,
+    /// Where an interval's histogram is rebuilt from its buckets for its statistics.
+    scratch: IntervalHist,
 }
 
 impl CsvWriter {
@@ -231,6 +233,7 @@ impl CsvWriter {
             latency: CsvFile::create(dir, "latency", LATENCY_HEADER.to_owned())?,
             ports: CsvFile::create(dir, "ports", PORTS_HEADER.to_owned())?,
             line: String::with_capacity(512),
+            scratch: interval_hist(),
         })
     }
 
@@ -291,8 +294,8 @@ impl CsvWriter {
         let flows = self.flows.commit(s.start_ns, &self.rotation, &mut self.health);
         let mut series: Vec<_> = s.latency.iter().collect();
         series.sort_by_key(|(k, _)| *k);
-        for (k, h) in series {
-            let st = stats(h);
+        for (k, buckets) in series {
+            let st = bucket_stats(&mut self.scratch, buckets);
             let l = &mut self.line;
             l.clear();
             let _ = write!(l, "{start},{end},");

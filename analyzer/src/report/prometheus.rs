@@ -144,6 +144,21 @@ pub fn render(s: &Summary, probe: &str, max_flows: usize) -> String {
         "Latency samples beyond the bound on latency series.",
     );
     let _ = writeln!(o, "roceprobe_latency_samples_dropped_total{{{p}}} {}", s.latency_samples_dropped);
+    family(
+        &mut o,
+        "roceprobe_table_entries_forgotten_total",
+        "counter",
+        "Entries of bounded tables forgotten to make room for newer ones, by table.",
+    );
+    let f = s.forgotten;
+    for (table, n) in [
+        ("nvme_commands", f.nvme_commands),
+        ("cm_requests", f.cm_requests),
+        ("announced_flows", f.announced_flows),
+        ("io_connections", f.io_connections),
+    ] {
+        let _ = writeln!(o, "roceprobe_table_entries_forgotten_total{{{p},table=\"{table}\"}} {n}");
+    }
 
     family(
         &mut o,

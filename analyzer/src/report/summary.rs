@@ -89,6 +89,8 @@ pub struct Summary {
     pub report_drops: u64,
     /// Latency samples not recorded because their series was beyond `--max-latency-series`.
     pub latency_samples_dropped: u64,
+    /// Entries of bounded tables forgotten to make room for newer ones, per table.
+    pub forgotten: crate::metrics::snapshot::Forgotten,
     /// With `--csv-dir`: writes that failed (their rows lost) and reports started again
     /// because their file had been removed.
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -181,6 +183,7 @@ impl Summary {
             untracked_packets: t.untracked_packets,
             report_drops: t.dropped_snapshots + t.dropped_batches,
             latency_samples_dropped: t.dropped_latency_samples,
+            forgotten: t.forgotten,
             csv_output: None,
             flows,
             latency,

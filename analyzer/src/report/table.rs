@@ -42,6 +42,14 @@ pub fn render(s: &Summary) -> String {
             s.latency_samples_dropped
         );
     }
+    let f = s.forgotten;
+    if f.total() > 0 {
+        let _ = writeln!(
+            out,
+            "  forgotten to make room: {} NVMe commands, {} CM requests, {} announced flows, {} NVMe connections",
+            f.nvme_commands, f.cm_requests, f.announced_flows, f.io_connections
+        );
+    }
     for (kind, n) in s.decode_errors.iter().filter(|(_, n)| **n > 0) {
         let _ = writeln!(out, "  malformed {kind}: {n}");
     }
@@ -160,6 +168,7 @@ mod tests {
             untracked_packets: 0,
             report_drops: 0,
             latency_samples_dropped: 0,
+            forgotten: Default::default(),
             csv_output: None,
             flows: vec![],
             latency: vec![],

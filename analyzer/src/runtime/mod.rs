@@ -8,7 +8,7 @@ pub mod rss;
 pub mod worker;
 
 use crate::capture::{Capture, Poll, SourceStats};
-use crate::metrics::latency::{IntervalHist, SeriesKey};
+use crate::metrics::latency::LatencyBatch;
 use crate::metrics::{IntervalSnapshot, Totals};
 use crate::report::csv::{CsvHealth, CsvWriter};
 use crate::report::dashboard::{View, ViewBuilder};
@@ -46,8 +46,15 @@ pub struct PipelineConfig {
     pub io_timeout: Duration,
     /// Bound on I/Os awaiting their completion (`--max-ios`).
     pub max_ios: usize,
-    /// Bound on latency series, (initiator, target, op, segment).
+    /// Bound on latency series, (initiator, target, op, segment), and on the I/O counts'
+    /// (initiator, target, op).
     pub max_latency_series: usize,
+    /// Bound on NVMe commands awaiting their completion (`--max-pending-commands`).
+    pub max_pending_commands: usize,
+    /// Bound on CM ConnectRequests awaiting their reply (`--max-cm-requests`).
+    pub max_cm_requests: usize,
+    /// Bound on flows announced by CM awaiting their first packet (`--max-announced-flows`).
+    pub max_announced_flows: usize,
     /// Worker threads (`--workers`): 1 analyses on the capture thread; more dispatch by
     /// IP pair.
     pub workers: usize,
@@ -80,6 +87,9 @@ impl PipelineConfig {
             io_timeout: Duration::from_nanos(crate::track::io::DEFAULT_IO_TIMEOUT_NS),
             max_ios: crate::track::io::DEFAULT_MAX_IOS,
             max_latency_series: DEFAULT_MAX_LATENCY_SERIES,
+            max_pending_commands: crate::track::nvme::DEFAULT_MAX_PENDING,
+            max_cm_requests: worker::DEFAULT_MAX_CM_REQUESTS,
+            max_announced_flows: crate::track::flow::DEFAULT_MAX_ANNOUNCED,
             workers: 1,
             never_wait: false,
             worker_cpus: Vec::new(),
@@ -94,7 +104,7 @@ impl PipelineConfig {
 /// state the worker allocates nothing, not even per interval.
 #[derive(Debug)]
 pub enum Recycled {
-    Interval { flows: Vec<FlowDelta>, latency: Vec<(SeriesKey, IntervalHist)> },
+    Interval { flows: Vec<FlowDelta>, latency: LatencyBatch },
     Transmissions(Vec<Transmission>),
 }
 
@@ -182,7 +192,7 @@ pub fn recycle(msg: ToStats) -> Option<Recycled> {
     match msg {
         ToStats::Interval(mut s) => {
             s.flows.clear();
-            // The histograms go back with their samples; the worker clears them.
+            s.latency.clear();
             Some(Recycled::Interval { flows: s.flows, latency: s.latency })
         }
         ToStats::Transmissions(_, mut t) => {

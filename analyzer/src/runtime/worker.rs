@@ -2,12 +2,14 @@
 
 use super::{PipelineConfig, Recycled, ToStats};
 use crate::capture::Frame;
-use crate::metrics::latency::{IntervalHist, LatencyRecorder, SeriesKey};
+use crate::metrics::latency::{LatencyBatch, LatencyRecorder};
+use crate::metrics::snapshot::Forgotten;
 use crate::metrics::{GlobalCounters, IntervalSnapshot};
+use crate::track::bounded::FifoMap;
 use crate::track::clock::MirrorClocks;
 use crate::track::flow::{acked_psn, FlowDelta, FlowEvent, Transmission};
 use crate::track::io::{At, IoCountsByPair, IoTracker};
-use crate::track::nvme::{NvmeRecognizer, PendingKey, DEFAULT_MAX_PENDING};
+use crate::track::nvme::{NvmeRecognizer, PendingKey};
 use crate::track::{FlowKey, FlowTable, Vantage, VantageMap};
 use crate::wire::bth::opcode as op;
 use crate::wire::cm::{CmMessage, GSI_QPN};
@@ -15,19 +17,16 @@ use crate::wire::ib_ext::ExtHeaders;
 use crate::wire::nvme::{classify, Capsule};
 use crate::wire::{decode_frame, icrc, Decoded, RocePacket};
 use crossbeam_channel::{Receiver, Sender};
-use std::collections::HashMap;
 use std::net::IpAddr;
 
 /// Ended transmissions go to the stats side in batches of this many (or at each interval).
 const TX_BATCH: usize = 1024;
 /// Buffers allocated at start-up for each kind of message, before any come back.
 const SPARE_BUFFERS: usize = 4;
-/// CM ConnectRequests remembered until their reply.
-const CM_PENDING: usize = 1024;
+/// Default `--max-cm-requests`: CM ConnectRequests remembered until their reply.
+pub const DEFAULT_MAX_CM_REQUESTS: usize = 1024;
 /// Latency histograms kept ready for new series and for swapping at each interval.
 const SPARE_HISTOGRAMS: usize = 64;
-
-type LatencyBatch = Vec<(SeriesKey, IntervalHist)>;
 
 /// Buffers for messages to the stats side: spares allocated at start-up, then the ones the
 /// stats side hands back. Only when none is at hand (the stats side is far behind, or does
@@ -44,17 +43,16 @@ impl Buffers {
         Self {
             back,
             flows: (0..SPARE_BUFFERS).map(|_| Vec::with_capacity(flows_capacity)).collect(),
-            latency: (0..SPARE_BUFFERS).map(|_| Vec::with_capacity(256)).collect(),
+            latency: (0..SPARE_BUFFERS).map(|_| LatencyBatch::default()).collect(),
             transmissions: (0..SPARE_BUFFERS).map(|_| Vec::with_capacity(TX_BATCH)).collect(),
         }
     }
 
-    fn collect(&mut self, latency: &mut LatencyRecorder) {
+    fn collect(&mut self) {
         let Some(back) = &self.back else { return };
         while let Ok(r) = back.try_recv() {
             match r {
-                Recycled::Interval { flows, latency: mut hists } => {
-                    latency.give_back(&mut hists);
+                Recycled::Interval { flows, latency: hists } => {
                     if self.flows.len() < self.flows.capacity() {
                         self.flows.push(flows);
                     }
@@ -100,7 +98,7 @@ impl Out {
     }
 
     fn transmissions_buffer(&mut self) -> Vec<Transmission> {
-        self.buffers.collect(&mut self.latency);
+        self.buffers.collect();
         self.buffers.transmissions.pop().unwrap_or_else(|| Vec::with_capacity(TX_BATCH))
     }
 
@@ -148,12 +146,13 @@ pub struct Worker {
     nvme: NvmeRecognizer,
     /// CM ConnectRequests by (vantage, local communication id): initiator IP and QPN,
     /// target IP, path MTU.
-    cm_requests: HashMap<(Vantage, u32), (IpAddr, u32, IpAddr, u32), ahash::RandomState>,
+    cm_requests: FifoMap<(Vantage, u32), (IpAddr, u32, IpAddr, u32)>,
     check_icrc: bool,
     /// Frames arrive with their final time (a dispatcher applied the ERSPAN clocks).
     stamped: bool,
     counters: GlobalCounters,
     untracked_reported: u64,
+    forgotten_reported: Forgotten,
     /// Earliest and latest frame timestamp in the open interval.
     first_ts: u64,
     last_ts: u64,
@@ -194,16 +193,19 @@ impl Worker {
         Self {
             id,
             time_use: [TimeUse::default(); 2],
-            flows: FlowTable::new(cfg.max_flows, cfg.flow_idle.as_nanos() as u64, cfg.mtu),
-            ios: IoTracker::new(cfg.max_ios, cfg.io_timeout.as_nanos() as u64),
+            flows: FlowTable::new(cfg.max_flows, cfg.flow_idle.as_nanos() as u64, cfg.mtu)
+                .with_announced(cfg.max_announced_flows),
+            ios: IoTracker::new(cfg.max_ios, cfg.io_timeout.as_nanos() as u64)
+                .with_max_pairs(cfg.max_latency_series),
             vantages: cfg.vantages.clone(),
             clocks: MirrorClocks::default(),
-            nvme: NvmeRecognizer::new(DEFAULT_MAX_PENDING),
-            cm_requests: HashMap::with_capacity_and_hasher(CM_PENDING, ahash::RandomState::new()),
+            nvme: NvmeRecognizer::new(cfg.max_pending_commands),
+            cm_requests: FifoMap::new(cfg.max_cm_requests),
             check_icrc: cfg.check_icrc,
             stamped: false,
             counters: GlobalCounters::default(),
             untracked_reported: 0,
+            forgotten_reported: Forgotten::default(),
             first_ts: u64::MAX,
             last_ts: 0,
             interval_ns: (cfg.interval.as_nanos() as u64).max(1),
@@ -307,22 +309,26 @@ impl Worker {
         }
         let key = FlowKey { vantage, src: p.ip.src, dst: p.ip.dst, dst_qpn: p.bth.dest_qp() };
         let out = &mut self.out;
-        let Some(slot) = self.flows.record(key, p, wire_len, ts, &mut |e| out.event(e)) else { return };
+        let slot = self.flows.record(key, p, wire_len, ts, &mut |e| out.event(e));
         let opcode = p.bth.opcode();
         let psn = p.bth.psn();
-        if self.check_icrc && icrc::check(&p.icrc) == Some(false) {
-            self.flows.counts_mut(slot).icrc_errors += 1;
+        if let Some(slot) = slot {
+            if self.check_icrc && icrc::check(&p.icrc) == Some(false) {
+                self.flows.counts_mut(slot).icrc_errors += 1;
+            }
         }
+        // CM is followed even on flows beyond --max-flows: its own tables are bounded.
         if opcode == op::UD_SEND_ONLY && key.dst_qpn == GSI_QPN {
             self.connection_management(vantage, p);
             return;
         }
+        let Some(slot) = slot else { return };
         let rec = &mut self.out.latency;
         let (src, dst) = (p.ip.src, p.ip.dst);
         match classify(opcode, p.payload, p.payload_len) {
             Capsule::Command(sqe) => {
                 self.flows.counts_mut(slot).nvme_commands += 1;
-                self.nvme.command(PendingKey { vantage, host: src, target: dst, cid: sqe.cid }, ts);
+                self.nvme.command(PendingKey { vantage, host: src, target: dst, cid: sqe.cid });
                 let whole = opcode & 0x1F != op::SEND_FIRST;
                 self.ios.command(
                     At { vantage, ts, host: src, target: dst },
@@ -377,7 +383,7 @@ impl Worker {
     /// A CM MAD: a ConnectReply names the QP pair its request started.
     fn connection_management(&mut self, vantage: Vantage, p: &RocePacket<'_>) {
         match CmMessage::parse(p.payload) {
-            Some((_, CmMessage::Req(r))) if self.cm_requests.len() < CM_PENDING => {
+            Some((_, CmMessage::Req(r))) => {
                 let mtu = r.path_mtu_bytes().unwrap_or(0);
                 self.cm_requests.insert((vantage, r.local_comm_id), (p.ip.src, r.local_qpn, p.ip.dst, mtu));
             }
@@ -396,9 +402,19 @@ impl Worker {
         }
     }
 
+    /// What the bounded tables forgot so far.
+    fn forgotten(&self) -> Forgotten {
+        Forgotten {
+            nvme_commands: self.nvme.forgotten(),
+            cm_requests: self.cm_requests.forgotten,
+            announced_flows: self.flows.announced_forgotten(),
+            io_connections: self.ios.connections_forgotten(),
+        }
+    }
+
     fn emit(&mut self, start_ns: u64, end_ns: u64) {
         self.out.flush();
-        self.out.buffers.collect(&mut self.out.latency);
+        self.out.buffers.collect();
         let mut flows = self.out.buffers.flows.pop().unwrap_or_else(|| Vec::with_capacity(self.flows.len()));
         self.flows.drain_interval(&mut flows);
         let mut latency = self.out.buffers.latency.pop().unwrap_or_default();
@@ -407,6 +423,9 @@ impl Worker {
         let dropped_latency_samples = std::mem::take(&mut self.out.latency.dropped_samples);
         let untracked = self.flows.untracked_packets - self.untracked_reported;
         self.untracked_reported = self.flows.untracked_packets;
+        let forgotten_now = self.forgotten();
+        let forgotten = forgotten_now.since(&self.forgotten_reported);
+        self.forgotten_reported = forgotten_now;
         let seen = self.counters.packets > 0;
         let snap = IntervalSnapshot {
             worker: self.id,
@@ -419,6 +438,7 @@ impl Worker {
             dropped_snapshots,
             dropped_batches,
             dropped_latency_samples,
+            forgotten,
             time_use: self.time_use,
             flows,
             latency,

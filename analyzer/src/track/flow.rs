@@ -7,6 +7,7 @@
 //! last packet (an intrusive LRU through the slab), so ending idle transmissions looks at
 //! the list's head only: no scan of the table per packet.
 
+use super::bounded::FifoMap;
 use super::counts::FlowCounts;
 use super::psn::{Outcome, PsnTracker, Span};
 use super::vantage::Vantage;
@@ -21,6 +22,9 @@ use std::net::IpAddr;
 /// Default bound on tracked flows: 1,376 bytes each ([`FlowTable::bytes_per_flow`]), so
 /// about 86 MiB allocated up front, plus the hash indexes (~10 MiB).
 pub const DEFAULT_MAX_FLOWS: usize = 65_536;
+/// Default `--max-announced-flows`: flows CM announced (two per connection) that have not
+/// sent their first packet yet.
+pub const DEFAULT_MAX_ANNOUNCED: usize = 8_192;
 /// Default `--flow-idle`: a transmission ends after 1 ms without a packet. RDMA bursts
 /// (a collective step, a checkpoint shard) keep a QP busy with gaps of microseconds between
 /// messages; steps of a training job are milliseconds apart.
@@ -254,8 +258,9 @@ pub struct FlowTable {
     forced_mtu: Option<u32>,
     /// Request flows from one host to another, for learning QP pairs.
     pairs: HashMap<(Vantage, IpAddr, IpAddr), [u32; PAIR_SLOTS], ahash::RandomState>,
-    /// QP pairs (and path MTU) announced by CM, for flows not seen yet.
-    announced: HashMap<FlowKey, (u32, u32), ahash::RandomState>,
+    /// QP pairs (and path MTU) announced by CM, for flows not seen yet: the peer's QPN
+    /// and the MTU, per direction.
+    announced: FifoMap<FlowKey, (u32, u32)>,
     head: u32,
     tail: u32,
     /// Packets of flows that did not fit (the table was full).
@@ -272,11 +277,23 @@ impl FlowTable {
             idle_ns: idle_ns.max(1),
             forced_mtu,
             pairs: HashMap::with_capacity_and_hasher(max_flows, h()),
-            announced: HashMap::with_capacity_and_hasher(max_flows.min(4096), h()),
+            announced: FifoMap::new(DEFAULT_MAX_ANNOUNCED),
             head: NONE,
             tail: NONE,
             untracked_packets: 0,
         }
+    }
+
+    /// Room for `n` flows announced by CM before their first packet (the oldest is
+    /// forgotten beyond it).
+    pub fn with_announced(mut self, n: usize) -> Self {
+        self.announced = FifoMap::new(n);
+        self
+    }
+
+    /// Announced flows forgotten to make room.
+    pub fn announced_forgotten(&self) -> u64 {
+        self.announced.forgotten
     }
 
     /// Memory per tracked flow: the slab entry, its index entry and its pairing slot (hash
@@ -682,10 +699,7 @@ impl FlowTable {
                         e.mtu = mtu;
                     }
                 }
-                None if self.announced.len() < self.announced.capacity() => {
-                    self.announced.insert(k, (peer, mtu));
-                }
-                None => {}
+                None => self.announced.insert(k, (peer, mtu)),
             }
         }
     }

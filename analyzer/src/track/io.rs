@@ -10,6 +10,7 @@
 //! anchor keeps its first observation, a last anchor its last, and an I/O with a packet seen
 //! twice at one vantage is flagged as retransmitted.
 
+use super::bounded::FifoMap;
 use super::vantage::Vantage;
 use crate::metrics::latency::{LatencyRecorder, Op, Segment, SeriesKey};
 use crate::wire::nvme::{Sgl, Sqe};
@@ -160,6 +161,10 @@ impl IoCounts {
 
 type Pair = (IpAddr, IpAddr);
 
+/// The initiator and target under which the outcomes of (initiator, target) pairs beyond
+/// the bound on pairs are counted (no host has the unspecified address).
+pub const OTHER_PAIRS: IpAddr = IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
+
 /// I/O outcomes per (initiator, target, op).
 pub type IoCountsByPair = BTreeMap<(IpAddr, IpAddr, Op), IoCounts>;
 
@@ -178,8 +183,10 @@ pub struct IoTracker {
     free: Vec<u32>,
     by_cid: HashMap<(IpAddr, IpAddr, u16), [Ref; CID_SLOTS], ahash::RandomState>,
     by_key: HashMap<(IpAddr, u32, u64), Ref, ahash::RandomState>,
-    conns: HashMap<(IpAddr, IpAddr, u32), Conn, ahash::RandomState>,
-    max_conns: usize,
+    conns: FifoMap<(IpAddr, IpAddr, u32), Conn>,
+    /// Bound on the (initiator, target, op) keys of `counts`; beyond it outcomes are
+    /// counted under [`OTHER_PAIRS`].
+    max_pairs: usize,
     /// Oldest first, for timeouts.
     head: u32,
     tail: u32,
@@ -201,14 +208,13 @@ fn series(io: &Io, segment: Segment) -> SeriesKey {
 impl IoTracker {
     pub fn new(max_ios: usize, timeout_ns: u64) -> Self {
         let h = || ahash::RandomState::new();
-        let max_conns = (max_ios / 4).max(64);
         Self {
             ios: Vec::with_capacity(max_ios),
             free: Vec::with_capacity(max_ios),
             by_cid: HashMap::with_capacity_and_hasher(max_ios, h()),
             by_key: HashMap::with_capacity_and_hasher(max_ios, h()),
-            conns: HashMap::with_capacity_and_hasher(max_conns, h()),
-            max_conns,
+            conns: FifoMap::new((max_ios / 4).max(64)),
+            max_pairs: crate::runtime::DEFAULT_MAX_LATENCY_SERIES,
             head: NONE,
             tail: NONE,
             timeout_ns: timeout_ns.max(1),
@@ -216,14 +222,30 @@ impl IoTracker {
         }
     }
 
+    /// Room for `n` (initiator, target, op) keys of I/O outcomes.
+    pub fn with_max_pairs(mut self, n: usize) -> Self {
+        self.max_pairs = n;
+        self
+    }
+
     /// I/O outcomes per (initiator, target, op) so far.
     pub fn counts(&self) -> &IoCountsByPair {
         &self.counts
     }
 
+    /// Connection state forgotten to make room.
+    pub fn connections_forgotten(&self) -> u64 {
+        self.conns.forgotten
+    }
+
     fn count(&mut self, pair: Pair, op: Op) -> &mut IoCounts {
-        // One entry per (host pair, op): allocated once, when the pair first does I/O.
-        self.counts.entry((pair.0, pair.1, op)).or_default()
+        // One entry per (host pair, op): allocated once, when the pair first does I/O, up to
+        // the bound; the pairs beyond it share one entry per op.
+        let mut k = (pair.0, pair.1, op);
+        if self.counts.len() >= self.max_pairs && !self.counts.contains_key(&k) {
+            k = (OTHER_PAIRS, OTHER_PAIRS, op);
+        }
+        self.counts.entry(k).or_default()
     }
 
     fn get(&self, r: Ref) -> Option<usize> {
@@ -232,12 +254,10 @@ impl IoTracker {
             .then_some(i)
     }
 
-    fn conn(&mut self, host: IpAddr, target: IpAddr, target_qpn: u32) -> Option<&mut Conn> {
-        let k = (host, target, target_qpn);
-        if !self.conns.contains_key(&k) && self.conns.len() >= self.max_conns {
-            return None;
-        }
-        Some(self.conns.entry(k).or_default())
+    /// A connection's state, made (forgetting the oldest connection's if the table is full)
+    /// when first needed.
+    fn conn(&mut self, host: IpAddr, target: IpAddr, target_qpn: u32) -> &mut Conn {
+        self.conns.get_or_insert_with((host, target, target_qpn), Conn::default)
     }
 
     // --- the FIFO of live I/Os ----------------------------------------------------------
@@ -472,8 +492,8 @@ impl IoTracker {
         let me = Ref { slot: i as u32, generation: self.ios[i].generation };
         if whole {
             self.ios[i].sqe_last.last(v, ts);
-        } else if let Some(c) = self.conn(host, target, target_qpn) {
-            c.open_capsule[v] = me;
+        } else {
+            self.conn(host, target, target_qpn).open_capsule[v] = me;
         }
     }
 
@@ -583,12 +603,11 @@ impl IoTracker {
         self.ios[i].read_psn = Some(psn);
         let me = Ref { slot: i as u32, generation: self.ios[i].generation };
         let q = self.ios[i].target_qpn;
-        if let Some(c) = self.conn(host, target, q) {
-            if !c.reads.iter().any(|e| e.io == Some(me)) {
-                let n = usize::from(c.next_read);
-                c.reads[n] = RingEntry { psn, io: Some(me) };
-                c.next_read = ((n + 1) % CONN_RING) as u8;
-            }
+        let c = self.conn(host, target, q);
+        if !c.reads.iter().any(|e| e.io == Some(me)) {
+            let n = usize::from(c.next_read);
+            c.reads[n] = RingEntry { psn, io: Some(me) };
+            c.next_read = ((n + 1) % CONN_RING) as u8;
         }
         true
     }
@@ -658,11 +677,10 @@ impl IoTracker {
         if vx == 0 {
             let me = Ref { slot: i as u32, generation: self.ios[i].generation };
             let q = self.ios[i].target_qpn;
-            if let Some(c) = self.conn(host, target, q) {
-                let n = usize::from(c.next_completion);
-                c.completions[n] = RingEntry { psn, io: Some(me) };
-                c.next_completion = ((n + 1) % CONN_RING) as u8;
-            }
+            let c = self.conn(host, target, q);
+            let n = usize::from(c.next_completion);
+            c.completions[n] = RingEntry { psn, io: Some(me) };
+            c.next_completion = ((n + 1) % CONN_RING) as u8;
         }
         self.maybe_finish(i, rec);
         true

@@ -2,6 +2,7 @@
 //! counters, PSN analysis and transmissions, pairs the two directions of a QP, recognises
 //! NVMe/RDMA capsules and follows ERSPAN switch clocks.
 
+pub mod bounded;
 pub mod clock;
 pub mod counts;
 pub mod flow;

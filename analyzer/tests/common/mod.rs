@@ -29,6 +29,11 @@ pub const REAL_CAPTURES: [&str; 10] = [
     "rdma_write_lat.pcap",
 ];
 
+/// A TCP port free on the loopback interface a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
 pub fn run(args: &[&str]) -> Output {
     Command::new(bin()).args(args).output().expect("running roceprobe")
 }
