@@ -136,11 +136,37 @@ fn every_option_refuses_bad_values() {
         ("--io-timeout", "0"),
         ("--max-ios", "0"),
         ("--max-latency-series", "0"),
+        ("--max-pending-commands", "0"),
+        ("--max-cm-requests", "lots"),
+        ("--max-announced-flows", "99999999999"),
         ("--workers", "129"),
         ("--prometheus", "not-an-address"),
         ("--probe-id", ""),
         ("--prometheus-max-flows", "many"),
     ];
+    let live_only: &[(&str, &str)] = &[
+        ("--port", "x"),
+        ("--duration", "0"),
+        ("--idle-exit", "x"),
+        ("--mbufs", "x"),
+        ("--mbuf-size", "10"),
+        ("--mbuf-size", "70000"),
+    ];
+    // Every option that takes a value is in these tables.
+    let covered =
+        |opt: &str, tables: &[&[(&str, &str)]]| tables.iter().any(|t| t.iter().any(|(o, _)| *o == opt));
+    for (cmd, tables) in [("replay", vec![common]), ("live", vec![common, live_only])] {
+        let help = run(&[cmd, "--help"]);
+        for line in String::from_utf8_lossy(&help.stdout).lines() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let opt = words.iter().position(|w| w.starts_with("--")).map(|i| (words[i], words.get(i + 1)));
+            if let Some((opt, Some(value))) = opt {
+                if value.starts_with('<') {
+                    assert!(covered(opt, &tables), "{cmd} {opt} has no bad value in the table");
+                }
+            }
+        }
+    }
     for (opt, bad) in common {
         let needle =
             if *opt == "--csv-dir" || *opt == "--summary" { bad.to_string() } else { opt.to_string() };
@@ -150,14 +176,6 @@ fn every_option_refuses_bad_values() {
         live.extend(eal.iter().map(String::as_str));
         assert_one_line_error(&live, &needle);
     }
-    let live_only: &[(&str, &str)] = &[
-        ("--port", "x"),
-        ("--duration", "0"),
-        ("--idle-exit", "x"),
-        ("--mbufs", "x"),
-        ("--mbuf-size", "10"),
-        ("--mbuf-size", "70000"),
-    ];
     for (opt, bad) in live_only {
         let mut live = vec!["live", opt, bad, "--"];
         let eal = eal_args(&[Path::new(c)]);

@@ -1,5 +1,6 @@
-//! Clocks that jump by years, stand still or go back, and PSNs replayed from old
-//! connections: no hang, no panic, every packet accounted for.
+//! Clocks that jump by years, stand still or go back, and PSNs and NVMe command
+//! identifiers replayed from old connections: no hang, no panic, every packet accounted
+//! for, no I/O completed by another connection's completion.
 
 mod common;
 use common::*;
@@ -51,4 +52,75 @@ fn years_long_jumps_standing_clocks_and_replayed_psns() {
     assert_eq!(packets, n, "every packet in its flow");
     assert_eq!(s["first_packet"], roceprobe::report::time::rfc3339_nanos(t0));
     assert_eq!(s["last_packet"], roceprobe::report::time::rfc3339_nanos(t0 + 10 * year));
+}
+
+/// An NVMe/RDMA connection closes and a new one between the same hosts reuses its command
+/// identifiers; a completion of the old connection then shows up again (a late mirror copy,
+/// a stale retransmission). It must not complete the new connection's I/O.
+#[test]
+fn command_ids_replayed_from_an_old_connection() {
+    use roceprobe::wire::bth::opcode as op;
+    use roceprobe::wire::ib_ext::{Aeth, ExtHeaders};
+    use roceprobe::wire::nvme::{self, Cqe, Sgl, Sqe};
+    let (host, target) = ("10.8.1.1".parse().unwrap(), "10.8.1.2".parse().unwrap());
+    let mut capsule = [0u8; nvme::SQE_LEN + 64];
+    Sqe {
+        opcode: nvme::opcode::WRITE,
+        flags: nvme::FLAGS_SGL,
+        cid: 5,
+        nsid: 1,
+        sgl: Sgl::InCapsule { offset: 0, length: 64 },
+        slba: 0,
+        nlb: 0,
+    }
+    .emit(&mut capsule);
+    let mut cqe = [0u8; nvme::CQE_LEN];
+    Cqe { cid: 5, ..Default::default() }.emit(&mut cqe);
+    let send = |to_target: bool, qp: u32, psn: u32, payload: &[u8]| {
+        let (s, d) = if to_target { (host, target) } else { (target, host) };
+        let mut f =
+            RoceFrame::new(s, d, bth::Repr { opcode: op::SEND_ONLY, dest_qp: qp, psn, ..Default::default() });
+        f.payload = payload;
+        f.emit()
+    };
+    let ack = |to_target: bool, qp: u32, psn: u32| {
+        let (s, d) = if to_target { (host, target) } else { (target, host) };
+        let mut f = RoceFrame::new(
+            s,
+            d,
+            bth::Repr { opcode: op::ACKNOWLEDGE, dest_qp: qp, psn, ..Default::default() },
+        );
+        f.ext = ExtHeaders { aeth: Some(Aeth::ack(31, 1)), ..Default::default() };
+        f.emit()
+    };
+    // (µs, frame). The old connection: host QP 0x11, target QP 0x21; the new one: 0x12, 0x22.
+    let frames = [
+        (0, send(true, 0x21, 100, &capsule)),
+        (2, ack(false, 0x11, 100)),
+        (10, send(false, 0x11, 500, &cqe)),
+        (12, ack(true, 0x21, 500)),
+        (100, send(true, 0x22, 200, &capsule)),
+        (102, ack(false, 0x12, 200)),
+        (105, send(false, 0x11, 500, &cqe)), // the old connection's completion again
+        (150, send(false, 0x12, 600, &cqe)),
+        (152, ack(true, 0x22, 600)),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cids.pcap");
+    let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+    let t0 = 1_800_000_000_000_000_000u64;
+    for (us, f) in &frames {
+        w.write(t0 + us * 1_000, f, f.len() as u32).unwrap();
+    }
+    drop(w);
+    let s = replay_summary(&[&path], &[]);
+    assert_eq!(s["ios"]["completed"], 2);
+    assert_eq!((&s["ios"]["timed_out"], &s["ios"]["retransmitted"]), (&0.into(), &0.into()));
+    let io = s["latency"].as_array().unwrap().iter().find(|l| l["segment"] == "io@compute").unwrap();
+    assert_eq!(io["op"], "nvme_write");
+    // 10 µs on the old connection, 50 µs on the new one (not 5 µs to the stale copy), within
+    // the histograms' 3 significant digits.
+    assert_eq!(io["count"], 2);
+    let near = |v: &serde_json::Value, want: f64| (v.as_f64().unwrap() - want).abs() <= want * 1e-3;
+    assert!(near(&io["min_us"], 10.0) && near(&io["max_us"], 50.0), "{io}");
 }
