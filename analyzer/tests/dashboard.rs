@@ -13,9 +13,7 @@ use roceprobe::track::vantage::{Rule, SourceKind};
 use roceprobe::track::VantageMap;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant};
 
 const VLAN_VANTAGES: [&str; 2] = ["compute=vlan:10", "storage=vlan:20"];
 
@@ -157,19 +155,12 @@ fn flows_sorted_by_congestion_put_the_most_marked_flow_first() {
     assert_eq!(first[8], top["ecn_ce"].as_u64().unwrap().to_string());
 }
 
-/// Runs tmux with `args`.
-fn tmux(args: &[&str]) -> String {
-    let o = Command::new("tmux").args(args).output().expect("tmux is installed (scripts/setup)");
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
 #[test]
 fn the_real_binary_in_an_80x24_terminal() {
     let t = truth("nvme_vlan");
     let dir = tempfile::tempdir().unwrap();
     let summary = dir.path().join("s.json");
     let pcap = fixtures().join("scenarios/nvme_vlan/nvme_vlan.pcap");
-    let session = format!("roceprobe-test-{}", std::process::id());
     let command = format!(
         "{} replay --dashboard -q --summary {} --vantage {} --vantage {} {}; echo EXIT=$?; sleep 60",
         bin(),
@@ -178,28 +169,8 @@ fn the_real_binary_in_an_80x24_terminal() {
         VLAN_VANTAGES[1],
         pcap.display()
     );
-    // A server of its own, so that the test neither needs nor disturbs the user's tmux.
-    let socket = dir.path().join("tmux.sock");
-    let sock = socket.to_str().unwrap();
-    let started = Command::new("tmux")
-        .args(["-S", sock, "new-session", "-d", "-x", "80", "-y", "24", "-s", &session, &command])
-        .env_remove("TMUX")
-        .status()
-        .expect("tmux is installed (scripts/setup)");
-    assert!(started.success());
-    let on = |args: &[&str]| {
-        let mut a = vec!["-S", sock];
-        a.extend_from_slice(args);
-        tmux(&a)
-    };
-    let capture = || on(&["capture-pane", "-p", "-t", &session]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut screen = capture();
-    while !screen.contains("roceprobe finished") {
-        assert!(Instant::now() < deadline, "the dashboard did not finish:\n{screen}");
-        std::thread::sleep(Duration::from_millis(100));
-        screen = capture();
-    }
+    let term = Tmux::start(dir.path(), &command);
+    let screen = term.wait_for("roceprobe finished", "the dashboard did not finish");
     let lines: Vec<String> = screen.lines().map(str::to_owned).collect();
     assert_eq!(lines.len(), 24, "{screen}");
     assert_shows_truth(&lines, &t);
@@ -207,19 +178,10 @@ fn the_real_binary_in_an_80x24_terminal() {
     let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
     assert_eq!(s["packets"], t["packets"]);
     // `s` re-sorts, `q` quits with success.
-    on(&["send-keys", "-t", &session, "s"]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !capture().contains("by retransmission rate") {
-        assert!(Instant::now() < deadline, "s did not change the order:\n{}", capture());
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    on(&["send-keys", "-t", &session, "q"]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !capture().contains("EXIT=0") {
-        assert!(Instant::now() < deadline, "q did not end the run:\n{}", capture());
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    on(&["kill-server"]);
+    term.keys("s");
+    term.wait_for("by retransmission rate", "s did not change the order");
+    term.keys("q");
+    term.wait_for("EXIT=0", "q did not end the run");
 }
 
 #[test]

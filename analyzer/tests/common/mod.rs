@@ -87,3 +87,59 @@ pub fn live_summary(files: &[&Path], extra: &[&str]) -> serde_json::Value {
     a.extend(eal_args(files));
     summary_of(&a)
 }
+
+/// A tmux server of its own (so a test neither needs nor disturbs the user's tmux) running
+/// `command` in one 80x24 session; killed when dropped.
+pub struct Tmux {
+    socket: PathBuf,
+    session: String,
+}
+
+impl Tmux {
+    pub fn start(dir: &Path, command: &str) -> Self {
+        let t =
+            Tmux { socket: dir.join("tmux.sock"), session: format!("roceprobe-test-{}", std::process::id()) };
+        let started = Command::new("tmux")
+            .arg("-S")
+            .arg(&t.socket)
+            .args(["new-session", "-d", "-x", "80", "-y", "24", "-s", &t.session, command])
+            .env_remove("TMUX")
+            .status()
+            .expect("tmux is installed (scripts/setup)");
+        assert!(started.success());
+        t
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let o = Command::new("tmux").arg("-S").arg(&self.socket).args(args).output().expect("running tmux");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// What the terminal shows.
+    pub fn screen(&self) -> String {
+        self.run(&["capture-pane", "-p", "-t", &self.session])
+    }
+
+    pub fn keys(&self, keys: &str) {
+        self.run(&["send-keys", "-t", &self.session, keys]);
+    }
+
+    /// Waits (a minute at most) until the terminal shows `text`; returns the screen.
+    pub fn wait_for(&self, text: &str, what: &str) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let screen = self.screen();
+            if screen.contains(text) {
+                return screen;
+            }
+            assert!(std::time::Instant::now() < deadline, "{what}:\n{screen}");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        self.run(&["kill-server"]);
+    }
+}
