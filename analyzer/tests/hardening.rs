@@ -43,21 +43,22 @@ fn wait_for(path: &Path, what: &str) {
 }
 
 #[test]
-fn sigterm_mid_capture_writes_every_report_whole() {
-    let dir = tempfile::tempdir().unwrap();
-    let (csv, summary) = (dir.path().join("csv"), dir.path().join("summary.json"));
-    let args = live_args(&csv, &summary, &[]);
-    let mut child =
-        Command::new(bin()).args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-    // Running: the CSV reports exist once capture has started.
-    wait_for(&csv.join("flows.csv"), "the probe did not start");
-    std::thread::sleep(Duration::from_millis(1500));
-    // SAFETY: signalling our own child.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-    let status = child.wait().unwrap();
-    assert!(status.success(), "{status:?}");
-
-    reports_are_whole(&csv, &summary);
+fn sigterm_or_sigint_mid_capture_writes_every_report_whole() {
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        let dir = tempfile::tempdir().unwrap();
+        let (csv, summary) = (dir.path().join("csv"), dir.path().join("summary.json"));
+        let args = live_args(&csv, &summary, &[]);
+        let mut child =
+            Command::new(bin()).args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        // Running: the CSV reports exist once capture has started.
+        wait_for(&csv.join("flows.csv"), "the probe did not start");
+        std::thread::sleep(Duration::from_millis(1500));
+        // SAFETY: signalling our own child.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+        let status = child.wait().unwrap();
+        assert!(status.success(), "signal {signal}: {status:?}");
+        reports_are_whole(&csv, &summary);
+    }
 }
 
 /// After a live capture of a second or more was stopped: the summary and every CSV report
