@@ -34,6 +34,14 @@ pub fn worker(data: &[u8]) {
         max_flows: 8,
         check_icrc: true,
         flow_idle: Duration::from_micros(20),
+        // Tiny tables, so that inputs reach what happens when they are full (and a worker
+        // per input is cheap to make).
+        io_timeout: Duration::from_micros(30),
+        max_ios: 8,
+        max_latency_series: 4,
+        max_pending_commands: 4,
+        max_cm_requests: 2,
+        max_announced_flows: 4,
         ..PipelineConfig::new(VantageMap::default())
     };
     let (tx, rx) = crossbeam_channel::unbounded();
