@@ -98,8 +98,8 @@ pub struct CommonArgs {
     pub max_ios: usize,
     /// Most latency series, (initiator, target, op, segment), per worker over the run
     /// (~135 KiB each on the worker, up to 270 KiB in the totals); samples of further series
-    /// are counted in latency_samples_dropped. Also bounds the (initiator, target, op) keys of the I/O counts (further pairs are
-    /// counted under 0.0.0.0).
+    /// are counted in latency_samples_dropped. Also bounds the (initiator, target, op) keys
+    /// of the I/O counts (further pairs are counted under 0.0.0.0).
     #[arg(long, value_name = "N", default_value_t = runtime::DEFAULT_MAX_LATENCY_SERIES, value_parser = parse_table_bound)]
     pub max_latency_series: usize,
     /// Most NVMe commands awaiting their completion per worker; beyond it the oldest is

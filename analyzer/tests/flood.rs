@@ -248,6 +248,37 @@ fn ten_thousand_initiators() {
     under_the_figure("10,240 initiators", peak, 320);
 }
 
+/// Command capsules that span packets (SEND First with in-capsule data) on 16,384 distinct
+/// QPs: sixteen times the connection state `--max-ios 4096` allows (a quarter of it). I/Os
+/// time out after 100 µs, so every command finds room and opens its connection's state.
+#[test]
+fn multi_packet_capsules_on_many_connections() {
+    const QPS: u32 = 16_384;
+    const CONNECTIONS: u64 = 4_096 / 4;
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("capsules.pcap");
+    let mut capsule = [0u8; 1024];
+    Sqe {
+        opcode: nvme::opcode::WRITE,
+        flags: nvme::FLAGS_SGL,
+        cid: 1,
+        nsid: 1,
+        sgl: Sgl::InCapsule { offset: 0, length: 4096 },
+        slba: 0,
+        nlb: 7,
+    }
+    .emit(&mut capsule);
+    write_pcap(
+        &pcap,
+        (0..QPS)
+            .map(|qp| roce(host(1), TARGET, op::SEND_FIRST, 0x100 + qp, 0, ExtHeaders::default(), &capsule)),
+    );
+    let (s, peak) = replay_measured(&pcap, &["--max-ios", "4096", "--io-timeout", "100us"]);
+    assert_eq!(s["forgotten"]["io_connections"], u64::from(QPS) - CONNECTIONS);
+    assert_eq!(s["ios"]["overflowed"], 0, "every command found room");
+    under_the_figure("16,384 connections with open capsules", peak, 128);
+}
+
 fn cm(src: IpAddr, dst: IpAddr, msg: CmMessage) -> Vec<u8> {
     let mut mad = [0u8; MAD_LEN];
     msg.emit(1, &mut mad);

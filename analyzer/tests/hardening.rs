@@ -214,3 +214,48 @@ fn a_full_disk_is_told_once_counted_and_leaves_whole_rows() {
         whole_rows(&csv.join(format!("{report}.csv")));
     }
 }
+
+/// The disk fills up under a running capture, then frees up: writing resumes, and the rows
+/// written after are whole.
+#[test]
+fn a_full_disk_that_frees_up_is_written_again() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let disk = Tmpfs::mount(&dir.path().join("disk"), "4m");
+    let (csv, summary) = (disk.0.join("csv"), dir.path().join("summary.json"));
+    let args = live_args(&csv, &summary, &[]);
+    let child =
+        Command::new(bin()).args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let ports = csv.join("ports.csv");
+    wait_for(&ports, "the probe did not start");
+    // Fill the disk.
+    let ballast = disk.0.join("ballast");
+    let mut f = std::fs::File::create(&ballast).unwrap();
+    while f.write_all(&[0u8; 4096]).is_ok() {}
+    drop(f);
+    // Rows still fit in the slack of each file's last page for a while.
+    std::thread::sleep(Duration::from_millis(1500));
+    // Rows so far (read while the probe runs: only whole lines count).
+    let rows = || std::fs::read_to_string(&ports).unwrap().matches("\r\n").count();
+    let rows_while_full = rows();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(rows(), rows_while_full, "nothing written on a full disk");
+    // Free it: the next intervals are written.
+    std::fs::remove_file(&ballast).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while rows() <= rows_while_full {
+        assert!(Instant::now() < deadline, "writing did not resume");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(err.matches("writing CSV reports").count(), 1, "told once: {err}");
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert!(s["csv_output"]["failed_writes"].as_u64().unwrap() > 0, "{}", s["csv_output"]);
+    for report in ["flows", "latency", "ports", "transmissions"] {
+        whole_rows(&csv.join(format!("{report}.csv")));
+    }
+}

@@ -25,7 +25,7 @@ const TX_BATCH: usize = 1024;
 const SPARE_BUFFERS: usize = 4;
 /// Default `--max-cm-requests`: CM ConnectRequests remembered until their reply.
 pub const DEFAULT_MAX_CM_REQUESTS: usize = 1024;
-/// Latency histograms kept ready for new series and for swapping at each interval.
+/// Latency histograms allocated at start-up for the first new series.
 const SPARE_HISTOGRAMS: usize = 64;
 
 /// Buffers for messages to the stats side: spares allocated at start-up, then the ones the
@@ -52,12 +52,12 @@ impl Buffers {
         let Some(back) = &self.back else { return };
         while let Ok(r) = back.try_recv() {
             match r {
-                Recycled::Interval { flows, latency: hists } => {
+                Recycled::Interval { flows, latency: batch } => {
                     if self.flows.len() < self.flows.capacity() {
                         self.flows.push(flows);
                     }
                     if self.latency.len() < self.latency.capacity() {
-                        self.latency.push(hists);
+                        self.latency.push(batch);
                     }
                 }
                 Recycled::Transmissions(v) if self.transmissions.len() < self.transmissions.capacity() => {
