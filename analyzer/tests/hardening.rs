@@ -224,8 +224,7 @@ fn a_full_disk_that_frees_up_is_written_again() {
     let disk = Tmpfs::mount(&dir.path().join("disk"), "4m");
     let (csv, summary) = (disk.0.join("csv"), dir.path().join("summary.json"));
     let args = live_args(&csv, &summary, &[]);
-    let child =
-        Command::new(bin()).args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let child = Command::new(bin()).args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let ports = csv.join("ports.csv");
     wait_for(&ports, "the probe did not start");
     // Fill the disk.
