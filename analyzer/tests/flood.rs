@@ -215,16 +215,7 @@ fn ten_thousand_initiators() {
     write_pcap(
         &pcap,
         (0..HOSTS).flat_map(|h| {
-            Sqe {
-                opcode: nvme::opcode::WRITE,
-                flags: nvme::FLAGS_SGL,
-                cid: 1,
-                nsid: 1,
-                sgl: Sgl::InCapsule { offset: 0, length: 64 },
-                slba: 0,
-                nlb: 0,
-            }
-            .emit(&mut capsule);
+            in_capsule_write(1, 64).emit(&mut capsule);
             Cqe { cid: 1, ..Default::default() }.emit(&mut cqe);
             [
                 roce(host(h), TARGET, op::SEND_ONLY, 0x100, 0, ExtHeaders::default(), &capsule),
@@ -258,16 +249,7 @@ fn multi_packet_capsules_on_many_connections() {
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("capsules.pcap");
     let mut capsule = [0u8; 1024];
-    Sqe {
-        opcode: nvme::opcode::WRITE,
-        flags: nvme::FLAGS_SGL,
-        cid: 1,
-        nsid: 1,
-        sgl: Sgl::InCapsule { offset: 0, length: 4096 },
-        slba: 0,
-        nlb: 7,
-    }
-    .emit(&mut capsule);
+    in_capsule_write(1, 4096).emit(&mut capsule);
     write_pcap(
         &pcap,
         (0..QPS)

@@ -3,8 +3,8 @@
 mod common;
 use common::*;
 use serde_json::Value;
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Every row of a CSV file has the header's fields; returns the rows.
@@ -33,6 +33,19 @@ fn live_args(csv: &Path, summary: &Path, extra: &[&str]) -> Vec<String> {
     args
 }
 
+/// Starts such a capture (extra options `extra`) and waits until its reports exist;
+/// returns it with its CSV folder and summary path.
+fn start_live(dir: &Path, extra: &[&str]) -> (Child, PathBuf, PathBuf) {
+    start_live_at(&dir.join("csv"), &dir.join("summary.json"), extra)
+}
+
+fn start_live_at(csv: &Path, summary: &Path, extra: &[&str]) -> (Child, PathBuf, PathBuf) {
+    let args = live_args(csv, summary, extra);
+    let child = Command::new(bin()).args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    wait_for(&csv.join("flows.csv"), "the probe did not start");
+    (child, csv.to_owned(), summary.to_owned())
+}
+
 /// Waits (a minute at most) until `path` exists.
 fn wait_for(path: &Path, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -46,12 +59,7 @@ fn wait_for(path: &Path, what: &str) {
 fn sigterm_or_sigint_mid_capture_writes_every_report_whole() {
     for signal in [libc::SIGTERM, libc::SIGINT] {
         let dir = tempfile::tempdir().unwrap();
-        let (csv, summary) = (dir.path().join("csv"), dir.path().join("summary.json"));
-        let args = live_args(&csv, &summary, &[]);
-        let mut child =
-            Command::new(bin()).args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-        // Running: the CSV reports exist once capture has started.
-        wait_for(&csv.join("flows.csv"), "the probe did not start");
+        let (mut child, csv, summary) = start_live(dir.path(), &[]);
         std::thread::sleep(Duration::from_millis(1500));
         // SAFETY: signalling our own child.
         assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
@@ -154,11 +162,7 @@ fn latency_samples_beyond_the_series_bound_are_counted() {
 #[test]
 fn a_csv_folder_removed_mid_run_is_written_again() {
     let dir = tempfile::tempdir().unwrap();
-    let (csv, summary) = (dir.path().join("csv"), dir.path().join("summary.json"));
-    let args = live_args(&csv, &summary, &[]);
-    let mut child =
-        Command::new(bin()).args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-    wait_for(&csv.join("flows.csv"), "the probe did not start");
+    let (mut child, csv, summary) = start_live(dir.path(), &[]);
     std::thread::sleep(Duration::from_millis(300));
     std::fs::remove_dir_all(&csv).unwrap();
     // Back within a few intervals.
@@ -222,11 +226,8 @@ fn a_full_disk_that_frees_up_is_written_again() {
     use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
     let disk = Tmpfs::mount(&dir.path().join("disk"), "4m");
-    let (csv, summary) = (disk.0.join("csv"), dir.path().join("summary.json"));
-    let args = live_args(&csv, &summary, &[]);
-    let child = Command::new(bin()).args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let (child, csv, summary) = start_live_at(&disk.0.join("csv"), &dir.path().join("summary.json"), &[]);
     let ports = csv.join("ports.csv");
-    wait_for(&ports, "the probe did not start");
     // Fill the disk.
     let ballast = disk.0.join("ballast");
     let mut f = std::fs::File::create(&ballast).unwrap();

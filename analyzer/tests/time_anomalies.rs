@@ -61,19 +61,10 @@ fn years_long_jumps_standing_clocks_and_replayed_psns() {
 fn command_ids_replayed_from_an_old_connection() {
     use roceprobe::wire::bth::opcode as op;
     use roceprobe::wire::ib_ext::{Aeth, ExtHeaders};
-    use roceprobe::wire::nvme::{self, Cqe, Sgl, Sqe};
+    use roceprobe::wire::nvme::{self, Cqe};
     let (host, target) = ("10.8.1.1".parse().unwrap(), "10.8.1.2".parse().unwrap());
     let mut capsule = [0u8; nvme::SQE_LEN + 64];
-    Sqe {
-        opcode: nvme::opcode::WRITE,
-        flags: nvme::FLAGS_SGL,
-        cid: 5,
-        nsid: 1,
-        sgl: Sgl::InCapsule { offset: 0, length: 64 },
-        slba: 0,
-        nlb: 0,
-    }
-    .emit(&mut capsule);
+    in_capsule_write(5, 64).emit(&mut capsule);
     let mut cqe = [0u8; nvme::CQE_LEN];
     Cqe { cid: 5, ..Default::default() }.emit(&mut cqe);
     let send = |to_target: bool, qp: u32, psn: u32, payload: &[u8]| {

@@ -29,6 +29,21 @@ pub const REAL_CAPTURES: [&str; 10] = [
     "rdma_write_lat.pcap",
 ];
 
+/// An NVMe Write command whose `data_len` bytes of data travel in its capsule (after the
+/// 64-byte SQE).
+pub fn in_capsule_write(cid: u16, data_len: u32) -> roceprobe::wire::nvme::Sqe {
+    use roceprobe::wire::nvme::{opcode, Sgl, Sqe, FLAGS_SGL};
+    Sqe {
+        opcode: opcode::WRITE,
+        flags: FLAGS_SGL,
+        cid,
+        nsid: 1,
+        sgl: Sgl::InCapsule { offset: 0, length: data_len },
+        slba: 0,
+        nlb: 0,
+    }
+}
+
 /// A TCP port free on the loopback interface a moment ago.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
