@@ -460,13 +460,14 @@ fn execute(
     };
     let result = run(&cfg, &stop, csv);
     drop(cfg);
-    let summary = result.map(|result| {
+    let mut summary = result.map(|result| {
         let mut summary = Summary::build(&result.totals, &result.sources, &result.ios);
         summary.set_time_sources(&result.time_use, &result.time_sources);
         summary.csv_output = result.csv;
+        summary.prometheus = exporter.as_ref().map(|e| e.page.scrapes());
         (summary, result.totals.first_ts_ns, result.totals.last_ts_ns)
     });
-    if let (Some(e), Ok((s, _, _))) = (&exporter, &summary) {
+    if let (Some(e), Ok((s, _, _))) = (&exporter, &mut summary) {
         e.publish(s);
     }
     if let Some((tx, h)) = ui {

@@ -259,3 +259,43 @@ fn a_full_disk_that_frees_up_is_written_again() {
         whole_rows(&csv.join(format!("{report}.csv")));
     }
 }
+
+/// A Prometheus client that connects and hangs under a live capture: the next scrape is
+/// served, the failure is told once with its cause, and counted in the summary and on the
+/// page.
+#[test]
+fn a_hanging_prometheus_client_is_told_once_and_counted() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let (child, _, summary) = start_live(dir.path(), &["--prometheus", &addr]);
+    let scrape = || {
+        let mut c = std::net::TcpStream::connect(&addr).unwrap();
+        write!(c, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut r = String::new();
+        c.read_to_string(&mut r).unwrap();
+        r
+    };
+    let hanging = std::net::TcpStream::connect(&addr).unwrap();
+    assert!(scrape().starts_with("HTTP/1.1 200 OK"), "served after the hanging client");
+    // The page is rendered every interval: the count shows from the next one on.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let page = scrape();
+        if page.contains("outcome=\"failed\"} 1\n") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not counted on the page:\n{page}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(hanging);
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(err.matches("a Prometheus scrape from").count(), 1, "told once: {err}");
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_eq!(s["prometheus"]["failed"], 1);
+    assert!(s["prometheus"]["served"].as_u64().unwrap() >= 2, "{}", s["prometheus"]);
+}

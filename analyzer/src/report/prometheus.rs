@@ -13,22 +13,47 @@ use anyhow::{Context, Result};
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Default cap on exported flows.
 pub const DEFAULT_MAX_FLOWS: usize = 1000;
 
-/// The latest page, shared between the stats thread (writer) and the HTTP thread (reader).
+/// Scrapes of the endpoint so far: answered, and failed (the client hung past the timeouts,
+/// or went away).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ScrapeStats {
+    pub served: u64,
+    pub failed: u64,
+}
+
+#[derive(Debug, Default)]
+struct Scrapes {
+    served: AtomicU64,
+    failed: AtomicU64,
+}
+
+/// The latest page, shared between the stats thread (writer) and the HTTP thread (reader),
+/// with the HTTP thread's count of scrapes.
 #[derive(Debug, Clone, Default)]
-pub struct Page(Arc<Mutex<Arc<String>>>);
+pub struct Page {
+    text: Arc<Mutex<Arc<String>>>,
+    scrapes: Arc<Scrapes>,
+}
 
 impl Page {
     pub fn set(&self, text: String) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(text);
+        *self.text.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(text);
     }
     pub fn get(&self) -> Arc<String> {
-        Arc::clone(&self.0.lock().unwrap_or_else(|e| e.into_inner()))
+        Arc::clone(&self.text.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+    pub fn scrapes(&self) -> ScrapeStats {
+        ScrapeStats {
+            served: self.scrapes.served.load(Ordering::Relaxed),
+            failed: self.scrapes.failed.load(Ordering::Relaxed),
+        }
     }
 }
 
@@ -43,7 +68,9 @@ pub struct Exporter {
 }
 
 impl Exporter {
-    pub fn publish(&self, s: &Summary) {
+    /// Renders `s` (whose `prometheus` scrape counts it fills in) as the page to serve.
+    pub fn publish(&self, s: &mut Summary) {
+        s.prometheus = Some(self.page.scrapes());
         self.page.set(render(s, &self.probe, self.max_flows));
     }
 }
@@ -53,12 +80,29 @@ pub fn bind(addr: &str) -> Result<TcpListener> {
     TcpListener::bind(addr).with_context(|| format!("--prometheus {addr}: cannot listen there"))
 }
 
-/// Serves `page` at `/metrics` on its own thread for as long as the process lives.
+/// Serves `page` at `/metrics` on its own thread for as long as the process lives. A scrape
+/// that fails is counted, the first one told on stderr with its cause, and the next
+/// connection served.
 pub fn serve(listener: TcpListener, page: Page) -> Result<()> {
     std::thread::Builder::new().name("roceprobe-prometheus".into()).spawn(move || {
-        for conn in listener.incoming().flatten() {
+        for conn in listener.incoming() {
             // One request per connection, answered in turn: scrapes are rare and small.
-            let _ = answer(conn, &page);
+            let (peer, outcome) = match conn {
+                Ok(c) => (c.peer_addr().map(|a| a.to_string()).unwrap_or_default(), answer(c, &page)),
+                Err(e) => (String::new(), Err(e)),
+            };
+            match outcome {
+                Ok(()) => {
+                    page.scrapes.served.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    if page.scrapes.failed.fetch_add(1, Ordering::Relaxed) == 0 {
+                        eprintln!(
+                            "roceprobe: warning: a Prometheus scrape from {peer} failed ({e}); failed scrapes are counted (roceprobe_scrapes_total, summary prometheus) and the next is served"
+                        );
+                    }
+                }
+            }
         }
     })?;
     Ok(())
@@ -144,6 +188,17 @@ pub fn render(s: &Summary, probe: &str, max_flows: usize) -> String {
         "Latency samples beyond the bound on latency series.",
     );
     let _ = writeln!(o, "roceprobe_latency_samples_dropped_total{{{p}}} {}", s.latency_samples_dropped);
+    if let Some(sc) = s.prometheus {
+        family(
+            &mut o,
+            "roceprobe_scrapes_total",
+            "counter",
+            "Scrapes of this endpoint by outcome (failed: the client hung or went away).",
+        );
+        for (outcome, n) in [("served", sc.served), ("failed", sc.failed)] {
+            let _ = writeln!(o, "roceprobe_scrapes_total{{{p},outcome=\"{outcome}\"}} {n}");
+        }
+    }
     family(
         &mut o,
         "roceprobe_table_entries_forgotten_total",
@@ -294,7 +349,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let page = Page::default();
         page.set("up 1\n".into());
-        serve(listener, page).unwrap();
+        serve(listener, page.clone()).unwrap();
         // Connects and never sends a request, nor reads.
         let _hanging = TcpStream::connect(addr).unwrap();
         let mut c = TcpStream::connect(addr).unwrap();
@@ -302,6 +357,24 @@ mod tests {
         let mut r = String::new();
         c.read_to_string(&mut r).unwrap();
         assert!(r.starts_with("HTTP/1.1 200 OK") && r.ends_with("up 1\n"), "{r}");
+        // The hanging scrape was given up (after the 2 s read timeout) and counted; the
+        // server counts a scrape once its connection is closed, so look again for a while.
+        let want = ScrapeStats { served: 1, failed: 1 };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while page.scrapes() != want && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(page.scrapes(), want);
+    }
+
+    #[test]
+    fn scrape_counts_are_on_the_page() {
+        let mut s = Summary::build(&Default::default(), &[], &Default::default());
+        assert!(!render(&s, "p", 10).contains("roceprobe_scrapes_total"), "only with an endpoint");
+        s.prometheus = Some(ScrapeStats { served: 7, failed: 2 });
+        let page = render(&s, "p", 10);
+        assert!(page.contains("roceprobe_scrapes_total{probe=\"p\",outcome=\"served\"} 7\n"), "{page}");
+        assert!(page.contains("roceprobe_scrapes_total{probe=\"p\",outcome=\"failed\"} 2\n"), "{page}");
     }
 
     #[test]

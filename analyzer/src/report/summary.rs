@@ -95,6 +95,10 @@ pub struct Summary {
     /// because their file had been removed.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub csv_output: Option<crate::report::csv::CsvHealth>,
+    /// With `--prometheus`: scrapes answered and failed (a client that hung or went away)
+    /// until the run ended.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub prometheus: Option<crate::report::prometheus::ScrapeStats>,
     pub flows: Vec<FlowSummary>,
     /// Latency per (initiator, target, op, segment) over the run (SPEC §3).
     pub latency: Vec<LatencySummary>,
@@ -185,6 +189,7 @@ impl Summary {
             latency_samples_dropped: t.dropped_latency_samples,
             forgotten: t.forgotten,
             csv_output: None,
+            prometheus: None,
             flows,
             latency,
             ios,

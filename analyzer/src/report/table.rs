@@ -35,6 +35,13 @@ pub fn render(s: &Summary) -> String {
             c.failed_writes, c.rows_lost, c.files_recreated
         );
     }
+    if let Some(p) = s.prometheus.filter(|p| p.failed > 0) {
+        let _ = writeln!(
+            out,
+            "  Prometheus: {} scrapes failed (clients that hung or went away), {} served",
+            p.failed, p.served
+        );
+    }
     if s.latency_samples_dropped > 0 {
         let _ = writeln!(
             out,
@@ -170,6 +177,7 @@ mod tests {
             latency_samples_dropped: 0,
             forgotten: Default::default(),
             csv_output: None,
+            prometheus: None,
             flows: vec![],
             latency: vec![],
             ios: crate::report::summary::IosSummary { counts: Default::default(), by_pair: vec![] },

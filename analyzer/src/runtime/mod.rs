@@ -394,7 +394,7 @@ fn pipeline(
                     let mut summary = Summary::build(&totals, &received, &IoCountsByPair::new());
                     summary.set_time_sources(&totals.time_use, &source_times);
                     if let Some(e) = &exporter {
-                        e.publish(&summary);
+                        e.publish(&mut summary);
                     }
                     if let Some(d) = &dashboard {
                         let _ = d.try_send(views.build(summary, totals.last_ts_ns, false));
