@@ -1,5 +1,5 @@
-//! A map with a fixed capacity that forgets its oldest entry to make room, in O(1)
-//! amortised time and without allocating after construction.
+//! A map with a fixed capacity that forgets its oldest entry to make room, in O(1) time and
+//! without allocating after construction.
 //!
 //! Used for state that waits for an answer which may never come (NVMe commands awaiting
 //! their completion, CM requests awaiting their reply, QP pairs awaiting their first
@@ -7,100 +7,159 @@
 //! the oldest gives way. Refusing new entries instead would leave a table that filled up
 //! once (a flood, a one-way mirror) useless for the rest of the run.
 //!
-//! Insertion order is kept in a ring of (key, sequence) with lazy deletion: an entry
-//! removed from the map stays in the ring until it reaches the front or the ring is
-//! compacted, which happens when the ring holds twice the capacity (so at most every
-//! `capacity` insertions, each compaction costing O(capacity)).
+//! Entries live in a slab allocated once, linked in insertion order (an intrusive list), so
+//! forgetting the oldest, removing any entry and inserting each cost one hash lookup and no
+//! scan.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
 use std::hash::Hash;
 
+const NONE: u32 = u32::MAX;
+
+struct Slot<K, V> {
+    key: K,
+    value: V,
+    prev: u32,
+    next: u32,
+}
+
 pub struct FifoMap<K, V> {
-    map: HashMap<K, (V, u64), ahash::RandomState>,
-    order: VecDeque<(K, u64)>,
+    index: HashMap<K, u32, ahash::RandomState>,
+    slots: Vec<Slot<K, V>>,
+    free: Vec<u32>,
+    /// Oldest and newest entries.
+    head: u32,
+    tail: u32,
     max: usize,
-    seq: u64,
     /// Entries forgotten to make room.
     pub forgotten: u64,
 }
 
-impl<K: Copy + Eq + Hash, V> FifoMap<K, V> {
+impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
     /// Room for `max` entries (at least one), allocated now.
     pub fn new(max: usize) -> Self {
-        let max = max.max(1);
+        let max = max.clamp(1, NONE as usize);
         Self {
-            map: HashMap::with_capacity_and_hasher(max, ahash::RandomState::new()),
-            order: VecDeque::with_capacity(2 * max),
+            index: HashMap::with_capacity_and_hasher(max, ahash::RandomState::new()),
+            slots: Vec::with_capacity(max),
+            free: Vec::with_capacity(max),
+            head: NONE,
+            tail: NONE,
             max,
-            seq: 0,
             forgotten: 0,
         }
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.index.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.index.is_empty()
     }
 
     pub fn capacity(&self) -> usize {
         self.max
     }
 
-    fn live(&self, k: &K, seq: u64) -> bool {
-        self.map.get(k).is_some_and(|(_, s)| *s == seq)
+    fn unlink(&mut self, i: u32) {
+        let (p, n) = (self.slots[i as usize].prev, self.slots[i as usize].next);
+        match p {
+            NONE => self.head = n,
+            _ => self.slots[p as usize].next = n,
+        }
+        match n {
+            NONE => self.tail = p,
+            _ => self.slots[n as usize].prev = p,
+        }
     }
 
-    /// Makes room for a new key: forgets the oldest entry if the map is full, compacts the
-    /// ring if it is full of removed entries, and hands out the new entry's sequence.
-    fn admit(&mut self, k: K) -> u64 {
-        if self.map.len() >= self.max && !self.map.contains_key(&k) {
-            while let Some((old, seq)) = self.order.pop_front() {
-                if self.live(&old, seq) {
-                    self.map.remove(&old);
-                    self.forgotten += 1;
-                    break;
+    fn link_tail(&mut self, i: u32) {
+        self.slots[i as usize].prev = self.tail;
+        self.slots[i as usize].next = NONE;
+        match self.tail {
+            NONE => self.head = i,
+            t => self.slots[t as usize].next = i,
+        }
+        self.tail = i;
+    }
+
+    /// Makes room for a key not in the map: forgets the oldest entry if the map is full.
+    fn make_room(&mut self, k: &K) {
+        if self.index.len() >= self.max && self.head != NONE && !self.index.contains_key(k) {
+            let oldest = self.head;
+            self.unlink(oldest);
+            self.index.remove(&self.slots[oldest as usize].key);
+            self.free.push(oldest);
+            self.forgotten += 1;
+        }
+    }
+
+    /// The entry for `k`, inserted with `f` if absent (forgetting the oldest entry if the
+    /// map is full), or replaced with `f` if `replace`; a new or replaced entry is the
+    /// newest.
+    fn upsert(&mut self, k: K, f: impl FnOnce() -> V, replace: bool) -> &mut V {
+        self.make_room(&k);
+        let i = match self.index.entry(k) {
+            Entry::Occupied(o) => {
+                let i = *o.get();
+                if !replace {
+                    return &mut self.slots[i as usize].value;
                 }
+                self.slots[i as usize].value = f();
+                self.unlink(i);
+                i
             }
-        }
-        if self.order.len() >= 2 * self.max {
-            let map = &self.map;
-            self.order.retain(|(k, s)| map.get(k).is_some_and(|(_, x)| x == s));
-        }
-        self.seq += 1;
-        self.order.push_back((k, self.seq));
-        self.seq
+            Entry::Vacant(e) => {
+                let slot = Slot { key: k, value: f(), prev: NONE, next: NONE };
+                let i = match self.free.pop() {
+                    Some(i) => {
+                        self.slots[i as usize] = slot;
+                        i
+                    }
+                    None => {
+                        self.slots.push(slot);
+                        (self.slots.len() - 1) as u32
+                    }
+                };
+                e.insert(i);
+                i
+            }
+        };
+        self.link_tail(i);
+        &mut self.slots[i as usize].value
     }
 
     /// Inserts or replaces `k` (a replaced entry counts as new), forgetting the oldest
     /// entry if the map is full.
     pub fn insert(&mut self, k: K, v: V) {
-        let seq = self.admit(k);
-        self.map.insert(k, (v, seq));
+        self.upsert(k, || v, true);
     }
 
     /// The entry for `k`, inserted with `f` (as [`insert`](Self::insert) does) if absent.
     pub fn get_or_insert_with(&mut self, k: K, f: impl FnOnce() -> V) -> &mut V {
-        let seq = if self.map.contains_key(&k) { 0 } else { self.admit(k) };
-        &mut self.map.entry(k).or_insert_with(|| (f(), seq)).0
+        self.upsert(k, f, false)
     }
 
     pub fn get(&self, k: &K) -> Option<&V> {
-        self.map.get(k).map(|(v, _)| v)
+        self.index.get(k).map(|&i| &self.slots[i as usize].value)
     }
 
     pub fn get_mut(&mut self, k: &K) -> Option<&mut V> {
-        self.map.get_mut(k).map(|(v, _)| v)
+        let i = *self.index.get(k)?;
+        Some(&mut self.slots[i as usize].value)
     }
 
     pub fn remove(&mut self, k: &K) -> Option<V> {
-        self.map.remove(k).map(|(v, _)| v)
+        let i = self.index.remove(k)?;
+        self.unlink(i);
+        self.free.push(i);
+        Some(self.slots[i as usize].value)
     }
 
     pub fn contains_key(&self, k: &K) -> bool {
-        self.map.contains_key(k)
+        self.index.contains_key(k)
     }
 }
 
@@ -139,17 +198,33 @@ mod tests {
     }
 
     #[test]
+    fn get_or_insert_keeps_an_entry_and_inserts_a_missing_one() {
+        let mut m = FifoMap::new(2);
+        *m.get_or_insert_with(1, || 10) += 1;
+        *m.get_or_insert_with(1, || 99) += 1;
+        assert_eq!(m.get(&1), Some(&12));
+        *m.get_mut(&1).unwrap() = 5;
+        m.get_or_insert_with(2, || 20);
+        m.get_or_insert_with(3, || 30); // full: 1, the oldest, goes
+        assert_eq!((m.get(&1), m.get(&2), m.get(&3), m.forgotten), (None, Some(&20), Some(&30), 1));
+        assert_eq!((m.remove(&2), m.remove(&3), m.len()), (Some(20), Some(30), 0));
+        m.insert(4, 40);
+        assert_eq!((m.get(&4), m.len()), (Some(&40), 1), "usable again once emptied");
+    }
+
+    #[test]
     fn churn_never_grows_the_ring_or_the_map() {
         let mut m = FifoMap::new(8);
-        let (map_cap, ring_cap) = (m.map.capacity(), m.order.capacity());
+        let caps = |m: &FifoMap<u32, ()>| (m.index.capacity(), m.slots.capacity(), m.free.capacity());
+        let before = caps(&m);
         for k in 0..100_000u32 {
             m.insert(k, ());
             if k % 3 != 0 {
                 m.remove(&k);
             }
-            assert!(m.len() <= 8 && m.order.len() <= 16);
+            assert!(m.len() <= 8 && m.slots.len() <= 8);
         }
-        assert_eq!((m.map.capacity(), m.order.capacity()), (map_cap, ring_cap), "no reallocation");
+        assert_eq!(caps(&m), before, "no reallocation");
         // Every third key stayed: all but the last eight were forgotten, none twice.
         assert_eq!(m.forgotten, 100_000 / 3 + 1 - 8);
     }
