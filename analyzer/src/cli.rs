@@ -85,6 +85,10 @@ pub struct CommonArgs {
     /// A transmission (burst) of a flow ends after this long without a packet of it.
     #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = parse_interval)]
     pub flow_idle: Duration,
+    /// When the flow table is full, a flow without a packet for this long (packet time)
+    /// gives its slot to a new flow (summary: forgotten.idle_flows).
+    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = parse_interval)]
+    pub flow_expire: Duration,
     /// Path MTU for counting the PSNs a READ Request reserves (256, 512, 1024, 2048 or
     /// 4096); learned per QP from its packets when not given.
     #[arg(long, value_name = "N", value_parser = parse_mtu)]
@@ -444,6 +448,7 @@ fn execute(
         vantages,
         check_icrc: common.check_icrc,
         flow_idle: common.flow_idle,
+        flow_expire: common.flow_expire,
         mtu: common.mtu,
         io_timeout: common.io_timeout,
         max_ios: common.max_ios,

@@ -132,6 +132,7 @@ fn every_option_refuses_bad_values() {
         ("--csv-rotate-size", "10"),
         ("--csv-rotate-age", "soon"),
         ("--flow-idle", "x"),
+        ("--flow-expire", "0"),
         ("--mtu", "1000"),
         ("--io-timeout", "0"),
         ("--max-ios", "0"),

@@ -30,9 +30,14 @@ fn host(i: u32) -> IpAddr {
 
 /// A pcap of `frames`, 100 ns apart.
 fn write_pcap(path: &Path, frames: impl Iterator<Item = Vec<u8>>) {
+    write_pcap_every(path, 100, frames);
+}
+
+/// A pcap of `frames`, `step_ns` apart.
+fn write_pcap_every(path: &Path, step_ns: u64, frames: impl Iterator<Item = Vec<u8>>) {
     let mut w = Writer::new(std::io::BufWriter::new(std::fs::File::create(path).unwrap())).unwrap();
     for (i, f) in frames.enumerate() {
-        w.write(T0 + i as u64 * 100, &f, f.len() as u32).unwrap();
+        w.write(T0 + i as u64 * step_ns, &f, f.len() as u32).unwrap();
     }
 }
 
@@ -296,4 +301,38 @@ fn connections_that_never_come() {
     assert_eq!(s["forgotten"]["announced_flows"], 2 * CONNECTIONS - 8_192);
     assert_eq!(s["forgotten"]["cm_requests"], REQUESTS - 1_024);
     under_the_figure("51,200 CM connections", peak, 256);
+}
+
+/// A long run with churn: 1,000 QPs one after another, 20 ms apart, through a table of 100
+/// flows (`--max-flows 100 --flow-expire 1s`). Every flow is tracked (a flow idle for 2 s gives
+/// its slot to the next) and has its rows in flows.csv; the summary's whole-run table keeps
+/// twice the flow table, the flows seen last.
+#[test]
+fn flows_that_come_and_go_over_a_long_run() {
+    const QPS: u32 = 1_000;
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("churn.pcap");
+    let csv = dir.path().join("csv");
+    write_pcap_every(
+        &pcap,
+        20_000_000,
+        (0..QPS).map(|qp| roce(host(1), TARGET, op::WRITE_ONLY, qp + 1, 0, ExtHeaders::default(), &[])),
+    );
+    let csv_arg = csv.display().to_string();
+    let (s, peak) =
+        replay_measured(&pcap, &["--max-flows", "100", "--flow-expire", "1s", "--csv-dir", &csv_arg]);
+    assert_eq!(s["untracked_packets"], 0, "every flow tracked");
+    assert_eq!(s["forgotten"]["idle_flows"], QPS - 100);
+    let text = std::fs::read_to_string(csv.join("flows.csv")).unwrap();
+    let mut r = csv::Reader::from_reader(text.as_bytes());
+    let qpns: std::collections::BTreeSet<u32> =
+        r.records().map(|rec| rec.unwrap()[5].parse().unwrap()).collect();
+    assert_eq!(qpns.len() as u32, QPS, "every flow in flows.csv");
+    // 50 new flows per 1 s interval; past 200 the table is trimmed to 150.
+    let kept: Vec<u64> =
+        s["flows"].as_array().unwrap().iter().map(|f| f["dst_qpn"].as_u64().unwrap()).collect();
+    assert_eq!(kept.len(), 200);
+    assert_eq!(s["forgotten"]["summary_flows"], QPS - 200);
+    assert_eq!(kept.iter().min(), Some(&801), "the flows seen last");
+    under_the_figure("1,000 QPs through 100 slots", peak, 128);
 }

@@ -45,6 +45,14 @@ pub struct Forgotten {
     /// NVMe/RDMA connections' state (multi-packet capsules, READ phases, completions awaiting
     /// their ACK), bounded with `--max-ios`.
     pub io_connections: u64,
+    /// Flows without a packet for `--flow-expire` whose slot went to a new flow when the
+    /// table was full (everything they counted had been handed over; their PSN and pairing
+    /// state is what is forgotten).
+    pub idle_flows: u64,
+    /// Flows that left the whole-run table (the summary's, the dashboard's and Prometheus'
+    /// flows) because it was full: those idle longest (stats side; their intervals are in
+    /// flows.csv, their packets in the totals).
+    pub summary_flows: u64,
 }
 
 impl Forgotten {
@@ -53,6 +61,8 @@ impl Forgotten {
         self.cm_requests += o.cm_requests;
         self.announced_flows += o.announced_flows;
         self.io_connections += o.io_connections;
+        self.idle_flows += o.idle_flows;
+        self.summary_flows += o.summary_flows;
     }
 
     /// What was forgotten since `earlier`.
@@ -62,11 +72,18 @@ impl Forgotten {
             cm_requests: self.cm_requests - earlier.cm_requests,
             announced_flows: self.announced_flows - earlier.announced_flows,
             io_connections: self.io_connections - earlier.io_connections,
+            idle_flows: self.idle_flows - earlier.idle_flows,
+            summary_flows: self.summary_flows - earlier.summary_flows,
         }
     }
 
     pub fn total(&self) -> u64 {
-        self.nvme_commands + self.cm_requests + self.announced_flows + self.io_connections
+        self.nvme_commands
+            + self.cm_requests
+            + self.announced_flows
+            + self.io_connections
+            + self.idle_flows
+            + self.summary_flows
     }
 }
 

@@ -17,6 +17,8 @@ pub struct FlowTotals {
     pub other_opcodes: u64,
     /// Transmissions that ended.
     pub transmissions: u64,
+    /// End of the last interval with packets of the flow.
+    pub last_ns: u64,
 }
 
 impl FlowTotals {
@@ -27,6 +29,7 @@ impl FlowTotals {
             opcodes: BTreeMap::new(),
             other_opcodes: 0,
             transmissions: 0,
+            last_ns: 0,
         }
     }
 }
@@ -38,6 +41,9 @@ pub struct Totals {
     pub counters: GlobalCounters,
     pub untracked_packets: u64,
     pub flows: HashMap<FlowKey, FlowTotals>,
+    /// Bound on `flows` (`None`: unbounded). Beyond it, the flows idle longest leave the
+    /// whole-run table (counted in `forgotten.summary_flows`).
+    pub max_flows: Option<usize>,
     pub intervals: u64,
     /// Snapshots and transmission batches workers dropped because reports fell behind.
     pub dropped_snapshots: u64,
@@ -99,11 +105,29 @@ impl Totals {
                 t.transport = d.transport;
             }
             t.counts.add(&d.counts);
+            t.last_ns = t.last_ns.max(s.end_ns);
             t.other_opcodes += d.opcodes.other;
             for (op, n) in d.opcodes.iter() {
                 *t.opcodes.entry(op).or_insert(0) += n;
             }
         }
+        self.trim_flows();
+    }
+
+    /// Keeps the whole-run flow table under its bound: past it, the flows idle longest
+    /// leave, down to three quarters of the bound (so that trimming, a sort, is rare).
+    fn trim_flows(&mut self) {
+        let Some(max) = self.max_flows else { return };
+        if self.flows.len() <= max {
+            return;
+        }
+        let mut by_age: Vec<(u64, FlowKey)> = self.flows.iter().map(|(k, f)| (f.last_ns, *k)).collect();
+        by_age.sort_unstable();
+        let remove = self.flows.len() - max / 4 * 3;
+        for (_, k) in &by_age[..remove] {
+            self.flows.remove(k);
+        }
+        self.forgotten.summary_flows += remove as u64;
     }
 
     pub fn add_transmissions(&mut self, ts: &[Transmission]) {
@@ -123,5 +147,44 @@ impl Totals {
         let mut v: Vec<_> = self.flows.iter().collect();
         v.sort_by_key(|(k, _)| **k);
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::track::flow::{FlowDelta, OpcodeCounts};
+
+    fn snapshot(end_ns: u64, qpns: &[u32]) -> IntervalSnapshot {
+        let flows = qpns
+            .iter()
+            .map(|&q| FlowDelta {
+                key: FlowKey {
+                    vantage: Vantage::Compute,
+                    src: "10.0.0.1".parse().unwrap(),
+                    dst: "10.0.0.2".parse().unwrap(),
+                    dst_qpn: q,
+                },
+                transport: Transport::Rc,
+                counts: FlowCounts { packets: 1, ..Default::default() },
+                opcodes: OpcodeCounts::new(0x04),
+            })
+            .collect();
+        IntervalSnapshot { end_ns, flows, ..Default::default() }
+    }
+
+    #[test]
+    fn a_full_whole_run_table_lets_the_flows_idle_longest_go() {
+        let mut t = Totals { max_flows: Some(8), ..Totals::default() };
+        t.add(&snapshot(1, &[1, 2, 3, 4]));
+        t.add(&snapshot(2, &[5, 6, 7, 8, 1]));
+        assert_eq!((t.flows.len(), t.forgotten.summary_flows), (8, 0));
+        // A ninth flow: down to 6, the three idle longest (2, 3, 4) go; 1 was seen again.
+        t.add(&snapshot(3, &[9]));
+        let mut left: Vec<u32> = t.flows.keys().map(|k| k.dst_qpn).collect();
+        left.sort();
+        assert_eq!(left, [1, 5, 6, 7, 8, 9]);
+        assert_eq!(t.forgotten.summary_flows, 3);
+        assert_eq!(t.flows[&snapshot(0, &[1]).flows[0].key].counts.packets, 2);
     }
 }

@@ -211,6 +211,8 @@ pub fn render(s: &Summary, probe: &str, max_flows: usize) -> String {
         ("cm_requests", f.cm_requests),
         ("announced_flows", f.announced_flows),
         ("io_connections", f.io_connections),
+        ("idle_flows", f.idle_flows),
+        ("summary_flows", f.summary_flows),
     ] {
         let _ = writeln!(o, "roceprobe_table_entries_forgotten_total{{{p},table=\"{table}\"}} {n}");
     }

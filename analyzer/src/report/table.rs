@@ -53,8 +53,8 @@ pub fn render(s: &Summary) -> String {
     if f.total() > 0 {
         let _ = writeln!(
             out,
-            "  forgotten to make room: {} NVMe commands, {} CM requests, {} announced flows, {} NVMe connections",
-            f.nvme_commands, f.cm_requests, f.announced_flows, f.io_connections
+            "  forgotten to make room: {} NVMe commands, {} CM requests, {} announced flows, {} NVMe connections, {} idle flows ({} left this table)",
+            f.nvme_commands, f.cm_requests, f.announced_flows, f.io_connections, f.idle_flows, f.summary_flows
         );
     }
     for (kind, n) in s.decode_errors.iter().filter(|(_, n)| **n > 0) {

@@ -40,6 +40,9 @@ pub struct PipelineConfig {
     pub check_icrc: bool,
     /// A transmission ends after this long without a packet of its flow (`--flow-idle`).
     pub flow_idle: Duration,
+    /// A flow without a packet for this long gives its slot to a new flow when the table is
+    /// full (`--flow-expire`).
+    pub flow_expire: Duration,
     /// Path MTU for READ spans (`--mtu`); learned per QP when absent.
     pub mtu: Option<u32>,
     /// An I/O without a completion after this long is counted as timed out (`--io-timeout`).
@@ -83,6 +86,7 @@ impl PipelineConfig {
             vantages,
             check_icrc: false,
             flow_idle: Duration::from_nanos(crate::track::flow::DEFAULT_FLOW_IDLE_NS),
+            flow_expire: Duration::from_nanos(crate::track::flow::DEFAULT_FLOW_EXPIRE_NS),
             mtu: None,
             io_timeout: Duration::from_nanos(crate::track::io::DEFAULT_IO_TIMEOUT_NS),
             max_ios: crate::track::io::DEFAULT_MAX_IOS,
@@ -349,8 +353,11 @@ fn pipeline(
     let exporter = cfg.prometheus.clone();
     let live_views = dashboard.is_some() || exporter.is_some();
     let source_times = cfg.source_times.clone();
+    let max_flows = cfg.max_flows;
     let stats = std::thread::Builder::new().name("roceprobe-stats".into()).spawn(move || {
-        let mut totals = Totals::default();
+        // Whole-run flows: room for every flow the workers can track, twice over, so that
+        // flows whose slots were taken by new ones stay in the summary for a while.
+        let mut totals = Totals { max_flows: Some(2 * max_flows * workers), ..Totals::default() };
         // Whether a CSV write has failed (told once per run; every failure is counted).
         let mut csv_failed = false;
         // Receive statistics so far, per source, and the dashboard's rates.

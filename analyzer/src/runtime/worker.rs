@@ -194,7 +194,8 @@ impl Worker {
             id,
             time_use: [TimeUse::default(); 2],
             flows: FlowTable::new(cfg.max_flows, cfg.flow_idle.as_nanos() as u64, cfg.mtu)
-                .with_announced(cfg.max_announced_flows),
+                .with_announced(cfg.max_announced_flows)
+                .with_expiry(cfg.flow_expire.as_nanos() as u64),
             ios: IoTracker::new(cfg.max_ios, cfg.io_timeout.as_nanos() as u64)
                 .with_max_pairs(cfg.max_latency_series),
             vantages: cfg.vantages.clone(),
@@ -409,6 +410,8 @@ impl Worker {
             cm_requests: self.cm_requests.forgotten,
             announced_flows: self.flows.announced_forgotten(),
             io_connections: self.ios.connections_forgotten(),
+            idle_flows: self.flows.expired_flows,
+            summary_flows: 0,
         }
     }
 

@@ -15,13 +15,18 @@ use crate::metrics::latency::{Op, Segment, SeriesKey};
 use crate::wire::bth::{opcode as op, Transport};
 use crate::wire::ib_ext::{AckKind, ExtHeaders};
 use crate::wire::RocePacket;
-use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::net::IpAddr;
 
 /// Default bound on tracked flows: 1,376 bytes each ([`FlowTable::bytes_per_flow`]), so
 /// about 86 MiB allocated up front, plus the hash indexes (~10 MiB).
 pub const DEFAULT_MAX_FLOWS: usize = 65_536;
+/// Default `--flow-expire`: a flow without a packet for this long (packet time) gives its
+/// slot to a new flow when the table is full.
+pub const DEFAULT_FLOW_EXPIRE_NS: u64 = 60_000_000_000;
+/// Slots looked at, from a hand sweeping the table, when a new flow finds it full.
+const RECLAIM_PROBES: usize = 4;
+
 /// Default `--max-announced-flows`: flows CM announced (two per connection) that have not
 /// sent their first packet yet.
 pub const DEFAULT_MAX_ANNOUNCED: usize = 8_192;
@@ -182,7 +187,8 @@ struct FlowEntry {
     psn: PsnTracker,
     /// The QPN that sends this flow's packets (the paired direction's destination QPN).
     peer_qpn: u32,
-    /// The paired direction's slot, once both are in the table (slots are never reused).
+    /// The paired direction's slot, once both are in the table (cleared when that slot is
+    /// given to another flow).
     peer_slot: u32,
     /// Path MTU of the QP, 0 while unknown.
     mtu: u32,
@@ -263,8 +269,14 @@ pub struct FlowTable {
     announced: FifoMap<FlowKey, (u32, u32)>,
     head: u32,
     tail: u32,
+    /// `--flow-expire`.
+    expire_ns: u64,
+    /// Where the sweep for an expired flow goes on from.
+    hand: u32,
     /// Packets of flows that did not fit (the table was full).
     pub untracked_packets: u64,
+    /// Flows whose slot went to a new flow after `--flow-expire` without a packet.
+    pub expired_flows: u64,
 }
 
 impl FlowTable {
@@ -280,8 +292,18 @@ impl FlowTable {
             announced: FifoMap::new(DEFAULT_MAX_ANNOUNCED),
             head: NONE,
             tail: NONE,
+            expire_ns: DEFAULT_FLOW_EXPIRE_NS,
+            hand: 0,
             untracked_packets: 0,
+            expired_flows: 0,
         }
+    }
+
+    /// A flow without a packet for `ns` of packet time gives its slot to a new flow when
+    /// the table is full.
+    pub fn with_expiry(mut self, ns: u64) -> Self {
+        self.expire_ns = ns.max(1);
+        self
     }
 
     /// Room for `n` flows announced by CM before their first packet (the oldest is
@@ -377,38 +399,78 @@ impl FlowTable {
 
     // --- per packet ---------------------------------------------------------------------
 
-    fn slot(&mut self, key: FlowKey, transport: Transport, opcode: u8) -> Option<u32> {
-        let full = self.slab.len() >= self.max_flows;
-        match self.index.entry(key) {
-            Entry::Occupied(o) => Some(*o.get()),
-            Entry::Vacant(_) if full => None,
-            Entry::Vacant(v) => {
-                let i = self.slab.len() as u32;
-                v.insert(i);
-                let (peer_qpn, mtu) = self.announced.remove(&key).unwrap_or((NONE, 0));
-                self.slab.push(FlowEntry {
-                    key,
-                    transport,
-                    totals: FlowCounts::default(),
-                    reported: FlowCounts::default(),
-                    opcodes: OpcodeCounts::new(opcode),
-                    psn: PsnTracker::default(),
-                    peer_qpn,
-                    peer_slot: NONE,
-                    mtu,
-                    in_pair_index: false,
-                    tx_open: false,
-                    tx_start: 0,
-                    tx_base: FlowCounts::default(),
-                    last_ts: 0,
-                    prev: NONE,
-                    next: NONE,
-                    acks: PendingRing::default(),
-                    reads: PendingRing::default(),
-                });
-                Some(i)
-            }
+    fn slot(&mut self, key: FlowKey, transport: Transport, opcode: u8, now: u64) -> Option<u32> {
+        if let Some(&i) = self.index.get(&key) {
+            return Some(i);
         }
+        let reuse = if self.slab.len() < self.max_flows { None } else { Some(self.reclaim(now)?) };
+        let (peer_qpn, mtu) = self.announced.remove(&key).unwrap_or((NONE, 0));
+        let e = FlowEntry {
+            key,
+            transport,
+            totals: FlowCounts::default(),
+            reported: FlowCounts::default(),
+            opcodes: OpcodeCounts::new(opcode),
+            psn: PsnTracker::default(),
+            peer_qpn,
+            peer_slot: NONE,
+            mtu,
+            in_pair_index: false,
+            tx_open: false,
+            tx_start: 0,
+            tx_base: FlowCounts::default(),
+            last_ts: 0,
+            prev: NONE,
+            next: NONE,
+            acks: PendingRing::default(),
+            reads: PendingRing::default(),
+        };
+        let i = match reuse {
+            Some(i) => {
+                self.slab[i as usize] = e;
+                i
+            }
+            None => {
+                self.slab.push(e);
+                (self.slab.len() - 1) as u32
+            }
+        };
+        self.index.insert(key, i);
+        Some(i)
+    }
+
+    /// A slot for a new flow in a full table: the first of a few, from where the last sweep
+    /// stopped, whose flow has had no packet for `--flow-expire`, has no open transmission
+    /// and has handed over all it counted. Its pairing and index entries are removed.
+    fn reclaim(&mut self, now: u64) -> Option<u32> {
+        let n = self.slab.len() as u32;
+        for _ in 0..RECLAIM_PROBES.min(n as usize) {
+            let i = self.hand % n;
+            self.hand = (i + 1) % n;
+            let e = &self.slab[i as usize];
+            if e.tx_open || e.last_ts.saturating_add(self.expire_ns) >= now || e.totals != e.reported {
+                continue;
+            }
+            let (key, peer, paired) = (e.key, e.peer_slot, e.in_pair_index);
+            self.index.remove(&key);
+            if peer != NONE {
+                self.slab[peer as usize].peer_slot = NONE;
+            }
+            if paired {
+                let hosts = (key.vantage, key.src, key.dst);
+                if let Some(slots) = self.pairs.get_mut(&hosts) {
+                    for s in slots.iter_mut().filter(|s| **s == i) {
+                        *s = NONE;
+                    }
+                    if slots.iter().all(|s| *s == NONE) {
+                        self.pairs.remove(&hosts);
+                    }
+                }
+            }
+            self.expired_flows += 1;
+            return Some(i);
+        }
+        None
     }
 
     fn reverse_index(&self, i: u32) -> Option<u32> {
@@ -507,7 +569,7 @@ impl FlowTable {
     ) -> Option<u32> {
         self.expire(ts, out);
         let opcode = p.bth.opcode();
-        let Some(i) = self.slot(key, p.bth.transport(), opcode) else {
+        let Some(i) = self.slot(key, p.bth.transport(), opcode, ts) else {
             self.untracked_packets += 1;
             return None;
         };
@@ -843,6 +905,43 @@ mod pairing {
         feed(&mut t, &frame(A, B, 0x04, 20, 104, ExtHeaders::default(), 8), 7);
         feed(&mut t, &frame(A, B, 0x04, 20, 106, ExtHeaders::default(), 8), 8);
         assert_eq!(counts(&t, A, B, 20).gap_psns, 1, "105 is missing, 102-103 were the READ's");
+    }
+
+    #[test]
+    fn a_full_table_gives_the_slot_of_a_long_idle_reported_flow_to_a_new_one() {
+        const MS: u64 = 1_000_000;
+        let send = |src, dst, qpn, psn| frame(src, dst, 0x04, qpn, psn, ExtHeaders::default(), 8);
+        let mut t = FlowTable::new(3, MS / 10, None).with_expiry(10 * MS);
+        // A's QP 10 at B and its ACK flow, paired by the ACK; then a flow that stays busy.
+        feed(&mut t, &send(A, B, 10, 100), 0);
+        feed(&mut t, &frame(B, A, 0x11, 1, 100, ack(), 0), 1);
+        assert_ne!(t.slab[0].peer_slot, NONE, "paired");
+        feed(&mut t, &send(B, A, 7, 0), 2);
+        // Full, and nothing handed over yet: the new flow is not tracked.
+        feed(&mut t, &send(A, B, 30, 0), 20 * MS);
+        assert_eq!((t.untracked_packets, t.expired_flows), (1, 0));
+        let mut out = Vec::new();
+        t.expire(20 * MS, &mut |_| {});
+        t.drain_interval(&mut out);
+        // B→A QP 7 is busy again; the next new flow takes the first idle slot (A→B QP 10),
+        // whose pairing and index entries go with it.
+        feed(&mut t, &send(B, A, 7, 1), 20 * MS);
+        feed(&mut t, &send(A, B, 30, 1), 20 * MS + 1);
+        assert_eq!((t.untracked_packets, t.expired_flows), (1, 1));
+        assert_eq!(counts(&t, A, B, 30).packets, 1);
+        assert!(!t.index.contains_key(&FlowKey {
+            vantage: Vantage::Compute,
+            src: A.parse().unwrap(),
+            dst: B.parse().unwrap(),
+            dst_qpn: 10
+        }));
+        assert_eq!(t.slab[1].peer_slot, NONE, "the ACK flow no longer points at the slot");
+        // The pairing index has the slot once: for the new request flow, not the old one.
+        assert!(t.pairs.values().all(|slots| slots.iter().filter(|&&s| s == 0).count() <= 1));
+        // The old flow comes back as a new one and takes the next idle slot (the ACK flow).
+        feed(&mut t, &send(A, B, 10, 101), 20 * MS + 2);
+        assert_eq!((t.untracked_packets, t.expired_flows, t.len()), (1, 2, 3));
+        assert_eq!(counts(&t, A, B, 10).packets, 1, "counted afresh");
     }
 
     #[test]
