@@ -173,6 +173,10 @@ pub struct LiveArgs {
     /// dispatch). For plain SPAN mirrors: the NIC hashes the outer header, which ERSPAN hides.
     #[arg(long)]
     pub rss: bool,
+    /// Time every frame by the probe's clock when it is received, ignoring NIC (and
+    /// net_pcap file) timestamps: for NICs whose timestamps are not trusted.
+    #[arg(long)]
+    pub probe_clock: bool,
     /// DPDK EAL arguments, after `--` (e.g. -l 0 --no-huge -m 128 --no-pci --vdev ...).
     #[arg(last = true, value_name = "EAL ARGS")]
     pub eal_args: Vec<String>,
@@ -375,6 +379,7 @@ fn run(cli: Cli) -> Result<()> {
                 a.mbufs,
                 a.mbuf_size,
                 queues,
+                a.probe_clock,
             )?;
             let ids: Vec<u16> = cap.ports().iter().map(|p| p.id()).collect();
             let vantages = VantageMap::new(&a.common.vantages, SourceKind::Port, &ids)?;

@@ -299,3 +299,37 @@ fn a_hanging_prometheus_client_is_told_once_and_counted() {
     assert_eq!(s["prometheus"]["failed"], 1);
     assert!(s["prometheus"]["served"].as_u64().unwrap() >= 2, "{}", s["prometheus"]);
 }
+
+/// A live link that goes silent: with frames timed by the probe's clock, intervals still
+/// close (ports.csv has a row for every interval of the silence, with nothing received) and
+/// everything received is in the reports, with one worker and with software dispatch.
+#[test]
+fn a_silent_link_still_closes_intervals() {
+    for workers in ["1", "2"] {
+        let dir = tempfile::tempdir().unwrap();
+        let (csv, summary) = (dir.path().join("csv"), dir.path().join("summary.json"));
+        let pcap = capture("rdma_write_bw.pcap");
+        let mut args: Vec<String> =
+            ["live", "-q", "--probe-clock", "--interval", "100ms", "--idle-exit", "2s"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+        args.extend(["--workers".into(), workers.into(), "--csv-dir".into(), csv.display().to_string()]);
+        args.extend(["--summary".into(), summary.display().to_string(), "--".into()]);
+        args.extend(eal_args(&[&pcap]));
+        let o = Command::new(bin()).args(&args).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+        assert_eq!(s["packets"], 60, "the whole file");
+        assert_eq!(s["time_sources"]["compute"], serde_json::json!(["tsc"]));
+        // The file arrives at once; then 2 s of silence, 100 ms intervals.
+        let ports = whole_rows(&csv.join("ports.csv"));
+        let received: u64 = ports.iter().map(|r| r[3].parse::<u64>().unwrap()).sum();
+        assert_eq!(received, 60);
+        let silent = ports.iter().filter(|r| &r[3] == "0").count();
+        assert!(silent >= 15, "{workers} workers: {silent} silent intervals reported, {} rows", ports.len());
+        let flows = whole_rows(&csv.join("flows.csv"));
+        let packets: u64 = flows.iter().map(|r| r[7].parse::<u64>().unwrap()).sum();
+        assert_eq!(packets, s["roce_packets"].as_u64().unwrap());
+    }
+}

@@ -161,7 +161,7 @@ fn dpdk_rx_loop_allocates_nothing_per_packet() {
     let mut eal = eal_args(&[]);
     eal.push("--vdev".into());
     eal.push(format!("net_pcap0,rx_pcap={},infinite_rx=1", path.display()));
-    let mut cap = DpdkCapture::start(&eal, &[], StopWhen::default(), 0, 0, 1).expect("DPDK start");
+    let mut cap = DpdkCapture::start(&eal, &[], StopWhen::default(), 0, 0, 1, false).expect("DPDK start");
     let (tx, _rx) = crossbeam_channel::unbounded();
     let mut worker = Worker::new(0, &config(), tx);
     let mut received = 0u64;

@@ -531,6 +531,11 @@ impl Rx {
         }
     }
 
+    /// The TSC clock, when every port's frame times follow it (not a file's times).
+    fn clock_ns(&self) -> Option<u64> {
+        (!self.nic_time.iter().any(|t| matches!(t, NicTime::Unit(_)))).then(|| self.clock.now_ns())
+    }
+
     fn poll<F: FnMut(Frame<'_>)>(&mut self, ports: &[Port], mut f: F) -> Result<Poll> {
         let mut total = 0;
         // One clock read per poll: the fallback timestamp of the burst and the stop check.
@@ -628,7 +633,8 @@ pub struct DpdkCapture {
 impl DpdkCapture {
     /// Initialises EAL with `eal_args`, then starts `ports` (all EAL found, if empty).
     /// `mbufs`: the pool's size (0: enough for every RX ring); `mbuf_size`: each mbuf's data
-    /// room (0: DPDK's default).
+    /// room (0: DPDK's default); `probe_clock`: time every frame by the TSC at RX, whatever
+    /// the port stamps.
     pub fn start(
         eal_args: &[String],
         ports: &[u16],
@@ -636,6 +642,7 @@ impl DpdkCapture {
         mbufs: u32,
         mbuf_size: u16,
         rx_queues: u16,
+        probe_clock: bool,
     ) -> Result<Self> {
         eal_init(eal_args)?;
         let ids = if ports.is_empty() { available_ports() } else { ports.to_vec() };
@@ -670,8 +677,10 @@ impl DpdkCapture {
         let now = clock.now_ns();
         let max_id = started.iter().map(|p| usize::from(p.id) + 1).max().unwrap_or(0);
         let mut nic_time = vec![NicTime::Tsc; max_id];
-        for p in &started {
-            nic_time[usize::from(p.id)] = NicTime::of(p, &clock);
+        if !probe_clock {
+            for p in &started {
+                nic_time[usize::from(p.id)] = NicTime::of(p, &clock);
+            }
         }
         let rx = Rx {
             queue: 0,
@@ -762,6 +771,10 @@ impl Capture for QueueCapture<'_> {
     fn time_sources(&self) -> Vec<&'static str> {
         self.rx.time_sources()
     }
+
+    fn clock_ns(&self) -> Option<u64> {
+        self.rx.clock_ns()
+    }
 }
 
 impl Capture for DpdkCapture {
@@ -775,5 +788,9 @@ impl Capture for DpdkCapture {
 
     fn time_sources(&self) -> Vec<&'static str> {
         self.rx.time_sources()
+    }
+
+    fn clock_ns(&self) -> Option<u64> {
+        self.rx.clock_ns()
     }
 }

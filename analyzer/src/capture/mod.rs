@@ -75,4 +75,10 @@ pub trait Capture {
     fn stats(&mut self) -> Vec<SourceStats>;
     /// What the timestamps are made of, per source (`pcap`, `nic`, `tsc`).
     fn time_sources(&self) -> Vec<&'static str>;
+    /// The time now in the frames' time base, when that base follows the probe's clock
+    /// (live frames timed by the TSC, or by a NIC clock mapped onto it), so that a silent
+    /// link still closes intervals; `None` when frames carry their own times (files).
+    fn clock_ns(&self) -> Option<u64> {
+        None
+    }
 }

@@ -96,6 +96,20 @@ struct Lane {
 }
 
 impl Lane {
+    /// Sends what is buffered, and time to observe after it (a silent link's clock), when
+    /// the worker has room and a batch is spare; never waits nor allocates: a worker that is
+    /// behind gets the time with the next tick.
+    fn tick(&mut self, now: u64) {
+        if self.tx.is_full() {
+            return;
+        }
+        let Ok(next) = self.spares.try_recv() else { return };
+        self.current.then = now;
+        let full = std::mem::replace(&mut self.current, next);
+        // The dispatcher is the only sender: there is room.
+        let _ = self.tx.try_send(full);
+    }
+
     fn send(&mut self) {
         if self.current.slots.is_empty() {
             return;
@@ -158,6 +172,7 @@ pub fn run<C: Capture>(
     let mut clocks = MirrorClocks::default();
     let mut now = 0u64;
     let mut seen = 0u64;
+    let (mut silent, mut switch_clock) = (super::SilentLink::default(), false);
     let result = loop {
         if stop.load(Ordering::Relaxed) {
             break Ok(());
@@ -167,6 +182,7 @@ pub fn run<C: Capture>(
             let (lane, ts, switch) = match decode_frame(f.data) {
                 Decoded::Roce(p) => match p.mirror.and_then(|m| m.time.map(|t| (m.session, t))) {
                     Some((session, t)) => {
+                        switch_clock = true;
                         (owner((p.ip.src, p.ip.dst), n), clocks.time(session, t, f.ts_ns), true)
                     }
                     None => (owner((p.ip.src, p.ip.dst), n), f.ts_ns, false),
@@ -186,7 +202,14 @@ pub fn run<C: Capture>(
                 lanes.iter_mut().for_each(Lane::send);
                 ports.observe(seen, || capture.stats(), &ports_tx);
             }
-            Ok(Poll::Idle) => std::hint::spin_loop(),
+            Ok(Poll::Idle) => {
+                if let Some(t) = silent.tick(capture, switch_clock) {
+                    now = now.max(t);
+                    lanes.iter_mut().for_each(|l| l.tick(now));
+                    ports.observe(t, || capture.stats(), &ports_tx);
+                }
+                std::hint::spin_loop()
+            }
             Ok(Poll::End) => break Ok(()),
             Err(e) => break Err(e),
         }

@@ -257,7 +257,8 @@ pub fn run_rss(
 }
 
 /// Polls `capture` into `worker` until the source ends or `stop` is set; `after` runs after
-/// each poll that delivered frames, with the latest capture time seen.
+/// each poll that delivered frames, with the latest capture time seen, and while the link is
+/// silent, with the capture's clock (see [`SilentLink`]).
 fn drive<C: Capture>(
     capture: &mut C,
     worker: &mut Worker,
@@ -265,6 +266,7 @@ fn drive<C: Capture>(
     mut after: impl FnMut(u64, &mut C),
 ) -> Result<()> {
     let mut seen = 0u64;
+    let mut silent = SilentLink::default();
     loop {
         if stop.load(Ordering::Relaxed) {
             return Ok(());
@@ -275,10 +277,43 @@ fn drive<C: Capture>(
         });
         match polled {
             Ok(Poll::Frames(_)) => after(seen, capture),
-            Ok(Poll::Idle) => std::hint::spin_loop(),
+            Ok(Poll::Idle) => {
+                if let Some(now) = silent.tick(capture, worker.saw_switch_clock()) {
+                    worker.observe_time(now);
+                    after(now, capture);
+                }
+                std::hint::spin_loop()
+            }
             Ok(Poll::End) => return Ok(()),
             Err(e) => return Err(e),
         }
+    }
+}
+
+/// Time goes on while a live link is silent. Intervals follow packet time, so without
+/// frames the open interval would stay open (the dashboard and Prometheus showing the last
+/// one) until the next frame. When the capture's frames are timed by the probe's clock, an
+/// idle poll offers that clock, at most every millisecond and a millisecond behind (for
+/// frames still on their way through other ports), as the time to close intervals, end
+/// transmissions and time I/Os out with. Not when a switch's ERSPAN clock times frames.
+#[derive(Debug, Default)]
+pub struct SilentLink {
+    next_ns: u64,
+}
+
+impl SilentLink {
+    const STEP_NS: u64 = 1_000_000;
+
+    pub fn tick(&mut self, capture: &impl Capture, switch_clock: bool) -> Option<u64> {
+        if switch_clock {
+            return None;
+        }
+        let now = capture.clock_ns()?;
+        if now < self.next_ns {
+            return None;
+        }
+        self.next_ns = now.saturating_add(Self::STEP_NS);
+        Some(now.saturating_sub(Self::STEP_NS))
     }
 }
 

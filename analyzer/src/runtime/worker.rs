@@ -223,10 +223,25 @@ impl Worker {
         self
     }
 
-    /// The latest packet time across all workers, so I/Os time out as they would with one
-    /// worker even when this one sees no packet for a while.
+    /// The latest packet time across all workers, or the clock of a live capture whose link
+    /// is silent: the open interval closes, transmissions end and I/Os time out as they
+    /// would with one worker seeing packets, even when this one sees none for a while.
     pub fn observe_time(&mut self, now: u64) {
+        if let Some((start, end)) = self.current {
+            if now >= end {
+                self.emit(start, end);
+                self.current = Some(self.interval_of(now));
+            }
+        }
+        let out = &mut self.out;
+        self.flows.expire(now, &mut |e| out.event(e));
         self.ios.expire(now, &mut self.out.latency);
+    }
+
+    /// Whether some frame was timed by a switch's ERSPAN clock (whose time the probe's
+    /// clock cannot stand in for).
+    pub fn saw_switch_clock(&self) -> bool {
+        self.time_use.iter().any(|u| u.switch_clock)
     }
 
     /// Where each vantage's packet times came from (compute, storage).
