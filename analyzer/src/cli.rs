@@ -68,7 +68,8 @@ pub struct CommonArgs {
     /// Unmapped traffic is compute.
     #[arg(long = "vantage", value_name = "NAME=SELECTOR", value_parser = parse_rule)]
     pub vantages: Vec<Rule>,
-    /// Most flows tracked at once; packets of further flows are counted as untracked.
+    /// Most flows tracked at once; a new flow takes the slot of one idle for --flow-expire,
+    /// else its packets are counted as untracked.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_FLOWS, value_parser = parse_table_bound)]
     pub max_flows: usize,
     /// Write flows.csv, latency.csv, ports.csv and transmissions.csv here, every interval

@@ -123,7 +123,7 @@ impl Totals {
         }
         let mut by_age: Vec<(u64, FlowKey)> = self.flows.iter().map(|(k, f)| (f.last_ns, *k)).collect();
         by_age.sort_unstable();
-        let remove = self.flows.len() - max / 4 * 3;
+        let remove = self.flows.len() - (max - max / 4);
         for (_, k) in &by_age[..remove] {
             self.flows.remove(k);
         }
@@ -132,8 +132,11 @@ impl Totals {
 
     pub fn add_transmissions(&mut self, ts: &[Transmission]) {
         for t in ts {
-            self.flows.entry(t.key).or_insert_with(|| FlowTotals::new(t.transport)).transmissions += 1;
+            let f = self.flows.entry(t.key).or_insert_with(|| FlowTotals::new(t.transport));
+            f.transmissions += 1;
+            f.last_ns = f.last_ns.max(t.end_ns);
         }
+        self.trim_flows();
     }
 
     /// Fabric loss of a flow over the whole run (see [`fabric_loss`]).

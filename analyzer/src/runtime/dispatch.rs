@@ -34,7 +34,8 @@ struct Slot {
     len: u32,
     wire_len: u32,
     ts_ns: u64,
-    /// The latest packet time dispatched so far, this frame included.
+    /// The latest packet time dispatched so far, this frame included, or the probe's clock
+    /// offered while the link was silent (see `SilentLink`), whichever is later.
     now: u64,
     source: u16,
     /// `ts_ns` is an ERSPAN III switch timestamp.

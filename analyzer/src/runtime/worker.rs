@@ -529,7 +529,8 @@ mod tests {
                 (10 * S, 11 * S, 1, Some(10 * S + S / 2), Some(10 * S + S / 2)),
                 // A frame from before the open interval (a clock step back) counts in it.
                 (11 * S, 12 * S, 2, Some(10 * S + 9 * S / 10), Some(11 * S + S / 5)),
-                // Empty intervals are skipped, not reported as zeros.
+                // Empty intervals are skipped, not reported as zeros (unless a silent live
+                // link's clock closes them: see `observe_time`).
                 (13 * S, 14 * S, 1, Some(13 * S + S / 10), Some(13 * S + S / 10)),
             ]
         );

@@ -17,6 +17,14 @@ use std::hash::Hash;
 
 const NONE: u32 = u32::MAX;
 
+/// What an upsert does with an entry already in the map.
+#[derive(Clone, Copy)]
+enum Existing {
+    Keep,
+    Replace,
+    Refresh,
+}
+
 struct Slot<K, V> {
     key: K,
     value: V,
@@ -41,7 +49,10 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
     pub fn new(max: usize) -> Self {
         let max = max.clamp(1, NONE as usize);
         Self {
-            index: HashMap::with_capacity_and_hasher(max, ahash::RandomState::new()),
+            // Twice the room it holds at most: a hash map more than half full rehashes into a
+            // larger allocation once its removed entries use up the spare room; under half
+            // full it cleans them up in place.
+            index: HashMap::with_capacity_and_hasher(2 * max, ahash::RandomState::new()),
             slots: Vec::with_capacity(max),
             free: Vec::with_capacity(max),
             head: NONE,
@@ -97,17 +108,18 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
     }
 
     /// The entry for `k`, inserted with `f` if absent (forgetting the oldest entry if the
-    /// map is full), or replaced with `f` if `replace`; a new or replaced entry is the
-    /// newest.
-    fn upsert(&mut self, k: K, f: impl FnOnce() -> V, replace: bool) -> &mut V {
+    /// map is full); an entry already there is replaced with `f` or kept as it is, and made
+    /// the newest or left where it is, as `existing` says. A new entry is the newest.
+    fn upsert(&mut self, k: K, f: impl FnOnce() -> V, existing: Existing) -> &mut V {
         self.make_room(&k);
         let i = match self.index.entry(k) {
             Entry::Occupied(o) => {
                 let i = *o.get();
-                if !replace {
-                    return &mut self.slots[i as usize].value;
+                match existing {
+                    Existing::Keep => return &mut self.slots[i as usize].value,
+                    Existing::Replace => self.slots[i as usize].value = f(),
+                    Existing::Refresh => {}
                 }
-                self.slots[i as usize].value = f();
                 self.unlink(i);
                 i
             }
@@ -134,12 +146,26 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
     /// Inserts or replaces `k` (a replaced entry counts as new), forgetting the oldest
     /// entry if the map is full.
     pub fn insert(&mut self, k: K, v: V) {
-        self.upsert(k, || v, true);
+        self.upsert(k, || v, Existing::Replace);
     }
 
     /// The entry for `k`, inserted with `f` (as [`insert`](Self::insert) does) if absent.
     pub fn get_or_insert_with(&mut self, k: K, f: impl FnOnce() -> V) -> &mut V {
-        self.upsert(k, f, false)
+        self.upsert(k, f, Existing::Keep)
+    }
+
+    /// As [`get_or_insert_with`](Self::get_or_insert_with), but an entry already there
+    /// becomes the newest: used this way, the map forgets the least recently used entry.
+    pub fn get_or_insert_recent(&mut self, k: K, f: impl FnOnce() -> V) -> &mut V {
+        self.upsert(k, f, Existing::Refresh)
+    }
+
+    /// The entry for `k`, made the newest (see [`get_or_insert_recent`](Self::get_or_insert_recent)).
+    pub fn get_mut_recent(&mut self, k: &K) -> Option<&mut V> {
+        let i = *self.index.get(k)?;
+        self.unlink(i);
+        self.link_tail(i);
+        Some(&mut self.slots[i as usize].value)
     }
 
     pub fn get(&self, k: &K) -> Option<&V> {
@@ -210,6 +236,41 @@ mod tests {
         assert_eq!((m.remove(&2), m.remove(&3), m.len()), (Some(20), Some(30), 0));
         m.insert(4, 40);
         assert_eq!((m.get(&4), m.len()), (Some(&40), 1), "usable again once emptied");
+    }
+
+    #[test]
+    fn used_recently_the_map_forgets_the_least_recently_used() {
+        let mut m = FifoMap::new(3);
+        for k in 1..=3 {
+            m.get_or_insert_recent(k, || k);
+        }
+        *m.get_mut_recent(&1).unwrap() += 10; // 1 is now the newest
+        m.get_or_insert_recent(2, || 0); // and then 2
+        m.get_or_insert_recent(4, || 4); // full: 3, used least recently, goes
+        assert_eq!((m.get(&1), m.get(&2), m.get(&3), m.get(&4)), (Some(&11), Some(&2), None, Some(&4)));
+    }
+
+    #[test]
+    fn a_large_full_map_under_churn_never_reallocates() {
+        // Removed entries leave markers in a hash map; a map kept near its capacity would
+        // grow into a new allocation when they pile up.
+        let mut m = FifoMap::new(4096);
+        let caps = |m: &FifoMap<u64, u64>| (m.index.capacity(), m.slots.capacity(), m.free.capacity());
+        for k in 0..4096 {
+            m.insert(k, k);
+        }
+        let before = caps(&m);
+        for k in 4096..1_000_000u64 {
+            m.insert(k, k);
+            if k % 2 == 0 {
+                m.remove(&(k - 1));
+            }
+            // `capacity` shrinks as removal markers pile up and comes back when the map
+            // cleans them up in place; it would double if the map grew into a new allocation.
+            assert!(m.index.capacity() <= before.0, "the index grew at {k}");
+        }
+        assert_eq!((m.slots.capacity(), m.free.capacity()), (before.1, before.2));
+        assert_eq!(m.len(), 4096);
     }
 
     #[test]

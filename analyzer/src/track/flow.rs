@@ -1,9 +1,11 @@
 //! The flow table: one entry per (vantage, src IP, dst IP, destination QPN), SPEC §2, with
 //! each flow's counters, PSN analysis, open transmission and QP pairing.
 //!
-//! Capacity is fixed at start-up (`--max-flows`): entries live in a slab allocated once, and
-//! a packet of a new flow beyond the bound is counted as untracked, so the per-packet path
-//! never allocates. Flows with an open transmission are kept in a list ordered by their
+//! Capacity is fixed at start-up (`--max-flows`): entries live in a slab allocated once. A
+//! new flow in a full table takes the slot of a flow idle for `--flow-expire` that has
+//! handed over everything it counted, if a short sweep finds one; else its packets are
+//! counted as untracked. Hash indexes get twice the room they hold at most, so removals
+//! never make them grow: the per-packet path never allocates. Flows with an open transmission are kept in a list ordered by their
 //! last packet (an intrusive LRU through the slab), so ending idle transmissions looks at
 //! the list's head only: no scan of the table per packet.
 
@@ -18,8 +20,8 @@ use crate::wire::RocePacket;
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-/// Default bound on tracked flows: 1,376 bytes each ([`FlowTable::bytes_per_flow`]), so
-/// about 86 MiB allocated up front, plus the hash indexes (~10 MiB).
+/// Default bound on tracked flows: 1,488 bytes each with their hash index and pairing
+/// entries ([`FlowTable::bytes_per_flow`]), so about 93 MiB allocated up front.
 pub const DEFAULT_MAX_FLOWS: usize = 65_536;
 /// Default `--flow-expire`: a flow without a packet for this long (packet time) gives its
 /// slot to a new flow when the table is full.
@@ -283,12 +285,15 @@ impl FlowTable {
     pub fn new(max_flows: usize, idle_ns: u64, forced_mtu: Option<u32>) -> Self {
         let h = || ahash::RandomState::new();
         Self {
-            index: HashMap::with_capacity_and_hasher(max_flows, h()),
+            // Twice the room: entries are removed when slots are reused, and a hash map that
+            // is more than half full rehashes into a larger allocation when its deleted
+            // entries use up the spare room.
+            index: HashMap::with_capacity_and_hasher(2 * max_flows, h()),
             slab: Vec::with_capacity(max_flows),
             max_flows,
             idle_ns: idle_ns.max(1),
             forced_mtu,
-            pairs: HashMap::with_capacity_and_hasher(max_flows, h()),
+            pairs: HashMap::with_capacity_and_hasher(2 * max_flows, h()),
             announced: FifoMap::new(DEFAULT_MAX_ANNOUNCED),
             head: NONE,
             tail: NONE,
@@ -318,12 +323,13 @@ impl FlowTable {
         self.announced.forgotten
     }
 
-    /// Memory per tracked flow: the slab entry, its index entry and its pairing slot (hash
-    /// maps add a control byte and their load factor on top).
+    /// Memory per tracked flow: the slab entry, and twice its index entry and its pairing
+    /// slot (the hash maps have twice the room; they add a control byte per entry and their
+    /// load factor on top).
     pub const fn bytes_per_flow() -> usize {
         std::mem::size_of::<FlowEntry>()
-            + std::mem::size_of::<(FlowKey, u32)>()
-            + std::mem::size_of::<((Vantage, IpAddr, IpAddr), [u32; PAIR_SLOTS])>()
+            + 2 * std::mem::size_of::<(FlowKey, u32)>()
+            + 2 * std::mem::size_of::<((Vantage, IpAddr, IpAddr), [u32; PAIR_SLOTS])>()
     }
 
     pub fn len(&self) -> usize {
@@ -453,7 +459,7 @@ impl FlowTable {
             }
             let (key, peer, paired) = (e.key, e.peer_slot, e.in_pair_index);
             self.index.remove(&key);
-            if peer != NONE {
+            if peer != NONE && self.slab[peer as usize].peer_slot == i {
                 self.slab[peer as usize].peer_slot = NONE;
             }
             if paired {
@@ -497,12 +503,23 @@ impl FlowTable {
         self.reverse_index(i).map(|r| self.slab[r as usize].mtu).filter(|&m| m != 0)
     }
 
+    /// Links two slots as the two directions of a QP pair, unlinking whatever either was
+    /// linked to before (a QPN reused by a new connection), so links are always two-way.
+    fn link_slots(&mut self, a: u32, b: u32) {
+        for (x, y) in [(a, b), (b, a)] {
+            let old = self.slab[x as usize].peer_slot;
+            if old != NONE && old != y && self.slab[old as usize].peer_slot == x {
+                self.slab[old as usize].peer_slot = NONE;
+            }
+            self.slab[x as usize].peer_slot = y;
+        }
+    }
+
     fn set_pair(&mut self, a: u32, b: u32) {
         let (qa, qb) = (self.slab[a as usize].key.dst_qpn, self.slab[b as usize].key.dst_qpn);
         self.slab[a as usize].peer_qpn = qb;
         self.slab[b as usize].peer_qpn = qa;
-        self.slab[a as usize].peer_slot = b;
-        self.slab[b as usize].peer_slot = a;
+        self.link_slots(a, b);
         let m = self.slab[a as usize].mtu.max(self.slab[b as usize].mtu);
         self.slab[a as usize].mtu = m;
         self.slab[b as usize].mtu = m;
@@ -594,8 +611,7 @@ impl FlowTable {
         if self.slab[i as usize].peer_slot == NONE && self.slab[i as usize].peer_qpn != NONE {
             // Paired by CM before both directions were in the table: link the slots now.
             if let Some(r) = self.reverse_index(i) {
-                self.slab[i as usize].peer_slot = r;
-                self.slab[r as usize].peer_slot = i;
+                self.link_slots(i, r);
             }
         }
         let e = &mut self.slab[i as usize];
@@ -825,7 +841,7 @@ mod size {
         let b = FlowTable::bytes_per_flow();
         println!("bytes per flow: {b}");
         assert!(
-            b <= 1376,
+            b <= 1488,
             "{b} bytes per flow: update docs/METRICS.md, RELIABILITY.md and DEFAULT_MAX_FLOWS' note"
         );
     }
@@ -942,6 +958,19 @@ mod pairing {
         feed(&mut t, &send(A, B, 10, 101), 20 * MS + 2);
         assert_eq!((t.untracked_packets, t.expired_flows, t.len()), (1, 2, 3));
         assert_eq!(counts(&t, A, B, 10).packets, 1, "counted afresh");
+    }
+
+    #[test]
+    fn pairing_links_stay_two_way_when_a_qpn_is_paired_anew() {
+        let send = |src, dst, qpn| frame(src, dst, 0x04, qpn, 0, ExtHeaders::default(), 8);
+        let mut t = FlowTable::new(8, 1_000_000, None);
+        feed(&mut t, &send(A, B, 10), 0); // slot 0: the request flow
+        feed(&mut t, &send(B, A, 1), 1); // slot 1: an old connection's other direction
+        feed(&mut t, &send(B, A, 5), 2); // slot 2: a new connection's, reusing QPN 10
+        t.set_pair(1, 0);
+        t.set_pair(2, 0);
+        assert_eq!((t.slab[0].peer_slot, t.slab[2].peer_slot), (2, 0));
+        assert_eq!(t.slab[1].peer_slot, NONE, "the old direction no longer points at slot 0");
     }
 
     #[test]

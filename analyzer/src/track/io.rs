@@ -211,8 +211,9 @@ impl IoTracker {
         Self {
             ios: Vec::with_capacity(max_ios),
             free: Vec::with_capacity(max_ios),
-            by_cid: HashMap::with_capacity_and_hasher(max_ios, h()),
-            by_key: HashMap::with_capacity_and_hasher(max_ios, h()),
+            // Twice the room (see FifoMap::new): I/Os come and go all the time.
+            by_cid: HashMap::with_capacity_and_hasher(2 * max_ios, h()),
+            by_key: HashMap::with_capacity_and_hasher(2 * max_ios, h()),
             conns: FifoMap::new((max_ios / 4).max(64)),
             max_pairs: crate::runtime::DEFAULT_MAX_LATENCY_SERIES,
             head: NONE,
@@ -254,10 +255,10 @@ impl IoTracker {
             .then_some(i)
     }
 
-    /// A connection's state, made (forgetting the oldest connection's if the table is full)
-    /// when first needed.
+    /// A connection's state, made when first needed; when the table is full, the state of
+    /// the connection used least recently is forgotten.
     fn conn(&mut self, host: IpAddr, target: IpAddr, target_qpn: u32) -> &mut Conn {
-        self.conns.get_or_insert_with((host, target, target_qpn), Conn::default)
+        self.conns.get_or_insert_recent((host, target, target_qpn), Conn::default)
     }
 
     // --- the FIFO of live I/Os ----------------------------------------------------------
@@ -577,7 +578,7 @@ impl IoTracker {
     pub fn capsule_packet(&mut self, at: At, target_qpn: u32, last: bool) {
         let At { vantage: v, ts, host, target } = at;
         let v = vi(v);
-        let Some(c) = self.conns.get_mut(&(host, target, target_qpn)) else { return };
+        let Some(c) = self.conns.get_mut_recent(&(host, target, target_qpn)) else { return };
         let r = c.open_capsule[v];
         if last {
             c.open_capsule[v] = NO_REF;
@@ -693,7 +694,7 @@ impl IoTracker {
         if vi(v) != 0 {
             return;
         }
-        let Some(c) = self.conns.get_mut(&(host, target, target_qpn)) else { return };
+        let Some(c) = self.conns.get_mut_recent(&(host, target, target_qpn)) else { return };
         let mut covered: [Option<Ref>; CONN_RING] = [None; CONN_RING];
         for (k, e) in c.completions.iter_mut().enumerate() {
             if let Some(r) = e.io {
