@@ -20,8 +20,8 @@ use crate::wire::RocePacket;
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-/// Default bound on tracked flows: 1,488 bytes each with their hash index and pairing
-/// entries ([`FlowTable::bytes_per_flow`]), so about 93 MiB allocated up front.
+/// Default bound on tracked flows: about 108 MiB allocated up front with the hash indexes
+/// ([`FlowTable::allocated_bytes`]; pages are touched as flows arrive).
 pub const DEFAULT_MAX_FLOWS: usize = 65_536;
 /// Default `--flow-expire`: a flow without a packet for this long (packet time) gives its
 /// slot to a new flow when the table is full.
@@ -323,13 +323,14 @@ impl FlowTable {
         self.announced.forgotten
     }
 
-    /// Memory per tracked flow: the slab entry, and twice its index entry and its pairing
-    /// slot (the hash maps have twice the room; they add a control byte per entry and their
-    /// load factor on top).
-    pub const fn bytes_per_flow() -> usize {
-        std::mem::size_of::<FlowEntry>()
-            + 2 * std::mem::size_of::<(FlowKey, u32)>()
-            + 2 * std::mem::size_of::<((Vantage, IpAddr, IpAddr), [u32; PAIR_SLOTS])>()
+    /// Memory the table allocates for `max_flows`: the slab, and the index and pairing hash
+    /// maps, made with room for twice the flows (a hash map rounds its buckets up to a power
+    /// of two at most 7/8 full, each bucket an entry and a control byte).
+    pub const fn allocated_bytes(max_flows: usize) -> usize {
+        let buckets = (2 * max_flows * 8 / 7).next_power_of_two();
+        max_flows * std::mem::size_of::<FlowEntry>()
+            + buckets * (std::mem::size_of::<(FlowKey, u32)>() + 1)
+            + buckets * (std::mem::size_of::<((Vantage, IpAddr, IpAddr), [u32; PAIR_SLOTS])>() + 1)
     }
 
     pub fn len(&self) -> usize {
@@ -459,8 +460,8 @@ impl FlowTable {
             }
             let (key, peer, paired) = (e.key, e.peer_slot, e.in_pair_index);
             self.index.remove(&key);
-            if peer != NONE && self.slab[peer as usize].peer_slot == i {
-                self.slab[peer as usize].peer_slot = NONE;
+            if peer != NONE {
+                self.unpair_from(peer, i);
             }
             if paired {
                 let hosts = (key.vantage, key.src, key.dst);
@@ -508,10 +509,23 @@ impl FlowTable {
     fn link_slots(&mut self, a: u32, b: u32) {
         for (x, y) in [(a, b), (b, a)] {
             let old = self.slab[x as usize].peer_slot;
-            if old != NONE && old != y && self.slab[old as usize].peer_slot == x {
-                self.slab[old as usize].peer_slot = NONE;
+            if old != NONE && old != y {
+                self.unpair_from(old, x);
             }
             self.slab[x as usize].peer_slot = y;
+        }
+    }
+
+    /// `x` loses its pair `from` (which now pairs with another flow, or leaves the table):
+    /// its link, and its peer QPN if that named `from`, so that it is not linked back.
+    fn unpair_from(&mut self, x: u32, from: u32) {
+        let q = self.slab[from as usize].key.dst_qpn;
+        let e = &mut self.slab[x as usize];
+        if e.peer_slot == from {
+            e.peer_slot = NONE;
+        }
+        if e.peer_qpn == q {
+            e.peer_qpn = NONE;
         }
     }
 
@@ -609,9 +623,13 @@ impl FlowTable {
         }
         self.push_tail(i);
         if self.slab[i as usize].peer_slot == NONE && self.slab[i as usize].peer_qpn != NONE {
-            // Paired by CM before both directions were in the table: link the slots now.
+            // Paired by CM before both directions were in the table: link the slots now,
+            // unless the other direction has since paired with another flow.
             if let Some(r) = self.reverse_index(i) {
-                self.link_slots(i, r);
+                let other = &self.slab[r as usize];
+                if other.peer_slot == NONE || other.peer_qpn == self.slab[i as usize].key.dst_qpn {
+                    self.set_pair(i, r);
+                }
             }
         }
         let e = &mut self.slab[i as usize];
@@ -768,9 +786,16 @@ impl FlowTable {
     ) {
         let ab = FlowKey { vantage, src: a_ip, dst: b_ip, dst_qpn: b_qpn };
         let ba = FlowKey { vantage, src: b_ip, dst: a_ip, dst_qpn: a_qpn };
-        for (k, peer) in [(ab, a_qpn), (ba, b_qpn)] {
-            match self.index.get(&k) {
-                Some(&i) => {
+        let (ia, ib) = (self.index.get(&ab).copied(), self.index.get(&ba).copied());
+        for (k, i, peer) in [(ab, ia, a_qpn), (ba, ib, b_qpn)] {
+            match i {
+                Some(i) => {
+                    // What CM says overrides what was learned: a link to another flow goes.
+                    let old = self.slab[i as usize].peer_slot;
+                    if old != NONE && self.slab[old as usize].key.dst_qpn != peer {
+                        self.unpair_from(old, i);
+                        self.slab[i as usize].peer_slot = NONE;
+                    }
                     let e = &mut self.slab[i as usize];
                     e.peer_qpn = peer;
                     if mtu != 0 {
@@ -779,6 +804,9 @@ impl FlowTable {
                 }
                 None => self.announced.insert(k, (peer, mtu)),
             }
+        }
+        if let (Some(a), Some(b)) = (ia, ib) {
+            self.set_pair(a, b);
         }
     }
 
@@ -838,11 +866,12 @@ mod size {
     /// docs/METRICS.md states the memory per flow; this keeps it true.
     #[test]
     fn bytes_per_flow_is_what_the_docs_say() {
-        let b = FlowTable::bytes_per_flow();
-        println!("bytes per flow: {b}");
+        let entry = std::mem::size_of::<FlowEntry>();
+        let mib = FlowTable::allocated_bytes(DEFAULT_MAX_FLOWS) as f64 / (1 << 20) as f64;
+        println!("entry {entry} bytes, table {mib:.1} MiB at the default bound");
         assert!(
-            b <= 1488,
-            "{b} bytes per flow: update docs/METRICS.md, RELIABILITY.md and DEFAULT_MAX_FLOWS' note"
+            entry <= 1264 && mib <= 108.0,
+            "{entry} bytes per entry, {mib:.1} MiB: update docs/METRICS.md, RELIABILITY.md, DEPLOYMENT.md and DEFAULT_MAX_FLOWS' note"
         );
     }
 }
@@ -971,6 +1000,13 @@ mod pairing {
         t.set_pair(2, 0);
         assert_eq!((t.slab[0].peer_slot, t.slab[2].peer_slot), (2, 0));
         assert_eq!(t.slab[1].peer_slot, NONE, "the old direction no longer points at slot 0");
+        // A late packet of the old direction does not take the pair back.
+        feed(&mut t, &send(B, A, 1), 3);
+        assert_eq!((t.slab[0].peer_slot, t.slab[2].peer_slot, t.slab[1].peer_slot), (2, 0, NONE));
+        // CM then says A's QP 1 talks to B's QP 10: slots 0 and 1 pair, slot 2 is let go.
+        t.announce_pair(Vantage::Compute, A.parse().unwrap(), 1, B.parse().unwrap(), 10, 0);
+        assert_eq!((t.slab[0].peer_slot, t.slab[1].peer_slot, t.slab[2].peer_slot), (1, 0, NONE));
+        assert_eq!((t.slab[0].peer_qpn, t.slab[1].peer_qpn, t.slab[2].peer_qpn), (1, 10, NONE));
     }
 
     #[test]
