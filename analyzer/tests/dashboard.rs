@@ -120,6 +120,18 @@ fn the_dashboard_shows_the_truth_of_a_fixture() {
 }
 
 #[test]
+fn reached_bounds_show() {
+    let mut v = final_view("nvme_vlan");
+    let quiet = render(&v, UiState::default());
+    assert!(!quiet.iter().any(|l| l.contains("limits")), "nothing reached: nothing shown");
+    v.summary.forgotten.nvme_commands = 1_200;
+    v.summary.forgotten.idle_flows = 34;
+    v.summary.latency_samples_dropped = 7;
+    let screen = render(&v, UiState::default());
+    assert!(screen.iter().any(|l| l.contains("limits: 1,234 forgotten, 7 samples dropped")), "{screen:#?}");
+}
+
+#[test]
 fn receive_drops_show() {
     let mut view = final_view("nvme_vlan");
     let port = view.summary.ports.get_mut("0").unwrap();

@@ -236,7 +236,25 @@ fn draw_totals(f: &mut Frame<'_>, area: Rect, s: &Summary) {
             ),
             warn,
         )]),
-        Line::from(format!("time: {}", if time.is_empty() { "-".into() } else { time.join(", ") })),
+        {
+            let mut spans = vec![Span::raw(format!(
+                "time: {}",
+                if time.is_empty() { "-".into() } else { time.join(", ") }
+            ))];
+            // A bound was reached: what did not fit is not measured (RELIABILITY.md).
+            let forgotten = s.forgotten.total();
+            if forgotten + s.latency_samples_dropped > 0 {
+                spans.push(Span::styled(
+                    format!(
+                        "  limits: {} forgotten, {} samples dropped",
+                        n(forgotten),
+                        n(s.latency_samples_dropped)
+                    ),
+                    Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
+                ));
+            }
+            Line::from(spans)
+        },
     ];
     f.render_widget(Paragraph::new(lines).block(Block::new().borders(Borders::ALL).title(" totals ")), area);
 }
