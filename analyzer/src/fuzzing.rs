@@ -37,6 +37,7 @@ pub fn worker(data: &[u8]) {
         // Tiny tables, so that inputs reach what happens when they are full (and a worker
         // per input is cheap to make).
         io_timeout: Duration::from_micros(30),
+        flow_expire: Duration::from_micros(40),
         max_ios: 8,
         max_latency_series: 4,
         max_pending_commands: 4,
