@@ -98,7 +98,7 @@ pub struct CommonArgs {
     #[arg(long, value_name = "DUR", default_value = "1s", value_parser = parse_interval)]
     pub io_timeout: Duration,
     /// Most NVMe I/Os awaiting their completion at once; further commands are counted as
-    /// overflowed.
+    /// overflowed. A quarter of it (at least 64) bounds the NVMe connections' state.
     #[arg(long, value_name = "N", default_value_t = crate::track::io::DEFAULT_MAX_IOS, value_parser = parse_table_bound)]
     pub max_ios: usize,
     /// Most latency series, (initiator, target, op, segment), per worker over the run

@@ -302,18 +302,22 @@ fn a_hanging_prometheus_client_is_told_once_and_counted() {
 
 /// A live link that goes silent: with frames timed by the probe's clock, intervals still
 /// close (ports.csv has a row for every interval of the silence, with nothing received) and
-/// everything received is in the reports, with one worker and with software dispatch.
+/// everything received is in the reports, with one worker and with software dispatch; with
+/// the file's own times, nothing moves time on.
 #[test]
 fn a_silent_link_still_closes_intervals() {
-    for workers in ["1", "2"] {
+    // (workers, frames timed by the probe's clock)
+    for (workers, probe_clock) in [("1", true), ("2", true), ("1", false)] {
         let dir = tempfile::tempdir().unwrap();
         let (csv, summary) = (dir.path().join("csv"), dir.path().join("summary.json"));
         let pcap = capture("rdma_write_bw.pcap");
-        let mut args: Vec<String> =
-            ["live", "-q", "--probe-clock", "--interval", "100ms", "--idle-exit", "2s"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
+        let mut args: Vec<String> = ["live", "-q", "--interval", "100ms", "--idle-exit", "2s"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        if probe_clock {
+            args.push("--probe-clock".into());
+        }
         args.extend(["--workers".into(), workers.into(), "--csv-dir".into(), csv.display().to_string()]);
         args.extend(["--summary".into(), summary.display().to_string(), "--".into()]);
         args.extend(eal_args(&[&pcap]));
@@ -321,13 +325,23 @@ fn a_silent_link_still_closes_intervals() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
         assert_eq!(s["packets"], 60, "the whole file");
-        assert_eq!(s["time_sources"]["compute"], serde_json::json!(["tsc"]));
+        let time = if probe_clock { "tsc" } else { "nic" };
+        assert_eq!(s["time_sources"]["compute"], serde_json::json!([time]));
         // The file arrives at once; then 2 s of silence, 100 ms intervals.
         let ports = whole_rows(&csv.join("ports.csv"));
         let received: u64 = ports.iter().map(|r| r[3].parse::<u64>().unwrap()).sum();
         assert_eq!(received, 60);
         let silent = ports.iter().filter(|r| &r[3] == "0").count();
-        assert!(silent >= 15, "{workers} workers: {silent} silent intervals reported, {} rows", ports.len());
+        if probe_clock {
+            assert!(
+                silent >= 15,
+                "{workers} workers: {silent} silent intervals reported, {} rows",
+                ports.len()
+            );
+        } else {
+            // The file's times stop with its last frame: only the probe's clock moves time on.
+            assert!(silent <= 1, "file times: {silent} silent intervals reported");
+        }
         let flows = whole_rows(&csv.join("flows.csv"));
         let packets: u64 = flows.iter().map(|r| r[7].parse::<u64>().unwrap()).sum();
         assert_eq!(packets, s["roce_packets"].as_u64().unwrap());
