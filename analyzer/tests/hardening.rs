@@ -302,12 +302,14 @@ fn a_hanging_prometheus_client_is_told_once_and_counted() {
 
 /// A live link that goes silent: with frames timed by the probe's clock, intervals still
 /// close (ports.csv has a row for every interval of the silence, with nothing received) and
-/// everything received is in the reports, with one worker and with software dispatch; with
-/// the file's own times, nothing moves time on.
+/// everything received is in the reports, with one worker, with software dispatch and with a
+/// worker per RX queue; with the file's own times, nothing moves time on.
 #[test]
 fn a_silent_link_still_closes_intervals() {
-    // (workers, frames timed by the probe's clock)
-    for (workers, probe_clock) in [("1", true), ("2", true), ("1", false)] {
+    // (workers, frames timed by the probe's clock, RSS: a queue per worker, the file on each)
+    for (workers, probe_clock, rss) in
+        [("1", true, false), ("2", true, false), ("2", true, true), ("1", false, false)]
+    {
         let dir = tempfile::tempdir().unwrap();
         let (csv, summary) = (dir.path().join("csv"), dir.path().join("summary.json"));
         let pcap = capture("rdma_write_bw.pcap");
@@ -318,24 +320,34 @@ fn a_silent_link_still_closes_intervals() {
         if probe_clock {
             args.push("--probe-clock".into());
         }
+        if rss {
+            args.push("--rss".into());
+        }
         args.extend(["--workers".into(), workers.into(), "--csv-dir".into(), csv.display().to_string()]);
         args.extend(["--summary".into(), summary.display().to_string(), "--".into()]);
-        args.extend(eal_args(&[&pcap]));
+        if rss {
+            args.extend(eal_args(&[]));
+            args.push("--vdev".into());
+            args.push(format!("net_pcap0,rx_pcap={0},rx_pcap={0}", pcap.display()));
+        } else {
+            args.extend(eal_args(&[&pcap]));
+        }
+        let frames = if rss { 120 } else { 60 };
         let o = Command::new(bin()).args(&args).output().unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
-        assert_eq!(s["packets"], 60, "the whole file");
+        assert_eq!(s["packets"], frames, "the whole file on every queue");
         let time = if probe_clock { "tsc" } else { "nic" };
         assert_eq!(s["time_sources"]["compute"], serde_json::json!([time]));
         // The file arrives at once; then 2 s of silence, 100 ms intervals.
         let ports = whole_rows(&csv.join("ports.csv"));
         let received: u64 = ports.iter().map(|r| r[3].parse::<u64>().unwrap()).sum();
-        assert_eq!(received, 60);
+        assert_eq!(received, frames);
         let silent = ports.iter().filter(|r| &r[3] == "0").count();
         if probe_clock {
             assert!(
                 silent >= 15,
-                "{workers} workers: {silent} silent intervals reported, {} rows",
+                "{workers} workers (RSS {rss}): {silent} silent intervals reported, {} rows",
                 ports.len()
             );
         } else {
