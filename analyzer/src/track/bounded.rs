@@ -70,10 +70,6 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
         self.index.is_empty()
     }
 
-    pub fn capacity(&self) -> usize {
-        self.max
-    }
-
     fn unlink(&mut self, i: u32) {
         let (p, n) = (self.slots[i as usize].prev, self.slots[i as usize].next);
         match p {
