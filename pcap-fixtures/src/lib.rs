@@ -9,6 +9,7 @@
 //!   packets each tap emitted (see [`truth`]), never from roceprobe's own analysis.
 
 pub mod conn;
+pub mod fabric;
 pub mod render;
 pub mod rng;
 pub mod scenarios;
