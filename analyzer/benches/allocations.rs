@@ -4,7 +4,7 @@
 //! `cargo bench -p roceprobe --bench allocations` prints `allocations_per_packet=N`.
 
 use roceprobe::capture::pcap::Replay;
-use roceprobe::capture::{Capture, Frame, Poll};
+use roceprobe::capture::{Capture, Frame, Poll, BURST};
 use roceprobe::runtime::{recycle, PipelineConfig, Worker};
 use roceprobe::track::VantageMap;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -61,13 +61,13 @@ fn main() {
     let mut pass = 0u64;
     let mut run = |w: &mut Worker, passes: u64| {
         for _ in 0..passes {
-            for (ts, data, source) in &frames {
-                w.handle(Frame {
-                    data,
-                    wire_len: data.len() as u32,
-                    ts_ns: ts + pass * span,
-                    source: *source,
-                });
+            for chunk in frames.chunks(BURST) {
+                let mut burst = [Frame { data: &[], wire_len: 0, ts_ns: 0, source: 0 }; BURST];
+                for (b, (ts, data, source)) in burst.iter_mut().zip(chunk) {
+                    *b =
+                        Frame { data, wire_len: data.len() as u32, ts_ns: ts + pass * span, source: *source };
+                }
+                w.handle_burst(&burst[..chunk.len()]);
                 while let Ok(m) = rx.try_recv() {
                     if let Some(b) = recycle(m) {
                         let _ = back_tx.try_send(b);

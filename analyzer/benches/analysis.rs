@@ -9,7 +9,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use roceprobe::capture::pcap::Replay;
-use roceprobe::capture::{Capture, Frame, Poll};
+use roceprobe::capture::{Capture, Frame, Poll, BURST};
 use roceprobe::runtime::{recycle, PipelineConfig, Worker};
 use roceprobe::track::VantageMap;
 use roceprobe::wire::decode_frame;
@@ -83,13 +83,14 @@ fn bench(c: &mut Criterion) {
     g.bench_function("decode+track", |b| {
         b.iter(|| {
             pass += 1;
-            for (ts, data, source) in &frames {
-                worker.handle(Frame {
-                    data,
-                    wire_len: data.len() as u32,
-                    ts_ns: ts + pass * span,
-                    source: *source,
-                });
+            // In bursts, as a capture hands them over.
+            for chunk in frames.chunks(BURST) {
+                let mut burst = [Frame { data: &[], wire_len: 0, ts_ns: 0, source: 0 }; BURST];
+                for (b, (ts, data, source)) in burst.iter_mut().zip(chunk) {
+                    *b =
+                        Frame { data, wire_len: data.len() as u32, ts_ns: ts + pass * span, source: *source };
+                }
+                worker.handle_burst(&burst[..chunk.len()]);
             }
         })
     });

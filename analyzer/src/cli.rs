@@ -174,6 +174,12 @@ pub struct LiveArgs {
     /// dispatch). For plain SPAN mirrors: the NIC hashes the outer header, which ERSPAN hides.
     #[arg(long)]
     pub rss: bool,
+    /// Receive (and dispatch) on the main lcore and analyse on other lcores, even with one
+    /// worker: the capture thread then only moves frames, so the NIC's queue is drained at
+    /// its own pace while the worker analyses. Give EAL an lcore per worker besides the
+    /// main one (e.g. -l 0-1 for one worker).
+    #[arg(long)]
+    pub rx_core: bool,
     /// Time every frame by the probe's clock when it is received, ignoring NIC (and
     /// net_pcap file) timestamps: for NICs whose timestamps are not trusted.
     #[arg(long)]
@@ -366,6 +372,11 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Live(a) => {
             let out = Outputs::open(&a.common)?;
+            if a.rss && a.rx_core {
+                bail!(
+                    "--rx-core and --rss cannot go together: with --rss every worker receives its own queue"
+                );
+            }
             if a.rss && a.common.workers < 2 {
                 bail!("--rss needs --workers 2 or more (one RX queue per worker)");
             }
@@ -399,7 +410,12 @@ fn run(cli: Cli) -> Result<()> {
                 })
             } else {
                 execute(&a.common, vantages, out, Some(cpus), times, |cfg, stop, csv| {
-                    runtime::run(&mut cap, cfg, stop, csv)
+                    runtime::run(
+                        &mut cap,
+                        &PipelineConfig { dedicated_rx: a.rx_core, ..cfg.clone() },
+                        stop,
+                        csv,
+                    )
                 })
             };
             drop(cap);
@@ -463,6 +479,7 @@ fn execute(
         max_cm_requests: common.max_cm_requests,
         max_announced_flows: common.max_announced_flows,
         workers: common.workers,
+        dedicated_rx: false,
         worker_cpus,
         never_wait,
         dashboard: ui.as_ref().map(|(tx, _)| tx.clone()),

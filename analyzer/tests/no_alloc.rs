@@ -167,14 +167,14 @@ fn dpdk_rx_loop_allocates_nothing_per_packet() {
     let mut received = 0u64;
     // Warm-up: the first bursts fill the flow table and the mempool caches.
     while received < 10_000 {
-        if let Poll::Frames(n) = cap.poll(|f| worker.handle(f)).unwrap() {
+        if let Poll::Frames(n) = cap.poll_burst(|fs| worker.handle_burst(fs)).unwrap() {
             received += n as u64;
         }
     }
     let (frames, allocations) = watched(|| {
         let mut n = 0u64;
         while n < 200_000 {
-            if let Poll::Frames(k) = cap.poll(|f| worker.handle(f)).unwrap() {
+            if let Poll::Frames(k) = cap.poll_burst(|fs| worker.handle_burst(fs)).unwrap() {
                 n += k as u64;
             }
         }

@@ -1,6 +1,7 @@
 //! DPDK capture: a small safe API over `dpdk-sys` (EAL, mbuf pool, ports with N RX queues
 //! and no TX queue, RX burst into a fixed array, bulk free, port statistics, clean stop) and
-//! the [`DpdkCapture`] source built on it.
+//! the [`DpdkCapture`] source built on it; and, at the end, the few other operating-system
+//! calls the probe makes (prefetch hints, huge pages for large tables, CPU placement).
 //!
 //! This module and `dpdk-sys` are the only places with `unsafe` code. Each block says why it
 //! is sound; the invariants are: EAL is initialised once per process before any other DPDK
@@ -536,7 +537,9 @@ impl Rx {
         (!self.nic_time.iter().any(|t| matches!(t, NicTime::Unit(_)))).then(|| self.clock.now_ns())
     }
 
-    fn poll<F: FnMut(Frame<'_>)>(&mut self, ports: &[Port], mut f: F) -> Result<Poll> {
+    /// Receives one burst from each port and hands each port's frames to `f` together (a
+    /// frame in several segments, gathered into the scratch buffer, goes alone).
+    fn poll<F: FnMut(&[Frame<'_>])>(&mut self, ports: &[Port], mut f: F) -> Result<Poll> {
         let mut total = 0;
         // One clock read per poll: the fallback timestamp of the burst and the stop check.
         let now_ns = self.clock.now_ns();
@@ -558,11 +561,13 @@ impl Rx {
                 }
             }
             let nic = self.nic_time[pi];
+            let mut frames = [Frame { data: &[], wire_len: 0, ts_ns: 0, source: 0 }; BURST];
+            let mut ready = 0;
             for &m in &self.bufs[..n] {
                 // SAFETY: m is a valid mbuf from this burst, not yet freed; its data room
                 // holds data_len bytes at buf_addr + data_off, and for a chain each segment
                 // likewise, with pkt_len the sum.
-                let (data, wire_len, ts) = unsafe {
+                let (len, wire_len, ts) = unsafe {
                     let mb = &*m;
                     let stamp = match self.ts_field {
                         Some((off, flag)) if mb.ol_flags & flag != 0 => {
@@ -580,27 +585,37 @@ impl Rx {
                         (mb.buf_addr as *const u8).add(usize::from(mb.data_off)),
                         usize::from(mb.data_len),
                     );
-                    let data: &[u8] = if mb.nb_segs <= 1 {
-                        first
-                    } else {
-                        let mut len = 0;
-                        let mut seg = m as *const ffi::rte_mbuf;
-                        while !seg.is_null() && len < MAX_FRAME {
-                            let s = &*seg;
-                            let part = std::slice::from_raw_parts(
-                                (s.buf_addr as *const u8).add(usize::from(s.data_off)),
-                                usize::from(s.data_len),
-                            );
-                            let take = part.len().min(MAX_FRAME - len);
-                            self.scratch[len..len + take].copy_from_slice(&part[..take]);
-                            len += take;
-                            seg = s.next;
-                        }
-                        &self.scratch[..len]
-                    };
-                    (data, mb.pkt_len, ts)
+                    if mb.nb_segs <= 1 {
+                        frames[ready] =
+                            Frame { data: first, wire_len: mb.pkt_len, ts_ns: ts, source: port.id };
+                        ready += 1;
+                        continue;
+                    }
+                    // A chain, gathered into the scratch buffer: what is ready goes first,
+                    // then this frame alone.
+                    if ready > 0 {
+                        f(&frames[..ready]);
+                        ready = 0;
+                    }
+                    let mut len = 0;
+                    let mut seg = m as *const ffi::rte_mbuf;
+                    while !seg.is_null() && len < MAX_FRAME {
+                        let s = &*seg;
+                        let part = std::slice::from_raw_parts(
+                            (s.buf_addr as *const u8).add(usize::from(s.data_off)),
+                            usize::from(s.data_len),
+                        );
+                        let take = part.len().min(MAX_FRAME - len);
+                        self.scratch[len..len + take].copy_from_slice(&part[..take]);
+                        len += take;
+                        seg = s.next;
+                    }
+                    (len, mb.pkt_len, ts)
                 };
-                f(Frame { data, wire_len, ts_ns: ts, source: port.id });
+                f(&[Frame { data: &self.scratch[..len], wire_len, ts_ns: ts, source: port.id }]);
+            }
+            if ready > 0 {
+                f(&frames[..ready]);
             }
             free_bulk(&mut self.bufs, n);
             total += n;
@@ -760,7 +775,11 @@ impl QueueCapture<'_> {
 }
 
 impl Capture for QueueCapture<'_> {
-    fn poll<F: FnMut(Frame<'_>)>(&mut self, f: F) -> Result<Poll> {
+    fn poll<F: FnMut(Frame<'_>)>(&mut self, mut f: F) -> Result<Poll> {
+        self.rx.poll(self.ports, |fs| fs.iter().for_each(|fr| f(*fr)))
+    }
+
+    fn poll_burst<F: FnMut(&[Frame<'_>])>(&mut self, f: F) -> Result<Poll> {
         self.rx.poll(self.ports, f)
     }
 
@@ -778,7 +797,11 @@ impl Capture for QueueCapture<'_> {
 }
 
 impl Capture for DpdkCapture {
-    fn poll<F: FnMut(Frame<'_>)>(&mut self, f: F) -> Result<Poll> {
+    fn poll<F: FnMut(Frame<'_>)>(&mut self, mut f: F) -> Result<Poll> {
+        self.rx.poll(&self.ports, |fs| fs.iter().for_each(|fr| f(*fr)))
+    }
+
+    fn poll_burst<F: FnMut(&[Frame<'_>])>(&mut self, f: F) -> Result<Poll> {
         self.rx.poll(&self.ports, f)
     }
 
@@ -792,5 +815,78 @@ impl Capture for DpdkCapture {
 
     fn clock_ns(&self) -> Option<u64> {
         self.rx.clock_ns()
+    }
+}
+
+// --- Memory and CPU placement ---------------------------------------------------------
+//
+// The few operating-system calls the rest of the probe needs besides DPDK's, here so that
+// every `unsafe` block stays in this module.
+
+/// Asks the CPU to bring `lines` cache lines from `p` on into the cache. A hint: it never
+/// faults, whatever the address, and does nothing on other architectures.
+#[inline(always)]
+pub fn prefetch<T>(p: *const T, lines: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for k in 0..lines {
+        // SAFETY: PREFETCHT0 is a hint that never faults, even on an invalid address; the
+        // pointer is only computed (wrapping), never dereferenced.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch(
+                p.cast::<i8>().wrapping_add(64 * k),
+                std::arch::x86_64::_MM_HINT_T0,
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, lines);
+}
+
+/// Advises transparent huge pages for the whole 2 MiB pages inside `[start, start + len)`,
+/// memory the caller owns. Best effort: where THP is off, nothing changes.
+pub fn advise_huge_pages(start: usize, len: usize) {
+    const HUGE: usize = 2 << 20;
+    let first = start.next_multiple_of(HUGE);
+    let end = start.saturating_add(len) & !(HUGE - 1);
+    if end <= first {
+        return;
+    }
+    // SAFETY: [first, end) lies inside memory the caller owns, rounded inwards to page
+    // boundaries; MADV_HUGEPAGE changes how pages are backed, never their contents, and
+    // fails harmlessly (EINVAL) where THP is off.
+    unsafe {
+        libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE);
+    }
+}
+
+/// The CPUs the calling thread may run on.
+pub fn thread_cpus() -> Option<Vec<usize>> {
+    // SAFETY: sched_getaffinity writes at most size_of::<cpu_set_t>() bytes into `set`, a
+    // zeroed cpu_set_t owned here; CPU_ISSET only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return None;
+        }
+        Some((0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect())
+    }
+}
+
+/// CPUs online.
+pub fn online_cpus() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    (unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }).max(1) as usize
+}
+
+/// Pins the calling thread to `cpus` (best effort: a failure leaves it where it was).
+pub fn pin_thread(cpus: &[usize]) {
+    // SAFETY: `set` is a zeroed cpu_set_t owned here; CPU_SET only writes bits below
+    // CPU_SETSIZE (checked); sched_setaffinity reads size_of::<cpu_set_t>() bytes of it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+            libc::CPU_SET(c, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
     }
 }

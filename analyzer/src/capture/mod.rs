@@ -71,6 +71,12 @@ impl SourceStats {
 /// A packet source. `poll` hands up to [`BURST`] frames to `f`, in order.
 pub trait Capture {
     fn poll<F: FnMut(Frame<'_>)>(&mut self, f: F) -> anyhow::Result<Poll>;
+    /// Like `poll`, but hands the frames of a receive burst to `f` together, so that the
+    /// analysis can look at all of them before it tracks any (see `Worker::handle_burst`).
+    /// By default, one frame at a time.
+    fn poll_burst<F: FnMut(&[Frame<'_>])>(&mut self, mut f: F) -> anyhow::Result<Poll> {
+        self.poll(|fr| f(std::slice::from_ref(&fr)))
+    }
     /// Statistics per source, indexed by port id / file index.
     fn stats(&mut self) -> Vec<SourceStats>;
     /// What the timestamps are made of, per source (`pcap`, `nic`, `tsc`).

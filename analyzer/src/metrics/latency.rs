@@ -48,6 +48,23 @@ impl LatencyBatch {
         self.series.push((key, start, self.buckets.len()));
     }
 
+    /// Appends raw samples as series `key`, bucketed as `like` buckets them, so that the
+    /// result is what [`LatencyBatch::push`] gives for a histogram holding them. Sorts
+    /// `values`.
+    pub fn push_values(&mut self, key: SeriesKey, like: &IntervalHist, values: &mut [u64]) {
+        let start = self.buckets.len();
+        values.sort_unstable();
+        for &v in values.iter() {
+            let b = like.highest_equivalent(v);
+            let len = self.buckets.len();
+            match self.buckets.last_mut() {
+                Some((last, n)) if len > start && *last == b => *n += 1,
+                _ => self.buckets.push((b, 1)),
+            }
+        }
+        self.series.push((key, start, self.buckets.len()));
+    }
+
     /// Each series with its buckets (value, count), in the order pushed or sorted.
     pub fn iter(&self) -> impl Iterator<Item = (SeriesKey, &[(u64, u64)])> + '_ {
         self.series.iter().map(|&(k, a, b)| (k, &self.buckets[a..b]))
@@ -137,53 +154,110 @@ pub struct SeriesKey {
     pub segment: Segment,
 }
 
-/// The worker's histograms.
+/// Samples of one interval kept as they are, before a series spills into its histogram:
+/// at a realistic interval most series see few samples, and handing over a few sorted
+/// values costs far less than walking (and clearing) a dense histogram of ~135 KiB.
+const FEW: usize = 64;
+
+/// One series on the worker: its interval's samples, as values while they are few, then in
+/// the histogram.
+struct Series {
+    key: SeriesKey,
+    few: Vec<u64>,
+    hist: IntervalHist,
+    /// The interval's samples went into `hist`.
+    spilled: bool,
+}
+
+/// The worker's histograms. A series keeps its slot for the whole run, so a tracker can
+/// remember it ([`LatencyRecorder::slot`]) and record without a lookup.
 pub struct LatencyRecorder {
-    series: HashMap<SeriesKey, IntervalHist, ahash::RandomState>,
+    index: HashMap<SeriesKey, u32, ahash::RandomState>,
+    series: Vec<Series>,
+    /// Slots with samples in the open interval: draining visits only these.
+    dirty: Vec<u32>,
     max_series: usize,
-    spares: Vec<IntervalHist>,
+    /// Storage for new series, allocated at start-up: a histogram and room for its few.
+    spares: Vec<(IntervalHist, Vec<u64>)>,
     /// Samples of series beyond the bound.
     pub dropped_samples: u64,
 }
 
 impl LatencyRecorder {
     /// Room for `max_series` series; `spares` histograms for new series are allocated now
-    /// (series beyond them allocate theirs when they first record).
+    /// (series beyond them allocate theirs when they are first recorded).
     pub fn new(max_series: usize, spares: usize) -> Self {
-        let pool = (0..spares.min(max_series)).map(|_| interval_hist()).collect();
+        let pool = (0..spares.min(max_series)).map(|_| (interval_hist(), Vec::with_capacity(FEW))).collect();
         Self {
-            series: HashMap::with_capacity_and_hasher(max_series, ahash::RandomState::new()),
+            index: HashMap::with_capacity_and_hasher(max_series, ahash::RandomState::new()),
+            series: Vec::with_capacity(max_series),
+            dirty: Vec::with_capacity(max_series),
             max_series,
             spares: pool,
             dropped_samples: 0,
         }
     }
 
-    #[inline]
-    pub fn record(&mut self, key: SeriesKey, ns: u64) {
-        let v = ns.clamp(1, MAX_NS);
-        if let Some(h) = self.series.get_mut(&key) {
-            h.saturating_record(v);
-            return;
+    /// The slot of series `key`, made if there is room (`None` beyond the bound).
+    pub fn slot(&mut self, key: SeriesKey) -> Option<u32> {
+        if let Some(&i) = self.index.get(&key) {
+            return Some(i);
         }
         if self.series.len() >= self.max_series {
-            self.dropped_samples += 1;
-            return;
+            return None;
         }
-        let mut h = self.spares.pop().unwrap_or_else(interval_hist);
-        h.saturating_record(v);
-        self.series.insert(key, h);
+        let (hist, few) = self.spares.pop().unwrap_or_else(|| (interval_hist(), Vec::with_capacity(FEW)));
+        let i = self.series.len() as u32;
+        self.series.push(Series { key, few, hist, spilled: false });
+        self.index.insert(key, i);
+        Some(i)
+    }
+
+    /// Records a sample of series `key`.
+    #[inline]
+    pub fn record(&mut self, key: SeriesKey, ns: u64) {
+        match self.slot(key) {
+            Some(i) => self.record_at(i, ns),
+            None => self.dropped_samples += 1,
+        }
+    }
+
+    /// Records a sample of the series in `slot` (from [`LatencyRecorder::slot`]).
+    #[inline]
+    pub fn record_at(&mut self, slot: u32, ns: u64) {
+        let v = ns.clamp(1, MAX_NS);
+        let s = &mut self.series[slot as usize];
+        if !s.spilled && s.few.is_empty() {
+            self.dirty.push(slot);
+        }
+        if s.spilled {
+            s.hist.saturating_record(v);
+        } else if s.few.len() < FEW {
+            s.few.push(v);
+        } else {
+            for &x in &s.few {
+                s.hist.saturating_record(x);
+            }
+            s.few.clear();
+            s.hist.saturating_record(v);
+            s.spilled = true;
+        }
     }
 
     /// Hands over every series with samples and clears it.
     pub fn drain(&mut self, out: &mut LatencyBatch) {
-        for (k, h) in self.series.iter_mut() {
-            if h.is_empty() {
-                continue;
+        for &i in &self.dirty {
+            let s = &mut self.series[i as usize];
+            if s.spilled {
+                out.push(s.key, &s.hist);
+                s.hist.reset();
+                s.spilled = false;
+            } else {
+                out.push_values(s.key, &s.hist, &mut s.few);
+                s.few.clear();
             }
-            out.push(*k, h);
-            h.reset();
         }
+        self.dirty.clear();
     }
 }
 
@@ -256,6 +330,27 @@ mod tests {
         assert_eq!((k, b.len(), b[0].1), (key(Segment::IoCompute), 1, 1));
         out.clear();
         assert!(out.is_empty());
+    }
+
+    #[test]
+    fn few_samples_hand_over_the_buckets_a_histogram_would() {
+        // Values spread over many buckets, some in the same bucket, some clamped.
+        let values: Vec<u64> = (0..200u64).map(|i| (i * 7919 % 1013) * (1 + i % 5) * 997 + i % 3).collect();
+        for n in [1, 5, FEW, FEW + 1, 200] {
+            let mut r = LatencyRecorder::new(4, 1);
+            let mut h = interval_hist();
+            for &v in &values[..n] {
+                r.record(key(Segment::Network), v);
+                h.saturating_record(v.clamp(1, MAX_NS));
+            }
+            let mut got = LatencyBatch::default();
+            r.drain(&mut got);
+            let mut want = LatencyBatch::default();
+            want.push(key(Segment::Network), &h);
+            let got: Vec<_> = got.iter().map(|(k, b)| (k, b.to_vec())).collect();
+            let want: Vec<_> = want.iter().map(|(k, b)| (k, b.to_vec())).collect();
+            assert_eq!(got, want, "{n} samples");
+        }
     }
 
     #[test]

@@ -37,10 +37,10 @@ impl FlowTotals {
 #[derive(Default)]
 pub struct Totals {
     /// Whole-run latency histograms per series.
-    pub latency: HashMap<SeriesKey, TotalHist>,
+    pub latency: HashMap<SeriesKey, TotalHist, ahash::RandomState>,
     pub counters: GlobalCounters,
     pub untracked_packets: u64,
-    pub flows: HashMap<FlowKey, FlowTotals>,
+    pub flows: HashMap<FlowKey, FlowTotals, ahash::RandomState>,
     /// Bound on `flows` (`None`: unbounded). Beyond it, the flows idle longest leave the
     /// whole-run table (counted in `forgotten.summary_flows`).
     pub max_flows: Option<usize>,

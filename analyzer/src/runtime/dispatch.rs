@@ -1,4 +1,4 @@
-//! Software dispatch (`--workers N`, N > 1): the capture thread decodes each frame just
+//! Software dispatch (`--workers N`, N > 1, or `live --rx-core`): the capture thread decodes each frame just
 //! enough to find its inner IP pair and hands it to the worker that owns that pair, so every
 //! packet between two hosts (both directions, both vantages: a QP's two directions, an I/O's
 //! command and completion, a CM handshake) is analysed by one worker, which then needs no
@@ -149,12 +149,15 @@ pub fn run<C: Capture>(
             }
             let mut w = Worker::with_recycling(id, &cfg, tx, back).stamped();
             for mut batch in in_rx {
-                for s in &batch.slots {
-                    w.observe_time(s.now);
-                    let data = &batch.bytes[s.offset as usize..(s.offset + s.len) as usize];
-                    let f = Frame { data, wire_len: s.wire_len, ts_ns: s.ts_ns, source: s.source };
-                    w.handle_stamped(f, s.switch_clock);
-                }
+                let bytes = &batch.bytes;
+                w.handle_stamped_burst(batch.slots.iter().map(|s| {
+                    let data = &bytes[s.offset as usize..(s.offset + s.len) as usize];
+                    (
+                        Frame { data, wire_len: s.wire_len, ts_ns: s.ts_ns, source: s.source },
+                        s.switch_clock,
+                        s.now,
+                    )
+                }));
                 w.observe_time(batch.then);
                 batch.clear();
                 let _ = spare_tx.try_send(batch);

@@ -61,6 +61,9 @@ pub struct PipelineConfig {
     /// Worker threads (`--workers`): 1 analyses on the capture thread; more dispatch by
     /// IP pair.
     pub workers: usize,
+    /// Receive on the capture thread and analyse on worker threads even with one worker
+    /// (`live --rx-core`).
+    pub dedicated_rx: bool,
     /// Never wait for the stats side: drop and count what it has no room for (live). When
     /// false, workers wait, and nothing is lost (replay).
     pub never_wait: bool,
@@ -95,6 +98,7 @@ impl PipelineConfig {
             max_cm_requests: worker::DEFAULT_MAX_CM_REQUESTS,
             max_announced_flows: crate::track::flow::DEFAULT_MAX_ANNOUNCED,
             workers: 1,
+            dedicated_rx: false,
             never_wait: false,
             worker_cpus: Vec::new(),
             dashboard: None,
@@ -217,7 +221,7 @@ pub fn run<C: Capture>(
 ) -> Result<RunResult> {
     let finished = pipeline(cfg, csv, |tx, backs, ports| {
         let ports_tx = tx.clone();
-        let out = if backs.len() > 1 {
+        let out = if backs.len() > 1 || cfg.dedicated_rx {
             dispatch::run(capture, cfg, stop, tx, backs, ports)
         } else {
             // One worker analyses on the capture thread itself.
@@ -271,9 +275,9 @@ fn drive<C: Capture>(
         if stop.load(Ordering::Relaxed) {
             return Ok(());
         }
-        let polled = capture.poll(|f| {
-            seen = seen.max(f.ts_ns);
-            worker.handle(f)
+        let polled = capture.poll_burst(|frames| {
+            seen = frames.iter().fold(seen, |s, f| s.max(f.ts_ns));
+            worker.handle_burst(frames)
         });
         match polled {
             Ok(Poll::Frames(_)) => after(seen, capture),
@@ -354,6 +358,22 @@ fn worker_core(
     }
 }
 
+/// The CPUs for threads that do not touch packets (the stats side), when the capture thread
+/// is pinned to one CPU (EAL pins the main lcore): every online CPU but that one and the
+/// workers', as DPDK places its own control threads, so that reports never take time from
+/// capture or analysis. `None` (stay where inherited) when the capture thread is not pinned
+/// or no CPU is left.
+fn control_cpus(worker_cpus: &[usize]) -> Option<Vec<usize>> {
+    let mine = crate::capture::dpdk::thread_cpus()?;
+    if mine.len() != 1 {
+        return None;
+    }
+    let free: Vec<usize> = (0..crate::capture::dpdk::online_cpus())
+        .filter(|c| *c != mine[0] && !worker_cpus.contains(c))
+        .collect();
+    (!free.is_empty()).then_some(free)
+}
+
 /// Adds what one worker found at the end of its run to what the others found.
 fn merge_worker(
     ios: &mut IoCountsByPair,
@@ -389,7 +409,11 @@ fn pipeline(
     let live_views = dashboard.is_some() || exporter.is_some();
     let source_times = cfg.source_times.clone();
     let max_flows = cfg.max_flows;
+    let control = control_cpus(&cfg.worker_cpus);
     let stats = std::thread::Builder::new().name("roceprobe-stats".into()).spawn(move || {
+        if let Some(cpus) = control {
+            crate::capture::dpdk::pin_thread(&cpus);
+        }
         // Whole-run flows: room for every flow the workers can track, twice over, so that
         // flows whose slots were taken by new ones stay in the summary for a while.
         let mut totals = Totals { max_flows: Some(2 * max_flows * workers), ..Totals::default() };

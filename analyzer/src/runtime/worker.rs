@@ -1,19 +1,19 @@
 //! The worker: decode → track for every frame, snapshots at interval boundaries.
 
 use super::{PipelineConfig, Recycled, ToStats};
-use crate::capture::Frame;
+use crate::capture::{Frame, BURST};
 use crate::metrics::latency::{LatencyBatch, LatencyRecorder};
 use crate::metrics::snapshot::Forgotten;
 use crate::metrics::{GlobalCounters, IntervalSnapshot};
 use crate::track::bounded::FifoMap;
 use crate::track::clock::MirrorClocks;
 use crate::track::flow::{acked_psn, FlowDelta, FlowEvent, Transmission};
+use crate::track::index::KeyHash;
 use crate::track::io::{At, IoCountsByPair, IoTracker};
 use crate::track::nvme::{NvmeRecognizer, PendingKey};
 use crate::track::{FlowKey, FlowTable, Vantage, VantageMap};
 use crate::wire::bth::opcode as op;
 use crate::wire::cm::{CmMessage, GSI_QPN};
-use crate::wire::ib_ext::ExtHeaders;
 use crate::wire::nvme::{classify, Capsule};
 use crate::wire::{decode_frame, icrc, Decoded, RocePacket};
 use crossbeam_channel::{Receiver, Sender};
@@ -69,8 +69,8 @@ impl Buffers {
     }
 }
 
-/// Where the flow table's events go: ended transmissions in batches, latency samples into
-/// the histograms. A push never grows a buffer: a full batch is sent and replaced.
+/// Where the flow table's ended transmissions go, in batches. A push never grows a buffer: a
+/// full batch is sent and replaced.
 struct Out {
     worker: usize,
     /// Never wait for the stats side: a message it has no room for is dropped and counted.
@@ -79,7 +79,6 @@ struct Out {
     dropped: (u64, u64),
     ended: Vec<Transmission>,
     buffers: Buffers,
-    latency: LatencyRecorder,
     tx: Sender<ToStats>,
 }
 
@@ -93,7 +92,6 @@ impl Out {
                 }
                 self.ended.push(t);
             }
-            FlowEvent::Latency(k, ns) => self.latency.record(k, ns),
         }
     }
 
@@ -116,6 +114,32 @@ impl Out {
             }
         }
     }
+}
+
+/// A frame handed to a worker in a burst: `stamped` is `Some(switch_clock)` when a
+/// dispatcher gave it its final time, `observe` a time to observe before it.
+struct Incoming<'a> {
+    f: Frame<'a>,
+    stamped: Option<bool>,
+    observe: Option<u64>,
+}
+
+/// A frame of a burst between decoding and tracking.
+#[derive(Clone, Copy)]
+struct Staged<'a> {
+    f: Frame<'a>,
+    decoded: Decoded<'a>,
+    ts: u64,
+    switch: bool,
+    observe: Option<u64>,
+    hash: Option<KeyHash>,
+    slot: Option<u32>,
+}
+
+/// Responses (ACKs, READ and atomic responses) answer requests of the paired flow.
+#[inline]
+fn answers_requests(opcode: u8) -> bool {
+    matches!(opcode >> 5, 0 | 5) && matches!(opcode & 0x1F, 0x0D..=0x12)
 }
 
 /// Where the packet times of one vantage came from.
@@ -143,6 +167,8 @@ pub struct Worker {
     ios: IoTracker,
     vantages: VantageMap,
     clocks: MirrorClocks,
+    /// Latency histograms, per series.
+    latency: LatencyRecorder,
     nvme: NvmeRecognizer,
     /// CM ConnectRequests by (vantage, local communication id): initiator IP and QPN,
     /// target IP, path MTU.
@@ -186,7 +212,6 @@ impl Worker {
             dropped: (0, 0),
             ended: Vec::new(),
             buffers: Buffers::new(back, cfg.max_flows.min(4096)),
-            latency: LatencyRecorder::new(cfg.max_latency_series, SPARE_HISTOGRAMS),
             tx: tx.clone(),
         };
         out.ended = out.transmissions_buffer();
@@ -200,6 +225,7 @@ impl Worker {
                 .with_max_pairs(cfg.max_latency_series),
             vantages: cfg.vantages.clone(),
             clocks: MirrorClocks::default(),
+            latency: LatencyRecorder::new(cfg.max_latency_series, SPARE_HISTOGRAMS),
             nvme: NvmeRecognizer::new(cfg.max_pending_commands),
             cm_requests: FifoMap::new(cfg.max_cm_requests),
             check_icrc: cfg.check_icrc,
@@ -235,7 +261,7 @@ impl Worker {
         }
         let out = &mut self.out;
         self.flows.expire(now, &mut |e| out.event(e));
-        self.ios.expire(now, &mut self.out.latency);
+        self.ios.expire(now, &mut self.latency);
     }
 
     /// Whether some frame was timed by a switch's ERSPAN clock (whose time the probe's
@@ -247,14 +273,6 @@ impl Worker {
     /// Where each vantage's packet times came from (compute, storage).
     pub fn time_use(&self) -> [TimeUse; 2] {
         self.time_use
-    }
-
-    /// Processes a frame a dispatcher stamped with its final time; `switch_clock` says
-    /// whether that time is an ERSPAN III switch timestamp.
-    #[inline]
-    pub fn handle_stamped(&mut self, f: Frame<'_>, switch_clock: bool) {
-        let decoded = decode_frame(f.data);
-        self.process(decoded, f, f.ts_ns, switch_clock);
     }
 
     /// I/O outcomes per (initiator, target, op) so far.
@@ -273,14 +291,96 @@ impl Worker {
     #[inline]
     pub fn handle(&mut self, f: Frame<'_>) {
         let decoded = decode_frame(f.data);
-        // An ERSPAN III switch timestamp is the packet's time: it was taken at the mirror.
-        let switch = match &decoded {
+        let (ts, switch) = self.packet_time(&decoded, &f);
+        self.process(decoded, f, ts, switch);
+    }
+
+    /// A frame's time, and whether it is an ERSPAN III switch timestamp (the packet's time:
+    /// it was taken at the mirror).
+    #[inline]
+    fn packet_time(&mut self, decoded: &Decoded<'_>, f: &Frame<'_>) -> (u64, bool) {
+        let switch = match decoded {
             Decoded::Roce(RocePacket { mirror: Some(m), .. }) if !self.stamped => {
                 m.time.map(|t| self.clocks.time(m.session, t, f.ts_ns))
             }
             _ => None,
         };
-        self.process(decoded, f, switch.unwrap_or(f.ts_ns), switch.is_some());
+        (switch.unwrap_or(f.ts_ns), switch.is_some())
+    }
+
+    /// Processes a burst of frames, as [`Worker::handle`] does one by one, with the same
+    /// results; but it first decodes all of them and prefetches the flow state each will
+    /// touch (its index bucket, then its entry, then the entry of the flow a response
+    /// answers), so that the burst's cache misses overlap: on a fabric of many thousand QPs
+    /// nearly every packet's flow is out of the cache. Allocates nothing.
+    pub fn handle_burst(&mut self, frames: &[Frame<'_>]) {
+        for chunk in frames.chunks(BURST) {
+            self.burst(chunk.iter().map(|f| Incoming { f: *f, stamped: None, observe: None }));
+        }
+    }
+
+    /// Like [`Worker::handle_burst`] for frames a dispatcher stamped with their final time,
+    /// each with whether that time is a switch clock's and the latest time to observe (see
+    /// [`Worker::observe_time`]) before it.
+    pub fn handle_stamped_burst<'a>(&mut self, frames: impl Iterator<Item = (Frame<'a>, bool, u64)>) {
+        let mut frames = frames.peekable();
+        while frames.peek().is_some() {
+            self.burst(frames.by_ref().take(BURST).map(|(f, sw, now)| Incoming {
+                f,
+                stamped: Some(sw),
+                observe: Some(now),
+            }));
+        }
+    }
+
+    /// At most [`BURST`] frames.
+    fn burst<'a>(&mut self, frames: impl Iterator<Item = Incoming<'a>>) {
+        let mut staged: [Option<Staged<'a>>; BURST] = [None; BURST];
+        let mut n = 0;
+        // 1: decode, time, and the flow's index bucket.
+        for Incoming { f, stamped, observe } in frames.take(BURST) {
+            let decoded = decode_frame(f.data);
+            let (ts, switch) = match stamped {
+                Some(sw) => (f.ts_ns, sw),
+                None => self.packet_time(&decoded, &f),
+            };
+            let hash = match &decoded {
+                Decoded::Roce(p) => Some(self.flows.prefetch_bucket(&self.key_of(p, f.source))),
+                _ => None,
+            };
+            staged[n] = Some(Staged { f, decoded, ts, switch, observe, hash, slot: None });
+            n += 1;
+        }
+        // 2: the entries the buckets name.
+        for s in staged[..n].iter_mut().flatten() {
+            if let Some(h) = s.hash {
+                s.slot = self.flows.prefetch_entry(h);
+            }
+        }
+        // 3: the flows that responses answer.
+        for s in staged[..n].iter().flatten() {
+            if let (Decoded::Roce(p), Some(slot)) = (&s.decoded, s.slot) {
+                if answers_requests(p.bth.opcode()) {
+                    self.flows.prefetch_peer(slot);
+                }
+            }
+        }
+        // 4: track, in order.
+        for s in staged[..n].iter_mut() {
+            if let Some(s) = s.take() {
+                if let Some(now) = s.observe {
+                    self.observe_time(now);
+                }
+                self.process(s.decoded, s.f, s.ts, s.switch);
+            }
+        }
+    }
+
+    /// A RoCE packet's flow.
+    #[inline]
+    fn key_of(&self, p: &RocePacket<'_>, source: u16) -> FlowKey {
+        let vantage = self.vantages.resolve(source, p.outer_vlan(), p.mirror.map(|m| m.session));
+        FlowKey { vantage, src: p.ip.src, dst: p.ip.dst, dst_qpn: p.bth.dest_qp() }
     }
 
     #[inline]
@@ -311,7 +411,7 @@ impl Worker {
         }
         self.first_ts = self.first_ts.min(ts);
         self.last_ts = self.last_ts.max(ts);
-        self.ios.expire(ts, &mut self.out.latency);
+        self.ios.expire(ts, &mut self.latency);
     }
 
     #[inline]
@@ -325,7 +425,7 @@ impl Worker {
         }
         let key = FlowKey { vantage, src: p.ip.src, dst: p.ip.dst, dst_qpn: p.bth.dest_qp() };
         let out = &mut self.out;
-        let slot = self.flows.record(key, p, wire_len, ts, &mut |e| out.event(e));
+        let slot = self.flows.record(key, p, wire_len, ts, &mut self.latency, &mut |e| out.event(e));
         let opcode = p.bth.opcode();
         let psn = p.bth.psn();
         if let Some(slot) = slot {
@@ -339,11 +439,11 @@ impl Worker {
             return;
         }
         let Some(slot) = slot else { return };
-        let rec = &mut self.out.latency;
+        let rec = &mut self.latency;
         let (src, dst) = (p.ip.src, p.ip.dst);
         match classify(opcode, p.payload, p.payload_len) {
             Capsule::Command(sqe) => {
-                self.flows.counts_mut(slot).nvme_commands += 1;
+                self.flows.count_capsule(slot, true);
                 self.nvme.command(PendingKey { vantage, host: src, target: dst, cid: sqe.cid });
                 let whole = opcode & 0x1F != op::SEND_FIRST;
                 self.ios.command(
@@ -357,7 +457,7 @@ impl Worker {
             }
             Capsule::Completion(cqe) => {
                 if self.nvme.completion(PendingKey { vantage, host: dst, target: src, cid: cqe.cid }) {
-                    self.flows.counts_mut(slot).nvme_completions += 1;
+                    self.flows.count_capsule(slot, false);
                 }
                 let target_qpn = self.flows.peer_qpn(slot);
                 self.ios.completion(
@@ -368,18 +468,19 @@ impl Worker {
                     rec,
                 );
             }
+            Capsule::None if self.ios.is_idle() => {}
             Capsule::None => match opcode {
                 op::SEND_MIDDLE | op::SEND_LAST | op::SEND_LAST_IMM | op::SEND_LAST_INV => {
                     let last = opcode != op::SEND_MIDDLE;
                     self.ios.capsule_packet(At { vantage, ts, host: src, target: dst }, key.dst_qpn, last);
                 }
                 op::WRITE_FIRST | op::WRITE_ONLY | op::WRITE_ONLY_IMM => {
-                    if let Ok(ExtHeaders { reth: Some(r), .. }) = ExtHeaders::parse(opcode, p.ext) {
+                    if let Some(r) = p.exts.reth {
                         self.ios.data_write(At { vantage, ts, host: dst, target: src }, psn, r.rkey, r.va);
                     }
                 }
                 op::READ_REQUEST => {
-                    if let Ok(ExtHeaders { reth: Some(r), .. }) = ExtHeaders::parse(opcode, p.ext) {
+                    if let Some(r) = p.exts.reth {
                         self.ios.read_request(At { vantage, ts, host: dst, target: src }, psn, r.rkey, r.va);
                     }
                 }
@@ -387,7 +488,7 @@ impl Worker {
                     self.ios.read_response_end(At { vantage, ts, host: src, target: dst }, key.dst_qpn, psn);
                 }
                 op::ACKNOWLEDGE => {
-                    if let Some((acked, _)) = acked_psn(opcode, p.ext, psn) {
+                    if let Some((acked, _)) = acked_psn(opcode, &p.exts, psn) {
                         self.ios.ack(At { vantage, ts, host: src, target: dst }, key.dst_qpn, acked, rec);
                     }
                 }
@@ -436,9 +537,9 @@ impl Worker {
         let mut flows = self.out.buffers.flows.pop().unwrap_or_else(|| Vec::with_capacity(self.flows.len()));
         self.flows.drain_interval(&mut flows);
         let mut latency = self.out.buffers.latency.pop().unwrap_or_default();
-        self.out.latency.drain(&mut latency);
+        self.latency.drain(&mut latency);
         let (dropped_snapshots, dropped_batches) = std::mem::take(&mut self.out.dropped);
-        let dropped_latency_samples = std::mem::take(&mut self.out.latency.dropped_samples);
+        let dropped_latency_samples = std::mem::take(&mut self.latency.dropped_samples);
         let untracked = self.flows.untracked_packets - self.untracked_reported;
         self.untracked_reported = self.flows.untracked_packets;
         let forgotten_now = self.forgotten();
@@ -484,7 +585,7 @@ impl Worker {
         self.out.never_wait = false;
         let out = &mut self.out;
         self.flows.close_all(&mut |e| out.event(e));
-        self.ios.finish_all(&mut self.out.latency);
+        self.ios.finish_all(&mut self.latency);
         self.out.flush();
         if let Some((start, end)) = self.current.take() {
             self.emit(start, end);

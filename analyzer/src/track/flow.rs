@@ -11,9 +11,11 @@
 
 use super::bounded::FifoMap;
 use super::counts::FlowCounts;
+use super::index::{FlowIndex, KeyHash};
+use super::memory;
 use super::psn::{Outcome, PsnTracker, Span};
 use super::vantage::Vantage;
-use crate::metrics::latency::{Op, Segment, SeriesKey};
+use crate::metrics::latency::{LatencyRecorder, Op, Segment, SeriesKey};
 use crate::wire::bth::{opcode as op, Transport};
 use crate::wire::ib_ext::{AckKind, ExtHeaders};
 use crate::wire::RocePacket;
@@ -38,6 +40,8 @@ pub const DEFAULT_MAX_ANNOUNCED: usize = 8_192;
 pub const DEFAULT_FLOW_IDLE_NS: u64 = 1_000_000;
 
 const NONE: u32 = u32::MAX;
+/// A latency series the recorder had no room for.
+const NO_ROOM: u32 = u32::MAX - 1;
 /// Request flows remembered per host pair for learning QP pairs from acknowledgements.
 const PAIR_SLOTS: usize = 8;
 /// An acknowledgement or READ response names a PSN at most this far behind the requester's
@@ -132,13 +136,12 @@ pub struct FlowDelta {
     pub opcodes: OpcodeCounts,
 }
 
-/// What the flow table reports besides counters, as it happens.
+/// What the flow table reports besides counters, as it happens. (Latency samples of
+/// non-NVMe RDMA, `rdma_read` and `rc_ack`, go straight into the worker's recorder.)
 #[derive(Debug, Clone)]
 pub enum FlowEvent {
     /// A transmission ended.
     Ended(Transmission),
-    /// A latency sample of non-NVMe RDMA (`rdma_read`, `rc_ack`) at a vantage.
-    Latency(SeriesKey, u64),
 }
 
 /// Requests awaiting their answer, per flow: message ends awaiting an ACK (rc_ack) and READ
@@ -146,13 +149,30 @@ pub enum FlowEvent {
 /// is forgotten, which a healthy RC connection (a few outstanding messages) never reaches.
 const PENDING: usize = 8;
 
+/// 16 bytes: the PSN (24 bits) with the top bit telling whether the request still awaits
+/// its answer, the PSNs it covers (READ: its span; a message end: 1), and its time.
 #[derive(Debug, Clone, Copy, Default)]
 struct Pending {
-    psn: u32,
-    /// PSNs the request covers (READ: its span; a message end: 1).
+    psn_live: u32,
     span: u32,
     ts: u64,
-    live: bool,
+}
+
+const LIVE: u32 = 1 << 31;
+
+impl Pending {
+    fn new(psn: u32, span: u32, ts: u64) -> Self {
+        Self { psn_live: (psn & 0x00FF_FFFF) | LIVE, span, ts }
+    }
+    fn live(&self) -> bool {
+        self.psn_live & LIVE != 0
+    }
+    fn psn(&self) -> u32 {
+        self.psn_live & 0x00FF_FFFF
+    }
+    fn answered(&mut self) {
+        self.psn_live &= !LIVE;
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -178,15 +198,14 @@ pub struct Transmission {
     pub counts: FlowCounts,
 }
 
+/// One flow. `repr(C)` keeps the fields in this order: what nearly every packet touches
+/// comes first (about 7 cache lines: key, links, PSN state, times, counters, the rings of
+/// requests awaiting an answer), so that prefetching the start of an entry brings in what
+/// its packet needs; what only intervals and transmissions read comes last.
 #[derive(Debug)]
+#[repr(C)]
 struct FlowEntry {
     key: FlowKey,
-    transport: Transport,
-    totals: FlowCounts,
-    /// `totals` when the last interval was handed over.
-    reported: FlowCounts,
-    opcodes: OpcodeCounts,
-    psn: PsnTracker,
     /// The QPN that sends this flow's packets (the paired direction's destination QPN).
     peer_qpn: u32,
     /// The paired direction's slot, once both are in the table (cleared when that slot is
@@ -194,19 +213,37 @@ struct FlowEntry {
     peer_slot: u32,
     /// Path MTU of the QP, 0 while unknown.
     mtu: u32,
-    in_pair_index: bool,
-    /// The open transmission: first packet time and `totals` at its start.
-    tx_open: bool,
-    tx_start: u64,
-    tx_base: FlowCounts,
-    last_ts: u64,
-    /// Links of the list of flows with an open transmission, oldest activity first.
+    /// Slots of this flow's latency series in the recorder (`rc_ack`, `rdma_read`), once
+    /// known.
+    series: [u32; 2],
+    /// Links of the list of flows with an open transmission, in the order they were queued.
     prev: u32,
     next: u32,
+    transport: Transport,
+    in_pair_index: bool,
+    /// NVMe/RDMA capsules were counted on this flow (its RDMA latencies, and its paired
+    /// flow's, are then the I/O tracker's).
+    capsules: bool,
+    /// The open transmission: first packet time and `totals` at its start.
+    tx_open: bool,
+    psn: PsnTracker,
+    tx_start: u64,
+    last_ts: u64,
+    /// When the flow was last put at the tail of the list of open transmissions (see
+    /// [`FlowTable::expire`]).
+    queued_ts: u64,
+    totals: FlowCounts,
     /// Message ends awaiting an ACK, and READ Requests awaiting their last response.
     acks: PendingRing,
     reads: PendingRing,
+    opcodes: OpcodeCounts,
+    tx_base: FlowCounts,
+    /// `totals` when the last interval was handed over.
+    reported: FlowCounts,
 }
+
+/// Cache lines at the start of an entry that a packet touches (see [`FlowEntry`]).
+const HOT_LINES: usize = 7;
 
 /// Request operations: their PSNs advance the requester's sequence (SPEC §4).
 #[inline]
@@ -238,11 +275,11 @@ fn full_size(opcode: u8) -> bool {
 
 /// The PSN through which an ACKNOWLEDGE packet acknowledges requests: its own for an ACK,
 /// the one before for a NAK (which names the PSN it refuses); `None` for other packets.
-pub fn acked_psn(opcode: u8, ext: &[u8], psn: u32) -> Option<(u32, AckKind)> {
+pub fn acked_psn(opcode: u8, ext: &ExtHeaders, psn: u32) -> Option<(u32, AckKind)> {
     if opcode & 0x1F != op::ACKNOWLEDGE || !matches!(opcode >> 5, 0 | 5) {
         return None;
     }
-    let a = ExtHeaders::parse(opcode, ext).ok()?.aeth?;
+    let a = ext.aeth?;
     let kind = a.kind();
     match kind {
         AckKind::Ack { .. } => Some((psn, kind)),
@@ -258,7 +295,7 @@ fn is_response(opcode: u8) -> bool {
 }
 
 pub struct FlowTable {
-    index: HashMap<FlowKey, u32, ahash::RandomState>,
+    index: FlowIndex,
     slab: Vec<FlowEntry>,
     max_flows: usize,
     idle_ns: u64,
@@ -284,12 +321,14 @@ pub struct FlowTable {
 impl FlowTable {
     pub fn new(max_flows: usize, idle_ns: u64, forced_mtu: Option<u32>) -> Self {
         let h = || ahash::RandomState::new();
+        let slab = Vec::with_capacity(max_flows);
+        memory::advise_huge(&slab);
         Self {
             // Twice the room: entries are removed when slots are reused, and a hash map that
             // is more than half full rehashes into a larger allocation when its deleted
             // entries use up the spare room.
-            index: HashMap::with_capacity_and_hasher(2 * max_flows, h()),
-            slab: Vec::with_capacity(max_flows),
+            index: FlowIndex::new(max_flows),
+            slab,
             max_flows,
             idle_ns: idle_ns.max(1),
             forced_mtu,
@@ -329,12 +368,51 @@ impl FlowTable {
     pub const fn allocated_bytes(max_flows: usize) -> usize {
         let buckets = (2 * max_flows * 8 / 7).next_power_of_two();
         max_flows * std::mem::size_of::<FlowEntry>()
-            + buckets * (std::mem::size_of::<(FlowKey, u32)>() + 1)
+            + FlowIndex::allocated_bytes(max_flows)
             + buckets * (std::mem::size_of::<((Vantage, IpAddr, IpAddr), [u32; PAIR_SLOTS])>() + 1)
     }
 
     pub fn len(&self) -> usize {
         self.slab.len()
+    }
+
+    /// The slot of a tracked flow.
+    #[inline]
+    pub fn find(&self, key: &FlowKey) -> Option<u32> {
+        self.index.find(key.hash_with(self.index.seed()), |i| self.slab[i as usize].key == *key)
+    }
+
+    // --- prefetching, for a burst of packets ---------------------------------------------
+    //
+    // A worker handed a burst looks at all its packets before it tracks any (the l3fwd
+    // pattern): it prefetches each packet's index bucket, then the entry that bucket names,
+    // then the paired flow an answer will touch, so that the cache misses of the burst
+    // overlap instead of following one another. Hints only: nothing here changes state.
+
+    /// Step 1: the index bucket of `key`.
+    #[inline]
+    pub fn prefetch_bucket(&self, key: &FlowKey) -> KeyHash {
+        let h = key.hash_with(self.index.seed());
+        self.index.prefetch(h);
+        h
+    }
+
+    /// Step 2: the hot lines of the entry the bucket names (after step 1 has had time).
+    #[inline]
+    pub fn prefetch_entry(&self, hash: KeyHash) -> Option<u32> {
+        let i = self.index.peek(hash)?;
+        let e = self.slab.get(i as usize)?;
+        memory::prefetch(e as *const FlowEntry, HOT_LINES);
+        Some(i)
+    }
+
+    /// Step 3, for a response: the requests of the paired flow it answers.
+    #[inline]
+    pub fn prefetch_peer(&self, slot: u32) {
+        let Some(e) = self.slab.get(slot as usize) else { return };
+        if let Some(p) = self.slab.get(e.peer_slot as usize) {
+            memory::prefetch(p as *const FlowEntry, HOT_LINES);
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -383,14 +461,29 @@ impl FlowTable {
         }));
     }
 
-    /// Ends the transmissions of flows idle for `--flow-idle` at packet time `now`. Looks
-    /// at the head of the list only (flows are in order of last activity).
+    /// Ends the transmissions of flows idle for `--flow-idle` at packet time `now`.
+    ///
+    /// A packet does not move its flow in the list (that would touch two other flows'
+    /// entries, cache misses on a large table): the list stays in the order flows were
+    /// queued, and `queued_ts <= last_ts`. So while the head was queued more than
+    /// `--flow-idle` ago, it is either idle (its transmission ends) or had packets since
+    /// (it goes to the tail, queued at its last packet); once the head was queued within
+    /// `--flow-idle`, every flow behind it was too, and none is idle. Each flow is looked
+    /// at most once per `--flow-idle` of its activity.
     #[inline]
     pub fn expire(&mut self, now: u64, out: &mut impl FnMut(FlowEvent)) {
         while self.head != NONE {
             let h = self.head;
-            if self.slab[h as usize].last_ts.saturating_add(self.idle_ns) >= now {
+            let e = &self.slab[h as usize];
+            if e.queued_ts.saturating_add(self.idle_ns) >= now {
                 break;
+            }
+            if e.last_ts.saturating_add(self.idle_ns) >= now {
+                let last = e.last_ts;
+                self.unlink(h);
+                self.slab[h as usize].queued_ts = last;
+                self.push_tail(h);
+                continue;
             }
             self.close_transmission(h, out);
         }
@@ -407,7 +500,8 @@ impl FlowTable {
     // --- per packet ---------------------------------------------------------------------
 
     fn slot(&mut self, key: FlowKey, transport: Transport, opcode: u8, now: u64) -> Option<u32> {
-        if let Some(&i) = self.index.get(&key) {
+        let hash = key.hash_with(self.index.seed());
+        if let Some(i) = self.index.find(hash, |i| self.slab[i as usize].key == key) {
             return Some(i);
         }
         let reuse = if self.slab.len() < self.max_flows { None } else { Some(self.reclaim(now)?) };
@@ -423,10 +517,13 @@ impl FlowTable {
             peer_slot: NONE,
             mtu,
             in_pair_index: false,
+            capsules: false,
+            series: [NONE; 2],
             tx_open: false,
             tx_start: 0,
             tx_base: FlowCounts::default(),
             last_ts: 0,
+            queued_ts: 0,
             prev: NONE,
             next: NONE,
             acks: PendingRing::default(),
@@ -442,7 +539,7 @@ impl FlowTable {
                 (self.slab.len() - 1) as u32
             }
         };
-        self.index.insert(key, i);
+        self.index.insert(hash, i);
         Some(i)
     }
 
@@ -459,7 +556,7 @@ impl FlowTable {
                 continue;
             }
             let (key, peer, paired) = (e.key, e.peer_slot, e.in_pair_index);
-            self.index.remove(&key);
+            self.index.remove(key.hash_with(self.index.seed()), i);
             if peer != NONE {
                 self.unpair_from(peer, i);
             }
@@ -489,7 +586,7 @@ impl FlowTable {
             return None;
         }
         let k = FlowKey { vantage: e.key.vantage, src: e.key.dst, dst: e.key.src, dst_qpn: e.peer_qpn };
-        self.index.get(&k).copied()
+        self.find(&k)
     }
 
     /// The path MTU for a QP's READ spans: `--mtu`, else learned on either direction.
@@ -570,7 +667,7 @@ impl FlowTable {
     }
 
     /// A CNP on flow `i` throttles the paired direction.
-    fn attribute_cnp(&mut self, i: u32) {
+    fn attribute_cnp(&mut self, i: u32, ts: u64, out: &mut impl FnMut(FlowEvent)) {
         let target = self.reverse_index(i).or_else(|| {
             // Without a known pair, the one request flow between the hosts, if there is one.
             let k = self.slab[i as usize].key;
@@ -582,7 +679,15 @@ impl FlowTable {
             }
         });
         match target {
-            Some(t) => self.slab[t as usize].totals.cnp += 1,
+            Some(t) => {
+                // The throttled flow's transmission may have gone idle without being ended
+                // yet (see `expire`): end it first, so the CNP does not count in it.
+                let e = &self.slab[t as usize];
+                if t != i && e.tx_open && ts > e.last_ts.saturating_add(self.idle_ns) {
+                    self.close_transmission(t, out);
+                }
+                self.slab[t as usize].totals.cnp += 1
+            }
             None => self.slab[i as usize].totals.cnp_unattributed += 1,
         }
     }
@@ -596,6 +701,7 @@ impl FlowTable {
         p: &RocePacket<'_>,
         wire_len: u32,
         ts: u64,
+        rec: &mut LatencyRecorder,
         out: &mut impl FnMut(FlowEvent),
     ) -> Option<u32> {
         self.expire(ts, out);
@@ -614,14 +720,13 @@ impl FlowTable {
             }
         }
         let e = &mut self.slab[i as usize];
-        if e.tx_open {
-            self.unlink(i);
-        } else {
+        if !e.tx_open {
             e.tx_open = true;
             e.tx_start = ts;
             e.tx_base = e.totals;
+            e.queued_ts = ts;
+            self.push_tail(i);
         }
-        self.push_tail(i);
         if self.slab[i as usize].peer_slot == NONE && self.slab[i as usize].peer_qpn != NONE {
             // Paired by CM before both directions were in the table: link the slots now,
             // unless the other direction has since paired with another flow.
@@ -651,11 +756,11 @@ impl FlowTable {
         }
 
         if opcode == op::CNP {
-            self.attribute_cnp(i);
+            self.attribute_cnp(i, ts, out);
         } else if is_request(opcode) {
             let low = opcode & 0x1F;
             let span = if low == op::READ_REQUEST {
-                let len = ExtHeaders::parse(opcode, p.ext).ok().and_then(|x| x.reth).map_or(0, |r| r.dma_len);
+                let len = p.exts.reth.map_or(0, |r| r.dma_len);
                 Span::read(len, self.mtu_of(i))
             } else {
                 Span::ONE
@@ -672,9 +777,9 @@ impl FlowTable {
             if opcode >> 5 == 0 {
                 let e = &mut self.slab[i as usize];
                 if low == op::READ_REQUEST {
-                    e.reads.push(Pending { psn, span: span.max, ts, live: true });
+                    e.reads.push(Pending::new(psn, span.max, ts));
                 } else if ends_message(low) && !matches!(low, op::COMPARE_SWAP | op::FETCH_ADD) {
-                    e.acks.push(Pending { psn, span: 1, ts, live: true });
+                    e.acks.push(Pending::new(psn, 1, ts));
                 }
             }
             let e = &mut self.slab[i as usize];
@@ -693,7 +798,7 @@ impl FlowTable {
                 self.index_request_flow(i);
             }
         } else if is_response(opcode) {
-            let ack = acked_psn(opcode, p.ext, p.bth.psn());
+            let ack = acked_psn(opcode, &p.exts, p.bth.psn());
             let c = &mut self.slab[i as usize].totals;
             match ack {
                 Some((_, AckKind::Nak { code: 0 })) => c.nak_seq += 1,
@@ -708,7 +813,7 @@ impl FlowTable {
             let low = opcode & 0x1F;
             let read_end =
                 matches!(low, op::READ_RESPONSE_LAST | op::READ_RESPONSE_ONLY).then_some(p.bth.psn());
-            self.answer(i, read_end, acked, ts, out);
+            self.answer(i, read_end, acked, ts, rec);
         }
         Some(i)
     }
@@ -716,9 +821,20 @@ impl FlowTable {
     /// Whether a flow or its paired direction carries NVMe/RDMA capsules (its RDMA
     /// latencies are then the I/O tracker's).
     fn carries_nvme(&self, i: u32) -> bool {
-        let nvme = |c: &FlowCounts| c.nvme_commands + c.nvme_completions > 0;
-        nvme(&self.slab[i as usize].totals)
-            || self.reverse_index(i).is_some_and(|r| nvme(&self.slab[r as usize].totals))
+        let e = &self.slab[i as usize];
+        e.capsules || self.reverse_index(i).is_some_and(|r| self.slab[r as usize].capsules)
+    }
+
+    /// Counts an NVMe/RDMA command (or completion) capsule on a tracked flow.
+    #[inline]
+    pub fn count_capsule(&mut self, slot: u32, command: bool) {
+        let e = &mut self.slab[slot as usize];
+        e.capsules = true;
+        if command {
+            e.totals.nvme_commands += 1;
+        } else {
+            e.totals.nvme_completions += 1;
+        }
     }
 
     /// A response on flow `i` (responder → requester) answers pending requests of the
@@ -730,7 +846,7 @@ impl FlowTable {
         read_end: Option<u32>,
         acked: Option<u32>,
         ts: u64,
-        out: &mut impl FnMut(FlowEvent),
+        rec: &mut LatencyRecorder,
     ) {
         if read_end.is_none() && acked.is_none() {
             return;
@@ -743,20 +859,27 @@ impl FlowTable {
             Vantage::Compute => Segment::IoCompute,
             Vantage::Storage => Segment::IoStorage,
         };
-        let (ring, op_, psn, within) = match (read_end, acked) {
-            (Some(psn), _) => (&mut req.reads, Op::RdmaRead, psn, None),
-            (None, Some(psn)) => (&mut req.acks, Op::RcAck, psn, Some(ACK_WINDOW)),
+        let (ring, op_, psn, within, which) = match (read_end, acked) {
+            (Some(psn), _) => (&mut req.reads, Op::RdmaRead, psn, None, 1),
+            (None, Some(psn)) => (&mut req.acks, Op::RcAck, psn, Some(ACK_WINDOW), 0),
             (None, None) => return,
         };
-        for p in ring.slots.iter_mut().filter(|p| p.live && ts >= p.ts) {
-            let offset = psn.wrapping_sub(p.psn) & 0x00FF_FFFF;
+        for p in ring.slots.iter_mut().filter(|p| p.live() && ts >= p.ts) {
+            let offset = psn.wrapping_sub(p.psn()) & 0x00FF_FFFF;
             if offset < within.unwrap_or(p.span.max(1)) {
-                p.live = false;
-                if !nvme {
-                    out(FlowEvent::Latency(
-                        SeriesKey { initiator: key.src, target: key.dst, op: op_, segment },
-                        ts - p.ts,
-                    ));
+                p.answered();
+                if nvme {
+                    continue;
+                }
+                // The flow remembers its series' slot: one lookup per run, not per sample.
+                // Series are never removed, so a recorder without room stays without it.
+                if req.series[which] == NONE {
+                    let k = SeriesKey { initiator: key.src, target: key.dst, op: op_, segment };
+                    req.series[which] = rec.slot(k).unwrap_or(NO_ROOM);
+                }
+                match req.series[which] {
+                    NO_ROOM => rec.dropped_samples += 1,
+                    slot => rec.record_at(slot, ts - p.ts),
                 }
             }
         }
@@ -786,7 +909,7 @@ impl FlowTable {
     ) {
         let ab = FlowKey { vantage, src: a_ip, dst: b_ip, dst_qpn: b_qpn };
         let ba = FlowKey { vantage, src: b_ip, dst: a_ip, dst_qpn: a_qpn };
-        let (ia, ib) = (self.index.get(&ab).copied(), self.index.get(&ba).copied());
+        let (ia, ib) = (self.find(&ab), self.find(&ba));
         for (k, i, peer) in [(ab, ia, a_qpn), (ba, ib, b_qpn)] {
             match i {
                 Some(i) => {
@@ -910,7 +1033,7 @@ mod pairing {
         let Decoded::Roce(p) = decode_frame(f) else { panic!() };
         let key =
             FlowKey { vantage: Vantage::Compute, src: p.ip.src, dst: p.ip.dst, dst_qpn: p.bth.dest_qp() };
-        t.record(key, &p, f.len() as u32, ts, &mut |_| {});
+        t.record(key, &p, f.len() as u32, ts, &mut LatencyRecorder::new(16, 0), &mut |_| {});
     }
 
     fn counts(t: &FlowTable, src: &str, dst: &str, qpn: u32) -> FlowCounts {
@@ -920,7 +1043,7 @@ mod pairing {
             dst: dst.parse().unwrap(),
             dst_qpn: qpn,
         };
-        t.slab[t.index[&k] as usize].totals
+        t.slab[t.find(&k).unwrap() as usize].totals
     }
 
     /// An ACK's extension headers (its PSN is in the BTH).
@@ -974,12 +1097,14 @@ mod pairing {
         feed(&mut t, &send(A, B, 30, 1), 20 * MS + 1);
         assert_eq!((t.untracked_packets, t.expired_flows), (1, 1));
         assert_eq!(counts(&t, A, B, 30).packets, 1);
-        assert!(!t.index.contains_key(&FlowKey {
-            vantage: Vantage::Compute,
-            src: A.parse().unwrap(),
-            dst: B.parse().unwrap(),
-            dst_qpn: 10
-        }));
+        assert!(t
+            .find(&FlowKey {
+                vantage: Vantage::Compute,
+                src: A.parse().unwrap(),
+                dst: B.parse().unwrap(),
+                dst_qpn: 10
+            })
+            .is_none());
         assert_eq!(t.slab[1].peer_slot, NONE, "the ACK flow no longer points at the slot");
         // The pairing index has the slot once: for the new request flow, not the old one.
         assert!(t.pairs.values().all(|slots| slots.iter().filter(|&&s| s == 0).count() <= 1));
@@ -1033,12 +1158,13 @@ mod pairing {
         );
         assert_eq!(
             t.mtu_of(
-                t.index[&FlowKey {
+                t.find(&FlowKey {
                     vantage: Vantage::Compute,
                     src: A.parse().unwrap(),
                     dst: B.parse().unwrap(),
                     dst_qpn: 20
-                }]
+                })
+                .unwrap()
             ),
             Some(2048)
         );

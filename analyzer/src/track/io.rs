@@ -234,6 +234,14 @@ impl IoTracker {
         &self.counts
     }
 
+    /// Whether no I/O is live: then no packet but a command capsule can concern the
+    /// tracker (a data phase, a response or an acknowledgement is only matched to a live
+    /// I/O), and the worker need not look anything up for it.
+    #[inline]
+    pub fn is_idle(&self) -> bool {
+        self.head == NONE
+    }
+
     /// Connection state forgotten to make room.
     pub fn connections_forgotten(&self) -> u64 {
         self.conns.forgotten

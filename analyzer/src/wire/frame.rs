@@ -1,6 +1,7 @@
 //! Walks a frame from Ethernet to the RoCEv2 payload.
 
 use super::erspan::{self, SwitchTime};
+use super::ib_ext::ExtHeaders;
 use super::{bth, ethernet, gre, icrc, ipv4, ipv6, udp, DecodeError, ROCEV2_UDP_PORT};
 use std::net::IpAddr;
 
@@ -56,8 +57,10 @@ pub struct RocePacket<'a> {
     pub ecn: u8,
     pub udp_src_port: u16,
     pub bth: bth::Packet<&'a [u8]>,
-    /// The extension headers between BTH and the payload.
+    /// The extension headers between BTH and the payload, as bytes (the ICRC covers them)
+    /// and parsed once here, for every tracker to use.
     pub ext: &'a [u8],
+    pub exts: ExtHeaders,
     /// Payload length from the UDP length: UDP − 8 − BTH − extension headers − pad − ICRC.
     pub payload_len: u32,
     /// The payload bytes that were captured (may be shorter than `payload_len` when the
@@ -77,6 +80,9 @@ impl RocePacket<'_> {
 
 /// What one frame turned out to be.
 #[derive(Debug, Clone, Copy)]
+// Decoded frames live on the stack for the length of a burst; boxing the RoCE packet
+// would allocate per packet.
+#[allow(clippy::large_enum_variant)]
 pub enum Decoded<'a> {
     Roce(RocePacket<'a>),
     NotRoce(NotRoce),
@@ -209,6 +215,8 @@ fn walk(frame: &[u8], mirror: Option<Mirror>) -> Result<Decoded<'_>, DecodeError
         return Err(DecodeError::RoceBadLength);
     };
     let payload_end = (hdrs + payload_len).min(roce.len());
+    let ext = &roce[bth::HEADER_LEN..hdrs];
+    let exts = ExtHeaders::parse(b.opcode(), ext)?;
     Ok(Decoded::Roce(RocePacket {
         vlans,
         vlan_count,
@@ -218,7 +226,8 @@ fn walk(frame: &[u8], mirror: Option<Mirror>) -> Result<Decoded<'_>, DecodeError
         ecn: n.ecn,
         udp_src_port: u.src_port(),
         bth: b,
-        ext: &roce[bth::HEADER_LEN..hdrs],
+        ext,
+        exts,
         payload_len: payload_len as u32,
         payload: &roce[hdrs..payload_end],
         icrc: icrc::IcrcRegion {

@@ -1,0 +1,217 @@
+//! The flow table's index: an open-addressing hash table of 8-byte buckets (the key's
+//! 32-bit hash and the flow's slot), linear probing, sized once at twice the flows it may
+//! hold. A lookup is one cache line of buckets, then the flow entry itself (where the full
+//! key is compared, and which the packet needs next anyway). Removal shifts the following
+//! buckets back (no tombstones), so the table never degrades nor grows under churn.
+//!
+//! The hash is computed once per packet ([`FlowKey::hash_with`]): a multiply-xorshift mix of
+//! the key's words (IPv4 addresses as `u32`, IPv6 folded to 64 bits) with a seed drawn at
+//! start-up, so that crafted traffic cannot aim at one chain.
+
+use super::flow::FlowKey;
+use super::vantage::Vantage;
+use std::net::IpAddr;
+
+const EMPTY: u64 = u64::MAX;
+
+/// A key's hash; its low 32 bits pick the home bucket and tag the entry.
+pub type KeyHash = u32;
+
+#[inline]
+fn fold(ip: &IpAddr) -> u64 {
+    match ip {
+        IpAddr::V4(a) => u64::from(u32::from(*a)),
+        IpAddr::V6(a) => {
+            let x = u128::from(*a);
+            ((x >> 64) as u64).rotate_left(17) ^ (x as u64) ^ (1 << 63)
+        }
+    }
+}
+
+#[inline]
+fn mix(mut h: u64) -> u64 {
+    h ^= h >> 32;
+    h = h.wrapping_mul(0xD6E8_FEB8_6659_FD93);
+    h ^= h >> 32;
+    h = h.wrapping_mul(0xD6E8_FEB8_6659_FD93);
+    h ^ (h >> 32)
+}
+
+impl FlowKey {
+    /// The key's hash under `seed` (see [`FlowIndex::seed`]).
+    #[inline]
+    pub fn hash_with(&self, seed: u64) -> KeyHash {
+        let v = match self.vantage {
+            Vantage::Compute => 0u64,
+            Vantage::Storage => 1,
+        };
+        let a = fold(&self.src).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ fold(&self.dst);
+        let b = (u64::from(self.dst_qpn) | (v << 32)) ^ seed;
+        mix(a.rotate_left(23) ^ b.wrapping_mul(0xC2B2_AE3D_27D4_EB4F)) as u32
+    }
+}
+
+pub struct FlowIndex {
+    buckets: Vec<u64>,
+    mask: usize,
+    seed: u64,
+}
+
+#[inline]
+fn bucket(hash: KeyHash, slot: u32) -> u64 {
+    (u64::from(hash) << 32) | u64::from(slot)
+}
+
+impl FlowIndex {
+    /// Room for `max` entries at most half full.
+    pub fn new(max: usize) -> Self {
+        let n = (2 * max.max(1)).next_power_of_two();
+        let seed = { std::hash::BuildHasher::hash_one(&ahash::RandomState::new(), 0x5EED_u64) };
+        let mut buckets = Vec::with_capacity(n);
+        super::memory::advise_huge(&buckets);
+        buckets.resize(n, EMPTY);
+        Self { buckets, mask: n - 1, seed }
+    }
+
+    /// Bytes allocated for `max` entries.
+    pub const fn allocated_bytes(max: usize) -> usize {
+        let m = if max == 0 { 1 } else { max };
+        (2 * m).next_power_of_two() * 8
+    }
+
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    #[inline]
+    fn home(&self, hash: KeyHash) -> usize {
+        hash as usize & self.mask
+    }
+
+    /// Brings the key's home bucket into the cache ahead of [`FlowIndex::find`].
+    #[inline]
+    pub fn prefetch(&self, hash: KeyHash) {
+        super::memory::prefetch(self.buckets.as_ptr().wrapping_add(self.home(hash)), 1);
+    }
+
+    /// The slot of the first entry under this hash, without comparing keys: a hint of the
+    /// entry a lookup will land on (for prefetching it), nothing more.
+    #[inline]
+    pub fn peek(&self, hash: KeyHash) -> Option<u32> {
+        let mut i = self.home(hash);
+        loop {
+            let b = self.buckets[i];
+            if b == EMPTY {
+                return None;
+            }
+            if (b >> 32) as u32 == hash {
+                return Some(b as u32);
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// The slot of the entry with this hash for which `is` holds.
+    #[inline]
+    pub fn find(&self, hash: KeyHash, mut is: impl FnMut(u32) -> bool) -> Option<u32> {
+        let mut i = self.home(hash);
+        loop {
+            let b = self.buckets[i];
+            if b == EMPTY {
+                return None;
+            }
+            if (b >> 32) as u32 == hash && is(b as u32) {
+                return Some(b as u32);
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// Adds an entry (the caller keeps at most half the buckets in use).
+    pub fn insert(&mut self, hash: KeyHash, slot: u32) {
+        let mut i = self.home(hash);
+        while self.buckets[i] != EMPTY {
+            i = (i + 1) & self.mask;
+        }
+        self.buckets[i] = bucket(hash, slot);
+    }
+
+    /// Removes the entry of `slot` under `hash`, if present.
+    pub fn remove(&mut self, hash: KeyHash, slot: u32) {
+        let mut i = self.home(hash);
+        loop {
+            let b = self.buckets[i];
+            if b == EMPTY {
+                return;
+            }
+            if b == bucket(hash, slot) {
+                break;
+            }
+            i = (i + 1) & self.mask;
+        }
+        // Shift back the entries after it that would not be found past the hole.
+        let mut j = i;
+        loop {
+            j = (j + 1) & self.mask;
+            let b = self.buckets[j];
+            if b == EMPTY {
+                break;
+            }
+            let k = self.home((b >> 32) as u32);
+            let stays = if i <= j { i < k && k <= j } else { i < k || k <= j };
+            if !stays {
+                self.buckets[i] = b;
+                i = j;
+            }
+        }
+        self.buckets[i] = EMPTY;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_what_was_inserted_and_nothing_removed_under_churn() {
+        // A small table with crafted collisions: every key's hash lands in 4 home buckets.
+        let mut ix = FlowIndex::new(32);
+        let mut live: Vec<(u32, u32)> = Vec::new();
+        let mut x = 0x1234_5678u64;
+        for step in 0..20_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let hash = ((x >> 20) as u32 & !0x3F) | (x as u32 & 3);
+            if live.len() < 32 && !(x >> 40).is_multiple_of(3) {
+                ix.insert(hash, step);
+                live.push((hash, step));
+            } else if !live.is_empty() {
+                let (h, s) = live.swap_remove((x >> 8) as usize % live.len());
+                ix.remove(h, s);
+                assert_eq!(ix.find(h, |c| c == s), None);
+            }
+            for &(h, s) in &live {
+                assert_eq!(ix.find(h, |c| c == s), Some(s), "step {step}");
+            }
+        }
+        assert_eq!(ix.buckets.len(), 64, "never grew");
+    }
+
+    #[test]
+    fn the_hash_tells_keys_apart() {
+        let k = |src: &str, dst: &str, q| FlowKey {
+            vantage: Vantage::Compute,
+            src: src.parse().unwrap(),
+            dst: dst.parse().unwrap(),
+            dst_qpn: q,
+        };
+        let seed = 7;
+        let a = k("10.0.0.1", "10.0.0.2", 5).hash_with(seed);
+        assert_ne!(a, k("10.0.0.2", "10.0.0.1", 5).hash_with(seed));
+        assert_ne!(a, k("10.0.0.1", "10.0.0.2", 6).hash_with(seed));
+        assert_ne!(a, FlowKey { vantage: Vantage::Storage, ..k("10.0.0.1", "10.0.0.2", 5) }.hash_with(seed));
+        assert_ne!(a, k("::ffff:10.0.0.1", "10.0.0.2", 5).hash_with(seed));
+        assert_eq!(a, k("10.0.0.1", "10.0.0.2", 5).hash_with(seed));
+    }
+}
