@@ -890,3 +890,53 @@ pub fn pin_thread(cpus: &[usize]) {
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
     }
 }
+
+/// A file mapped read-only into memory, for replay to read frames in place.
+pub struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is private and read-only; nothing writes through it, so sharing or
+// moving it between threads is sound.
+unsafe impl Send for Mapping {}
+// SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Maps the whole of `file` (`None` for an empty file, which cannot be mapped), and
+    /// tells the kernel it will be read in order.
+    pub fn of(file: &std::fs::File) -> std::io::Result<Option<Mapping>> {
+        use std::os::fd::AsRawFd;
+        let len = usize::try_from(file.metadata()?.len())
+            .map_err(|_| std::io::Error::other("file larger than the address space"))?;
+        if len == 0 {
+            return Ok(None);
+        }
+        // SAFETY: a fresh private read-only mapping of an open file descriptor; the kernel
+        // picks the address; the result is checked before use.
+        let p = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, file.as_raw_fd(), 0)
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: [p, p + len) is the mapping just made; the advice only affects read-ahead.
+        unsafe { libc::madvise(p, len, libc::MADV_SEQUENTIAL) };
+        Ok(NonNull::new(p.cast::<u8>()).map(|ptr| Mapping { ptr, len }))
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: ptr..ptr + len is mapped readable for as long as `self` lives. (A file
+        // truncated by another process while mapped makes reads past its new end fault:
+        // replay files must not be cut while they are read.)
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping made in `of`, after its last use.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}

@@ -2,6 +2,7 @@
 //! any `if_tsresol` / `if_tsoffset`). Several files are merged in timestamp order, so that
 //! two vantages captured into two files are seen as one probe would have seen them.
 
+use super::dpdk::Mapping;
 use super::{Capture, Frame, Poll, SourceStats, BURST};
 use anyhow::{bail, Context, Result};
 use pcap_parser::pcapng::Block;
@@ -188,9 +189,126 @@ impl FileReader {
     }
 }
 
+/// A classic pcap file read in place through a memory map: frames are handed on as slices
+/// of the mapping, never copied (the kernel reads the file ahead of the cursor).
+struct Cursor {
+    path: PathBuf,
+    nanos: bool,
+    /// Written on a machine of the other byte order.
+    swapped: bool,
+    /// Offset of the record after the current one.
+    off: usize,
+    has_next: bool,
+    ts_ns: u64,
+    wire_len: u32,
+    data: std::ops::Range<usize>,
+    stats: SourceStats,
+}
+
+/// Record header: seconds, fraction, captured length, original length.
+const RECORD_HEADER: usize = 16;
+/// A record claiming more than this is damaged (as pcap-parser also decides).
+const MAX_RECORD: usize = 256 << 20;
+
+impl Cursor {
+    /// A cursor on `bytes` if they are a classic pcap file of Ethernet frames (anything
+    /// else is read by [`FileReader`]), at its first packet.
+    fn open(path: &Path, bytes: &[u8]) -> Option<Cursor> {
+        let magic = u32::from_le_bytes(bytes.get(0..4)?.try_into().ok()?);
+        let (nanos, swapped) = match magic {
+            0xA1B2_C3D4 => (false, false),
+            0xA1B2_3C4D => (true, false),
+            0xD4C3_B2A1 => (false, true),
+            0x4D3C_B2A1 => (true, true),
+            _ => return None,
+        };
+        let mut c = Cursor {
+            path: path.to_owned(),
+            nanos,
+            swapped,
+            off: 24,
+            has_next: false,
+            ts_ns: 0,
+            wire_len: 0,
+            data: 0..0,
+            stats: SourceStats::default(),
+        };
+        if bytes.len() < 24 || c.u32_at(bytes, 20) != LINKTYPE_ETHERNET {
+            return None;
+        }
+        c.advance(bytes);
+        Some(c)
+    }
+
+    fn u32_at(&self, b: &[u8], at: usize) -> u32 {
+        let v = u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+        if self.swapped {
+            v.swap_bytes()
+        } else {
+            v
+        }
+    }
+
+    /// Moves to the next record. At the end, or at a record cut short (a capture still
+    /// being written) `has_next` becomes false; a damaged record ends the file with a
+    /// warning, as for any other file.
+    fn advance(&mut self, b: &[u8]) {
+        self.has_next = false;
+        let at = self.off;
+        if at.saturating_add(RECORD_HEADER) > b.len() {
+            return;
+        }
+        let caplen = self.u32_at(b, at + 8) as usize;
+        if caplen > MAX_RECORD {
+            eprintln!(
+                "roceprobe: warning: {}: damaged record after {} packets; stopping this file there",
+                self.path.display(),
+                self.stats.ipackets
+            );
+            return;
+        }
+        let start = at + RECORD_HEADER;
+        if start + caplen > b.len() {
+            return;
+        }
+        let frac = u64::from(self.u32_at(b, at + 4));
+        self.ts_ns = u64::from(self.u32_at(b, at)) * 1_000_000_000 + if self.nanos { frac } else { frac * 1_000 };
+        self.wire_len = self.u32_at(b, at + 12);
+        self.data = start..start + caplen;
+        self.off = start + caplen;
+        self.has_next = true;
+    }
+}
+
+/// One input file.
+enum Input {
+    /// A classic pcap file, mapped (its mapping is in `Replay::maps`).
+    Mapped(Cursor),
+    /// pcapng, read record by record.
+    Stream(FileReader),
+}
+
+impl Input {
+    fn next_ts(&self) -> Option<u64> {
+        match self {
+            Input::Mapped(c) => c.has_next.then_some(c.ts_ns),
+            Input::Stream(r) => r.has_next.then_some(r.next.ts_ns),
+        }
+    }
+
+    fn stats(&self) -> SourceStats {
+        match self {
+            Input::Mapped(c) => c.stats,
+            Input::Stream(r) => r.stats,
+        }
+    }
+}
+
 /// Replays one or more files as one timestamp-ordered stream. Source ids are file indices.
 pub struct Replay {
-    files: Vec<FileReader>,
+    /// Per file: its mapping, for a classic pcap file.
+    maps: Vec<Option<Mapping>>,
+    inputs: Vec<Input>,
 }
 
 impl Replay {
@@ -203,38 +321,81 @@ impl Replay {
         if paths.len() > usize::from(u16::MAX) {
             bail!("too many input files ({})", paths.len());
         }
-        let files = paths.iter().map(|p| FileReader::open(p)).collect::<Result<Vec<_>>>()?;
-        Ok(Self { files })
+        let mut maps = Vec::with_capacity(paths.len());
+        let mut inputs = Vec::with_capacity(paths.len());
+        for p in paths {
+            // The stream reader checks the file (and says what is wrong with it).
+            let reader = FileReader::open(p)?;
+            let map = File::open(p).ok().and_then(|f| Mapping::of(&f).ok().flatten());
+            match map.as_ref().and_then(|m| Cursor::open(p, m.bytes())) {
+                Some(c) => {
+                    maps.push(map);
+                    inputs.push(Input::Mapped(c));
+                }
+                None => {
+                    maps.push(None);
+                    inputs.push(Input::Stream(reader));
+                }
+            }
+        }
+        Ok(Self { maps, inputs })
+    }
+
+    /// The input whose next packet is earliest; ties go to the lower file index.
+    fn earliest(&self) -> Option<usize> {
+        (0..self.inputs.len()).filter_map(|i| self.inputs[i].next_ts().map(|t| (t, i))).min().map(|(_, i)| i)
     }
 }
 
+const NO_FRAME: Frame<'static> = Frame { data: &[], wire_len: 0, ts_ns: 0, source: 0 };
+
 impl Capture for Replay {
     fn poll<F: FnMut(Frame<'_>)>(&mut self, mut f: F) -> Result<Poll> {
-        let mut n = 0;
-        while n < BURST {
-            // The file whose next packet is earliest; ties go to the lower file index.
-            let Some(i) = (0..self.files.len())
-                .filter(|&i| self.files[i].has_next)
-                .min_by_key(|&i| (self.files[i].next.ts_ns, i))
-            else {
-                break;
-            };
-            let r = &mut self.files[i];
-            r.stats.ipackets += 1;
-            r.stats.ibytes += u64::from(r.next.wire_len);
-            f(Frame { data: &r.next.data, wire_len: r.next.wire_len, ts_ns: r.next.ts_ns, source: i as u16 });
-            r.advance()?;
-            n += 1;
+        self.poll_burst(|frames| frames.iter().for_each(|fr| f(*fr)))
+    }
+
+    /// Frames of mapped files go in bursts, as slices of their mappings; a frame of a
+    /// pcapng file goes alone (its reader reuses its buffer).
+    fn poll_burst<F: FnMut(&[Frame<'_>])>(&mut self, mut f: F) -> Result<Poll> {
+        let mut burst = [NO_FRAME; BURST];
+        let (mut n, mut total) = (0, 0);
+        while total < BURST {
+            let Some(i) = self.earliest() else { break };
+            let map = self.maps[i].as_ref();
+            match &mut self.inputs[i] {
+                Input::Mapped(c) => {
+                    let bytes = map.map_or(&[][..], Mapping::bytes);
+                    c.stats.ipackets += 1;
+                    c.stats.ibytes += u64::from(c.wire_len);
+                    burst[n] = Frame { data: &bytes[c.data.clone()], wire_len: c.wire_len, ts_ns: c.ts_ns, source: i as u16 };
+                    n += 1;
+                    c.advance(bytes);
+                }
+                Input::Stream(r) => {
+                    if n > 0 {
+                        f(&burst[..n]);
+                        n = 0;
+                    }
+                    r.stats.ipackets += 1;
+                    r.stats.ibytes += u64::from(r.next.wire_len);
+                    f(&[Frame { data: &r.next.data, wire_len: r.next.wire_len, ts_ns: r.next.ts_ns, source: i as u16 }]);
+                    r.advance()?;
+                }
+            }
+            total += 1;
         }
-        Ok(if n > 0 { Poll::Frames(n) } else { Poll::End })
+        if n > 0 {
+            f(&burst[..n]);
+        }
+        Ok(if total > 0 { Poll::Frames(total) } else { Poll::End })
     }
 
     fn stats(&mut self) -> Vec<SourceStats> {
-        self.files.iter().map(|f| f.stats).collect()
+        self.inputs.iter().map(Input::stats).collect()
     }
 
     fn time_sources(&self) -> Vec<&'static str> {
-        vec!["pcap"; self.files.len()]
+        vec!["pcap"; self.inputs.len()]
     }
 }
 

@@ -16,6 +16,10 @@ pub type IntervalHist = Histogram<u32>;
 /// whose samples stay under a millisecond holds a third of the full range's buckets.
 pub type TotalHist = Histogram<u64>;
 
+/// Default bound on latency series: each holds a ~135 KiB histogram (1 ns to 1 h at 3
+/// significant digits, 32-bit counts).
+pub const DEFAULT_MAX_LATENCY_SERIES: usize = 1024;
+
 /// Recorded range: 1 ns to 1 hour; longer values are clamped to an hour.
 pub const MAX_NS: u64 = 3_600_000_000_000;
 pub const SIGFIG: u8 = 3;
@@ -154,19 +158,34 @@ pub struct SeriesKey {
     pub segment: Segment,
 }
 
-/// Samples of one interval kept as they are, before a series spills into its histogram:
-/// at a realistic interval most series see few samples, and handing over a few sorted
-/// values costs far less than walking (and clearing) a dense histogram of ~135 KiB.
-const FEW: usize = 64;
+/// Samples of a series kept as they are before they go into its histogram. Recording is
+/// then an append; the buffer goes into the histogram sorted, one sweep through the counts
+/// (a sample at a time, each would touch a line of a ~135 KiB histogram at random, a cache
+/// miss per sample when many series are busy); and a series that saw no more than this in
+/// an interval is handed over from its sorted values, without walking or clearing the
+/// histogram at all.
+const FEW: usize = 512;
 
-/// One series on the worker: its interval's samples, as values while they are few, then in
+/// One series on the worker: its interval's samples, the last ones as values, the rest in
 /// the histogram.
 struct Series {
     key: SeriesKey,
     few: Vec<u64>,
     hist: IntervalHist,
-    /// The interval's samples went into `hist`.
+    /// Some of the interval's samples went into `hist`.
     spilled: bool,
+}
+
+impl Series {
+    /// Moves the buffered values into the histogram, in order.
+    fn spill(&mut self) {
+        self.few.sort_unstable();
+        for &x in &self.few {
+            self.hist.saturating_record(x);
+        }
+        self.few.clear();
+        self.spilled = true;
+    }
 }
 
 /// The worker's histograms. A series keeps its slot for the whole run, so a tracker can
@@ -230,18 +249,10 @@ impl LatencyRecorder {
         if !s.spilled && s.few.is_empty() {
             self.dirty.push(slot);
         }
-        if s.spilled {
-            s.hist.saturating_record(v);
-        } else if s.few.len() < FEW {
-            s.few.push(v);
-        } else {
-            for &x in &s.few {
-                s.hist.saturating_record(x);
-            }
-            s.few.clear();
-            s.hist.saturating_record(v);
-            s.spilled = true;
+        if s.few.len() == FEW {
+            s.spill();
         }
+        s.few.push(v);
     }
 
     /// Hands over every series with samples and clears it.
@@ -249,6 +260,7 @@ impl LatencyRecorder {
         for &i in &self.dirty {
             let s = &mut self.series[i as usize];
             if s.spilled {
+                s.spill();
                 out.push(s.key, &s.hist);
                 s.hist.reset();
                 s.spilled = false;
@@ -335,8 +347,9 @@ mod tests {
     #[test]
     fn few_samples_hand_over_the_buckets_a_histogram_would() {
         // Values spread over many buckets, some in the same bucket, some clamped.
-        let values: Vec<u64> = (0..200u64).map(|i| (i * 7919 % 1013) * (1 + i % 5) * 997 + i % 3).collect();
-        for n in [1, 5, FEW, FEW + 1, 200] {
+        let values: Vec<u64> = (0..1200u64).map(|i| (i * 7919 % 1013) * (1 + i % 5) * 997 + i % 3).collect();
+        // Handed over as values, and (beyond FEW) partly through the histogram.
+        for n in [1, 5, 200, FEW, FEW + 1, 2 * FEW + 3] {
             let mut r = LatencyRecorder::new(4, 1);
             let mut h = interval_hist();
             for &v in &values[..n] {

@@ -111,5 +111,22 @@ pub struct IntervalSnapshot {
     /// Entries of bounded tables forgotten in this interval.
     pub forgotten: Forgotten,
     /// Where this worker's packet times came from so far, per vantage (cumulative).
-    pub time_use: [crate::runtime::worker::TimeUse; 2],
+    pub time_use: [TimeUse; 2],
+}
+
+/// Where the packet times of one vantage came from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TimeUse {
+    /// Some packets carried an ERSPAN III switch timestamp.
+    pub switch_clock: bool,
+    /// Sources (port ids / file indices; 63 stands for 63 and above) whose capture time was
+    /// used.
+    pub capture_sources: u64,
+}
+
+impl TimeUse {
+    pub fn merge(&mut self, o: &TimeUse) {
+        self.switch_clock |= o.switch_clock;
+        self.capture_sources |= o.capture_sources;
+    }
 }

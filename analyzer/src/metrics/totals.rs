@@ -51,7 +51,7 @@ pub struct Totals {
     pub dropped_latency_samples: u64,
     pub forgotten: super::snapshot::Forgotten,
     /// Where the packet times came from, per vantage (compute, storage).
-    pub time_use: [crate::runtime::worker::TimeUse; 2],
+    pub time_use: [super::snapshot::TimeUse; 2],
     /// Earliest and latest frame timestamp of the run.
     pub first_ts_ns: Option<u64>,
     pub last_ts_ns: Option<u64>,

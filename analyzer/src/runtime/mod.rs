@@ -24,9 +24,7 @@ use std::time::Duration;
 
 pub use worker::Worker;
 
-/// Default bound on latency series: each holds a ~135 KiB histogram (1 ns to 1 h at 3
-/// significant digits, 32-bit counts).
-pub const DEFAULT_MAX_LATENCY_SERIES: usize = 1024;
+pub use crate::metrics::latency::DEFAULT_MAX_LATENCY_SERIES;
 
 /// Settings shared by every worker.
 #[derive(Debug, Clone)]

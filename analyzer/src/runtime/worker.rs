@@ -142,22 +142,7 @@ fn answers_requests(opcode: u8) -> bool {
     matches!(opcode >> 5, 0 | 5) && matches!(opcode & 0x1F, 0x0D..=0x12)
 }
 
-/// Where the packet times of one vantage came from.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TimeUse {
-    /// Some packets carried an ERSPAN III switch timestamp.
-    pub switch_clock: bool,
-    /// Sources (port ids / file indices; 63 stands for 63 and above) whose capture time was
-    /// used.
-    pub capture_sources: u64,
-}
-
-impl TimeUse {
-    pub fn merge(&mut self, o: &TimeUse) {
-        self.switch_clock |= o.switch_clock;
-        self.capture_sources |= o.capture_sources;
-    }
-}
+pub use crate::metrics::snapshot::TimeUse;
 
 pub struct Worker {
     id: usize,
@@ -292,7 +277,7 @@ impl Worker {
     pub fn handle(&mut self, f: Frame<'_>) {
         let decoded = decode_frame(f.data);
         let (ts, switch) = self.packet_time(&decoded, &f);
-        self.process(decoded, f, ts, switch);
+        self.process(&decoded, f, ts, switch);
     }
 
     /// A frame's time, and whether it is an ERSPAN III switch timestamp (the packet's time:
@@ -353,8 +338,8 @@ impl Worker {
         }
         // 2: the entries the buckets name.
         for s in staged[..n].iter_mut().flatten() {
-            if let Some(h) = s.hash {
-                s.slot = self.flows.prefetch_entry(h);
+            if let (Some(h), Decoded::Roce(p)) = (s.hash, &s.decoded) {
+                s.slot = self.flows.prefetch_entry(h, p.bth.opcode());
             }
         }
         // 3: the flows that responses answer.
@@ -366,13 +351,11 @@ impl Worker {
             }
         }
         // 4: track, in order.
-        for s in staged[..n].iter_mut() {
-            if let Some(s) = s.take() {
-                if let Some(now) = s.observe {
-                    self.observe_time(now);
-                }
-                self.process(s.decoded, s.f, s.ts, s.switch);
+        for s in staged[..n].iter().flatten() {
+            if let Some(now) = s.observe {
+                self.observe_time(now);
             }
+            self.process(&s.decoded, s.f, s.ts, s.switch);
         }
     }
 
@@ -384,13 +367,13 @@ impl Worker {
     }
 
     #[inline]
-    fn process(&mut self, decoded: Decoded<'_>, f: Frame<'_>, ts: u64, switch_clock: bool) {
+    fn process(&mut self, decoded: &Decoded<'_>, f: Frame<'_>, ts: u64, switch_clock: bool) {
         self.advance_time(ts);
         self.counters.packets += 1;
         match decoded {
             Decoded::Roce(p) => {
                 self.counters.roce_packets += 1;
-                self.track(&p, f.source, p.inner_frame_len.unwrap_or(f.wire_len), ts, switch_clock);
+                self.track(p, f.source, p.inner_frame_len.unwrap_or(f.wire_len), ts, switch_clock);
             }
             Decoded::NotRoce(_) => self.counters.non_roce_packets += 1,
             Decoded::Error(e) => self.counters.decode_errors[e.index()] += 1,

@@ -397,12 +397,15 @@ impl FlowTable {
         h
     }
 
-    /// Step 2: the hot lines of the entry the bucket names (after step 1 has had time).
+    /// Step 2: the hot lines of the entry the bucket names (after step 1 has had time),
+    /// and the line that counts the packet's opcode.
     #[inline]
-    pub fn prefetch_entry(&self, hash: KeyHash) -> Option<u32> {
+    pub fn prefetch_entry(&self, hash: KeyHash, opcode: u8) -> Option<u32> {
         let i = self.index.peek(hash)?;
         let e = self.slab.get(i as usize)?;
         memory::prefetch(e as *const FlowEntry, HOT_LINES);
+        memory::prefetch(&e.opcodes.group as *const u8, 1);
+        memory::prefetch(&e.opcodes.own[usize::from(opcode & 0x1F)] as *const u64, 1);
         Some(i)
     }
 

@@ -215,7 +215,7 @@ impl IoTracker {
             by_cid: HashMap::with_capacity_and_hasher(2 * max_ios, h()),
             by_key: HashMap::with_capacity_and_hasher(2 * max_ios, h()),
             conns: FifoMap::new((max_ios / 4).max(64)),
-            max_pairs: crate::runtime::DEFAULT_MAX_LATENCY_SERIES,
+            max_pairs: crate::metrics::latency::DEFAULT_MAX_LATENCY_SERIES,
             head: NONE,
             tail: NONE,
             timeout_ns: timeout_ns.max(1),
