@@ -1,6 +1,8 @@
 //! Per-packet cost of the analysis on one core, on in-memory frames (no capture I/O):
-//! `decode` (the frame walk alone) and `decode+track` (what a worker does per frame: decode,
-//! vantage, flow table, PSN analysis, transmissions, NVMe recognition, ICRC off).
+//! `decode` (the frame walk alone), `decode+track` (what a worker does per frame, handed
+//! bursts of 32 as a capture does: decode, vantage, flow table, PSN analysis, transmissions,
+//! NVMe recognition, latency; ICRC off) and `decode+track+icrc` (the same with
+//! `--check-icrc`).
 //!
 //! The mix is every frame of the committed scenarios and real captures: NVMe/RDMA reads and
 //! writes at two vantages, RC traffic under loss and congestion, CM, UD, UC, XRC and noise.
@@ -16,9 +18,6 @@ use roceprobe::wire::decode_frame;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// Bytes of each receive buffer (a 9 KiB jumbo frame fits).
-const RX_BUFFER: usize = 9216;
 
 fn mix() -> Vec<(u64, Vec<u8>, u16)> {
     // scripts/bench measures its own mix.
@@ -67,55 +66,44 @@ fn bench(c: &mut Criterion) {
             }
         })
     });
-    // The default 1 s interval: closing an interval resets every latency histogram used in
-    // it (a memset each), a cost a realistic interval spreads over millions of packets.
-    let cfg = PipelineConfig::new(VantageMap::default());
-    let (tx, rx) = crossbeam_channel::bounded(1024);
-    let (back_tx, back_rx) = crossbeam_channel::bounded(64);
-    let drain = std::thread::spawn(move || {
-        for m in rx {
-            if let Some(r) = recycle(m) {
-                let _ = back_tx.try_send(r);
-            }
-        }
-    });
-    let mut worker = Worker::with_recycling(0, &cfg, tx, back_rx);
     let span =
         frames.iter().map(|f| f.0).max().unwrap() - frames.iter().map(|f| f.0).min().unwrap() + 1_000_000;
-    let mut pass = 0u64;
-    let mut rx_ring = vec![[0u8; RX_BUFFER]; BURST];
-    g.bench_function("decode+track", |b| {
-        b.iter(|| {
-            pass += 1;
-            // In bursts, as a capture hands them over: each burst is first copied into the
-            // same receive buffers, as a NIC's DMA into recycled mbufs leaves frames in the
-            // cache (the copy is counted in the time). Without it, a large mix would measure
-            // the misses of reading hundreds of MiB of frames that no NIC delivers cold.
-            for chunk in frames.chunks(BURST) {
-                let mut lens = [0usize; BURST];
-                for (k, (_, data, _)) in chunk.iter().enumerate() {
-                    let n = data.len().min(RX_BUFFER);
-                    rx_ring[k][..n].copy_from_slice(&data[..n]);
-                    lens[k] = n;
+    // The default options (1 s interval, ICRC unchecked), then with --check-icrc.
+    for (name, check_icrc) in [("decode+track", false), ("decode+track+icrc", true)] {
+        let cfg = PipelineConfig { check_icrc, ..PipelineConfig::new(VantageMap::default()) };
+        let (tx, rx) = crossbeam_channel::bounded(1024);
+        let (back_tx, back_rx) = crossbeam_channel::bounded(64);
+        let drain = std::thread::spawn(move || {
+            for m in rx {
+                if let Some(r) = recycle(m) {
+                    let _ = back_tx.try_send(r);
                 }
-                let mut burst = [Frame { data: &[], wire_len: 0, ts_ns: 0, source: 0 }; BURST];
-                for (k, (b, (ts, data, source))) in burst.iter_mut().zip(chunk).enumerate() {
-                    let wire_len = data.len() as u32;
-                    *b = Frame {
-                        data: &rx_ring[k][..lens[k]],
-                        wire_len,
-                        ts_ns: ts + pass * span,
-                        source: *source,
-                    };
-                }
-                worker.handle_burst(&burst[..chunk.len()]);
             }
-        })
-    });
+        });
+        let mut worker = Worker::with_recycling(0, &cfg, tx, back_rx);
+        let mut pass = 0u64;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                pass += 1;
+                feed(&mut worker, &frames, pass * span);
+            })
+        });
+        worker.finish();
+        drop(worker);
+        drain.join().unwrap();
+    }
     g.finish();
-    worker.finish();
-    drop(worker);
-    drain.join().unwrap();
+}
+
+/// Every frame, time shifted by `shift`, in bursts as a capture hands them over.
+fn feed(worker: &mut Worker, frames: &[(u64, Vec<u8>, u16)], shift: u64) {
+    for chunk in frames.chunks(BURST) {
+        let mut burst = [Frame { data: &[], wire_len: 0, ts_ns: 0, source: 0 }; BURST];
+        for (b, (ts, data, source)) in burst.iter_mut().zip(chunk) {
+            *b = Frame { data, wire_len: data.len() as u32, ts_ns: ts + shift, source: *source };
+        }
+        worker.handle_burst(&burst[..chunk.len()]);
+    }
 }
 
 criterion_group! {

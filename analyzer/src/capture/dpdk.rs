@@ -926,6 +926,19 @@ impl Mapping {
         Ok(NonNull::new(p.cast::<u8>()).map(|ptr| Mapping { ptr, len }))
     }
 
+    /// Gives back the memory of the pages wholly in `[from, to)`, read already: the
+    /// process's resident memory stays that of the part being read, whatever the file's
+    /// size. Reading them again (nothing does) would fetch them from the file anew.
+    pub fn release(&self, from: usize, to: usize) {
+        const PAGE: usize = 4096;
+        let (a, b) = (from.next_multiple_of(PAGE), to.min(self.len) & !(PAGE - 1));
+        if b > a {
+            // SAFETY: [a, b) lies inside the mapping; MADV_DONTNEED on a private read-only
+            // file mapping drops the pages, whose content the file still holds.
+            unsafe { libc::madvise(self.ptr.as_ptr().add(a).cast(), b - a, libc::MADV_DONTNEED) };
+        }
+    }
+
     pub fn bytes(&self) -> &[u8] {
         // SAFETY: ptr..ptr + len is mapped readable for as long as `self` lives. (A file
         // truncated by another process while mapped makes reads past its new end fault:

@@ -202,11 +202,15 @@ struct Cursor {
     ts_ns: u64,
     wire_len: u32,
     data: std::ops::Range<usize>,
+    /// The mapping's pages before this offset were given back (see `Mapping::release`).
+    released: usize,
     stats: SourceStats,
 }
 
 /// Record header: seconds, fraction, captured length, original length.
 const RECORD_HEADER: usize = 16;
+/// Read pages of a mapped file are given back in steps of this much.
+const RELEASE_STEP: usize = 8 << 20;
 /// A record claiming more than this is damaged (as pcap-parser also decides).
 const MAX_RECORD: usize = 256 << 20;
 
@@ -231,6 +235,7 @@ impl Cursor {
             ts_ns: 0,
             wire_len: 0,
             data: 0..0,
+            released: 0,
             stats: SourceStats::default(),
         };
         if bytes.len() < 24 || c.u32_at(bytes, 20) != LINKTYPE_ETHERNET {
@@ -272,7 +277,8 @@ impl Cursor {
             return;
         }
         let frac = u64::from(self.u32_at(b, at + 4));
-        self.ts_ns = u64::from(self.u32_at(b, at)) * 1_000_000_000 + if self.nanos { frac } else { frac * 1_000 };
+        self.ts_ns =
+            u64::from(self.u32_at(b, at)) * 1_000_000_000 + if self.nanos { frac } else { frac * 1_000 };
         self.wire_len = self.u32_at(b, at + 12);
         self.data = start..start + caplen;
         self.off = start + caplen;
@@ -357,6 +363,16 @@ impl Capture for Replay {
     /// Frames of mapped files go in bursts, as slices of their mappings; a frame of a
     /// pcapng file goes alone (its reader reuses its buffer).
     fn poll_burst<F: FnMut(&[Frame<'_>])>(&mut self, mut f: F) -> Result<Poll> {
+        // The frames of earlier polls are done with: what lies before them can go.
+        for (input, map) in self.inputs.iter_mut().zip(&self.maps) {
+            if let (Input::Mapped(c), Some(m)) = (input, map) {
+                let done = c.data.start;
+                if done >= c.released + RELEASE_STEP {
+                    m.release(c.released, done);
+                    c.released = done & !4095;
+                }
+            }
+        }
         let mut burst = [NO_FRAME; BURST];
         let (mut n, mut total) = (0, 0);
         while total < BURST {
@@ -367,7 +383,12 @@ impl Capture for Replay {
                     let bytes = map.map_or(&[][..], Mapping::bytes);
                     c.stats.ipackets += 1;
                     c.stats.ibytes += u64::from(c.wire_len);
-                    burst[n] = Frame { data: &bytes[c.data.clone()], wire_len: c.wire_len, ts_ns: c.ts_ns, source: i as u16 };
+                    burst[n] = Frame {
+                        data: &bytes[c.data.clone()],
+                        wire_len: c.wire_len,
+                        ts_ns: c.ts_ns,
+                        source: i as u16,
+                    };
                     n += 1;
                     c.advance(bytes);
                 }
@@ -378,7 +399,12 @@ impl Capture for Replay {
                     }
                     r.stats.ipackets += 1;
                     r.stats.ibytes += u64::from(r.next.wire_len);
-                    f(&[Frame { data: &r.next.data, wire_len: r.next.wire_len, ts_ns: r.next.ts_ns, source: i as u16 }]);
+                    f(&[Frame {
+                        data: &r.next.data,
+                        wire_len: r.next.wire_len,
+                        ts_ns: r.next.ts_ns,
+                        source: i as u16,
+                    }]);
                     r.advance()?;
                 }
             }
