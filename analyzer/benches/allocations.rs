@@ -38,6 +38,9 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+/// Intervals of 1 ms: snapshots go to the stats side all the time.
+const INTERVAL_NS: u64 = 1_000_000;
+
 fn main() {
     let file = std::env::args().skip(1).find(|a| a.ends_with(".pcap")).unwrap_or_else(|| {
         Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -48,10 +51,12 @@ fn main() {
     let mut frames = Vec::new();
     let mut r = Replay::open(&[file.into()]).unwrap();
     while let Poll::Frames(_) = r.poll(|f| frames.push((f.ts_ns, f.data.to_vec(), f.source))).unwrap() {}
-    let span =
-        frames.iter().map(|f| f.0).max().unwrap() - frames.iter().map(|f| f.0).min().unwrap() + 1_000_000;
+    // Passes follow each other by whole intervals, so every pass cuts its bursts alike.
+    let span = (frames.iter().map(|f| f.0).max().unwrap() - frames.iter().map(|f| f.0).min().unwrap()
+        + 1_000_000)
+        .next_multiple_of(INTERVAL_NS);
     let cfg = PipelineConfig {
-        interval: Duration::from_millis(1),
+        interval: Duration::from_nanos(INTERVAL_NS),
         check_icrc: true,
         ..PipelineConfig::new(VantageMap::default())
     };
@@ -61,16 +66,21 @@ fn main() {
     let mut pass = 0u64;
     let mut run = |w: &mut Worker, passes: u64| {
         for _ in 0..passes {
-            for chunk in frames.chunks(BURST) {
-                let mut burst = [Frame { data: &[], wire_len: 0, ts_ns: 0, source: 0 }; BURST];
-                for (b, (ts, data, source)) in burst.iter_mut().zip(chunk) {
-                    *b =
-                        Frame { data, wire_len: data.len() as u32, ts_ns: ts + pass * span, source: *source };
-                }
-                w.handle_burst(&burst[..chunk.len()]);
-                while let Ok(m) = rx.try_recv() {
-                    if let Some(b) = recycle(m) {
-                        let _ = back_tx.try_send(b);
+            // In bursts, as a capture hands them over; a burst ends where an interval does,
+            // so that the stats side (this thread, between bursts) takes each snapshot
+            // before the next closes, as a stats thread that keeps up does.
+            for chunk in frames.chunk_by(|a, b| a.0 / INTERVAL_NS == b.0 / INTERVAL_NS) {
+                for chunk in chunk.chunks(BURST) {
+                    let mut burst = [Frame { data: &[], wire_len: 0, ts_ns: 0, source: 0 }; BURST];
+                    for (b, (ts, data, source)) in burst.iter_mut().zip(chunk) {
+                        let ts_ns = ts + pass * span;
+                        *b = Frame { data, wire_len: data.len() as u32, ts_ns, source: *source };
+                    }
+                    w.handle_burst(&burst[..chunk.len()]);
+                    while let Ok(m) = rx.try_recv() {
+                        if let Some(b) = recycle(m) {
+                            let _ = back_tx.try_send(b);
+                        }
                     }
                 }
             }

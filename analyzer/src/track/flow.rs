@@ -4,10 +4,11 @@
 //! Capacity is fixed at start-up (`--max-flows`): entries live in a slab allocated once. A
 //! new flow in a full table takes the slot of a flow idle for `--flow-expire` that has
 //! handed over everything it counted, if a short sweep finds one; else its packets are
-//! counted as untracked. Hash indexes get twice the room they hold at most, so removals
-//! never make them grow: the per-packet path never allocates. Flows with an open transmission are kept in a list ordered by their
-//! last packet (an intrusive LRU through the slab), so ending idle transmissions looks at
-//! the list's head only: no scan of the table per packet.
+//! counted as untracked. The indexes get twice the room they hold at most, so removals
+//! never make them grow: the per-packet path never allocates. Flows with an open
+//! transmission are kept in a list (intrusive, through the slab) in the order they were
+//! queued, so ending idle transmissions looks at the list's head only: no scan of the table
+//! per packet, and no move per packet either (see [`FlowTable::expire`]).
 
 use super::bounded::FifoMap;
 use super::counts::FlowCounts;
@@ -22,7 +23,7 @@ use crate::wire::RocePacket;
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-/// Default bound on tracked flows: about 108 MiB allocated up front with the hash indexes
+/// Default bound on tracked flows: about 91 MiB allocated up front with the indexes
 /// ([`FlowTable::allocated_bytes`]; pages are touched as flows arrive).
 pub const DEFAULT_MAX_FLOWS: usize = 65_536;
 /// Default `--flow-expire`: a flow without a packet for this long (packet time) gives its
@@ -199,7 +200,7 @@ pub struct Transmission {
 }
 
 /// One flow. `repr(C)` keeps the fields in this order: what nearly every packet touches
-/// comes first (about 7 cache lines: key, links, PSN state, times, counters, the rings of
+/// comes first (about 9 cache lines: key, links, PSN state, times, counters, the rings of
 /// requests awaiting an answer), so that prefetching the start of an entry brings in what
 /// its packet needs; what only intervals and transmissions read comes last.
 #[derive(Debug)]
@@ -226,6 +227,9 @@ struct FlowEntry {
     capsules: bool,
     /// The open transmission: first packet time and `totals` at its start.
     tx_open: bool,
+    /// Counted something since the last interval was handed over (it is in the table's
+    /// list of flows to hand over).
+    changed: bool,
     psn: PsnTracker,
     tx_start: u64,
     last_ts: u64,
@@ -243,7 +247,7 @@ struct FlowEntry {
 }
 
 /// Cache lines at the start of an entry that a packet touches (see [`FlowEntry`]).
-const HOT_LINES: usize = 7;
+const HOT_LINES: usize = 9;
 
 /// Request operations: their PSNs advance the requester's sequence (SPEC §4).
 #[inline]
@@ -308,6 +312,8 @@ pub struct FlowTable {
     announced: FifoMap<FlowKey, (u32, u32)>,
     head: u32,
     tail: u32,
+    /// Flows that counted something since the last interval was handed over.
+    changed: Vec<u32>,
     /// `--flow-expire`.
     expire_ns: u64,
     /// Where the sweep for an expired flow goes on from.
@@ -336,6 +342,7 @@ impl FlowTable {
             announced: FifoMap::new(DEFAULT_MAX_ANNOUNCED),
             head: NONE,
             tail: NONE,
+            changed: Vec::with_capacity(max_flows),
             expire_ns: DEFAULT_FLOW_EXPIRE_NS,
             hand: 0,
             untracked_packets: 0,
@@ -523,6 +530,7 @@ impl FlowTable {
             capsules: false,
             series: [NONE; 2],
             tx_open: false,
+            changed: false,
             tx_start: 0,
             tx_base: FlowCounts::default(),
             last_ts: 0,
@@ -689,7 +697,8 @@ impl FlowTable {
                 if t != i && e.tx_open && ts > e.last_ts.saturating_add(self.idle_ns) {
                     self.close_transmission(t, out);
                 }
-                self.slab[t as usize].totals.cnp += 1
+                self.slab[t as usize].totals.cnp += 1;
+                self.note_change(t);
             }
             None => self.slab[i as usize].totals.cnp_unattributed += 1,
         }
@@ -713,6 +722,7 @@ impl FlowTable {
             self.untracked_packets += 1;
             return None;
         };
+        self.note_change(i);
         let idle = self.idle_ns;
         {
             let e = &mut self.slab[i as usize];
@@ -936,9 +946,23 @@ impl FlowTable {
         }
     }
 
-    /// Hands over every flow that changed in the interval.
+    /// Puts a flow on the list of flows to hand over at the end of the interval.
+    #[inline]
+    fn note_change(&mut self, i: u32) {
+        let e = &mut self.slab[i as usize];
+        if !e.changed {
+            e.changed = true;
+            self.changed.push(i);
+        }
+    }
+
+    /// Hands over every flow that changed in the interval, in slot order: only the flows on
+    /// the list of changes are visited, not the whole table.
     pub fn drain_interval(&mut self, out: &mut Vec<FlowDelta>) {
-        for e in self.slab.iter_mut() {
+        self.changed.sort_unstable();
+        for &i in &self.changed {
+            let e = &mut self.slab[i as usize];
+            e.changed = false;
             let delta = e.totals.since(&e.reported);
             if delta == FlowCounts::default() {
                 continue;
@@ -952,6 +976,7 @@ impl FlowTable {
             e.reported = e.totals;
             e.opcodes.clear();
         }
+        self.changed.clear();
     }
 }
 
@@ -993,10 +1018,12 @@ mod size {
     #[test]
     fn bytes_per_flow_is_what_the_docs_say() {
         let entry = std::mem::size_of::<FlowEntry>();
+        let hot = std::mem::offset_of!(FlowEntry, opcodes);
         let mib = FlowTable::allocated_bytes(DEFAULT_MAX_FLOWS) as f64 / (1 << 20) as f64;
-        println!("entry {entry} bytes, table {mib:.1} MiB at the default bound");
+        println!("entry {entry} bytes ({hot} hot), table {mib:.1} MiB at the default bound");
+        assert!(hot <= HOT_LINES * 64, "the hot fields are {hot} bytes: prefetch more lines");
         assert!(
-            entry <= 1264 && mib <= 108.0,
+            entry <= 1152 && mib <= 91.0,
             "{entry} bytes per entry, {mib:.1} MiB: update docs/METRICS.md, RELIABILITY.md, DEPLOYMENT.md and DEFAULT_MAX_FLOWS' note"
         );
     }
