@@ -79,6 +79,24 @@ pub struct PipelineConfig {
 }
 
 impl PipelineConfig {
+    /// What the analysis (`track::Analyzer`) needs of these settings.
+    pub fn analyzer(&self) -> crate::track::AnalyzerConfig {
+        crate::track::AnalyzerConfig {
+            vantages: self.vantages.clone(),
+            max_flows: self.max_flows,
+            flow_idle_ns: self.flow_idle.as_nanos() as u64,
+            flow_expire_ns: self.flow_expire.as_nanos() as u64,
+            mtu: self.mtu,
+            max_announced_flows: self.max_announced_flows,
+            max_ios: self.max_ios,
+            io_timeout_ns: self.io_timeout.as_nanos() as u64,
+            max_latency_series: self.max_latency_series,
+            max_pending_commands: self.max_pending_commands,
+            max_cm_requests: self.max_cm_requests,
+            check_icrc: self.check_icrc,
+        }
+    }
+
     /// The defaults of the command line, with these vantages.
     pub fn new(vantages: VantageMap) -> Self {
         Self {

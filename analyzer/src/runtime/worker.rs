@@ -2,31 +2,21 @@
 
 use super::{PipelineConfig, Recycled, ToStats};
 use crate::capture::{Frame, BURST};
-use crate::metrics::latency::{LatencyBatch, LatencyRecorder};
+use crate::metrics::latency::LatencyBatch;
 use crate::metrics::snapshot::Forgotten;
 use crate::metrics::{GlobalCounters, IntervalSnapshot};
-use crate::track::bounded::FifoMap;
-use crate::track::clock::MirrorClocks;
-use crate::track::flow::{acked_psn, FlowDelta, FlowEvent, Transmission};
+use crate::track::flow::{FlowDelta, FlowEvent, Transmission};
 use crate::track::index::KeyHash;
-use crate::track::io::{At, IoCountsByPair, IoTracker};
-use crate::track::nvme::{NvmeRecognizer, PendingKey};
-use crate::track::{FlowKey, FlowTable, Vantage, VantageMap};
-use crate::wire::bth::opcode as op;
-use crate::wire::cm::{CmMessage, GSI_QPN};
-use crate::wire::nvme::{classify, Capsule};
-use crate::wire::{decode_frame, icrc, Decoded, RocePacket};
+use crate::track::io::IoCountsByPair;
+use crate::track::Analyzer;
+use crate::wire::{decode_frame, Decoded};
 use crossbeam_channel::{Receiver, Sender};
-use std::net::IpAddr;
 
 /// Ended transmissions go to the stats side in batches of this many (or at each interval).
 const TX_BATCH: usize = 1024;
 /// Buffers allocated at start-up for each kind of message, before any come back.
 const SPARE_BUFFERS: usize = 4;
-/// Default `--max-cm-requests`: CM ConnectRequests remembered until their reply.
-pub const DEFAULT_MAX_CM_REQUESTS: usize = 1024;
-/// Latency histograms allocated at start-up for the first new series.
-const SPARE_HISTOGRAMS: usize = 64;
+pub use crate::track::analyzer::DEFAULT_MAX_CM_REQUESTS;
 
 /// Buffers for messages to the stats side: spares allocated at start-up, then the ones the
 /// stats side hands back. Only when none is at hand (the stats side is far behind, or does
@@ -144,23 +134,11 @@ fn answers_requests(opcode: u8) -> bool {
 
 pub use crate::metrics::snapshot::TimeUse;
 
+/// Moves frames into its [`Analyzer`] and reports out: interval snapshots at interval
+/// boundaries of packet time, ended transmissions in batches.
 pub struct Worker {
     id: usize,
-    /// Per vantage (compute, storage).
-    time_use: [TimeUse; 2],
-    flows: FlowTable,
-    ios: IoTracker,
-    vantages: VantageMap,
-    clocks: MirrorClocks,
-    /// Latency histograms, per series.
-    latency: LatencyRecorder,
-    nvme: NvmeRecognizer,
-    /// CM ConnectRequests by (vantage, local communication id): initiator IP and QPN,
-    /// target IP, path MTU.
-    cm_requests: FifoMap<(Vantage, u32), (IpAddr, u32, IpAddr, u32)>,
-    check_icrc: bool,
-    /// Frames arrive with their final time (a dispatcher applied the ERSPAN clocks).
-    stamped: bool,
+    analyzer: Analyzer,
     counters: GlobalCounters,
     untracked_reported: u64,
     forgotten_reported: Forgotten,
@@ -202,19 +180,7 @@ impl Worker {
         out.ended = out.transmissions_buffer();
         Self {
             id,
-            time_use: [TimeUse::default(); 2],
-            flows: FlowTable::new(cfg.max_flows, cfg.flow_idle.as_nanos() as u64, cfg.mtu)
-                .with_announced(cfg.max_announced_flows)
-                .with_expiry(cfg.flow_expire.as_nanos() as u64),
-            ios: IoTracker::new(cfg.max_ios, cfg.io_timeout.as_nanos() as u64)
-                .with_max_pairs(cfg.max_latency_series),
-            vantages: cfg.vantages.clone(),
-            clocks: MirrorClocks::default(),
-            latency: LatencyRecorder::new(cfg.max_latency_series, SPARE_HISTOGRAMS),
-            nvme: NvmeRecognizer::new(cfg.max_pending_commands),
-            cm_requests: FifoMap::new(cfg.max_cm_requests),
-            check_icrc: cfg.check_icrc,
-            stamped: false,
+            analyzer: Analyzer::new(&cfg.analyzer()),
             counters: GlobalCounters::default(),
             untracked_reported: 0,
             forgotten_reported: Forgotten::default(),
@@ -230,7 +196,7 @@ impl Worker {
     /// Frames will come with their final time: a dispatcher in front applies the ERSPAN
     /// switch clocks (one anchor per session for all workers).
     pub fn stamped(mut self) -> Self {
-        self.stamped = true;
+        self.analyzer.set_stamped();
         self
     }
 
@@ -245,24 +211,23 @@ impl Worker {
             }
         }
         let out = &mut self.out;
-        self.flows.expire(now, &mut |e| out.event(e));
-        self.ios.expire(now, &mut self.latency);
+        self.analyzer.observe(now, &mut |e| out.event(e));
     }
 
     /// Whether some frame was timed by a switch's ERSPAN clock (whose time the probe's
     /// clock cannot stand in for).
     pub fn saw_switch_clock(&self) -> bool {
-        self.time_use.iter().any(|u| u.switch_clock)
+        self.analyzer.saw_switch_clock()
     }
 
     /// Where each vantage's packet times came from (compute, storage).
     pub fn time_use(&self) -> [TimeUse; 2] {
-        self.time_use
+        self.analyzer.time_use()
     }
 
     /// I/O outcomes per (initiator, target, op) so far.
     pub fn io_counts(&self) -> &IoCountsByPair {
-        self.ios.counts()
+        self.analyzer.io_counts()
     }
 
     /// Intervals are aligned to multiples of the interval since the epoch, so reports of
@@ -276,21 +241,8 @@ impl Worker {
     #[inline]
     pub fn handle(&mut self, f: Frame<'_>) {
         let decoded = decode_frame(f.data);
-        let (ts, switch) = self.packet_time(&decoded, &f);
+        let (ts, switch) = self.analyzer.packet_time(&decoded, f.ts_ns);
         self.process(&decoded, f, ts, switch);
-    }
-
-    /// A frame's time, and whether it is an ERSPAN III switch timestamp (the packet's time:
-    /// it was taken at the mirror).
-    #[inline]
-    fn packet_time(&mut self, decoded: &Decoded<'_>, f: &Frame<'_>) -> (u64, bool) {
-        let switch = match decoded {
-            Decoded::Roce(RocePacket { mirror: Some(m), .. }) if !self.stamped => {
-                m.time.map(|t| self.clocks.time(m.session, t, f.ts_ns))
-            }
-            _ => None,
-        };
-        (switch.unwrap_or(f.ts_ns), switch.is_some())
     }
 
     /// Processes a burst of frames, as [`Worker::handle`] does one by one, with the same
@@ -327,10 +279,10 @@ impl Worker {
             let decoded = decode_frame(f.data);
             let (ts, switch) = match stamped {
                 Some(sw) => (f.ts_ns, sw),
-                None => self.packet_time(&decoded, &f),
+                None => self.analyzer.packet_time(&decoded, f.ts_ns),
             };
             let hash = match &decoded {
-                Decoded::Roce(p) => Some(self.flows.prefetch_bucket(&self.key_of(p, f.source))),
+                Decoded::Roce(p) => Some(self.analyzer.prefetch_bucket(p, f.source)),
                 _ => None,
             };
             staged[n] = Some(Staged { f, decoded, ts, switch, observe, hash, slot: None });
@@ -339,14 +291,14 @@ impl Worker {
         // 2: the entries the buckets name.
         for s in staged[..n].iter_mut().flatten() {
             if let (Some(h), Decoded::Roce(p)) = (s.hash, &s.decoded) {
-                s.slot = self.flows.prefetch_entry(h, p.bth.opcode());
+                s.slot = self.analyzer.flows().prefetch_entry(h, p.bth.opcode());
             }
         }
         // 3: the flows that responses answer.
         for s in staged[..n].iter().flatten() {
             if let (Decoded::Roce(p), Some(slot)) = (&s.decoded, s.slot) {
                 if answers_requests(p.bth.opcode()) {
-                    self.flows.prefetch_peer(slot);
+                    self.analyzer.flows().prefetch_peer(slot);
                 }
             }
         }
@@ -359,13 +311,6 @@ impl Worker {
         }
     }
 
-    /// A RoCE packet's flow.
-    #[inline]
-    fn key_of(&self, p: &RocePacket<'_>, source: u16) -> FlowKey {
-        let vantage = self.vantages.resolve(source, p.outer_vlan(), p.mirror.map(|m| m.session));
-        FlowKey { vantage, src: p.ip.src, dst: p.ip.dst, dst_qpn: p.bth.dest_qp() }
-    }
-
     #[inline]
     fn process(&mut self, decoded: &Decoded<'_>, f: Frame<'_>, ts: u64, switch_clock: bool) {
         self.advance_time(ts);
@@ -373,7 +318,9 @@ impl Worker {
         match decoded {
             Decoded::Roce(p) => {
                 self.counters.roce_packets += 1;
-                self.track(p, f.source, p.inner_frame_len.unwrap_or(f.wire_len), ts, switch_clock);
+                let out = &mut self.out;
+                let wire_len = p.inner_frame_len.unwrap_or(f.wire_len);
+                self.analyzer.track(p, f.source, wire_len, ts, switch_clock, &mut |e| out.event(e));
             }
             Decoded::NotRoce(_) => self.counters.non_roce_packets += 1,
             Decoded::Error(e) => self.counters.decode_errors[e.index()] += 1,
@@ -394,138 +341,21 @@ impl Worker {
         }
         self.first_ts = self.first_ts.min(ts);
         self.last_ts = self.last_ts.max(ts);
-        self.ios.expire(ts, &mut self.latency);
-    }
-
-    #[inline]
-    fn track(&mut self, p: &RocePacket<'_>, source: u16, wire_len: u32, ts: u64, switch_clock: bool) {
-        let vantage = self.vantages.resolve(source, p.outer_vlan(), p.mirror.map(|m| m.session));
-        let u = &mut self.time_use[vantage as usize];
-        if switch_clock {
-            u.switch_clock = true;
-        } else {
-            u.capture_sources |= 1 << source.min(63);
-        }
-        let key = FlowKey { vantage, src: p.ip.src, dst: p.ip.dst, dst_qpn: p.bth.dest_qp() };
-        let out = &mut self.out;
-        let slot = self.flows.record(key, p, wire_len, ts, &mut self.latency, &mut |e| out.event(e));
-        let opcode = p.bth.opcode();
-        let psn = p.bth.psn();
-        if let Some(slot) = slot {
-            if self.check_icrc && icrc::check(&p.icrc) == Some(false) {
-                self.flows.counts_mut(slot).icrc_errors += 1;
-            }
-        }
-        // CM is followed even on flows beyond --max-flows: its own tables are bounded.
-        if opcode == op::UD_SEND_ONLY && key.dst_qpn == GSI_QPN {
-            self.connection_management(vantage, p);
-            return;
-        }
-        let Some(slot) = slot else { return };
-        let rec = &mut self.latency;
-        let (src, dst) = (p.ip.src, p.ip.dst);
-        match classify(opcode, p.payload, p.payload_len) {
-            Capsule::Command(sqe) => {
-                self.flows.count_capsule(slot, true);
-                self.nvme.command(PendingKey { vantage, host: src, target: dst, cid: sqe.cid });
-                let whole = opcode & 0x1F != op::SEND_FIRST;
-                self.ios.command(
-                    At { vantage, ts, host: src, target: dst },
-                    key.dst_qpn,
-                    psn,
-                    whole,
-                    &sqe,
-                    rec,
-                );
-            }
-            Capsule::Completion(cqe) => {
-                if self.nvme.completion(PendingKey { vantage, host: dst, target: src, cid: cqe.cid }) {
-                    self.flows.count_capsule(slot, false);
-                }
-                let target_qpn = self.flows.peer_qpn(slot);
-                self.ios.completion(
-                    At { vantage, ts, host: dst, target: src },
-                    target_qpn,
-                    cqe.cid,
-                    psn,
-                    rec,
-                );
-            }
-            Capsule::None if self.ios.is_idle() => {}
-            Capsule::None => match opcode {
-                op::SEND_MIDDLE | op::SEND_LAST | op::SEND_LAST_IMM | op::SEND_LAST_INV => {
-                    let last = opcode != op::SEND_MIDDLE;
-                    self.ios.capsule_packet(At { vantage, ts, host: src, target: dst }, key.dst_qpn, last);
-                }
-                op::WRITE_FIRST | op::WRITE_ONLY | op::WRITE_ONLY_IMM => {
-                    if let Some(r) = p.exts.reth {
-                        self.ios.data_write(At { vantage, ts, host: dst, target: src }, psn, r.rkey, r.va);
-                    }
-                }
-                op::READ_REQUEST => {
-                    if let Some(r) = p.exts.reth {
-                        self.ios.read_request(At { vantage, ts, host: dst, target: src }, psn, r.rkey, r.va);
-                    }
-                }
-                op::READ_RESPONSE_LAST | op::READ_RESPONSE_ONLY => {
-                    self.ios.read_response_end(At { vantage, ts, host: src, target: dst }, key.dst_qpn, psn);
-                }
-                op::ACKNOWLEDGE => {
-                    if let Some((acked, _)) = acked_psn(opcode, &p.exts, psn) {
-                        self.ios.ack(At { vantage, ts, host: src, target: dst }, key.dst_qpn, acked, rec);
-                    }
-                }
-                _ => {}
-            },
-        }
-    }
-
-    /// A CM MAD: a ConnectReply names the QP pair its request started.
-    fn connection_management(&mut self, vantage: Vantage, p: &RocePacket<'_>) {
-        match CmMessage::parse(p.payload) {
-            Some((_, CmMessage::Req(r))) => {
-                let mtu = r.path_mtu_bytes().unwrap_or(0);
-                self.cm_requests.insert((vantage, r.local_comm_id), (p.ip.src, r.local_qpn, p.ip.dst, mtu));
-            }
-            Some((_, CmMessage::Rep(r))) => {
-                if let Some((a_ip, a_qpn, b_ip, mtu)) = self.cm_requests.remove(&(vantage, r.remote_comm_id))
-                {
-                    if b_ip == p.ip.src {
-                        self.flows.announce_pair(vantage, a_ip, a_qpn, b_ip, r.local_qpn, mtu);
-                    }
-                }
-            }
-            Some((_, CmMessage::Rej { remote_comm_id, .. })) => {
-                self.cm_requests.remove(&(vantage, remote_comm_id));
-            }
-            _ => {}
-        }
-    }
-
-    /// What the bounded tables forgot so far.
-    fn forgotten(&self) -> Forgotten {
-        Forgotten {
-            nvme_commands: self.nvme.forgotten(),
-            cm_requests: self.cm_requests.forgotten,
-            announced_flows: self.flows.announced_forgotten(),
-            io_connections: self.ios.connections_forgotten(),
-            idle_flows: self.flows.expired_flows,
-            summary_flows: 0,
-        }
+        self.analyzer.advance(ts);
     }
 
     fn emit(&mut self, start_ns: u64, end_ns: u64) {
         self.out.flush();
         self.out.buffers.collect();
-        let mut flows = self.out.buffers.flows.pop().unwrap_or_else(|| Vec::with_capacity(self.flows.len()));
-        self.flows.drain_interval(&mut flows);
+        let tracked = self.analyzer.tracked_flows();
+        let mut flows = self.out.buffers.flows.pop().unwrap_or_else(|| Vec::with_capacity(tracked));
         let mut latency = self.out.buffers.latency.pop().unwrap_or_default();
-        self.latency.drain(&mut latency);
+        let dropped_latency_samples = self.analyzer.drain_interval(&mut flows, &mut latency);
         let (dropped_snapshots, dropped_batches) = std::mem::take(&mut self.out.dropped);
-        let dropped_latency_samples = std::mem::take(&mut self.latency.dropped_samples);
-        let untracked = self.flows.untracked_packets - self.untracked_reported;
-        self.untracked_reported = self.flows.untracked_packets;
-        let forgotten_now = self.forgotten();
+        let untracked_now = self.analyzer.untracked_packets();
+        let untracked = untracked_now - self.untracked_reported;
+        self.untracked_reported = untracked_now;
+        let forgotten_now = self.analyzer.forgotten();
         let forgotten = forgotten_now.since(&self.forgotten_reported);
         self.forgotten_reported = forgotten_now;
         let seen = self.counters.packets > 0;
@@ -541,7 +371,7 @@ impl Worker {
             dropped_batches,
             dropped_latency_samples,
             forgotten,
-            time_use: self.time_use,
+            time_use: self.analyzer.time_use(),
             flows,
             latency,
         };
@@ -567,8 +397,7 @@ impl Worker {
         // Nothing arrives any more: wait for the reports rather than lose the last of it.
         self.out.never_wait = false;
         let out = &mut self.out;
-        self.flows.close_all(&mut |e| out.event(e));
-        self.ios.finish_all(&mut self.latency);
+        self.analyzer.finish(&mut |e| out.event(e));
         self.out.flush();
         if let Some((start, end)) = self.current.take() {
             self.emit(start, end);
@@ -580,6 +409,7 @@ impl Worker {
 mod tests {
     use super::*;
     use crate::runtime::ToStats;
+    use crate::track::VantageMap;
 
     const S: u64 = 1_000_000_000;
 
@@ -624,6 +454,7 @@ mod tests {
 #[cfg(test)]
 mod backpressure {
     use super::*;
+    use crate::track::VantageMap;
 
     #[test]
     fn a_live_worker_drops_and_counts_rather_than_wait_for_reports() {

@@ -1,7 +1,8 @@
-//! Track: per-flow state owned by one worker. Fed decoded packets, it keeps each flow's
-//! counters, PSN analysis and transmissions, pairs the two directions of a QP, recognises
-//! NVMe/RDMA capsules and follows ERSPAN switch clocks.
+//! Track: per-flow state owned by one worker. Fed decoded packets ([`Analyzer`]), it keeps
+//! each flow's counters, PSN analysis and transmissions, pairs the two directions of a QP,
+//! recognises NVMe/RDMA capsules, follows I/Os and CM handshakes and ERSPAN switch clocks.
 
+pub mod analyzer;
 pub mod bounded;
 pub mod clock;
 pub mod counts;
@@ -13,6 +14,7 @@ pub mod nvme;
 pub mod psn;
 pub mod vantage;
 
+pub use analyzer::{Analyzer, AnalyzerConfig};
 pub use counts::FlowCounts;
 pub use flow::{FlowKey, FlowTable, Transmission};
 pub use vantage::{Selector, Vantage, VantageMap};

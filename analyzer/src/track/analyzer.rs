@@ -1,0 +1,296 @@
+//! The analysis one worker owns: every tracker, fed one decoded packet at a time in packet
+//! time. The worker (`runtime::worker`) moves frames in and reports out; what a packet means
+//! is decided here: its vantage and flow, the flow table's counters, PSN analysis and
+//! transmissions, NVMe/RDMA capsules and I/Os, CM handshakes, ERSPAN switch clocks, latency
+//! samples.
+
+use super::bounded::FifoMap;
+use super::clock::MirrorClocks;
+use super::flow::{acked_psn, FlowDelta, FlowEvent};
+use super::index::KeyHash;
+use super::io::{At, IoCountsByPair, IoTracker};
+use super::nvme::{NvmeRecognizer, PendingKey};
+use super::{FlowKey, FlowTable, Vantage, VantageMap};
+use crate::metrics::latency::{LatencyBatch, LatencyRecorder};
+use crate::metrics::snapshot::{Forgotten, TimeUse};
+use crate::wire::bth::opcode as op;
+use crate::wire::cm::{CmMessage, GSI_QPN};
+use crate::wire::nvme::{classify, Capsule};
+use crate::wire::{icrc, Decoded, RocePacket};
+use std::net::IpAddr;
+
+/// Default `--max-cm-requests`: CM ConnectRequests remembered until their reply.
+pub const DEFAULT_MAX_CM_REQUESTS: usize = 1024;
+/// Latency histograms allocated at start-up for the first new series.
+const SPARE_HISTOGRAMS: usize = 64;
+
+/// The bounds and settings of the analysis (from the command line's options).
+#[derive(Debug, Clone)]
+pub struct AnalyzerConfig {
+    pub vantages: VantageMap,
+    pub max_flows: usize,
+    pub flow_idle_ns: u64,
+    pub flow_expire_ns: u64,
+    pub mtu: Option<u32>,
+    pub max_announced_flows: usize,
+    pub max_ios: usize,
+    pub io_timeout_ns: u64,
+    pub max_latency_series: usize,
+    pub max_pending_commands: usize,
+    pub max_cm_requests: usize,
+    pub check_icrc: bool,
+}
+
+pub struct Analyzer {
+    /// Per vantage (compute, storage).
+    time_use: [TimeUse; 2],
+    flows: FlowTable,
+    ios: IoTracker,
+    vantages: VantageMap,
+    clocks: MirrorClocks,
+    /// Latency histograms, per series.
+    latency: LatencyRecorder,
+    nvme: NvmeRecognizer,
+    /// CM ConnectRequests by (vantage, local communication id): initiator IP and QPN,
+    /// target IP, path MTU.
+    cm_requests: FifoMap<(Vantage, u32), (IpAddr, u32, IpAddr, u32)>,
+    check_icrc: bool,
+    /// Frames arrive with their final time (a dispatcher applied the ERSPAN clocks).
+    stamped: bool,
+}
+
+impl Analyzer {
+    pub fn new(cfg: &AnalyzerConfig) -> Self {
+        Self {
+            time_use: [TimeUse::default(); 2],
+            flows: FlowTable::new(cfg.max_flows, cfg.flow_idle_ns, cfg.mtu)
+                .with_announced(cfg.max_announced_flows)
+                .with_expiry(cfg.flow_expire_ns),
+            ios: IoTracker::new(cfg.max_ios, cfg.io_timeout_ns).with_max_pairs(cfg.max_latency_series),
+            vantages: cfg.vantages.clone(),
+            clocks: MirrorClocks::default(),
+            latency: LatencyRecorder::new(cfg.max_latency_series, SPARE_HISTOGRAMS),
+            nvme: NvmeRecognizer::new(cfg.max_pending_commands),
+            cm_requests: FifoMap::new(cfg.max_cm_requests),
+            check_icrc: cfg.check_icrc,
+            stamped: false,
+        }
+    }
+
+    /// Frames will come with their final time: a dispatcher in front applies the ERSPAN
+    /// switch clocks (one anchor per session for all workers).
+    pub fn set_stamped(&mut self) {
+        self.stamped = true;
+    }
+
+    /// A frame's time, and whether it is an ERSPAN III switch timestamp (the packet's time:
+    /// it was taken at the mirror). `capture_ns` is the time the capture gave it.
+    #[inline]
+    pub fn packet_time(&mut self, decoded: &Decoded<'_>, capture_ns: u64) -> (u64, bool) {
+        let switch = match decoded {
+            Decoded::Roce(RocePacket { mirror: Some(m), .. }) if !self.stamped => {
+                m.time.map(|t| self.clocks.time(m.session, t, capture_ns))
+            }
+            _ => None,
+        };
+        (switch.unwrap_or(capture_ns), switch.is_some())
+    }
+
+    /// A RoCE packet's flow.
+    #[inline]
+    pub fn key_of(&self, p: &RocePacket<'_>, source: u16) -> FlowKey {
+        let vantage = self.vantages.resolve(source, p.outer_vlan(), p.mirror.map(|m| m.session));
+        FlowKey { vantage, src: p.ip.src, dst: p.ip.dst, dst_qpn: p.bth.dest_qp() }
+    }
+
+    /// The flow table, for prefetching a burst's flow state (see `FlowTable::prefetch_*`).
+    #[inline]
+    pub fn flows(&self) -> &FlowTable {
+        &self.flows
+    }
+
+    /// Prefetch step 1 for a RoCE packet: its flow's index bucket.
+    #[inline]
+    pub fn prefetch_bucket(&self, p: &RocePacket<'_>, source: u16) -> KeyHash {
+        self.flows.prefetch_bucket(&self.key_of(p, source))
+    }
+
+    /// Packet time moved on to `ts`: I/Os older than `--io-timeout` end.
+    #[inline]
+    pub fn advance(&mut self, ts: u64) {
+        self.ios.expire(ts, &mut self.latency);
+    }
+
+    /// Time moved on to `now` without a packet here: transmissions idle for `--flow-idle`
+    /// end, and I/Os older than `--io-timeout`.
+    pub fn observe(&mut self, now: u64, out: &mut impl FnMut(FlowEvent)) {
+        self.flows.expire(now, out);
+        self.ios.expire(now, &mut self.latency);
+    }
+
+    /// The end: every open transmission and I/O ends.
+    pub fn finish(&mut self, out: &mut impl FnMut(FlowEvent)) {
+        self.flows.close_all(out);
+        self.ios.finish_all(&mut self.latency);
+    }
+
+    /// Hands over the flows that changed and the latency series that recorded since the
+    /// last call; returns the latency samples dropped (beyond the series bound) since then.
+    pub fn drain_interval(&mut self, flows: &mut Vec<FlowDelta>, latency: &mut LatencyBatch) -> u64 {
+        self.flows.drain_interval(flows);
+        self.latency.drain(latency);
+        std::mem::take(&mut self.latency.dropped_samples)
+    }
+
+    /// Flows tracked now (a capacity hint for hand-over buffers).
+    pub fn tracked_flows(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// Packets of flows that did not fit in the table, so far.
+    pub fn untracked_packets(&self) -> u64 {
+        self.flows.untracked_packets
+    }
+
+    /// Whether some frame was timed by a switch's ERSPAN clock (whose time the probe's
+    /// clock cannot stand in for).
+    pub fn saw_switch_clock(&self) -> bool {
+        self.time_use.iter().any(|u| u.switch_clock)
+    }
+
+    /// Where each vantage's packet times came from (compute, storage).
+    pub fn time_use(&self) -> [TimeUse; 2] {
+        self.time_use
+    }
+
+    /// I/O outcomes per (initiator, target, op) so far.
+    pub fn io_counts(&self) -> &IoCountsByPair {
+        self.ios.counts()
+    }
+
+    /// Tracks one RoCE packet at packet time `ts` (`switch_clock`: that time is an ERSPAN
+    /// III switch's); ended transmissions go to `out`. Allocates nothing.
+    #[inline]
+    pub fn track(
+        &mut self,
+        p: &RocePacket<'_>,
+        source: u16,
+        wire_len: u32,
+        ts: u64,
+        switch_clock: bool,
+        out: &mut impl FnMut(FlowEvent),
+    ) {
+        let vantage = self.vantages.resolve(source, p.outer_vlan(), p.mirror.map(|m| m.session));
+        let u = &mut self.time_use[vantage as usize];
+        if switch_clock {
+            u.switch_clock = true;
+        } else {
+            u.capture_sources |= 1 << source.min(63);
+        }
+        let key = FlowKey { vantage, src: p.ip.src, dst: p.ip.dst, dst_qpn: p.bth.dest_qp() };
+        let slot = self.flows.record(key, p, wire_len, ts, &mut self.latency, out);
+        let opcode = p.bth.opcode();
+        let psn = p.bth.psn();
+        if let Some(slot) = slot {
+            if self.check_icrc && icrc::check(&p.icrc) == Some(false) {
+                self.flows.counts_mut(slot).icrc_errors += 1;
+            }
+        }
+        // CM is followed even on flows beyond --max-flows: its own tables are bounded.
+        if opcode == op::UD_SEND_ONLY && key.dst_qpn == GSI_QPN {
+            self.connection_management(vantage, p);
+            return;
+        }
+        let Some(slot) = slot else { return };
+        let rec = &mut self.latency;
+        let (src, dst) = (p.ip.src, p.ip.dst);
+        match classify(opcode, p.payload, p.payload_len) {
+            Capsule::Command(sqe) => {
+                self.flows.count_capsule(slot, true);
+                self.nvme.command(PendingKey { vantage, host: src, target: dst, cid: sqe.cid });
+                let whole = opcode & 0x1F != op::SEND_FIRST;
+                self.ios.command(
+                    At { vantage, ts, host: src, target: dst },
+                    key.dst_qpn,
+                    psn,
+                    whole,
+                    &sqe,
+                    rec,
+                );
+            }
+            Capsule::Completion(cqe) => {
+                if self.nvme.completion(PendingKey { vantage, host: dst, target: src, cid: cqe.cid }) {
+                    self.flows.count_capsule(slot, false);
+                }
+                let target_qpn = self.flows.peer_qpn(slot);
+                self.ios.completion(
+                    At { vantage, ts, host: dst, target: src },
+                    target_qpn,
+                    cqe.cid,
+                    psn,
+                    rec,
+                );
+            }
+            Capsule::None if self.ios.is_idle() => {}
+            Capsule::None => match opcode {
+                op::SEND_MIDDLE | op::SEND_LAST | op::SEND_LAST_IMM | op::SEND_LAST_INV => {
+                    let last = opcode != op::SEND_MIDDLE;
+                    self.ios.capsule_packet(At { vantage, ts, host: src, target: dst }, key.dst_qpn, last);
+                }
+                op::WRITE_FIRST | op::WRITE_ONLY | op::WRITE_ONLY_IMM => {
+                    if let Some(r) = p.exts.reth {
+                        self.ios.data_write(At { vantage, ts, host: dst, target: src }, psn, r.rkey, r.va);
+                    }
+                }
+                op::READ_REQUEST => {
+                    if let Some(r) = p.exts.reth {
+                        self.ios.read_request(At { vantage, ts, host: dst, target: src }, psn, r.rkey, r.va);
+                    }
+                }
+                op::READ_RESPONSE_LAST | op::READ_RESPONSE_ONLY => {
+                    self.ios.read_response_end(At { vantage, ts, host: src, target: dst }, key.dst_qpn, psn);
+                }
+                op::ACKNOWLEDGE => {
+                    if let Some((acked, _)) = acked_psn(opcode, &p.exts, psn) {
+                        self.ios.ack(At { vantage, ts, host: src, target: dst }, key.dst_qpn, acked, rec);
+                    }
+                }
+                _ => {}
+            },
+        }
+    }
+
+    /// A CM MAD: a ConnectReply names the QP pair its request started.
+    fn connection_management(&mut self, vantage: Vantage, p: &RocePacket<'_>) {
+        match CmMessage::parse(p.payload) {
+            Some((_, CmMessage::Req(r))) => {
+                let mtu = r.path_mtu_bytes().unwrap_or(0);
+                self.cm_requests.insert((vantage, r.local_comm_id), (p.ip.src, r.local_qpn, p.ip.dst, mtu));
+            }
+            Some((_, CmMessage::Rep(r))) => {
+                if let Some((a_ip, a_qpn, b_ip, mtu)) = self.cm_requests.remove(&(vantage, r.remote_comm_id))
+                {
+                    if b_ip == p.ip.src {
+                        self.flows.announce_pair(vantage, a_ip, a_qpn, b_ip, r.local_qpn, mtu);
+                    }
+                }
+            }
+            Some((_, CmMessage::Rej { remote_comm_id, .. })) => {
+                self.cm_requests.remove(&(vantage, remote_comm_id));
+            }
+            _ => {}
+        }
+    }
+
+    /// What the bounded tables forgot so far.
+    pub fn forgotten(&self) -> Forgotten {
+        Forgotten {
+            nvme_commands: self.nvme.forgotten(),
+            cm_requests: self.cm_requests.forgotten,
+            announced_flows: self.flows.announced_forgotten(),
+            io_connections: self.ios.connections_forgotten(),
+            idle_flows: self.flows.expired_flows,
+            summary_flows: 0,
+        }
+    }
+}
