@@ -384,6 +384,8 @@ fn run(cli: Cli) -> Result<()> {
                 bail!("--rss cannot see inside ERSPAN (the NIC hashes the outer header): drop --rss for software dispatch");
             }
             let queues = if a.rss { a.common.workers as u16 } else { 1 };
+            // The CPUs the process may use, before EAL pins this thread to its main lcore.
+            let allowed = crate::capture::dpdk::thread_cpus().unwrap_or_default();
             let mut cap = DpdkCapture::start(
                 &a.eal_args,
                 &a.ports,
@@ -403,16 +405,22 @@ fn run(cli: Cli) -> Result<()> {
                 eprintln!("roceprobe: capturing until SIGINT / SIGTERM");
             }
             let cpus = crate::capture::dpdk::eal_worker_cpus();
+            let control = runtime::control_cpus(&allowed, &cpus);
             let times = cap.expected_time_sources();
             let r = if a.rss {
                 execute(&a.common, vantages, out, Some(cpus), times, |cfg, stop, csv| {
-                    runtime::run_rss(&mut cap, cfg, stop, csv)
+                    runtime::run_rss(
+                        &mut cap,
+                        &PipelineConfig { control_cpus: control, ..cfg.clone() },
+                        stop,
+                        csv,
+                    )
                 })
             } else {
                 execute(&a.common, vantages, out, Some(cpus), times, |cfg, stop, csv| {
                     runtime::run(
                         &mut cap,
-                        &PipelineConfig { dedicated_rx: a.rx_core, ..cfg.clone() },
+                        &PipelineConfig { dedicated_rx: a.rx_core, control_cpus: control, ..cfg.clone() },
                         stop,
                         csv,
                     )
@@ -481,6 +489,7 @@ fn execute(
         workers: common.workers,
         dedicated_rx: false,
         worker_cpus,
+        control_cpus: Vec::new(),
         never_wait,
         dashboard: ui.as_ref().map(|(tx, _)| tx.clone()),
         prometheus: exporter.clone(),

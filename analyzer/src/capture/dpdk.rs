@@ -565,9 +565,9 @@ impl Rx {
             let mut ready = 0;
             for &m in &self.bufs[..n] {
                 // SAFETY: m is a valid mbuf from this burst, not yet freed; its data room
-                // holds data_len bytes at buf_addr + data_off, and for a chain each segment
-                // likewise, with pkt_len the sum.
-                let (len, wire_len, ts) = unsafe {
+                // holds data_len bytes at buf_addr + data_off (the slice lives until the
+                // burst is freed below, after the last use of `frames`).
+                let (first, chained, wire_len, ts) = unsafe {
                     let mb = &*m;
                     let stamp = match self.ts_field {
                         Some((off, flag)) if mb.ol_flags & flag != 0 => {
@@ -585,33 +585,38 @@ impl Rx {
                         (mb.buf_addr as *const u8).add(usize::from(mb.data_off)),
                         usize::from(mb.data_len),
                     );
-                    if mb.nb_segs <= 1 {
-                        frames[ready] =
-                            Frame { data: first, wire_len: mb.pkt_len, ts_ns: ts, source: port.id };
-                        ready += 1;
-                        continue;
-                    }
-                    // A chain, gathered into the scratch buffer: what is ready goes first,
-                    // then this frame alone.
-                    if ready > 0 {
-                        f(&frames[..ready]);
-                        ready = 0;
-                    }
-                    let mut len = 0;
-                    let mut seg = m as *const ffi::rte_mbuf;
-                    while !seg.is_null() && len < MAX_FRAME {
+                    (first, mb.nb_segs > 1, mb.pkt_len, ts)
+                };
+                if !chained {
+                    frames[ready] = Frame { data: first, wire_len, ts_ns: ts, source: port.id };
+                    ready += 1;
+                    continue;
+                }
+                // A chain, gathered into the scratch buffer: what is ready goes first, then
+                // this frame alone.
+                if ready > 0 {
+                    f(&frames[..ready]);
+                    ready = 0;
+                }
+                let mut len = 0;
+                let mut seg = m as *const ffi::rte_mbuf;
+                while !seg.is_null() && len < MAX_FRAME {
+                    // SAFETY: every segment of the chain is a valid mbuf of this burst, not
+                    // yet freed, whose data room holds data_len bytes at buf_addr + data_off;
+                    // the chain ends with a null `next`.
+                    let (part, next) = unsafe {
                         let s = &*seg;
                         let part = std::slice::from_raw_parts(
                             (s.buf_addr as *const u8).add(usize::from(s.data_off)),
                             usize::from(s.data_len),
                         );
-                        let take = part.len().min(MAX_FRAME - len);
-                        self.scratch[len..len + take].copy_from_slice(&part[..take]);
-                        len += take;
-                        seg = s.next;
-                    }
-                    (len, mb.pkt_len, ts)
-                };
+                        (part, s.next)
+                    };
+                    let take = part.len().min(MAX_FRAME - len);
+                    self.scratch[len..len + take].copy_from_slice(&part[..take]);
+                    len += take;
+                    seg = next;
+                }
                 f(&[Frame { data: &self.scratch[..len], wire_len, ts_ns: ts, source: port.id }]);
             }
             if ready > 0 {
@@ -905,7 +910,9 @@ unsafe impl Sync for Mapping {}
 
 impl Mapping {
     /// Maps the whole of `file` (`None` for an empty file, which cannot be mapped), and
-    /// tells the kernel it will be read in order.
+    /// tells the kernel it will be read in order. The file must not be modified or cut
+    /// while it is mapped (replay reads its input files; a capture still being written is
+    /// read up to where it was at the start).
     pub fn of(file: &std::fs::File) -> std::io::Result<Option<Mapping>> {
         use std::os::fd::AsRawFd;
         let len = usize::try_from(file.metadata()?.len())

@@ -217,14 +217,16 @@ const MAX_RECORD: usize = 256 << 20;
 impl Cursor {
     /// A cursor on `bytes` if they are a classic pcap file of Ethernet frames (anything
     /// else is read by [`FileReader`]), at its first packet.
-    fn open(path: &Path, bytes: &[u8]) -> Option<Cursor> {
-        let magic = u32::from_le_bytes(bytes.get(0..4)?.try_into().ok()?);
+    fn open(path: &Path, bytes: &[u8]) -> Result<Option<Cursor>> {
+        let Some(magic) = bytes.get(0..4).map(|m| u32::from_le_bytes([m[0], m[1], m[2], m[3]])) else {
+            return Ok(None);
+        };
         let (nanos, swapped) = match magic {
             0xA1B2_C3D4 => (false, false),
             0xA1B2_3C4D => (true, false),
             0xD4C3_B2A1 => (false, true),
             0x4D3C_B2A1 => (true, true),
-            _ => return None,
+            _ => return Ok(None),
         };
         let mut c = Cursor {
             path: path.to_owned(),
@@ -239,10 +241,10 @@ impl Cursor {
             stats: SourceStats::default(),
         };
         if bytes.len() < 24 || c.u32_at(bytes, 20) != LINKTYPE_ETHERNET {
-            return None;
+            return Ok(None);
         }
-        c.advance(bytes);
-        Some(c)
+        c.advance(bytes)?;
+        Ok(Some(c))
     }
 
     fn u32_at(&self, b: &[u8], at: usize) -> u32 {
@@ -255,26 +257,21 @@ impl Cursor {
     }
 
     /// Moves to the next record. At the end, or at a record cut short (a capture still
-    /// being written) `has_next` becomes false; a damaged record ends the file with a
-    /// warning, as for any other file.
-    fn advance(&mut self, b: &[u8]) {
+    /// being written) `has_next` becomes false; a record claiming more than 256 MiB is an
+    /// error, as for any other file.
+    fn advance(&mut self, b: &[u8]) -> Result<()> {
         self.has_next = false;
         let at = self.off;
         if at.saturating_add(RECORD_HEADER) > b.len() {
-            return;
+            return Ok(());
         }
         let caplen = self.u32_at(b, at + 8) as usize;
         if caplen > MAX_RECORD {
-            eprintln!(
-                "roceprobe: warning: {}: damaged record after {} packets; stopping this file there",
-                self.path.display(),
-                self.stats.ipackets
-            );
-            return;
+            bail!("{}: a record larger than 256 MiB", self.path.display());
         }
         let start = at + RECORD_HEADER;
         if start + caplen > b.len() {
-            return;
+            return Ok(());
         }
         let frac = u64::from(self.u32_at(b, at + 4));
         self.ts_ns =
@@ -283,6 +280,7 @@ impl Cursor {
         self.data = start..start + caplen;
         self.off = start + caplen;
         self.has_next = true;
+        Ok(())
     }
 }
 
@@ -333,7 +331,11 @@ impl Replay {
             // The stream reader checks the file (and says what is wrong with it).
             let reader = FileReader::open(p)?;
             let map = File::open(p).ok().and_then(|f| Mapping::of(&f).ok().flatten());
-            match map.as_ref().and_then(|m| Cursor::open(p, m.bytes())) {
+            let cursor = match map.as_ref() {
+                Some(m) => Cursor::open(p, m.bytes())?,
+                None => None,
+            };
+            match cursor {
                 Some(c) => {
                     maps.push(map);
                     inputs.push(Input::Mapped(c));
@@ -390,7 +392,7 @@ impl Capture for Replay {
                         source: i as u16,
                     };
                     n += 1;
-                    c.advance(bytes);
+                    c.advance(bytes)?;
                 }
                 Input::Stream(r) => {
                     if n > 0 {

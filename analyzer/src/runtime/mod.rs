@@ -68,6 +68,8 @@ pub struct PipelineConfig {
     /// CPUs to pin workers to, in turn (live: EAL's lcores besides the main one); empty:
     /// the cores after the capture thread's.
     pub worker_cpus: Vec<usize>,
+    /// CPUs for the stats thread (live: see [`control_cpus`]); empty: where it starts.
+    pub control_cpus: Vec<usize>,
     /// `--dashboard`: where the stats side sends a view of the run at every interval (never
     /// waiting: a view the UI has not taken yet is simply replaced by the next).
     pub dashboard: Option<Sender<View>>,
@@ -117,6 +119,7 @@ impl PipelineConfig {
             dedicated_rx: false,
             never_wait: false,
             worker_cpus: Vec::new(),
+            control_cpus: Vec::new(),
             dashboard: None,
             prometheus: None,
             source_times: Vec::new(),
@@ -374,20 +377,16 @@ fn worker_core(
     }
 }
 
-/// The CPUs for threads that do not touch packets (the stats side), when the capture thread
-/// is pinned to one CPU (EAL pins the main lcore): every online CPU but that one and the
-/// workers', as DPDK places its own control threads, so that reports never take time from
-/// capture or analysis. `None` (stay where inherited) when the capture thread is not pinned
-/// or no CPU is left.
-fn control_cpus(worker_cpus: &[usize]) -> Option<Vec<usize>> {
-    let mine = crate::capture::dpdk::thread_cpus()?;
-    if mine.len() != 1 {
-        return None;
+/// The CPUs for threads that do not touch packets (the stats side) in a live capture: those
+/// the process was allowed before EAL started (`allowed`), but for the one EAL pinned the
+/// capture thread to and the workers', as DPDK places its own control threads, so that
+/// reports never take time from capture or analysis. Empty (stay where inherited) when the
+/// capture thread is not pinned to one CPU or no CPU is left.
+pub fn control_cpus(allowed: &[usize], worker_cpus: &[usize]) -> Vec<usize> {
+    match crate::capture::dpdk::thread_cpus().as_deref() {
+        Some(&[main]) => allowed.iter().copied().filter(|c| *c != main && !worker_cpus.contains(c)).collect(),
+        _ => Vec::new(),
     }
-    let free: Vec<usize> = (0..crate::capture::dpdk::online_cpus())
-        .filter(|c| *c != mine[0] && !worker_cpus.contains(c))
-        .collect();
-    (!free.is_empty()).then_some(free)
 }
 
 /// Adds what one worker found at the end of its run to what the others found.
@@ -425,10 +424,10 @@ fn pipeline(
     let live_views = dashboard.is_some() || exporter.is_some();
     let source_times = cfg.source_times.clone();
     let max_flows = cfg.max_flows;
-    let control = control_cpus(&cfg.worker_cpus);
+    let control = cfg.control_cpus.clone();
     let stats = std::thread::Builder::new().name("roceprobe-stats".into()).spawn(move || {
-        if let Some(cpus) = control {
-            crate::capture::dpdk::pin_thread(&cpus);
+        if !control.is_empty() {
+            crate::capture::dpdk::pin_thread(&control);
         }
         // Whole-run flows: room for every flow the workers can track, twice over, so that
         // flows whose slots were taken by new ones stay in the summary for a while.

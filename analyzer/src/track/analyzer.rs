@@ -24,6 +24,16 @@ pub const DEFAULT_MAX_CM_REQUESTS: usize = 1024;
 /// Latency histograms allocated at start-up for the first new series.
 const SPARE_HISTOGRAMS: usize = 64;
 
+/// Packets the I/O tracker looks at that refresh their connection's state (it forgets the
+/// state used least recently), I/O or not.
+#[inline]
+fn refreshes(opcode: u8) -> bool {
+    matches!(
+        opcode,
+        op::SEND_MIDDLE | op::SEND_LAST | op::SEND_LAST_IMM | op::SEND_LAST_INV | op::ACKNOWLEDGE
+    )
+}
+
 /// The bounds and settings of the analysis (from the command line's options).
 #[derive(Debug, Clone)]
 pub struct AnalyzerConfig {
@@ -231,7 +241,9 @@ impl Analyzer {
                     rec,
                 );
             }
-            Capsule::None if self.ios.is_idle() => {}
+            // Without a live I/O, only SEND Middle / Last and ACKs can change the tracker (they
+            // refresh their connection's state); without connection state, nothing can.
+            Capsule::None if self.ios.is_idle() && (self.ios.has_no_connections() || !refreshes(opcode)) => {}
             Capsule::None => match opcode {
                 op::SEND_MIDDLE | op::SEND_LAST | op::SEND_LAST_IMM | op::SEND_LAST_INV => {
                     let last = opcode != op::SEND_MIDDLE;

@@ -11,11 +11,10 @@
 //! forgetting the oldest, removing any entry and inserting each cost one hash lookup and no
 //! scan.
 
+use super::list::{Linked, Links, List, NONE};
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::Hash;
-
-const NONE: u32 = u32::MAX;
 
 /// What an upsert does with an entry already in the map.
 #[derive(Clone, Copy)]
@@ -28,17 +27,21 @@ enum Existing {
 struct Slot<K, V> {
     key: K,
     value: V,
-    prev: u32,
-    next: u32,
+    links: Links,
+}
+
+impl<K, V> Linked for Slot<K, V> {
+    fn links(&mut self) -> &mut Links {
+        &mut self.links
+    }
 }
 
 pub struct FifoMap<K, V> {
     index: HashMap<K, u32, ahash::RandomState>,
     slots: Vec<Slot<K, V>>,
     free: Vec<u32>,
-    /// Oldest and newest entries.
-    head: u32,
-    tail: u32,
+    /// Entries, oldest first.
+    order: List,
     max: usize,
     /// Entries forgotten to make room.
     pub forgotten: u64,
@@ -55,8 +58,7 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
             index: HashMap::with_capacity_and_hasher(2 * max, ahash::RandomState::new()),
             slots: Vec::with_capacity(max),
             free: Vec::with_capacity(max),
-            head: NONE,
-            tail: NONE,
+            order: List::default(),
             max,
             forgotten: 0,
         }
@@ -71,31 +73,17 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
     }
 
     fn unlink(&mut self, i: u32) {
-        let (p, n) = (self.slots[i as usize].prev, self.slots[i as usize].next);
-        match p {
-            NONE => self.head = n,
-            _ => self.slots[p as usize].next = n,
-        }
-        match n {
-            NONE => self.tail = p,
-            _ => self.slots[n as usize].prev = p,
-        }
+        self.order.unlink(&mut self.slots, i);
     }
 
     fn link_tail(&mut self, i: u32) {
-        self.slots[i as usize].prev = self.tail;
-        self.slots[i as usize].next = NONE;
-        match self.tail {
-            NONE => self.head = i,
-            t => self.slots[t as usize].next = i,
-        }
-        self.tail = i;
+        self.order.push_tail(&mut self.slots, i);
     }
 
     /// Makes room for a key not in the map: forgets the oldest entry if the map is full.
     fn make_room(&mut self, k: &K) {
-        if self.index.len() >= self.max && self.head != NONE && !self.index.contains_key(k) {
-            let oldest = self.head;
+        if self.index.len() >= self.max && !self.index.contains_key(k) {
+            let Some(oldest) = self.order.head() else { return };
             self.unlink(oldest);
             self.index.remove(&self.slots[oldest as usize].key);
             self.free.push(oldest);
@@ -120,7 +108,7 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
                 i
             }
             Entry::Vacant(e) => {
-                let slot = Slot { key: k, value: f(), prev: NONE, next: NONE };
+                let slot = Slot { key: k, value: f(), links: Links::default() };
                 let i = match self.free.pop() {
                     Some(i) => {
                         self.slots[i as usize] = slot;

@@ -13,6 +13,7 @@
 use super::bounded::FifoMap;
 use super::counts::FlowCounts;
 use super::index::{FlowIndex, KeyHash};
+use super::list::{Linked, Links, List};
 use super::memory;
 use super::psn::{Outcome, PsnTracker, Span};
 use super::vantage::Vantage;
@@ -199,12 +200,13 @@ pub struct Transmission {
     pub counts: FlowCounts,
 }
 
-/// One flow. `repr(C)` keeps the fields in this order: what nearly every packet touches
-/// comes first (about 9 cache lines: key, links, PSN state, times, counters, the rings of
-/// requests awaiting an answer), so that prefetching the start of an entry brings in what
-/// its packet needs; what only intervals and transmissions read comes last.
+/// One flow. `repr(C)` keeps the fields in this order, and entries start on a cache line:
+/// what nearly every packet touches comes first (about 9 cache lines: key, links, PSN
+/// state, times, counters, the rings of requests awaiting an answer), so that prefetching
+/// the start of an entry brings in what its packet needs; what only intervals and
+/// transmissions read comes last.
 #[derive(Debug)]
-#[repr(C)]
+#[repr(C, align(64))]
 struct FlowEntry {
     key: FlowKey,
     /// The QPN that sends this flow's packets (the paired direction's destination QPN).
@@ -217,9 +219,8 @@ struct FlowEntry {
     /// Slots of this flow's latency series in the recorder (`rc_ack`, `rdma_read`), once
     /// known.
     series: [u32; 2],
-    /// Links of the list of flows with an open transmission, in the order they were queued.
-    prev: u32,
-    next: u32,
+    /// Place in the list of flows with an open transmission, in the order they were queued.
+    links: Links,
     transport: Transport,
     in_pair_index: bool,
     /// NVMe/RDMA capsules were counted on this flow (its RDMA latencies, and its paired
@@ -244,6 +245,12 @@ struct FlowEntry {
     tx_base: FlowCounts,
     /// `totals` when the last interval was handed over.
     reported: FlowCounts,
+}
+
+impl Linked for FlowEntry {
+    fn links(&mut self) -> &mut Links {
+        &mut self.links
+    }
 }
 
 /// Cache lines at the start of an entry that a packet touches (see [`FlowEntry`]).
@@ -310,8 +317,11 @@ pub struct FlowTable {
     /// QP pairs (and path MTU) announced by CM, for flows not seen yet: the peer's QPN
     /// and the MTU, per direction.
     announced: FifoMap<FlowKey, (u32, u32)>,
-    head: u32,
-    tail: u32,
+    /// Flows with an open transmission, in the order they were queued.
+    open: List,
+    /// The latest time `expire` was given: a transmission idle for `--flow-idle` before it
+    /// has ended, whether or not the lazy queue has reached it yet.
+    horizon: u64,
     /// Flows that counted something since the last interval was handed over.
     changed: Vec<u32>,
     /// `--flow-expire`.
@@ -340,8 +350,8 @@ impl FlowTable {
             forced_mtu,
             pairs: HashMap::with_capacity_and_hasher(2 * max_flows, h()),
             announced: FifoMap::new(DEFAULT_MAX_ANNOUNCED),
-            head: NONE,
-            tail: NONE,
+            open: List::default(),
+            horizon: 0,
             changed: Vec::with_capacity(max_flows),
             expire_ns: DEFAULT_FLOW_EXPIRE_NS,
             hand: 0,
@@ -386,7 +396,7 @@ impl FlowTable {
     /// The slot of a tracked flow.
     #[inline]
     pub fn find(&self, key: &FlowKey) -> Option<u32> {
-        self.index.find(key.hash_with(self.index.seed()), |i| self.slab[i as usize].key == *key)
+        self.index.find(self.index.hash(key), |i| self.slab[i as usize].key == *key)
     }
 
     // --- prefetching, for a burst of packets ---------------------------------------------
@@ -399,7 +409,7 @@ impl FlowTable {
     /// Step 1: the index bucket of `key`.
     #[inline]
     pub fn prefetch_bucket(&self, key: &FlowKey) -> KeyHash {
-        let h = key.hash_with(self.index.seed());
+        let h = self.index.hash(key);
         self.index.prefetch(h);
         h
     }
@@ -432,30 +442,11 @@ impl FlowTable {
     // --- the list of flows with an open transmission -------------------------------------
 
     fn unlink(&mut self, i: u32) {
-        let (p, n) = (self.slab[i as usize].prev, self.slab[i as usize].next);
-        if p == NONE {
-            self.head = n;
-        } else {
-            self.slab[p as usize].next = n;
-        }
-        if n == NONE {
-            self.tail = p;
-        } else {
-            self.slab[n as usize].prev = p;
-        }
-        self.slab[i as usize].prev = NONE;
-        self.slab[i as usize].next = NONE;
+        self.open.unlink(&mut self.slab, i);
     }
 
     fn push_tail(&mut self, i: u32) {
-        self.slab[i as usize].prev = self.tail;
-        self.slab[i as usize].next = NONE;
-        if self.tail == NONE {
-            self.head = i;
-        } else {
-            self.slab[self.tail as usize].next = i;
-        }
-        self.tail = i;
+        self.open.push_tail(&mut self.slab, i);
     }
 
     fn close_transmission(&mut self, i: u32, out: &mut impl FnMut(FlowEvent)) {
@@ -482,8 +473,8 @@ impl FlowTable {
     /// at most once per `--flow-idle` of its activity.
     #[inline]
     pub fn expire(&mut self, now: u64, out: &mut impl FnMut(FlowEvent)) {
-        while self.head != NONE {
-            let h = self.head;
+        self.horizon = self.horizon.max(now);
+        while let Some(h) = self.open.head() {
             let e = &self.slab[h as usize];
             if e.queued_ts.saturating_add(self.idle_ns) >= now {
                 break;
@@ -499,22 +490,46 @@ impl FlowTable {
         }
     }
 
+    /// Whether flow `i`'s transmission has ended by now: it went idle for `--flow-idle`
+    /// before the latest time seen, though the lazy queue may not have reached it. Flows
+    /// whose state is about to be read or changed end it first (see `settle`), so that
+    /// every result is what ending each transmission as soon as it went idle would give.
+    #[inline]
+    fn went_idle(&self, i: u32) -> bool {
+        let e = &self.slab[i as usize];
+        e.tx_open && self.horizon > e.last_ts.saturating_add(self.idle_ns)
+    }
+
+    /// Ends flow `i`'s transmission if it went idle (see `went_idle`).
+    #[inline]
+    fn settle(&mut self, i: u32, out: &mut impl FnMut(FlowEvent)) {
+        if self.went_idle(i) {
+            self.close_transmission(i, out);
+        }
+    }
+
     /// Ends every open transmission (end of input, shutdown).
     pub fn close_all(&mut self, out: &mut impl FnMut(FlowEvent)) {
-        while self.head != NONE {
-            let h = self.head;
+        while let Some(h) = self.open.head() {
             self.close_transmission(h, out);
         }
     }
 
     // --- per packet ---------------------------------------------------------------------
 
-    fn slot(&mut self, key: FlowKey, transport: Transport, opcode: u8, now: u64) -> Option<u32> {
-        let hash = key.hash_with(self.index.seed());
+    fn slot(
+        &mut self,
+        key: FlowKey,
+        transport: Transport,
+        opcode: u8,
+        now: u64,
+        out: &mut impl FnMut(FlowEvent),
+    ) -> Option<u32> {
+        let hash = self.index.hash(&key);
         if let Some(i) = self.index.find(hash, |i| self.slab[i as usize].key == key) {
             return Some(i);
         }
-        let reuse = if self.slab.len() < self.max_flows { None } else { Some(self.reclaim(now)?) };
+        let reuse = if self.slab.len() < self.max_flows { None } else { Some(self.reclaim(now, out)?) };
         let (peer_qpn, mtu) = self.announced.remove(&key).unwrap_or((NONE, 0));
         let e = FlowEntry {
             key,
@@ -535,8 +550,7 @@ impl FlowTable {
             tx_base: FlowCounts::default(),
             last_ts: 0,
             queued_ts: 0,
-            prev: NONE,
-            next: NONE,
+            links: Links::default(),
             acks: PendingRing::default(),
             reads: PendingRing::default(),
         };
@@ -557,17 +571,18 @@ impl FlowTable {
     /// A slot for a new flow in a full table: the first of a few, from where the last sweep
     /// stopped, whose flow has had no packet for `--flow-expire`, has no open transmission
     /// and has handed over all it counted. Its pairing and index entries are removed.
-    fn reclaim(&mut self, now: u64) -> Option<u32> {
+    fn reclaim(&mut self, now: u64, out: &mut impl FnMut(FlowEvent)) -> Option<u32> {
         let n = self.slab.len() as u32;
         for _ in 0..RECLAIM_PROBES.min(n as usize) {
             let i = self.hand % n;
             self.hand = (i + 1) % n;
+            self.settle(i, out);
             let e = &self.slab[i as usize];
             if e.tx_open || e.last_ts.saturating_add(self.expire_ns) >= now || e.totals != e.reported {
                 continue;
             }
             let (key, peer, paired) = (e.key, e.peer_slot, e.in_pair_index);
-            self.index.remove(key.hash_with(self.index.seed()), i);
+            self.index.remove(self.index.hash(&key), i);
             if peer != NONE {
                 self.unpair_from(peer, i);
             }
@@ -678,7 +693,7 @@ impl FlowTable {
     }
 
     /// A CNP on flow `i` throttles the paired direction.
-    fn attribute_cnp(&mut self, i: u32, ts: u64, out: &mut impl FnMut(FlowEvent)) {
+    fn attribute_cnp(&mut self, i: u32, out: &mut impl FnMut(FlowEvent)) {
         let target = self.reverse_index(i).or_else(|| {
             // Without a known pair, the one request flow between the hosts, if there is one.
             let k = self.slab[i as usize].key;
@@ -693,9 +708,8 @@ impl FlowTable {
             Some(t) => {
                 // The throttled flow's transmission may have gone idle without being ended
                 // yet (see `expire`): end it first, so the CNP does not count in it.
-                let e = &self.slab[t as usize];
-                if t != i && e.tx_open && ts > e.last_ts.saturating_add(self.idle_ns) {
-                    self.close_transmission(t, out);
+                if t != i {
+                    self.settle(t, out);
                 }
                 self.slab[t as usize].totals.cnp += 1;
                 self.note_change(t);
@@ -718,20 +732,14 @@ impl FlowTable {
     ) -> Option<u32> {
         self.expire(ts, out);
         let opcode = p.bth.opcode();
-        let Some(i) = self.slot(key, p.bth.transport(), opcode, ts) else {
+        let Some(i) = self.slot(key, p.bth.transport(), opcode, ts, out) else {
             self.untracked_packets += 1;
             return None;
         };
         self.note_change(i);
-        let idle = self.idle_ns;
-        {
-            let e = &mut self.slab[i as usize];
-            if e.tx_open && ts > e.last_ts.saturating_add(idle) {
-                // The list is ordered by last activity, so this flow would have been expired
-                // already unless time went backwards; end it here all the same.
-                self.close_transmission(i, out);
-            }
-        }
+        // The transmission may have gone idle without the lazy queue reaching it yet: it
+        // ends before this packet counts (`expire(ts)` above made `ts` part of the horizon).
+        self.settle(i, out);
         let e = &mut self.slab[i as usize];
         if !e.tx_open {
             e.tx_open = true;
@@ -769,7 +777,7 @@ impl FlowTable {
         }
 
         if opcode == op::CNP {
-            self.attribute_cnp(i, ts, out);
+            self.attribute_cnp(i, out);
         } else if is_request(opcode) {
             let low = opcode & 0x1F;
             let span = if low == op::READ_REQUEST {

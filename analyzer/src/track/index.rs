@@ -4,9 +4,9 @@
 //! key is compared, and which the packet needs next anyway). Removal shifts the following
 //! buckets back (no tombstones), so the table never degrades nor grows under churn.
 //!
-//! The hash is computed once per packet ([`FlowKey::hash_with`]): a multiply-xorshift mix of
-//! the key's words (IPv4 addresses as `u32`, IPv6 folded to 64 bits) with a seed drawn at
-//! start-up, so that crafted traffic cannot aim at one chain.
+//! The hash ([`FlowIndex::hash`]) is aHash, keyed at start-up, over all of the key's words
+//! (each address as one 128-bit word, the QPN and the vantage), so that traffic crafted
+//! without the keys cannot aim at one chain.
 
 use super::flow::FlowKey;
 use super::vantage::Vantage;
@@ -17,44 +17,20 @@ const EMPTY: u64 = u64::MAX;
 /// A key's hash; its low 32 bits pick the home bucket and tag the entry.
 pub type KeyHash = u32;
 
+/// An address as one word, IPv4 apart from every IPv6 address but a few no host uses.
 #[inline]
-fn fold(ip: &IpAddr) -> u64 {
+fn word(ip: &IpAddr) -> u128 {
     match ip {
-        IpAddr::V4(a) => u64::from(u32::from(*a)),
-        IpAddr::V6(a) => {
-            let x = u128::from(*a);
-            ((x >> 64) as u64).rotate_left(17) ^ (x as u64) ^ (1 << 63)
-        }
-    }
-}
-
-#[inline]
-fn mix(mut h: u64) -> u64 {
-    h ^= h >> 32;
-    h = h.wrapping_mul(0xD6E8_FEB8_6659_FD93);
-    h ^= h >> 32;
-    h = h.wrapping_mul(0xD6E8_FEB8_6659_FD93);
-    h ^ (h >> 32)
-}
-
-impl FlowKey {
-    /// The key's hash under `seed` (see [`FlowIndex::seed`]).
-    #[inline]
-    pub fn hash_with(&self, seed: u64) -> KeyHash {
-        let v = match self.vantage {
-            Vantage::Compute => 0u64,
-            Vantage::Storage => 1,
-        };
-        let a = fold(&self.src).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ fold(&self.dst);
-        let b = (u64::from(self.dst_qpn) | (v << 32)) ^ seed;
-        mix(a.rotate_left(23) ^ b.wrapping_mul(0xC2B2_AE3D_27D4_EB4F)) as u32
+        IpAddr::V4(a) => (1 << 96) | u128::from(u32::from(*a)),
+        IpAddr::V6(a) => u128::from(*a),
     }
 }
 
 pub struct FlowIndex {
     buckets: Vec<u64>,
     mask: usize,
-    seed: u64,
+    /// The hash's keys, drawn at start-up.
+    keys: ahash::RandomState,
 }
 
 #[inline]
@@ -66,11 +42,10 @@ impl FlowIndex {
     /// Room for `max` entries at most half full.
     pub fn new(max: usize) -> Self {
         let n = (2 * max.max(1)).next_power_of_two();
-        let seed = { std::hash::BuildHasher::hash_one(&ahash::RandomState::new(), 0x5EED_u64) };
         let mut buckets = Vec::with_capacity(n);
         super::memory::advise_huge(&buckets);
         buckets.resize(n, EMPTY);
-        Self { buckets, mask: n - 1, seed }
+        Self { buckets, mask: n - 1, keys: ahash::RandomState::new() }
     }
 
     /// Bytes allocated for `max` entries.
@@ -79,8 +54,15 @@ impl FlowIndex {
         (2 * m).next_power_of_two() * 8
     }
 
-    pub fn seed(&self) -> u64 {
-        self.seed
+    /// A key's hash.
+    #[inline]
+    pub fn hash(&self, k: &FlowKey) -> KeyHash {
+        let v = match k.vantage {
+            Vantage::Compute => 0u64,
+            Vantage::Storage => 1 << 32,
+        };
+        let words = (word(&k.src), word(&k.dst), v | u64::from(k.dst_qpn));
+        std::hash::BuildHasher::hash_one(&self.keys, words) as u32
     }
 
     #[inline]
@@ -206,12 +188,12 @@ mod tests {
             dst: dst.parse().unwrap(),
             dst_qpn: q,
         };
-        let seed = 7;
-        let a = k("10.0.0.1", "10.0.0.2", 5).hash_with(seed);
-        assert_ne!(a, k("10.0.0.2", "10.0.0.1", 5).hash_with(seed));
-        assert_ne!(a, k("10.0.0.1", "10.0.0.2", 6).hash_with(seed));
-        assert_ne!(a, FlowKey { vantage: Vantage::Storage, ..k("10.0.0.1", "10.0.0.2", 5) }.hash_with(seed));
-        assert_ne!(a, k("::ffff:10.0.0.1", "10.0.0.2", 5).hash_with(seed));
-        assert_eq!(a, k("10.0.0.1", "10.0.0.2", 5).hash_with(seed));
+        let ix = FlowIndex::new(4);
+        let a = ix.hash(&k("10.0.0.1", "10.0.0.2", 5));
+        assert_ne!(a, ix.hash(&k("10.0.0.2", "10.0.0.1", 5)));
+        assert_ne!(a, ix.hash(&k("10.0.0.1", "10.0.0.2", 6)));
+        assert_ne!(a, ix.hash(&FlowKey { vantage: Vantage::Storage, ..k("10.0.0.1", "10.0.0.2", 5) }));
+        assert_ne!(a, ix.hash(&k("::ffff:10.0.0.1", "10.0.0.2", 5)));
+        assert_eq!(a, ix.hash(&k("10.0.0.1", "10.0.0.2", 5)));
     }
 }

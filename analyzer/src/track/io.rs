@@ -11,6 +11,7 @@
 //! twice at one vantage is flagged as retransmitted.
 
 use super::bounded::FifoMap;
+use super::list::{Linked, Links, List};
 use super::vantage::Vantage;
 use crate::metrics::latency::{LatencyRecorder, Op, Segment, SeriesKey};
 use crate::wire::nvme::{Sgl, Sqe};
@@ -102,8 +103,14 @@ struct Io {
     /// The PSN of the completion, once seen (a second copy is a retransmission).
     cqe_psn: Option<u32>,
     retransmitted: bool,
-    prev: u32,
-    next: u32,
+    /// Place in the list of live I/Os, oldest first.
+    links: Links,
+}
+
+impl Linked for Io {
+    fn links(&mut self) -> &mut Links {
+        &mut self.links
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -188,8 +195,7 @@ pub struct IoTracker {
     /// counted under [`OTHER_PAIRS`].
     max_pairs: usize,
     /// Oldest first, for timeouts.
-    head: u32,
-    tail: u32,
+    live: List,
     timeout_ns: u64,
     counts: IoCountsByPair,
 }
@@ -216,8 +222,7 @@ impl IoTracker {
             by_key: HashMap::with_capacity_and_hasher(2 * max_ios, h()),
             conns: FifoMap::new((max_ios / 4).max(64)),
             max_pairs: crate::metrics::latency::DEFAULT_MAX_LATENCY_SERIES,
-            head: NONE,
-            tail: NONE,
+            live: List::default(),
             timeout_ns: timeout_ns.max(1),
             counts: BTreeMap::new(),
         }
@@ -234,12 +239,18 @@ impl IoTracker {
         &self.counts
     }
 
-    /// Whether no I/O is live: then no packet but a command capsule can concern the
-    /// tracker (a data phase, a response or an acknowledgement is only matched to a live
-    /// I/O), and the worker need not look anything up for it.
+    /// Whether no I/O is live: then a data phase, a READ request or response is matched to
+    /// nothing and changes nothing, and need not be looked up.
     #[inline]
     pub fn is_idle(&self) -> bool {
-        self.head == NONE
+        self.live.head().is_none()
+    }
+
+    /// Whether no connection has state: then a SEND Middle / Last or an ACK changes
+    /// nothing either (with state, it makes its connection the most recently used).
+    #[inline]
+    pub fn has_no_connections(&self) -> bool {
+        self.conns.is_empty()
     }
 
     /// Connection state forgotten to make room.
@@ -272,28 +283,11 @@ impl IoTracker {
     // --- the FIFO of live I/Os ----------------------------------------------------------
 
     fn link_tail(&mut self, i: u32) {
-        self.ios[i as usize].prev = self.tail;
-        self.ios[i as usize].next = NONE;
-        if self.tail == NONE {
-            self.head = i;
-        } else {
-            self.ios[self.tail as usize].next = i;
-        }
-        self.tail = i;
+        self.live.push_tail(&mut self.ios, i);
     }
 
     fn unlink(&mut self, i: u32) {
-        let (p, n) = (self.ios[i as usize].prev, self.ios[i as usize].next);
-        if p == NONE {
-            self.head = n;
-        } else {
-            self.ios[p as usize].next = n;
-        }
-        if n == NONE {
-            self.tail = p;
-        } else {
-            self.ios[n as usize].prev = p;
-        }
+        self.live.unlink(&mut self.ios, i);
     }
 
     fn release(&mut self, i: usize) {
@@ -390,8 +384,8 @@ impl IoTracker {
     /// time out; with one (an ACK or the other vantage's copy never came) they complete
     /// with what was seen.
     pub fn expire(&mut self, now: u64, rec: &mut LatencyRecorder) {
-        while self.head != NONE {
-            let i = self.head as usize;
+        while let Some(i) = self.live.head() {
+            let i = i as usize;
             if self.ios[i].created.saturating_add(self.timeout_ns) >= now {
                 break;
             }
@@ -403,8 +397,8 @@ impl IoTracker {
     /// End of the run: I/Os with a completion finish with what was seen; the others are
     /// counted as unfinished.
     pub fn finish_all(&mut self, rec: &mut LatencyRecorder) {
-        while self.head != NONE {
-            let i = self.head as usize;
+        while let Some(i) = self.live.head() {
+            let i = i as usize;
             if (0..2).any(|v| self.ios[i].cqe.at(v).is_some()) {
                 self.finish(i, rec, true);
             } else {
@@ -557,8 +551,7 @@ impl IoTracker {
             read_psn: None,
             cqe_psn: None,
             retransmitted: false,
-            prev: NONE,
-            next: NONE,
+            links: Links::default(),
         };
         if (slot as usize) < self.ios.len() {
             self.ios[slot as usize] = io;

@@ -9,6 +9,7 @@ pub mod counts;
 pub mod flow;
 pub mod index;
 pub mod io;
+pub mod list;
 pub mod memory;
 pub mod nvme;
 pub mod psn;
