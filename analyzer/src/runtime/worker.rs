@@ -8,7 +8,7 @@ use crate::metrics::{GlobalCounters, IntervalSnapshot};
 use crate::track::flow::{FlowDelta, FlowEvent, Transmission};
 use crate::track::index::KeyHash;
 use crate::track::io::IoCountsByPair;
-use crate::track::Analyzer;
+use crate::track::{Analyzer, Seen};
 use crate::wire::{decode_frame, Decoded};
 use crossbeam_channel::{Receiver, Sender};
 
@@ -242,7 +242,7 @@ impl Worker {
     pub fn handle(&mut self, f: Frame<'_>) {
         let decoded = decode_frame(f.data);
         let (ts, switch) = self.analyzer.packet_time(&decoded, f.ts_ns);
-        self.process(&decoded, f, ts, switch);
+        self.process(&decoded, f, ts, switch, None);
     }
 
     /// Processes a burst of frames, as [`Worker::handle`] does one by one, with the same
@@ -307,12 +307,19 @@ impl Worker {
             if let Some(now) = s.observe {
                 self.observe_time(now);
             }
-            self.process(&s.decoded, s.f, s.ts, s.switch);
+            self.process(&s.decoded, s.f, s.ts, s.switch, s.hash);
         }
     }
 
     #[inline]
-    fn process(&mut self, decoded: &Decoded<'_>, f: Frame<'_>, ts: u64, switch_clock: bool) {
+    fn process(
+        &mut self,
+        decoded: &Decoded<'_>,
+        f: Frame<'_>,
+        ts: u64,
+        switch_clock: bool,
+        hash: Option<KeyHash>,
+    ) {
         self.advance_time(ts);
         self.counters.packets += 1;
         match decoded {
@@ -320,7 +327,8 @@ impl Worker {
                 self.counters.roce_packets += 1;
                 let out = &mut self.out;
                 let wire_len = p.inner_frame_len.unwrap_or(f.wire_len);
-                self.analyzer.track(p, f.source, wire_len, ts, switch_clock, &mut |e| out.event(e));
+                let seen = Seen { source: f.source, wire_len, ts, switch_clock, hash };
+                self.analyzer.track(p, seen, &mut |e| out.event(e));
             }
             Decoded::NotRoce(_) => self.counters.non_roce_packets += 1,
             Decoded::Error(e) => self.counters.decode_errors[e.index()] += 1,

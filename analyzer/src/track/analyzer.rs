@@ -24,6 +24,21 @@ pub const DEFAULT_MAX_CM_REQUESTS: usize = 1024;
 /// Latency histograms allocated at start-up for the first new series.
 const SPARE_HISTOGRAMS: usize = 64;
 
+/// How a packet was seen.
+#[derive(Debug, Clone, Copy)]
+pub struct Seen {
+    /// The capture source (port id, file index).
+    pub source: u16,
+    /// Length on the wire (of the mirrored frame, for a frame inside ERSPAN).
+    pub wire_len: u32,
+    /// Packet time.
+    pub ts: u64,
+    /// `ts` is an ERSPAN III switch's timestamp.
+    pub switch_clock: bool,
+    /// The flow key's hash, if computed already (`prefetch_bucket`).
+    pub hash: Option<KeyHash>,
+}
+
 /// Packets the I/O tracker looks at that refresh their connection's state (it forgets the
 /// state used least recently), I/O or not.
 #[inline]
@@ -178,18 +193,11 @@ impl Analyzer {
         self.ios.counts()
     }
 
-    /// Tracks one RoCE packet at packet time `ts` (`switch_clock`: that time is an ERSPAN
-    /// III switch's); ended transmissions go to `out`. Allocates nothing.
+    /// Tracks one RoCE packet, seen as `seen` says; ended transmissions go to `out`.
+    /// Allocates nothing.
     #[inline]
-    pub fn track(
-        &mut self,
-        p: &RocePacket<'_>,
-        source: u16,
-        wire_len: u32,
-        ts: u64,
-        switch_clock: bool,
-        out: &mut impl FnMut(FlowEvent),
-    ) {
+    pub fn track(&mut self, p: &RocePacket<'_>, seen: Seen, out: &mut impl FnMut(FlowEvent)) {
+        let Seen { source, ts, switch_clock, .. } = seen;
         let vantage = self.vantages.resolve(source, p.outer_vlan(), p.mirror.map(|m| m.session));
         let u = &mut self.time_use[vantage as usize];
         if switch_clock {
@@ -198,7 +206,7 @@ impl Analyzer {
             u.capture_sources |= 1 << source.min(63);
         }
         let key = FlowKey { vantage, src: p.ip.src, dst: p.ip.dst, dst_qpn: p.bth.dest_qp() };
-        let slot = self.flows.record(key, p, wire_len, ts, &mut self.latency, out);
+        let slot = self.flows.record(key, p, seen, &mut self.latency, out);
         let opcode = p.bth.opcode();
         let psn = p.bth.psn();
         if let Some(slot) = slot {

@@ -10,6 +10,7 @@
 //! queued, so ending idle transmissions looks at the list's head only: no scan of the table
 //! per packet, and no move per packet either (see [`FlowTable::expire`]).
 
+use super::analyzer::Seen;
 use super::bounded::FifoMap;
 use super::counts::FlowCounts;
 use super::index::{FlowIndex, KeyHash};
@@ -520,12 +521,13 @@ impl FlowTable {
     fn slot(
         &mut self,
         key: FlowKey,
+        hash: Option<KeyHash>,
         transport: Transport,
         opcode: u8,
         now: u64,
         out: &mut impl FnMut(FlowEvent),
     ) -> Option<u32> {
-        let hash = self.index.hash(&key);
+        let hash = hash.unwrap_or_else(|| self.index.hash(&key));
         if let Some(i) = self.index.find(hash, |i| self.slab[i as usize].key == key) {
             return Some(i);
         }
@@ -718,21 +720,22 @@ impl FlowTable {
         }
     }
 
-    /// Counts one RoCE packet seen at packet time `ts`, first ending transmissions that went
-    /// idle. Returns the flow's slot (`None` if the table is full and the flow untracked).
+    /// Counts one RoCE packet of flow `key`, seen as `seen` says (its time, length, and the
+    /// key's hash if computed already), first ending transmissions that went idle. Returns
+    /// the flow's slot (`None` if the table is full and the flow untracked).
     #[inline]
     pub fn record(
         &mut self,
         key: FlowKey,
         p: &RocePacket<'_>,
-        wire_len: u32,
-        ts: u64,
+        seen: Seen,
         rec: &mut LatencyRecorder,
         out: &mut impl FnMut(FlowEvent),
     ) -> Option<u32> {
+        let Seen { wire_len, ts, hash, .. } = seen;
         self.expire(ts, out);
         let opcode = p.bth.opcode();
-        let Some(i) = self.slot(key, p.bth.transport(), opcode, ts, out) else {
+        let Some(i) = self.slot(key, hash, p.bth.transport(), opcode, ts, out) else {
             self.untracked_packets += 1;
             return None;
         };
@@ -1071,7 +1074,8 @@ mod pairing {
         let Decoded::Roce(p) = decode_frame(f) else { panic!() };
         let key =
             FlowKey { vantage: Vantage::Compute, src: p.ip.src, dst: p.ip.dst, dst_qpn: p.bth.dest_qp() };
-        t.record(key, &p, f.len() as u32, ts, &mut LatencyRecorder::new(16, 0), &mut |_| {});
+        let seen = Seen { source: 0, wire_len: f.len() as u32, ts, switch_clock: false, hash: None };
+        t.record(key, &p, seen, &mut LatencyRecorder::new(16, 0), &mut |_| {});
     }
 
     fn counts(t: &FlowTable, src: &str, dst: &str, qpn: u32) -> FlowCounts {

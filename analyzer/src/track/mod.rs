@@ -15,7 +15,7 @@ pub mod nvme;
 pub mod psn;
 pub mod vantage;
 
-pub use analyzer::{Analyzer, AnalyzerConfig};
+pub use analyzer::{Analyzer, AnalyzerConfig, Seen};
 pub use counts::FlowCounts;
 pub use flow::{FlowKey, FlowTable, Transmission};
 pub use vantage::{Selector, Vantage, VantageMap};
