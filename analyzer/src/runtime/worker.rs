@@ -5,7 +5,7 @@ use crate::capture::{Frame, BURST};
 use crate::metrics::latency::LatencyBatch;
 use crate::metrics::snapshot::Forgotten;
 use crate::metrics::{GlobalCounters, IntervalSnapshot};
-use crate::track::flow::{FlowDelta, FlowEvent, Transmission};
+use crate::track::flow::{is_response, FlowDelta, FlowEvent, Transmission};
 use crate::track::index::KeyHash;
 use crate::track::io::IoCountsByPair;
 use crate::track::{Analyzer, Seen};
@@ -126,12 +126,6 @@ struct Staged<'a> {
     slot: Option<u32>,
 }
 
-/// Responses (ACKs, READ and atomic responses) answer requests of the paired flow.
-#[inline]
-fn answers_requests(opcode: u8) -> bool {
-    matches!(opcode >> 5, 0 | 5) && matches!(opcode & 0x1F, 0x0D..=0x12)
-}
-
 pub use crate::metrics::snapshot::TimeUse;
 
 /// Moves frames into its [`Analyzer`] and reports out: interval snapshots at interval
@@ -240,9 +234,7 @@ impl Worker {
     /// Processes one frame. Allocates nothing.
     #[inline]
     pub fn handle(&mut self, f: Frame<'_>) {
-        let decoded = decode_frame(f.data);
-        let (ts, switch) = self.analyzer.packet_time(&decoded, f.ts_ns);
-        self.process(&decoded, f, ts, switch, None);
+        self.handle_burst(std::slice::from_ref(&f));
     }
 
     /// Processes a burst of frames, as [`Worker::handle`] does one by one, with the same
@@ -297,7 +289,7 @@ impl Worker {
         // 3: the flows that responses answer.
         for s in staged[..n].iter().flatten() {
             if let (Decoded::Roce(p), Some(slot)) = (&s.decoded, s.slot) {
-                if answers_requests(p.bth.opcode()) {
+                if is_response(p.bth.opcode()) {
                     self.analyzer.flows().prefetch_peer(slot);
                 }
             }

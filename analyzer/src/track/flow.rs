@@ -300,9 +300,10 @@ pub fn acked_psn(opcode: u8, ext: &ExtHeaders, psn: u32) -> Option<(u32, AckKind
     }
 }
 
-/// Responses carry the requester's PSNs: ACKs and READ / atomic responses.
+/// Responses carry the requester's PSNs: ACKs and READ / atomic responses (they answer
+/// requests of the paired flow).
 #[inline]
-fn is_response(opcode: u8) -> bool {
+pub fn is_response(opcode: u8) -> bool {
     matches!(opcode >> 5, 0 | 5) && matches!(opcode & 0x1F, 0x0D..=0x12)
 }
 
@@ -341,14 +342,15 @@ impl FlowTable {
         let slab = Vec::with_capacity(max_flows);
         memory::advise_huge(&slab);
         Self {
-            // Twice the room: entries are removed when slots are reused, and a hash map that
-            // is more than half full rehashes into a larger allocation when its deleted
-            // entries use up the spare room.
+            // The index sizes itself at twice the flows (see `FlowIndex::new`).
             index: FlowIndex::new(max_flows),
             slab,
             max_flows,
             idle_ns: idle_ns.max(1),
             forced_mtu,
+            // Twice the room: entries are removed when slots are reused, and a hash map that
+            // is more than half full rehashes into a larger allocation when its deleted
+            // entries use up the spare room.
             pairs: HashMap::with_capacity_and_hasher(2 * max_flows, h()),
             announced: FifoMap::new(DEFAULT_MAX_ANNOUNCED),
             open: List::default(),
@@ -397,7 +399,13 @@ impl FlowTable {
     /// The slot of a tracked flow.
     #[inline]
     pub fn find(&self, key: &FlowKey) -> Option<u32> {
-        self.index.find(self.index.hash(key), |i| self.slab[i as usize].key == *key)
+        self.find_hashed(self.index.hash(key), key)
+    }
+
+    /// The slot of a tracked flow whose key's hash is `hash`.
+    #[inline]
+    fn find_hashed(&self, hash: KeyHash, key: &FlowKey) -> Option<u32> {
+        self.index.find(hash, |i| self.slab[i as usize].key == *key)
     }
 
     // --- prefetching, for a burst of packets ---------------------------------------------
@@ -528,7 +536,7 @@ impl FlowTable {
         out: &mut impl FnMut(FlowEvent),
     ) -> Option<u32> {
         let hash = hash.unwrap_or_else(|| self.index.hash(&key));
-        if let Some(i) = self.index.find(hash, |i| self.slab[i as usize].key == key) {
+        if let Some(i) = self.find_hashed(hash, &key) {
             return Some(i);
         }
         let reuse = if self.slab.len() < self.max_flows { None } else { Some(self.reclaim(now, out)?) };
