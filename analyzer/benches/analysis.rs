@@ -68,9 +68,15 @@ fn bench(c: &mut Criterion) {
     });
     let span =
         frames.iter().map(|f| f.0).max().unwrap() - frames.iter().map(|f| f.0).min().unwrap() + 1_000_000;
-    // The default options (1 s interval, ICRC unchecked), then with --check-icrc.
-    for (name, check_icrc) in [("decode+track", false), ("decode+track+icrc", true)] {
-        let cfg = PipelineConfig { check_icrc, ..PipelineConfig::new(VantageMap::default()) };
+    // The default options (1 s interval, ICRC unchecked, 1 ms reorder window), then with
+    // --check-icrc, then with --reorder-window 0 (what the window costs).
+    let default = PipelineConfig::new(VantageMap::default());
+    for (name, check_icrc, reorder_window) in [
+        ("decode+track", false, default.reorder_window),
+        ("decode+track+icrc", true, default.reorder_window),
+        ("decode+track+no-reorder", false, Duration::ZERO),
+    ] {
+        let cfg = PipelineConfig { check_icrc, reorder_window, ..PipelineConfig::new(VantageMap::default()) };
         let (tx, rx) = crossbeam_channel::bounded(1024);
         let (back_tx, back_rx) = crossbeam_channel::bounded(64);
         let drain = std::thread::spawn(move || {

@@ -94,6 +94,12 @@ pub struct CommonArgs {
     /// 4096); learned per QP from its packets when not given.
     #[arg(long, value_name = "N", value_parser = parse_mtu)]
     pub mtu: Option<u32>,
+    /// Put each worker's packets in packet-time order before analysing them, waiting this
+    /// long (packet time) for mirror copies that arrive late (ERSPAN sessions with paths of
+    /// different delay, queueing jitter, capture ports polled in turn); 0 analyses in
+    /// arrival order. Packets later than this are counted in late_packets. At most 1s
+    #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = parse_window)]
+    pub reorder_window: Duration,
     /// An NVMe I/O without a completion after this long (packet time) is counted as timed out.
     #[arg(long, value_name = "DUR", default_value = "1s", value_parser = parse_interval)]
     pub io_timeout: Duration,
@@ -256,6 +262,17 @@ fn parse_interval(s: &str) -> Result<Duration, String> {
     let d = parse_duration(s)?;
     if d < Duration::from_micros(1) {
         return Err(format!("'{s}' is too short (at least 1us)"));
+    }
+    Ok(d)
+}
+
+fn parse_window(s: &str) -> Result<Duration, String> {
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let d = parse_duration(s)?;
+    if d > Duration::from_secs(1) {
+        return Err(format!("'{s}' is too long (at most 1s: frames are held that long)"));
     }
     Ok(d)
 }
@@ -481,6 +498,7 @@ fn execute(
         flow_expire: common.flow_expire,
         mtu: common.mtu,
         io_timeout: common.io_timeout,
+        reorder_window: common.reorder_window,
         max_ios: common.max_ios,
         max_latency_series: common.max_latency_series,
         max_pending_commands: common.max_pending_commands,

@@ -135,6 +135,7 @@ fn every_option_refuses_bad_values() {
         ("--flow-expire", "0"),
         ("--mtu", "1000"),
         ("--io-timeout", "0"),
+        ("--reorder-window", "2s"),
         ("--max-ios", "0"),
         ("--max-latency-series", "0"),
         ("--max-pending-commands", "0"),

@@ -17,7 +17,7 @@ pub mod sim;
 pub mod truth;
 
 use anyhow::{Context, Result};
-use render::Delivery;
+use render::{Delivery, MirrorPath, DIRECT};
 use roceprobe::capture::pcap::Writer;
 use std::path::{Path, PathBuf};
 
@@ -61,30 +61,68 @@ pub struct Scenario {
 const ERSPAN3: Delivery = Delivery::Erspan {
     erspan_type: 3,
     sessions: [101, 202],
-    // Each switch's clock is its own; the mirror paths to the probe differ.
+    // Each switch's clock is its own; both mirror paths take 7 µs.
     clock_offset_ns: [3_000_000_017, 77_000_000_500],
-    mirror_ns: [7_000, 15_000],
+    mirror: [MirrorPath::fixed(7_000), MirrorPath::fixed(7_000)],
 };
 const ERSPAN2: Delivery = Delivery::Erspan {
     erspan_type: 2,
     sessions: [11, 22],
     clock_offset_ns: [0, 0],
-    mirror_ns: [4_000, 9_000],
+    mirror: [MirrorPath::fixed(4_000), MirrorPath::fixed(9_000)],
 };
 const VLAN: Delivery = Delivery::Vlan { compute: 10, storage: 20 };
+const SPLIT: Delivery = Delivery::Split { mirror: DIRECT };
+/// Mirror paths as ERSPAN takes them to the probe over ECMP: the storage mirror's 50 µs
+/// longer than the compute mirror's; every packet waits up to 4 µs more, and 1 % of them
+/// 60-250 µs, overtaken by the packets after them.
+const SKEWED: [MirrorPath; 2] = [
+    MirrorPath { delay_ns: 7_000, typical_ns: 4_000, tail_ns: 250_000, tail_per_mille: 10, fifo: false },
+    MirrorPath { delay_ns: 57_000, typical_ns: 4_000, tail_ns: 250_000, tail_per_mille: 10, fifo: false },
+];
+/// The same delays to two capture ports, each path one queue: a port's frames keep their
+/// order, the storage port's trail the compute port's by 50 µs and more.
+const SKEWED_PORTS: [MirrorPath; 2] =
+    [MirrorPath { fifo: true, ..SKEWED[0] }, MirrorPath { fifo: true, ..SKEWED[1] }];
+const ERSPAN3_SKEWED: Delivery = Delivery::Erspan {
+    erspan_type: 3,
+    sessions: [101, 202],
+    clock_offset_ns: [3_000_000_017, 77_000_000_500],
+    mirror: SKEWED,
+};
+/// Two capture ports stamped by the switches' synchronised clocks, reached over skewed paths.
+const SPLIT_SKEWED: Delivery = Delivery::Split { mirror: SKEWED_PORTS };
+/// Reached over ECMP, with the compute mirror the slower one.
+const SPLIT_SKEWED_ECMP: Delivery = Delivery::Split { mirror: SKEWED };
+const SPLIT_SKEWED_BACK: Delivery = Delivery::Split { mirror: [SKEWED[1], SKEWED[0]] };
 
 /// Every committed scenario.
 pub fn all() -> Vec<Scenario> {
     vec![
         Scenario { name: "nvme_vlan", seed: 1, build: scenarios::nvme, delivery: VLAN },
-        Scenario { name: "nvme_split", seed: 1, build: scenarios::nvme, delivery: Delivery::Split },
+        Scenario { name: "nvme_split", seed: 1, build: scenarios::nvme, delivery: SPLIT },
         Scenario { name: "nvme_erspan3", seed: 1, build: scenarios::nvme, delivery: ERSPAN3 },
-        Scenario { name: "rc_loss_split", seed: 2, build: scenarios::rc_loss, delivery: Delivery::Split },
+        Scenario { name: "rc_loss_split", seed: 2, build: scenarios::rc_loss, delivery: SPLIT },
         Scenario { name: "rc_loss_vlan", seed: 2, build: scenarios::rc_loss, delivery: VLAN },
         Scenario { name: "misc", seed: 3, build: scenarios::misc, delivery: Delivery::ComputeOnly },
         Scenario { name: "misc_erspan2", seed: 3, build: scenarios::misc, delivery: ERSPAN2 },
         Scenario { name: "corrupted", seed: 3, build: scenarios::corrupted, delivery: Delivery::ComputeOnly },
-        Scenario { name: "nvme_faults", seed: 4, build: scenarios::nvme_faults, delivery: Delivery::Split },
+        Scenario { name: "nvme_faults", seed: 4, build: scenarios::nvme_faults, delivery: SPLIT },
+        // The same traffic over skewed, jittery mirror paths: the same results.
+        Scenario { name: "nvme_erspan3_skewed", seed: 1, build: scenarios::nvme, delivery: ERSPAN3_SKEWED },
+        Scenario { name: "nvme_split_skewed", seed: 1, build: scenarios::nvme, delivery: SPLIT_SKEWED },
+        Scenario {
+            name: "rc_loss_split_skewed",
+            seed: 2,
+            build: scenarios::rc_loss,
+            delivery: SPLIT_SKEWED_ECMP,
+        },
+        Scenario {
+            name: "nvme_faults_skewed",
+            seed: 4,
+            build: scenarios::nvme_faults,
+            delivery: SPLIT_SKEWED_BACK,
+        },
     ]
 }
 

@@ -2,23 +2,78 @@
 //! each capture file in capture order, each with the tap it came from and the time the
 //! probe will assign to it.
 
+use crate::rng::Rng;
 use crate::sim::{Packet, Wire, COMPUTE, STORAGE};
 use roceprobe::wire::build::erspan_wrap;
 use roceprobe::wire::erspan::{self, Granularity};
 use std::net::Ipv4Addr;
 
+/// The path from a tap to the probe: a constant delay, and a delay of its own for each
+/// packet (queueing on the way). Jitter is mostly up to `typical_ns`; `tail_per_mille`
+/// packets in a thousand wait between a quarter of `tail_ns` and all of it (a heavy tail).
+/// A `fifo` path is one queue, where a packet never overtakes the one before it (a capture
+/// port); otherwise packets are delayed independently and overtake each other (ERSPAN
+/// spread over ECMP paths).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MirrorPath {
+    pub delay_ns: u64,
+    pub typical_ns: u64,
+    pub tail_ns: u64,
+    pub tail_per_mille: u64,
+    pub fifo: bool,
+}
+
+impl MirrorPath {
+    /// A path that takes `delay_ns`, the same for every packet.
+    pub const fn fixed(delay_ns: u64) -> Self {
+        Self { delay_ns, typical_ns: 0, tail_ns: 0, tail_per_mille: 0, fifo: true }
+    }
+
+    /// How long this packet takes on the path.
+    fn delay(&self, rng: &mut Rng) -> u64 {
+        let jitter = if self.tail_ns > 0 && rng.range(0, 999) < self.tail_per_mille {
+            rng.range(self.tail_ns / 4, self.tail_ns)
+        } else if self.typical_ns > 0 {
+            rng.range(0, self.typical_ns)
+        } else {
+            0
+        };
+        self.delay_ns + jitter
+    }
+}
+
+/// Two taps whose mirror paths are direct (no delay between a tap and the probe).
+pub const DIRECT: [MirrorPath; 2] = [MirrorPath::fixed(0); 2];
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Delivery {
     /// One file; each tap's frames carry an extra outer VLAN tag (RSPAN-style).
     Vlan { compute: u16, storage: u16 },
-    /// One file per tap (compute first).
-    Split,
+    /// One file per tap (compute first), each frame stamped with the time its tap saw it (a
+    /// switch's timestamp, or the tap's NIC clock), each file in the order in which the
+    /// frames reached the probe over `mirror[tap]`.
+    Split { mirror: [MirrorPath; 2] },
     /// Only the compute tap, in one file (a probe with one vantage).
     ComputeOnly,
     /// One file of ERSPAN-encapsulated mirrors, one session per tap. Type III carries the
     /// switch's timestamp (100 ns units, each switch with its own clock offset); the
-    /// mirror path adds `mirror_ns[tap]` before capture.
-    Erspan { erspan_type: u8, sessions: [u16; 2], clock_offset_ns: [u64; 2], mirror_ns: [u64; 2] },
+    /// frame reaches the probe over `mirror[tap]`, which gives its capture time.
+    Erspan { erspan_type: u8, sessions: [u16; 2], clock_offset_ns: [u64; 2], mirror: [MirrorPath; 2] },
+}
+
+/// The same traffic delivered over mirror paths of equal, constant delay (what a delivery
+/// with skewed or jittery paths must give the same results as).
+pub fn without_skew(d: Delivery) -> Delivery {
+    match d {
+        Delivery::Split { .. } => Delivery::Split { mirror: DIRECT },
+        Delivery::Erspan { erspan_type, sessions, clock_offset_ns, mirror } => Delivery::Erspan {
+            erspan_type,
+            sessions,
+            clock_offset_ns,
+            mirror: [MirrorPath::fixed(mirror[COMPUTE].delay_ns); 2],
+        },
+        other => other,
+    }
 }
 
 /// One frame as the probe receives it.
@@ -34,6 +89,18 @@ pub struct Delivered {
     /// The time the probe will give the packet, up to a constant per tap (for ERSPAN III,
     /// the switch clock quantised to 100 ns).
     pub probe_ns: u64,
+    /// When the tap saw the packet.
+    pub tap_ns: u64,
+    /// When the frame reached the probe (the files' order).
+    pub arrival_ns: u64,
+}
+
+/// The mirror paths of a delivery, if it has any.
+fn paths(d: &Delivery) -> Option<[MirrorPath; 2]> {
+    match *d {
+        Delivery::Split { mirror } | Delivery::Erspan { mirror, .. } => Some(mirror),
+        _ => None,
+    }
 }
 
 /// Inserts an outer 802.1Q tag into a frame.
@@ -49,7 +116,7 @@ pub fn tag(frame: &[u8], vid: u16) -> Vec<u8> {
 impl Delivery {
     pub fn files(&self) -> usize {
         match self {
-            Delivery::Split => 2,
+            Delivery::Split { .. } => 2,
             _ => 1,
         }
     }
@@ -67,7 +134,7 @@ impl Delivery {
             Delivery::Vlan { compute, storage } => {
                 vec![format!("compute=vlan:{compute}"), format!("storage=vlan:{storage}")]
             }
-            Delivery::Split => vec!["storage=file:1".into()],
+            Delivery::Split { .. } => vec!["storage=file:1".into()],
             Delivery::ComputeOnly => vec![],
             Delivery::Erspan { sessions, .. } => {
                 vec![format!("compute=erspan:{}", sessions[0]), format!("storage=erspan:{}", sessions[1])]
@@ -78,10 +145,40 @@ impl Delivery {
         .collect()
     }
 
-    /// Renders the wire as the probe receives it, each file in capture order.
+    /// On a path that is one queue with jitter, no packet overtakes one the tap saw before
+    /// it: each waits for the one ahead.
+    fn queue(&self, out: &mut [Delivered]) {
+        let Some(mirror) = paths(self) else { return };
+        for tap in [COMPUTE, STORAGE] {
+            let m = mirror[tap];
+            if !m.fifo || (m.typical_ns == 0 && m.tail_ns == 0) {
+                continue;
+            }
+            let mut order: Vec<usize> = (0..out.len()).filter(|&i| out[i].tap == tap).collect();
+            order.sort_by_key(|&i| (out[i].tap_ns, out[i].packet));
+            let mut ahead = 0;
+            for i in order {
+                let d = &mut out[i];
+                d.arrival_ns = d.arrival_ns.max(ahead);
+                ahead = d.arrival_ns;
+                if let Delivery::Erspan { erspan_type, .. } = *self {
+                    // ERSPAN is captured at its arrival (and type II timed by nothing else).
+                    d.capture_ns = d.arrival_ns;
+                    if erspan_type != 3 {
+                        d.probe_ns = d.arrival_ns;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Renders the wire as the probe receives it, each file in the order of arrival. The
+    /// mirror paths' delays are drawn from a generator of their own, so a delivery without
+    /// jitter gives the same frames whatever the paths.
     pub fn render(&self, wire: &Wire) -> Vec<Delivered> {
         let mut out = Vec::new();
         let mut seq = [0u32; 2];
+        let mut paths = Rng::new(0x6d69_7272_6f72);
         for (index, p) in wire.packets.iter().enumerate() {
             for &tap in self.taps() {
                 let Some(t) = p.seen()[tap] else { continue };
@@ -90,14 +187,14 @@ impl Delivery {
                     Packet::Raw { frame, .. } => frame.clone(),
                 };
                 let wire_len = frame.len() as u32;
-                let (file, capture_ns, frame, probe_ns) = match *self {
+                let (file, capture_ns, frame, probe_ns, arrival_ns) = match *self {
                     Delivery::Vlan { compute, storage } => {
                         let f = tag(&frame, if tap == COMPUTE { compute } else { storage });
-                        (0, t, f, t)
+                        (0, t, f, t, t)
                     }
-                    Delivery::Split => (tap, t, frame, t),
-                    Delivery::ComputeOnly => (0, t, frame, t),
-                    Delivery::Erspan { erspan_type, sessions, clock_offset_ns, mirror_ns } => {
+                    Delivery::Split { mirror } => (tap, t, frame, t, t + mirror[tap].delay(&mut paths)),
+                    Delivery::ComputeOnly => (0, t, frame, t, t),
+                    Delivery::Erspan { erspan_type, sessions, clock_offset_ns, mirror } => {
                         let switch_ns = t + clock_offset_ns[tap];
                         let h = erspan::Repr {
                             erspan_type,
@@ -113,19 +210,31 @@ impl Delivery {
                         seq[tap] = seq[tap].wrapping_add(1);
                         let switch = Ipv4Addr::new(192, 168, 100, 1 + tap as u8);
                         let f = erspan_wrap(&frame, &h, switch, Ipv4Addr::new(192, 168, 100, 10), seq[tap]);
-                        let capture = t + mirror_ns[tap];
+                        let capture = t + mirror[tap].delay(&mut paths);
                         // Type III: the probe uses the switch clock (100 ns ticks).
                         let probe = if erspan_type == 3 { (switch_ns / 100) * 100 } else { capture };
-                        (0, capture, f, probe)
+                        (0, capture, f, probe, capture)
                     }
                 };
                 let wire_len =
                     if matches!(self, Delivery::Erspan { .. }) { wire_len } else { frame.len() as u32 };
-                out.push(Delivered { file, capture_ns, frame, wire_len, tap, packet: index, probe_ns });
+
+                out.push(Delivered {
+                    file,
+                    capture_ns,
+                    frame,
+                    wire_len,
+                    tap,
+                    packet: index,
+                    probe_ns,
+                    tap_ns: t,
+                    arrival_ns,
+                });
             }
         }
-        // Capture order per file; a stable sort keeps creation order for equal times.
-        out.sort_by_key(|d| (d.file, d.capture_ns));
+        self.queue(&mut out);
+        // Arrival order per file; a stable sort keeps creation order for equal times.
+        out.sort_by_key(|d| (d.file, d.arrival_ns, d.tap_ns));
         out
     }
 }

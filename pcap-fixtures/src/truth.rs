@@ -205,7 +205,11 @@ pub fn compute(meta: Meta, wire: &Wire, delivered: &[Delivered], ios: &[IoRecord
         transport: transport_name(opcode).into(),
         ..Default::default()
     };
-    for d in delivered {
+    // Each tap's packets in the order the tap saw them, whatever order the mirror paths
+    // delivered them in.
+    let mut in_tap_order: Vec<&Delivered> = delivered.iter().collect();
+    in_tap_order.sort_by_key(|d| (d.tap, d.tap_ns, d.packet));
+    for d in in_tap_order {
         probe_time.insert((d.tap, d.packet), d.probe_ns);
         let (spec, ecn) = match &wire.packets[d.packet] {
             Packet::Raw { error: Some(kind), .. } => {

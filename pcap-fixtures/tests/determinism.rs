@@ -31,7 +31,11 @@ fn the_same_seed_gives_the_same_wire_and_another_seed_does_not() {
     let b = pcap_fixtures::scenarios::nvme(1);
     let c = pcap_fixtures::scenarios::nvme(2);
     let frames = |w: &pcap_fixtures::scenarios::Built| -> Vec<Vec<u8>> {
-        pcap_fixtures::render::Delivery::Split.render(&w.wire).into_iter().map(|d| d.frame).collect()
+        pcap_fixtures::render::Delivery::Split { mirror: pcap_fixtures::render::DIRECT }
+            .render(&w.wire)
+            .into_iter()
+            .map(|d| d.frame)
+            .collect()
     };
     assert_eq!(frames(&a), frames(&b));
     assert_ne!(frames(&a), frames(&c));

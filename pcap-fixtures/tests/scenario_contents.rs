@@ -128,3 +128,41 @@ fn misc_has_every_transport_and_encapsulation() {
     assert!(flows.iter().any(|f| f["dst_qpn"] == 1), "CM MADs to QP 1");
     assert!(t["non_roce_packets"].as_u64().unwrap() >= 12, "noise");
 }
+
+#[test]
+fn skewed_scenarios_are_their_base_traffic_out_of_order_by_up_to_hundreds_of_us() {
+    use pcap_fixtures::render::{without_skew, Delivery};
+    let all = pcap_fixtures::all();
+    let skewed: Vec<_> = all.iter().filter(|s| s.name.ends_with("_skewed")).collect();
+    assert_eq!(skewed.len(), 4);
+    for s in skewed {
+        let base = all.iter().find(|b| b.name == s.name.trim_end_matches("_skewed")).unwrap();
+        // The same wire, delivered over equal and jitter-free paths by the base scenario.
+        assert_eq!((s.seed, s.build as usize), (base.seed, base.build as usize), "{}", s.name);
+        assert_eq!(without_skew(s.delivery), base.delivery, "{}", s.name);
+        assert_ne!(s.delivery, base.delivery);
+        // Out of order on arrival: per tap, frames that came after a frame the tap saw later,
+        // and how far back in time they reach.
+        let built = (s.build)(s.seed);
+        let delivered = s.delivery.render(&built.wire);
+        let (mut overtaken, mut deepest, mut latest) = (0, 0u64, [0u64; 2]);
+        let mut slowest = 0u64;
+        for d in &delivered {
+            if d.tap_ns < latest[d.tap] {
+                overtaken += 1;
+                deepest = deepest.max(latest[d.tap] - d.tap_ns);
+            }
+            latest[d.tap] = latest[d.tap].max(d.tap_ns);
+            slowest = slowest.max(d.arrival_ns - d.tap_ns);
+        }
+        let ports = matches!(s.delivery, Delivery::Split { mirror } if mirror[0].fifo);
+        if ports {
+            // Each port's queue keeps its order.
+            assert_eq!(overtaken, 0, "{}", s.name);
+        } else {
+            assert!(overtaken > 50 && deepest > 50_000, "{}: {overtaken} overtaken, {deepest} ns", s.name);
+        }
+        // The slow path: 57 µs, plus jitter up to 250 µs.
+        assert!((57_000..=311_000).contains(&slowest), "{}: {slowest} ns", s.name);
+    }
+}

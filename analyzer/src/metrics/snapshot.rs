@@ -15,6 +15,12 @@ pub struct GlobalCounters {
     pub non_roce_packets: u64,
     /// Malformed frames, by [`DecodeError::index`]. packets = roce + non_roce + errors.
     pub decode_errors: [u64; DecodeError::ALL.len()],
+    /// RoCE packets that reached the probe after the reorder window had passed them, per
+    /// vantage (compute, storage): analysed out of time order.
+    pub late_packets: [u64; 2],
+    /// Frames analysed before the reorder window had passed them, for want of room to hold
+    /// them (the window was shorter for a while).
+    pub released_early: u64,
 }
 
 impl GlobalCounters {
@@ -25,6 +31,10 @@ impl GlobalCounters {
         for (a, b) in self.decode_errors.iter_mut().zip(o.decode_errors.iter()) {
             *a += b;
         }
+        for (a, b) in self.late_packets.iter_mut().zip(o.late_packets.iter()) {
+            *a += b;
+        }
+        self.released_early += o.released_early;
     }
 
     pub fn decode_error_total(&self) -> u64 {

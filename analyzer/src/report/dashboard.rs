@@ -219,12 +219,14 @@ fn draw_totals(f: &mut Frame<'_>, area: Rect, s: &Summary) {
         s.time_sources.iter().map(|(v, names)| format!("{v} {}", names.join("+"))).collect();
     let lines = vec![
         Line::from(format!(
-            "frames {}  RoCEv2 {}  other {}  malformed {}  untracked {}",
+            "frames {}  RoCEv2 {}  other {}  malformed {}  untracked {}  late {}/{}",
             n(s.packets),
             n(s.roce_packets),
             n(s.non_roce_packets),
             n(malformed),
-            n(s.untracked_packets)
+            n(s.untracked_packets),
+            n(s.reorder.late_packets.compute),
+            n(s.reorder.late_packets.storage)
         )),
         Line::from(vec![Span::styled(
             format!(
@@ -468,7 +470,7 @@ mod tests {
                 "retx_packets": 0, "retx_bytes": 0, "retx_episodes": 0, "gap_psns": 0,
                 "out_of_window": 0, "nak_seq": 0, "nak_rnr": 0, "nak_other": 0, "cnp": 0,
                 "cnp_unattributed": 0, "ecn_ce": 0, "icrc_errors": 0, "nvme_commands": 0,
-                "nvme_completions": 0, "opcodes": {}, "fabric_loss_psns": null, "transmissions": 0
+                "nvme_completions": 0, "late_packets": 0, "opcodes": {}, "fabric_loss_psns": null, "transmissions": 0
             }))
             .unwrap()
         };

@@ -176,6 +176,23 @@ pub fn render(s: &Summary, probe: &str, max_flows: usize) -> String {
     let _ = writeln!(o, "roceprobe_untracked_packets_total{{{p}}} {}", s.untracked_packets);
     family(
         &mut o,
+        "roceprobe_late_packets_total",
+        "counter",
+        "RoCEv2 packets that came after the reorder window had passed them, by vantage.",
+    );
+    let late = s.reorder.late_packets;
+    for (vantage, n) in [("compute", late.compute), ("storage", late.storage)] {
+        let _ = writeln!(o, "roceprobe_late_packets_total{{{p},vantage=\"{vantage}\"}} {n}");
+    }
+    family(
+        &mut o,
+        "roceprobe_reorder_released_early_total",
+        "counter",
+        "Frames analysed before the reorder window had passed them, for want of room.",
+    );
+    let _ = writeln!(o, "roceprobe_reorder_released_early_total{{{p}}} {}", s.reorder.released_early);
+    family(
+        &mut o,
         "roceprobe_report_drops_total",
         "counter",
         "Snapshots and batches dropped because the reports fell behind.",

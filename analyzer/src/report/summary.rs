@@ -72,6 +72,23 @@ pub struct IosSummary {
     pub by_pair: Vec<IoPairSummary>,
 }
 
+/// What the reorder window could not put in time order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReorderSummary {
+    /// RoCE packets that came after the window had passed them, per vantage: counted in
+    /// their flows (and in each flow's `late_packets`), not analysed for PSNs, latencies
+    /// or I/Os.
+    pub late_packets: LateByVantage,
+    /// Frames analysed before the window had passed them, for want of room to hold them.
+    pub released_early: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LateByVantage {
+    pub compute: u64,
+    pub storage: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub packets: u64,
@@ -89,6 +106,9 @@ pub struct Summary {
     pub report_drops: u64,
     /// Latency samples not recorded because their series was beyond `--max-latency-series`.
     pub latency_samples_dropped: u64,
+    /// What the reorder window (`--reorder-window`) could not put in time order.
+    #[serde(default)]
+    pub reorder: ReorderSummary,
     /// Entries of bounded tables forgotten to make room for newer ones, per table.
     pub forgotten: crate::metrics::snapshot::Forgotten,
     /// With `--csv-dir`: writes that failed (their rows lost) and reports started again
@@ -187,6 +207,13 @@ impl Summary {
             untracked_packets: t.untracked_packets,
             report_drops: t.dropped_snapshots + t.dropped_batches,
             latency_samples_dropped: t.dropped_latency_samples,
+            reorder: ReorderSummary {
+                late_packets: LateByVantage {
+                    compute: t.counters.late_packets[0],
+                    storage: t.counters.late_packets[1],
+                },
+                released_early: t.counters.released_early,
+            },
             forgotten: t.forgotten,
             csv_output: None,
             prometheus: None,

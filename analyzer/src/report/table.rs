@@ -21,6 +21,14 @@ pub fn render(s: &Summary) -> String {
             String::new()
         }
     );
+    let late = s.reorder.late_packets;
+    if late.compute + late.storage + s.reorder.released_early > 0 {
+        let _ = writeln!(
+            out,
+            "  out of time order: {} compute and {} storage packets came after the reorder window, {} frames released before it",
+            late.compute, late.storage, s.reorder.released_early
+        );
+    }
     if s.report_drops > 0 {
         let _ = writeln!(
             out,
@@ -175,6 +183,7 @@ mod tests {
             untracked_packets: 0,
             report_drops: 0,
             latency_samples_dropped: 0,
+            reorder: Default::default(),
             forgotten: Default::default(),
             csv_output: None,
             prometheus: None,

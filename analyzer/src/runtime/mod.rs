@@ -4,6 +4,7 @@
 //! all per-packet state, so nothing on the per-packet path is shared or locked.
 
 pub mod dispatch;
+pub mod reorder;
 pub mod rss;
 pub mod worker;
 
@@ -45,6 +46,9 @@ pub struct PipelineConfig {
     pub mtu: Option<u32>,
     /// An I/O without a completion after this long is counted as timed out (`--io-timeout`).
     pub io_timeout: Duration,
+    /// Frames are analysed in packet-time order within this window (`--reorder-window`);
+    /// zero: in arrival order.
+    pub reorder_window: Duration,
     /// Bound on I/Os awaiting their completion (`--max-ios`).
     pub max_ios: usize,
     /// Bound on latency series, (initiator, target, op, segment), and on the I/O counts'
@@ -92,6 +96,7 @@ impl PipelineConfig {
             max_announced_flows: self.max_announced_flows,
             max_ios: self.max_ios,
             io_timeout_ns: self.io_timeout.as_nanos() as u64,
+            reorder_window_ns: self.reorder_window.as_nanos() as u64,
             max_latency_series: self.max_latency_series,
             max_pending_commands: self.max_pending_commands,
             max_cm_requests: self.max_cm_requests,
@@ -110,6 +115,7 @@ impl PipelineConfig {
             flow_expire: Duration::from_nanos(crate::track::flow::DEFAULT_FLOW_EXPIRE_NS),
             mtu: None,
             io_timeout: Duration::from_nanos(crate::track::io::DEFAULT_IO_TIMEOUT_NS),
+            reorder_window: Duration::from_nanos(reorder::DEFAULT_REORDER_WINDOW_NS),
             max_ios: crate::track::io::DEFAULT_MAX_IOS,
             max_latency_series: DEFAULT_MAX_LATENCY_SERIES,
             max_pending_commands: crate::track::nvme::DEFAULT_MAX_PENDING,

@@ -1,5 +1,6 @@
 //! The worker: decode → track for every frame, snapshots at interval boundaries.
 
+use super::reorder::{Held, Reorder};
 use super::{PipelineConfig, Recycled, ToStats};
 use crate::capture::{Frame, BURST};
 use crate::metrics::latency::LatencyBatch;
@@ -9,7 +10,7 @@ use crate::track::flow::{is_response, FlowDelta, FlowEvent, Transmission};
 use crate::track::index::KeyHash;
 use crate::track::io::IoCountsByPair;
 use crate::track::{Analyzer, Seen};
-use crate::wire::{decode_frame, Decoded};
+use crate::wire::{could_be_mirrored, decode_frame, Decoded};
 use crossbeam_channel::{Receiver, Sender};
 
 /// Ended transmissions go to the stats side in batches of this many (or at each interval).
@@ -106,12 +107,14 @@ impl Out {
     }
 }
 
-/// A frame handed to a worker in a burst: `stamped` is `Some(switch_clock)` when a
-/// dispatcher gave it its final time, `observe` a time to observe before it.
+/// A frame handed to the analysis in a burst: `stamped` is `Some(switch_clock)` when it
+/// has its final time already (a dispatcher or the reorder window gave it), `observe` a
+/// time to observe before it; `late` when it came after the reorder window had passed it.
 struct Incoming<'a> {
     f: Frame<'a>,
     stamped: Option<bool>,
     observe: Option<u64>,
+    late: bool,
 }
 
 /// A frame of a burst between decoding and tracking.
@@ -122,6 +125,7 @@ struct Staged<'a> {
     ts: u64,
     switch: bool,
     observe: Option<u64>,
+    late: bool,
     hash: Option<KeyHash>,
     slot: Option<u32>,
 }
@@ -142,6 +146,8 @@ pub struct Worker {
     interval_ns: u64,
     /// The open interval [start, end) in packet time; `None` before the first frame.
     current: Option<(u64, u64)>,
+    /// Frames held until the reorder window has passed them (`None`: a window of 0).
+    reorder: Option<Box<Reorder>>,
     out: Out,
     tx: Sender<ToStats>,
 }
@@ -182,6 +188,8 @@ impl Worker {
             last_ts: 0,
             interval_ns: (cfg.interval.as_nanos() as u64).max(1),
             current: None,
+            reorder: (!cfg.reorder_window.is_zero())
+                .then(|| Box::new(Reorder::new(cfg.reorder_window.as_nanos() as u64))),
             out,
             tx,
         }
@@ -198,6 +206,18 @@ impl Worker {
     /// is silent: the open interval closes, transmissions end and I/Os time out as they
     /// would with one worker seeing packets, even when this one sees none for a while.
     pub fn observe_time(&mut self, now: u64) {
+        match self.reorder.take() {
+            None => self.observe_released(now),
+            Some(mut r) => {
+                r.observe(now);
+                self.release_due(&mut r, true);
+                self.reorder = Some(r);
+            }
+        }
+    }
+
+    /// Time moved on to `now`, every frame before it analysed already.
+    fn observe_released(&mut self, now: u64) {
         if let Some((start, end)) = self.current {
             if now >= end {
                 self.emit(start, end);
@@ -243,23 +263,107 @@ impl Worker {
     /// answers), so that the burst's cache misses overlap: on a fabric of many thousand QPs
     /// nearly every packet's flow is out of the cache. Allocates nothing.
     pub fn handle_burst(&mut self, frames: &[Frame<'_>]) {
-        for chunk in frames.chunks(BURST) {
-            self.burst(chunk.iter().map(|f| Incoming { f: *f, stamped: None, observe: None }));
+        let Some(mut r) = self.reorder.take() else {
+            for chunk in frames.chunks(BURST) {
+                self.burst(chunk.iter().map(|f| Incoming {
+                    f: *f,
+                    stamped: None,
+                    observe: None,
+                    late: false,
+                }));
+            }
+            return;
+        };
+        for f in frames {
+            let (ts, switch) = self.arrival_time(f);
+            self.hold(&mut r, f, ts, switch);
         }
+        self.release_due(&mut r, false);
+        self.reorder = Some(r);
+    }
+
+    /// A frame's packet time as it arrives. Only a frame that may be an ERSPAN mirror needs
+    /// decoding for it (the switch's clock); any other is timed by its capture.
+    #[inline]
+    fn arrival_time(&mut self, f: &Frame<'_>) -> (u64, bool) {
+        if could_be_mirrored(f.data) {
+            self.analyzer.packet_time(&decode_frame(f.data), f.ts_ns)
+        } else {
+            (f.ts_ns, false)
+        }
+    }
+
+    /// Holds a frame until the reorder window has passed it; a late one is analysed at once.
+    /// A frame seconds away from the others is a clock that stepped: what is held is
+    /// analysed, and the window starts again from it (as frames arrive, from then on).
+    #[inline]
+    fn hold(&mut self, r: &mut Reorder, f: &Frame<'_>, ts: u64, switch: bool) {
+        if r.is_clock_step(ts) {
+            while self.release(r, false) > 0 {}
+            r.restart();
+        }
+        if r.is_late(ts) {
+            let f = Frame { ts_ns: ts, ..*f };
+            self.burst(std::iter::once(Incoming { f, stamped: Some(switch), observe: None, late: true }));
+        } else {
+            r.push(f, ts, switch, &mut |r| {
+                self.counters.released_early += self.release(r, false) as u64;
+            });
+        }
+    }
+
+    /// Analyses the frames the reorder window has passed, oldest first; with `observe`, then
+    /// tells the analysis how far time has moved (as [`Worker::observe_time`] does without
+    /// a window).
+    fn release_due(&mut self, r: &mut Reorder, observe: bool) {
+        while self.release(r, true) > 0 {}
+        let now = r.watermark();
+        if observe && now > 0 {
+            self.observe_released(now);
+            r.passed(now);
+        }
+    }
+
+    /// Analyses up to a burst of held frames: those due, or the oldest whether due or not.
+    /// Returns how many.
+    fn release(&mut self, r: &mut Reorder, due: bool) -> usize {
+        let mut out = [Held::default(); BURST];
+        let n = if due { r.due(&mut out) } else { r.oldest(&mut out) };
+        if n > 0 {
+            let frames = out[..n].iter().map(|h| Incoming {
+                f: r.frame(h),
+                stamped: Some(h.switch),
+                observe: None,
+                late: false,
+            });
+            self.burst(frames);
+            r.done(&out[..n]);
+        }
+        n
     }
 
     /// Like [`Worker::handle_burst`] for frames a dispatcher stamped with their final time,
     /// each with whether that time is a switch clock's and the latest time to observe (see
     /// [`Worker::observe_time`]) before it.
     pub fn handle_stamped_burst<'a>(&mut self, frames: impl Iterator<Item = (Frame<'a>, bool, u64)>) {
-        let mut frames = frames.peekable();
-        while frames.peek().is_some() {
-            self.burst(frames.by_ref().take(BURST).map(|(f, sw, now)| Incoming {
-                f,
-                stamped: Some(sw),
-                observe: Some(now),
-            }));
+        let Some(mut r) = self.reorder.take() else {
+            let mut frames = frames.peekable();
+            while frames.peek().is_some() {
+                self.burst(frames.by_ref().take(BURST).map(|(f, sw, now)| Incoming {
+                    f,
+                    stamped: Some(sw),
+                    observe: Some(now),
+                    late: false,
+                }));
+            }
+            return;
+        };
+        for (f, sw, now) in frames {
+            r.observe(now);
+            self.hold(&mut r, &f, f.ts_ns, sw);
         }
+        self.release_due(&mut r, true);
+        self.reorder = Some(r);
     }
 
     /// At most [`BURST`] frames.
@@ -267,7 +371,7 @@ impl Worker {
         let mut staged: [Option<Staged<'a>>; BURST] = [None; BURST];
         let mut n = 0;
         // 1: decode, time, and the flow's index bucket.
-        for Incoming { f, stamped, observe } in frames.take(BURST) {
+        for Incoming { f, stamped, observe, late } in frames.take(BURST) {
             let decoded = decode_frame(f.data);
             let (ts, switch) = match stamped {
                 Some(sw) => (f.ts_ns, sw),
@@ -277,7 +381,7 @@ impl Worker {
                 Decoded::Roce(p) => Some(self.analyzer.prefetch_bucket(p, f.source)),
                 _ => None,
             };
-            staged[n] = Some(Staged { f, decoded, ts, switch, observe, hash, slot: None });
+            staged[n] = Some(Staged { f, decoded, ts, switch, observe, late, hash, slot: None });
             n += 1;
         }
         // 2: the entries the buckets name.
@@ -299,7 +403,7 @@ impl Worker {
             if let Some(now) = s.observe {
                 self.observe_time(now);
             }
-            self.process(&s.decoded, s.f, s.ts, s.switch, s.hash);
+            self.process(&s.decoded, s.f, s.ts, s.switch, s.late, s.hash);
         }
     }
 
@@ -310,6 +414,7 @@ impl Worker {
         f: Frame<'_>,
         ts: u64,
         switch_clock: bool,
+        late: bool,
         hash: Option<KeyHash>,
     ) {
         self.advance_time(ts);
@@ -317,9 +422,13 @@ impl Worker {
         match decoded {
             Decoded::Roce(p) => {
                 self.counters.roce_packets += 1;
+                if late {
+                    let v = self.analyzer.vantage_of(p, f.source);
+                    self.counters.late_packets[v as usize] += 1;
+                }
                 let out = &mut self.out;
                 let wire_len = p.inner_frame_len.unwrap_or(f.wire_len);
-                let seen = Seen { source: f.source, wire_len, ts, switch_clock, hash };
+                let seen = Seen { source: f.source, wire_len, ts, switch_clock, late, hash };
                 self.analyzer.track(p, seen, &mut |e| out.event(e));
             }
             Decoded::NotRoce(_) => self.counters.non_roce_packets += 1,
@@ -396,6 +505,10 @@ impl Worker {
     pub fn finish(&mut self) {
         // Nothing arrives any more: wait for the reports rather than lose the last of it.
         self.out.never_wait = false;
+        if let Some(mut r) = self.reorder.take() {
+            while self.release(&mut r, false) > 0 {}
+            self.reorder = Some(r);
+        }
         let out = &mut self.out;
         self.analyzer.finish(&mut |e| out.event(e));
         self.out.flush();
@@ -420,7 +533,12 @@ mod tests {
 
     #[test]
     fn intervals_follow_packet_time() {
-        let cfg = PipelineConfig { max_flows: 16, ..PipelineConfig::new(VantageMap::default()) };
+        // In arrival order (no reorder window): what a frame from before the open interval does.
+        let cfg = PipelineConfig {
+            max_flows: 16,
+            reorder_window: std::time::Duration::ZERO,
+            ..PipelineConfig::new(VantageMap::default())
+        };
         let (tx, rx) = crossbeam_channel::unbounded();
         let mut w = Worker::new(0, &cfg, tx);
         for ts in [10 * S + S / 2, 11 * S + S / 5, 10 * S + 9 * S / 10, 13 * S + S / 10] {
@@ -458,7 +576,11 @@ mod backpressure {
 
     #[test]
     fn a_live_worker_drops_and_counts_rather_than_wait_for_reports() {
-        let cfg = PipelineConfig { never_wait: true, ..PipelineConfig::new(VantageMap::default()) };
+        let cfg = PipelineConfig {
+            never_wait: true,
+            reorder_window: std::time::Duration::ZERO,
+            ..PipelineConfig::new(VantageMap::default())
+        };
         let (tx, rx) = crossbeam_channel::bounded(1);
         let mut w = Worker::new(0, &cfg, tx);
         let s = 1_000_000_000u64;

@@ -35,6 +35,9 @@ pub struct Seen {
     pub ts: u64,
     /// `ts` is an ERSPAN III switch's timestamp.
     pub switch_clock: bool,
+    /// The packet came after the reorder window had passed it: counted in its flow, but
+    /// analysed no further (its PSN, answers and capsules would be judged out of order).
+    pub late: bool,
     /// The flow key's hash, if computed already (`prefetch_bucket`).
     pub hash: Option<KeyHash>,
 }
@@ -60,6 +63,9 @@ pub struct AnalyzerConfig {
     pub max_announced_flows: usize,
     pub max_ios: usize,
     pub io_timeout_ns: u64,
+    /// How long packets may come out of time order (`--reorder-window`): with two
+    /// vantages, how long an I/O seen at one waits for the other's copies.
+    pub reorder_window_ns: u64,
     pub max_latency_series: usize,
     pub max_pending_commands: usize,
     pub max_cm_requests: usize,
@@ -91,7 +97,9 @@ impl Analyzer {
             flows: FlowTable::new(cfg.max_flows, cfg.flow_idle_ns, cfg.mtu)
                 .with_announced(cfg.max_announced_flows)
                 .with_expiry(cfg.flow_expire_ns),
-            ios: IoTracker::new(cfg.max_ios, cfg.io_timeout_ns).with_max_pairs(cfg.max_latency_series),
+            ios: IoTracker::new(cfg.max_ios, cfg.io_timeout_ns)
+                .with_max_pairs(cfg.max_latency_series)
+                .with_vantage_wait(if cfg.vantages.maps_storage() { cfg.reorder_window_ns } else { 0 }),
             vantages: cfg.vantages.clone(),
             clocks: MirrorClocks::default(),
             latency: LatencyRecorder::new(cfg.max_latency_series, SPARE_HISTOGRAMS),
@@ -121,11 +129,21 @@ impl Analyzer {
         (switch.unwrap_or(capture_ns), switch.is_some())
     }
 
+    /// A RoCE packet's vantage.
+    #[inline]
+    pub fn vantage_of(&self, p: &RocePacket<'_>, source: u16) -> Vantage {
+        self.vantages.resolve(source, p.outer_vlan(), p.mirror.map(|m| m.session))
+    }
+
     /// A RoCE packet's flow.
     #[inline]
     pub fn key_of(&self, p: &RocePacket<'_>, source: u16) -> FlowKey {
-        let vantage = self.vantages.resolve(source, p.outer_vlan(), p.mirror.map(|m| m.session));
-        FlowKey { vantage, src: p.ip.src, dst: p.ip.dst, dst_qpn: p.bth.dest_qp() }
+        FlowKey {
+            vantage: self.vantage_of(p, source),
+            src: p.ip.src,
+            dst: p.ip.dst,
+            dst_qpn: p.bth.dest_qp(),
+        }
     }
 
     /// The flow table, for prefetching a burst's flow state (see `FlowTable::prefetch_*`).
@@ -197,8 +215,8 @@ impl Analyzer {
     /// Allocates nothing.
     #[inline]
     pub fn track(&mut self, p: &RocePacket<'_>, seen: Seen, out: &mut impl FnMut(FlowEvent)) {
-        let Seen { source, ts, switch_clock, .. } = seen;
-        let vantage = self.vantages.resolve(source, p.outer_vlan(), p.mirror.map(|m| m.session));
+        let Seen { source, ts, switch_clock, late, .. } = seen;
+        let vantage = self.vantage_of(p, source);
         let u = &mut self.time_use[vantage as usize];
         if switch_clock {
             u.switch_clock = true;
@@ -213,6 +231,9 @@ impl Analyzer {
             if self.check_icrc && icrc::check(&p.icrc) == Some(false) {
                 self.flows.counts_mut(slot).icrc_errors += 1;
             }
+        }
+        if late {
+            return;
         }
         // CM is followed even on flows beyond --max-flows: its own tables are bounded.
         if opcode == op::UD_SEND_ONLY && key.dst_qpn == GSI_QPN {

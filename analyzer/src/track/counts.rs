@@ -58,4 +58,7 @@ flow_counts! {
     nvme_commands,
     /// NVMe/RDMA completions on this flow that matched a command seen the other way.
     nvme_completions,
+    /// Packets that reached the probe after the reorder window had passed them: counted
+    /// (packets, bytes, opcodes, ECN) but left out of PSN analysis, latencies and I/Os.
+    late_packets,
 }

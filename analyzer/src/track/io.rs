@@ -15,7 +15,7 @@ use super::list::{Linked, Links, List};
 use super::vantage::Vantage;
 use crate::metrics::latency::{LatencyRecorder, Op, Segment, SeriesKey};
 use crate::wire::nvme::{Sgl, Sqe};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
 
 /// Default bound on I/Os awaiting their completion, per worker.
@@ -103,6 +103,8 @@ struct Io {
     /// The PSN of the completion, once seen (a second copy is a retransmission).
     cqe_psn: Option<u32>,
     retransmitted: bool,
+    /// Complete at the one vantage that saw it, waiting for the other's copies.
+    waiting: bool,
     /// Place in the list of live I/Os, oldest first.
     links: Links,
 }
@@ -197,6 +199,11 @@ pub struct IoTracker {
     /// Oldest first, for timeouts.
     live: List,
     timeout_ns: u64,
+    /// With two vantages: how long an I/O complete at the one vantage that saw it waits for
+    /// the other vantage's copies (0: it does not wait).
+    wait_ns: u64,
+    /// I/Os waiting so, with when they stop, in that order.
+    waiting: VecDeque<(Ref, u64)>,
     counts: IoCountsByPair,
 }
 
@@ -224,8 +231,23 @@ impl IoTracker {
             max_pairs: crate::metrics::latency::DEFAULT_MAX_LATENCY_SERIES,
             live: List::default(),
             timeout_ns: timeout_ns.max(1),
+            wait_ns: 0,
+            waiting: VecDeque::new(),
             counts: BTreeMap::new(),
         }
+    }
+
+    /// Two vantages: an I/O complete at the one vantage that saw it so far waits `ns` of
+    /// packet time for the other vantage's copies before it finishes. Their clocks need not
+    /// agree: an ERSPAN III session anchored to its first packet's arrival is as late as
+    /// that packet's mirror path, so the other vantage's command may come after this one's
+    /// completion.
+    pub fn with_vantage_wait(mut self, ns: u64) -> Self {
+        self.wait_ns = ns;
+        if ns > 0 {
+            self.waiting = VecDeque::with_capacity(self.ios.capacity());
+        }
+        self
     }
 
     /// Room for `n` (initiator, target, op) keys of I/O outcomes.
@@ -374,9 +396,35 @@ impl IoTracker {
         (0..2).all(|v| !seen(v) || done(v)) && (io.kind != Kind::Read || !seen(0) || io.ack.at(0).is_some())
     }
 
-    fn maybe_finish(&mut self, i: usize, rec: &mut LatencyRecorder) {
-        if self.complete(i) {
+    fn maybe_finish(&mut self, i: usize, ts: u64, rec: &mut LatencyRecorder) {
+        if !self.complete(i) {
+            return;
+        }
+        let io = &self.ios[i];
+        let both = (0..2).all(|v| io.sqe_first.at(v).is_some());
+        let me = Ref { slot: i as u32, generation: io.generation };
+        if both || self.wait_ns == 0 {
             self.finish(i, rec, true);
+        } else if !io.waiting {
+            if self.waiting.len() == self.waiting.capacity() {
+                // No room to wait: the I/O that has waited longest finishes now.
+                if let Some((r, _)) = self.waiting.pop_front() {
+                    self.stop_waiting(r, rec);
+                }
+            }
+            self.ios[i].waiting = true;
+            self.waiting.push_back((me, ts.saturating_add(self.wait_ns)));
+        }
+    }
+
+    /// An I/O's wait for the other vantage is over: it finishes with what was seen, unless
+    /// that vantage's command came meanwhile (then its completion finishes it).
+    fn stop_waiting(&mut self, r: Ref, rec: &mut LatencyRecorder) {
+        if let Some(i) = self.get(r) {
+            self.ios[i].waiting = false;
+            if self.complete(i) {
+                self.finish(i, rec, true);
+            }
         }
     }
 
@@ -384,6 +432,13 @@ impl IoTracker {
     /// time out; with one (an ACK or the other vantage's copy never came) they complete
     /// with what was seen.
     pub fn expire(&mut self, now: u64, rec: &mut LatencyRecorder) {
+        while let Some(&(r, until)) = self.waiting.front() {
+            if until >= now {
+                break;
+            }
+            self.waiting.pop_front();
+            self.stop_waiting(r, rec);
+        }
         while let Some(i) = self.live.head() {
             let i = i as usize;
             if self.ios[i].created.saturating_add(self.timeout_ns) >= now {
@@ -551,6 +606,7 @@ impl IoTracker {
             read_psn: None,
             cqe_psn: None,
             retransmitted: false,
+            waiting: false,
             links: Links::default(),
         };
         if (slot as usize) < self.ios.len() {
@@ -684,7 +740,7 @@ impl IoTracker {
             c.completions[n] = RingEntry { psn, io: Some(me) };
             c.next_completion = ((n + 1) % CONN_RING) as u8;
         }
-        self.maybe_finish(i, rec);
+        self.maybe_finish(i, ts, rec);
         true
     }
 
@@ -708,7 +764,7 @@ impl IoTracker {
         for r in covered.into_iter().flatten() {
             if let Some(i) = self.get(r) {
                 self.ios[i].ack.first(0, ts);
-                self.maybe_finish(i, rec);
+                self.maybe_finish(i, ts, rec);
             }
         }
     }

@@ -97,6 +97,26 @@ pub fn decode_frame(frame: &[u8]) -> Decoded<'_> {
     }
 }
 
+/// Whether a frame may be an ERSPAN mirror (IP carrying GRE, or IPv6 whose next header is
+/// not UDP): only such a frame can carry a switch's timestamp. A glance at two bytes, for
+/// timing frames before they are decoded; `false` is certain, `true` is a maybe.
+#[inline]
+pub fn could_be_mirrored(frame: &[u8]) -> bool {
+    let mut at = ethernet::HEADER_LEN - 2;
+    let ethertype = |at: usize| frame.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
+    let mut tags = 0;
+    while ethertype(at).is_some_and(ethernet::is_vlan_ethertype) && tags < MAX_VLAN_TAGS {
+        at += ethernet::VLAN_TAG_LEN;
+        tags += 1;
+    }
+    let l3 = at + 2;
+    match ethertype(at) {
+        Some(ethernet::ethertype::IPV4) => frame.get(l3 + 9).is_some_and(|&p| p == ipv4::PROTO_GRE),
+        Some(ethernet::ethertype::IPV6) => frame.get(l3 + 6).is_some_and(|&n| n != ipv4::PROTO_UDP),
+        _ => false,
+    }
+}
+
 /// The IP layer of a frame: what the UDP / GRE decoding needs.
 struct L3<'a> {
     ip: IpPair,

@@ -23,7 +23,7 @@ pub mod udp;
 
 mod frame;
 
-pub use frame::{decode_frame, Decoded, IpPair, Mirror, NotRoce, RocePacket};
+pub use frame::{could_be_mirrored, decode_frame, Decoded, IpPair, Mirror, NotRoce, RocePacket};
 
 use std::fmt;
 

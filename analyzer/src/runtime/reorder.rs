@@ -1,0 +1,362 @@
+//! The reorder window (`--reorder-window`): a worker's frames are handed to the analysis in
+//! packet-time order, not in the order they reached the probe. Mirror copies reach the probe
+//! over paths of their own (one ERSPAN session's copies trail another's; queueing on the
+//! way delays some copies more than others; two capture ports are polled one burst after the
+//! other), so a frame is held until the latest packet time seen is a window past its own,
+//! and frames are released oldest first.
+//!
+//! Frames are copied into a ring of bytes allocated at start-up; the held frames are a
+//! deque sorted by (time, arrival), which an in-order frame joins at the back in O(1). A
+//! frame older than what was already released is *late*: the caller analyses it at once and
+//! counts it. When the ring or the deque is full, the oldest held frame is released early
+//! (counted): the window shrinks rather than memory growing. Nothing here allocates after
+//! start-up.
+
+use crate::capture::Frame;
+use std::collections::VecDeque;
+
+/// Default `--reorder-window`.
+pub const DEFAULT_REORDER_WINDOW_NS: u64 = 1_000_000;
+/// Bytes of frames a worker can hold: a 1 ms window at 128 Gb/s of mirrored frames.
+pub const RING_BYTES: usize = 16 << 20;
+/// Frames a worker can hold: a 1 ms window at 65 Mpps.
+pub const MAX_HELD: usize = 1 << 16;
+/// A frame this far from the latest time (either way) is no late mirror copy but a clock
+/// that stepped (or a bogus timestamp): the window starts again from it. The longest window.
+pub const CLOCK_STEP_NS: u64 = 1_000_000_000;
+
+/// A frame waiting for its turn.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Held {
+    /// Packet time.
+    pub ts: u64,
+    /// The frame's time is an ERSPAN III switch's.
+    pub switch: bool,
+    seq: u64,
+    offset: u32,
+    len: u32,
+    wire_len: u32,
+    source: u16,
+}
+
+/// What a frame took from the ring, in arrival order.
+#[derive(Debug, Clone, Copy)]
+struct Arrival {
+    /// Bytes, including the ring's tail skipped to keep the frame whole.
+    span: u32,
+    released: bool,
+}
+
+pub struct Reorder {
+    window_ns: u64,
+    ring: Box<[u8]>,
+    /// Where the next frame is written, and the bytes in use before it.
+    write: usize,
+    used: usize,
+    /// Held frames, by (time, arrival).
+    held: VecDeque<Held>,
+    /// Every frame whose bytes are still in the ring, in arrival order from `first_seq`
+    /// (a frame held long keeps the ones after it here, released or not).
+    arrivals: VecDeque<Arrival>,
+    first_seq: u64,
+    next_seq: u64,
+    /// The latest packet time seen (a frame's, or one observed).
+    latest: u64,
+    /// Frames older than this are late: the analysis has moved past them.
+    floor: u64,
+}
+
+impl Reorder {
+    pub fn new(window_ns: u64) -> Self {
+        Self::with_room(window_ns, RING_BYTES, MAX_HELD)
+    }
+
+    pub fn with_room(window_ns: u64, bytes: usize, frames: usize) -> Self {
+        Self {
+            window_ns,
+            ring: vec![0u8; bytes.max(1 << 16)].into_boxed_slice(),
+            write: 0,
+            used: 0,
+            held: VecDeque::with_capacity(frames.max(1)),
+            // Room for frames released behind one held long, before that one must go.
+            arrivals: VecDeque::with_capacity(2 * frames.max(1)),
+            first_seq: 0,
+            next_seq: 0,
+            latest: 0,
+            floor: 0,
+        }
+    }
+
+    /// Whether a frame of packet time `ts` comes too late to be put in order: frames after
+    /// it were analysed already.
+    #[inline]
+    pub fn is_late(&self, ts: u64) -> bool {
+        ts < self.floor
+    }
+
+    /// Whether a frame of packet time `ts` is so far from the latest time that the clock
+    /// stepped: then everything held is to be analysed, and [`Reorder::restart`] called.
+    #[inline]
+    pub fn is_clock_step(&self, ts: u64) -> bool {
+        self.next_seq > 0 && ts.abs_diff(self.latest) > CLOCK_STEP_NS
+    }
+
+    /// Starts afresh (nothing may be held): the next frame sets the time.
+    pub fn restart(&mut self) {
+        debug_assert!(self.held.is_empty());
+        self.latest = 0;
+        self.floor = 0;
+    }
+
+    /// Holds a frame that is not late, with its packet time. If there is no room, the
+    /// oldest frames are released to `early` first.
+    #[inline]
+    pub fn push(&mut self, f: &Frame<'_>, ts: u64, switch: bool, early: &mut impl FnMut(&mut Self)) {
+        // A frame larger than the ring keeps what fits (headers are what count).
+        let len = f.data.len().min(self.ring.len());
+        let skip = loop {
+            // The frame is kept whole: if it does not fit before the ring's end, the rest of
+            // the ring is skipped (and counted as used until this frame is done).
+            let skip = if self.write + len > self.ring.len() { self.ring.len() - self.write } else { 0 };
+            let room = self.used + skip + len <= self.ring.len()
+                && self.held.len() < self.held.capacity()
+                && self.arrivals.len() < self.arrivals.capacity();
+            if room || self.held.is_empty() {
+                break skip;
+            }
+            early(self);
+        };
+        if skip > 0 {
+            self.write = 0;
+        }
+        let offset = self.write;
+        self.ring[offset..offset + len].copy_from_slice(&f.data[..len]);
+        self.write = (offset + len) % self.ring.len();
+        self.used += skip + len;
+        let h = Held {
+            ts,
+            switch,
+            seq: self.next_seq,
+            offset: offset as u32,
+            len: len as u32,
+            wire_len: f.wire_len,
+            source: f.source,
+        };
+        self.next_seq += 1;
+        self.arrivals.push_back(Arrival { span: (skip + len) as u32, released: false });
+        // In order: at the back. Out of order: after the last frame not younger.
+        let mut at = self.held.len();
+        while at > 0 && self.held[at - 1].ts > ts {
+            at -= 1;
+        }
+        self.held.insert(at, h);
+        self.latest = self.latest.max(ts);
+    }
+
+    /// Time moved on to `now` (a later frame elsewhere, or a silent link's clock).
+    #[inline]
+    pub fn observe(&mut self, now: u64) {
+        self.latest = self.latest.max(now);
+    }
+
+    /// Up to `out.len()` frames whose turn has come (the window has passed them), oldest
+    /// first; the analysis may not go back before the last of them. Their bytes stay in the
+    /// ring until [`Reorder::done`].
+    #[inline]
+    pub fn due(&mut self, out: &mut [Held]) -> usize {
+        let until = self.latest.saturating_sub(self.window_ns);
+        self.take(out, |h| h.ts <= until)
+    }
+
+    /// Up to `out.len()` of the oldest frames, due or not (the end of the run, or no room).
+    pub fn oldest(&mut self, out: &mut [Held]) -> usize {
+        self.take(out, |_| true)
+    }
+
+    fn take(&mut self, out: &mut [Held], due: impl Fn(&Held) -> bool) -> usize {
+        let mut n = 0;
+        while n < out.len() {
+            match self.held.front() {
+                Some(h) if due(h) => {
+                    out[n] = *h;
+                    self.floor = self.floor.max(h.ts);
+                    self.held.pop_front();
+                    n += 1;
+                }
+                _ => break,
+            }
+        }
+        n
+    }
+
+    /// The time before which frames are late once every due frame is released: what the
+    /// analysis can be told has passed.
+    pub fn watermark(&self) -> u64 {
+        let until = self.latest.saturating_sub(self.window_ns);
+        match self.held.front() {
+            Some(h) if h.ts <= until => h.ts,
+            _ => until,
+        }
+    }
+
+    /// After the analysis observed `t` (see [`Reorder::watermark`]): frames older are late.
+    pub fn passed(&mut self, t: u64) {
+        self.floor = self.floor.max(t);
+    }
+
+    /// A released frame, borrowed from the ring.
+    #[inline]
+    pub fn frame(&self, h: &Held) -> Frame<'_> {
+        let (o, l) = (h.offset as usize, h.len as usize);
+        Frame { data: &self.ring[o..o + l], wire_len: h.wire_len, ts_ns: h.ts, source: h.source }
+    }
+
+    /// The analysis is done with these released frames: their bytes can be reused.
+    pub fn done(&mut self, released: &[Held]) {
+        for h in released {
+            if let Some(a) = self.arrivals.get_mut((h.seq - self.first_seq) as usize) {
+                a.released = true;
+            }
+        }
+        while let Some(a) = self.arrivals.front() {
+            if !a.released {
+                break;
+            }
+            self.used -= a.span as usize;
+            self.arrivals.pop_front();
+            self.first_seq += 1;
+        }
+        if self.arrivals.is_empty() {
+            // Nothing in the ring: start again at its beginning.
+            self.write = 0;
+            self.used = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(byte: u8, len: usize) -> Vec<u8> {
+        vec![byte; len]
+    }
+
+    fn push(r: &mut Reorder, data: &[u8], ts: u64, released: &mut Vec<(u64, u8)>) -> u64 {
+        let f = Frame { data, wire_len: data.len() as u32, ts_ns: ts, source: 0 };
+        let mut early = 0;
+        r.push(&f, ts, false, &mut |r| {
+            let mut out = [r.held[0]; 1];
+            let n = r.oldest(&mut out);
+            early += n as u64;
+            for h in &out[..n] {
+                released.push((h.ts, r.frame(h).data[0]));
+            }
+            r.done(&out[..n]);
+        });
+        early
+    }
+
+    fn drain(r: &mut Reorder, all: bool, released: &mut Vec<(u64, u8)>) {
+        let mut out = [Held::default(); 4];
+        loop {
+            let n = if all { r.oldest(&mut out) } else { r.due(&mut out) };
+            if n == 0 {
+                return;
+            }
+            for h in &out[..n] {
+                released.push((h.ts, r.frame(h).data[0]));
+            }
+            r.done(&out[..n]);
+        }
+    }
+
+    #[test]
+    fn frames_come_out_in_time_order_once_the_window_passed_them() {
+        let mut r = Reorder::with_room(100, 1 << 16, 64);
+        let mut got = Vec::new();
+        // Arrival order 1000, 1050(b), 990(c), 1200, 1101(e).
+        for (ts, b) in [(1000, b'a'), (1050, b'b'), (990, b'c'), (1200, b'd'), (1101, b'e')] {
+            assert!(!r.is_late(ts));
+            assert_eq!(push(&mut r, &frame(b, 60), ts, &mut got), 0);
+            drain(&mut r, false, &mut got);
+        }
+        // Latest 1200: everything up to 1100 is out, in order.
+        assert_eq!(got, [(990, b'c'), (1000, b'a'), (1050, b'b')]);
+        // 1060 is behind what was released: late. 1100 is not.
+        assert!(r.is_late(1049));
+        assert!(!r.is_late(1050));
+        drain(&mut r, true, &mut got);
+        assert_eq!(&got[3..], [(1101, b'e'), (1200, b'd')]);
+    }
+
+    #[test]
+    fn equal_times_keep_their_arrival_order() {
+        let mut r = Reorder::with_room(10, 1 << 16, 64);
+        let mut got = Vec::new();
+        for b in [b'x', b'y', b'z'] {
+            push(&mut r, &frame(b, 10), 500, &mut got);
+        }
+        drain(&mut r, true, &mut got);
+        assert_eq!(got, [(500, b'x'), (500, b'y'), (500, b'z')]);
+    }
+
+    #[test]
+    fn a_full_ring_releases_the_oldest_early_and_reuses_its_bytes() {
+        // 65,536 bytes: 1,000-byte frames, 65 fit; the window never passes.
+        let mut r = Reorder::with_room(1 << 40, 1 << 16, 1 << 10);
+        let mut got = Vec::new();
+        let mut early = 0;
+        for i in 0..1000u64 {
+            early += push(&mut r, &frame((i % 251) as u8, 1000), 1_000_000 + i, &mut got);
+        }
+        // Every frame came out whole and in order, the first early.
+        assert_eq!(early, 1000 - 65);
+        drain(&mut r, true, &mut got);
+        assert_eq!(got.len(), 1000);
+        for (i, (ts, b)) in got.iter().enumerate() {
+            assert_eq!((*ts, *b), (1_000_000 + i as u64, (i % 251) as u8));
+        }
+        // Everything released: the ring is empty again.
+        assert_eq!((r.used, r.arrivals.len()), (0, 0));
+    }
+
+    #[test]
+    fn a_full_deque_releases_the_oldest_early() {
+        let mut r = Reorder::with_room(1 << 40, 1 << 16, 4);
+        let mut got = Vec::new();
+        for ts in [40, 30, 20, 10, 50] {
+            push(&mut r, &frame(ts as u8, 8), ts, &mut got);
+        }
+        assert_eq!(got, [(10, 10)]);
+        assert!(r.is_late(9));
+        drain(&mut r, true, &mut got);
+        assert_eq!(got, [(10, 10), (20, 20), (30, 30), (40, 40), (50, 50)]);
+    }
+
+    #[test]
+    fn a_clock_that_steps_by_seconds_starts_the_window_again() {
+        let mut r = Reorder::with_room(1_000, 1 << 16, 64);
+        let mut got = Vec::new();
+        assert!(!r.is_clock_step(5));
+        push(&mut r, &frame(1, 8), 10_000, &mut got);
+        push(&mut r, &frame(2, 8), 12_000, &mut got);
+        drain(&mut r, false, &mut got);
+        assert_eq!(got, [(10_000, 1)]);
+        // Ten years ahead, then back: each is a step, not a late copy nor the new normal.
+        let years = 10 * 365 * 86_400 * 1_000_000_000u64;
+        for (ts, b) in [(years, 3u8), (13_000, 4)] {
+            assert!(r.is_clock_step(ts));
+            drain(&mut r, true, &mut got);
+            r.restart();
+            assert!(!r.is_late(ts));
+            push(&mut r, &frame(b, 8), ts, &mut got);
+        }
+        assert_eq!(got, [(10_000, 1), (12_000, 2), (years, 3)]);
+        // And the window works again from there.
+        push(&mut r, &frame(5, 8), 12_500, &mut got);
+        push(&mut r, &frame(6, 8), 15_000, &mut got);
+        drain(&mut r, false, &mut got);
+        assert_eq!(&got[3..], [(12_500, 5), (13_000, 4)]);
+    }
+}

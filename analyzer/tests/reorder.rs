@@ -1,0 +1,299 @@
+//! Mirror copies that reach the probe out of time order (`--reorder-window`): the generator's
+//! `_skewed` scenarios are the traffic of another scenario delivered over mirror paths of
+//! different delay (50 µs apart) with per-packet jitter (1 % of packets 60-250 µs); their
+//! results must be those of the same traffic over equal paths, and the truth. A packet later
+//! than the window is counted as late, in its flow, and starts no I/O.
+
+mod common;
+use common::*;
+use roceprobe::capture::pcap::{Replay, Writer};
+use roceprobe::capture::{Capture, Poll};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn truth(name: &str) -> Value {
+    let p = fixtures().join("scenarios").join(name).join("truth.json");
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn files(name: &str) -> Vec<PathBuf> {
+    truth(name)["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| fixtures().join("scenarios").join(name).join(f.as_str().unwrap()))
+        .collect()
+}
+
+fn args(name: &str) -> Vec<String> {
+    truth(name)["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect()
+}
+
+/// Replays `inputs` with `extra`; the summary and every CSV file's lines.
+fn replay(inputs: &[PathBuf], extra: &[String]) -> (Value, Vec<(String, Vec<String>)>) {
+    let dir = tempfile::tempdir().unwrap();
+    let (summary, csv) = (dir.path().join("s.json"), dir.path().join("csv"));
+    let mut a: Vec<String> =
+        vec!["replay".into(), "-q".into(), "--summary".into(), summary.display().to_string()];
+    a.extend(["--csv-dir".into(), csv.display().to_string()]);
+    a.extend(extra.iter().cloned());
+    a.extend(inputs.iter().map(|p| p.display().to_string()));
+    let out = std::process::Command::new(bin()).args(&a).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut rows = Vec::new();
+    for name in ["flows.csv", "latency.csv", "transmissions.csv", "ports.csv"] {
+        let text = std::fs::read_to_string(csv.join(name)).unwrap();
+        rows.push((name.to_owned(), text.lines().map(str::to_owned).collect()));
+    }
+    (serde_json::from_str(&std::fs::read_to_string(summary).unwrap()).unwrap(), rows)
+}
+
+/// Latency sample counts per (initiator, target, op, segment) in a summary.
+fn segment_counts(s: &Value) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = s["latency"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            let k = format!("{} {} {} {}", l["initiator_ip"], l["target_ip"], l["op"], l["segment"]);
+            (k, l["count"].as_u64().unwrap())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Latency sample counts per series in the truth's I/Os.
+fn truth_segment_counts(t: &Value) -> Vec<(String, u64)> {
+    let mut m = std::collections::BTreeMap::<String, u64>::new();
+    for io in t["ios"].as_array().unwrap() {
+        for (seg, key) in [
+            ("io@compute", "io_compute_ns"),
+            ("io@storage", "io_storage_ns"),
+            ("compute", "compute_ns"),
+            ("storage", "storage_ns"),
+            ("network", "network_ns"),
+        ] {
+            if !io[key].is_null() {
+                let k = format!(
+                    "\"{}\" \"{}\" \"{}\" \"{seg}\"",
+                    io["initiator_ip"].as_str().unwrap(),
+                    io["target_ip"].as_str().unwrap(),
+                    io["op"].as_str().unwrap()
+                );
+                *m.entry(k).or_default() += 1;
+            }
+        }
+    }
+    m.into_iter().collect()
+}
+
+/// Each `_skewed` scenario and the scenario of the same traffic over equal, jitter-free
+/// paths; whether the packet times are a free-running ERSPAN III counter's.
+const PAIRS: [(&str, &str, bool); 4] = [
+    ("nvme_split_skewed", "nvme_split", false),
+    ("nvme_erspan3_skewed", "nvme_erspan3", true),
+    ("rc_loss_split_skewed", "rc_loss_split", false),
+    ("nvme_faults_skewed", "nvme_faults", false),
+];
+
+#[test]
+fn skewed_and_jittery_mirror_paths_give_the_results_of_equal_ones() {
+    for (skewed, base, free_running) in PAIRS {
+        let (mut a, a_rows) = replay(&files(base), &args(base));
+        let (mut b, b_rows) = replay(&files(skewed), &args(skewed));
+        // Nothing was late or released early: the default window covers these paths.
+        assert_eq!(
+            b["reorder"],
+            serde_json::json!({"late_packets": {"compute": 0, "storage": 0}, "released_early": 0}),
+            "{skewed}"
+        );
+        if free_running {
+            // A free-running switch counter is anchored to its session's first frame's
+            // arrival, so absolute times move with that frame's mirror path; every
+            // difference (latency, duration) and every count stays.
+            for s in [&mut a, &mut b] {
+                let o = s.as_object_mut().unwrap();
+                o.remove("first_packet");
+                o.remove("last_packet");
+            }
+        }
+        assert_eq!(a, b, "{skewed}: the summary differs from {base}'s");
+        for ((name, x), (_, y)) in a_rows.iter().zip(&b_rows) {
+            if free_running && name == "transmissions.csv" {
+                // start,end are absolute times (see above), and rows are in the order
+                // transmissions ended: compare the rest of each row, as a set.
+                let strip = |rows: &Vec<String>| -> Vec<String> {
+                    let mut v: Vec<String> =
+                        rows.iter().map(|r| r.splitn(3, ',').nth(2).unwrap_or("").to_owned()).collect();
+                    v.sort();
+                    v
+                };
+                assert_eq!(strip(x), strip(y), "{skewed}: {name}");
+            } else {
+                assert_eq!(x, y, "{skewed}: {name} differs from {base}'s");
+            }
+        }
+        // And both are the truth: the I/Os and every segment's sample count.
+        let t = truth(skewed);
+        let ios = t["ios"].as_array().unwrap().len() as u64;
+        if let Some(o) = t["io_outcomes"].as_object() {
+            assert_eq!(b["ios"]["completed"], o["completed"], "{skewed}");
+            assert_eq!(b["ios"]["timed_out"], o["timed_out"], "{skewed}");
+        } else if ios > 0 {
+            assert_eq!(b["ios"]["completed"].as_u64(), Some(ios), "{skewed}: I/Os");
+            assert_eq!(b["ios"]["timed_out"].as_u64(), Some(0), "{skewed}: I/Os timed out");
+            let got: Vec<_> = segment_counts(&b).into_iter().filter(|(k, _)| k.contains("nvme")).collect();
+            assert_eq!(got, truth_segment_counts(&t), "{skewed}: segment sample counts");
+        }
+    }
+}
+
+#[test]
+fn without_the_window_skewed_paths_are_wrong() {
+    // The same replays in arrival order: what the window is for (and proof that the
+    // scenarios are out of order at all). (Split files reached over queues are merged by
+    // time as they are read: the window is for what arrives in one file or port.)
+    let (s, _) = replay(
+        &files("nvme_erspan3_skewed"),
+        &[args("nvme_erspan3_skewed"), vec!["--reorder-window".into(), "0".into()]].concat(),
+    );
+    let done = s["ios"]["completed"].as_u64().unwrap() + s["ios"]["timed_out"].as_u64().unwrap();
+    assert_ne!(done, 120, "{}", s["ios"]);
+    let (s, _) = replay(
+        &files("rc_loss_split_skewed"),
+        &[args("rc_loss_split_skewed"), vec!["--reorder-window".into(), "0".into()]].concat(),
+    );
+    let (base, _) = replay(&files("rc_loss_split"), &args("rc_loss_split"));
+    let retx = |s: &Value| {
+        s["flows"].as_array().unwrap().iter().map(|f| f["retx_packets"].as_u64().unwrap()).sum::<u64>()
+    };
+    assert!(retx(&s) > retx(&base), "{} vs {}", retx(&s), retx(&base));
+}
+
+/// Frames of a capture file with their times, in file order.
+fn frames(path: &Path) -> Vec<(u64, Vec<u8>)> {
+    let mut r = Replay::open(&[path.to_path_buf()]).unwrap();
+    let mut out = Vec::new();
+    while let Poll::Frames(_) = r.poll(|f| out.push((f.ts_ns, f.data.to_vec()))).unwrap() {}
+    out
+}
+
+fn write(path: &Path, frames: &[(u64, Vec<u8>)]) {
+    let mut w = Writer::new(std::io::BufWriter::new(std::fs::File::create(path).unwrap())).unwrap();
+    for (ts, f) in frames {
+        w.write(*ts, f, f.len() as u32).unwrap();
+    }
+    use std::io::Write;
+    w.into_inner().flush().unwrap();
+}
+
+#[test]
+fn a_packet_later_than_the_window_is_counted_late_in_its_flow_and_starts_no_io() {
+    // nvme_split's storage file with its first command capsule moved to the end: it keeps
+    // its time, so it arrives ~400 µs late, past a 50 µs window.
+    let dir = tempfile::tempdir().unwrap();
+    let fs = files("nvme_split");
+    let mut storage = frames(&fs[1]);
+    let first_sqe = storage
+        .iter()
+        .position(|(_, f)| {
+            // A SEND Only (opcode 4) on UDP 4791 from a host (10.0.1.x): a command capsule.
+            f.len() > 42 + 64
+                && f[23] == 17
+                && f[36..38] == [0x12, 0xB7]
+                && f[42] == 4
+                && f[26..29] == [10, 0, 1]
+        })
+        .unwrap();
+    let moved = storage.remove(first_sqe);
+    storage.push(moved);
+    let late_file = dir.path().join("storage.pcap");
+    write(&late_file, &storage);
+    let inputs = vec![fs[0].clone(), late_file];
+    let window = vec!["--reorder-window".to_string(), "50us".into()];
+    let (s, rows) = replay(&inputs, &[args("nvme_split"), window].concat());
+    let t = truth("nvme_split");
+
+    assert_eq!(s["reorder"]["late_packets"], serde_json::json!({"compute": 0, "storage": 1}));
+    // Counted in its flow: every flow's packets and commands are the truth's.
+    let flow_field = |s: &Value, field: &str, vantage: &str| -> u64 {
+        s["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["vantage"] == vantage)
+            .map(|f| f[field].as_u64().unwrap())
+            .sum()
+    };
+    for v in ["compute", "storage"] {
+        assert_eq!(flow_field(&s, "packets", v), flow_field(&t, "packets", v), "{v}: packets");
+        assert_eq!(flow_field(&s, "bytes", v), flow_field(&t, "bytes", v), "{v}: bytes");
+    }
+    assert_eq!(flow_field(&s, "late_packets", "storage"), 1);
+    let header = &rows[0].1[0];
+    let col = header.split(',').position(|c| c == "late_packets").unwrap();
+    let late_in_csv: u64 =
+        rows[0].1[1..].iter().map(|r| r.split(',').nth(col).unwrap().parse::<u64>().unwrap()).sum();
+    assert_eq!(late_in_csv, 1, "flows.csv late_packets");
+    // No I/O more than the 120: the late copy joined none and started none. Its I/O was
+    // measured at the compute vantage only, so the storage segments miss one sample.
+    assert_eq!(s["ios"]["completed"].as_u64(), Some(120), "{}", s["ios"]);
+    assert_eq!(s["ios"]["timed_out"].as_u64(), Some(0));
+    assert_eq!(s["ios"]["unfinished"].as_u64(), Some(0));
+    let total = |s: &Vec<(String, u64)>, seg: &str| -> u64 {
+        s.iter().filter(|(k, _)| k.ends_with(&format!("\"{seg}\""))).map(|(_, n)| n).sum()
+    };
+    let (got, want) = (segment_counts(&s), truth_segment_counts(&t));
+    assert_eq!(total(&got, "io@compute"), total(&want, "io@compute"));
+    assert_eq!(total(&got, "io@storage"), total(&want, "io@storage") - 1);
+}
+
+#[test]
+fn psns_reordered_within_the_window_are_no_retransmission_and_no_gap() {
+    // A real RDMA WRITE bandwidth run (no loss, tshark: no retransmission), its frames
+    // swapped pairwise in arrival order, each keeping its time (frames of equal time keep
+    // their order: nothing could tell which came first).
+    let dir = tempfile::tempdir().unwrap();
+    let mut fs = frames(&capture("rdma_write_bw.pcap"));
+    for pair in fs.chunks_mut(2) {
+        if pair.len() == 2 && pair[0].0 != pair[1].0 {
+            pair.reverse();
+        }
+    }
+    let swapped = dir.path().join("swapped.pcap");
+    write(&swapped, &fs);
+    let sum = |s: &Value, field: &str| -> u64 {
+        s["flows"].as_array().unwrap().iter().map(|f| f[field].as_u64().unwrap()).sum()
+    };
+    let (s, _) = replay(std::slice::from_ref(&swapped), &[]);
+    for field in ["retx_packets", "gap_psns", "out_of_window", "late_packets"] {
+        assert_eq!(sum(&s, field), 0, "{field}");
+    }
+    assert_eq!(s["packets"].as_u64(), Some(fs.len() as u64));
+    // In arrival order they would be: the swap is real.
+    let (s, _) = replay(&[swapped], &["--reorder-window".into(), "0".into()]);
+    assert!(sum(&s, "retx_packets") > 0 && sum(&s, "gap_psns") > 0);
+}
+
+#[test]
+fn live_with_one_port_per_vantage_gives_the_truths_ios_and_segments() {
+    // Two net_pcap ports, one per vantage's file, polled a burst at a time: one port's
+    // copies are handled before the other's older ones unless put in order.
+    let name = "nvme_split_skewed";
+    let (t, fs) = (truth(name), files(name));
+    let refs: Vec<&Path> = fs.iter().map(PathBuf::as_path).collect();
+    let extra: Vec<String> = args(name).iter().map(|a| a.replace("file:", "port:")).collect();
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let s = live_summary(&refs, &extra);
+    assert_eq!(s["packets"], t["packets"]);
+    assert_eq!(s["reorder"]["late_packets"], serde_json::json!({"compute": 0, "storage": 0}));
+    assert_eq!(s["ios"]["completed"].as_u64(), Some(120), "{}", s["ios"]);
+    assert_eq!(s["ios"]["timed_out"].as_u64(), Some(0));
+    let got: Vec<_> = segment_counts(&s).into_iter().filter(|(k, _)| k.contains("nvme")).collect();
+    assert_eq!(got, truth_segment_counts(&t), "segment sample counts");
+    for f in ["retx_packets", "gap_psns"] {
+        let n: u64 = s["flows"].as_array().unwrap().iter().map(|x| x[f].as_u64().unwrap()).sum();
+        assert_eq!(n, 0, "{f}");
+    }
+}
