@@ -68,15 +68,20 @@ fn bench(c: &mut Criterion) {
     });
     let span =
         frames.iter().map(|f| f.0).max().unwrap() - frames.iter().map(|f| f.0).min().unwrap() + 1_000_000;
-    // The default options (1 s interval, ICRC unchecked, 1 ms reorder window), then with
-    // --check-icrc, then with --reorder-window 0 (what the window costs).
+    // The default options (1 s interval, ICRC unchecked, 1 ms reorder window: one vantage
+    // in time order, so frames are not held), then with --check-icrc, then with
+    // --reorder-window 0, then with a second vantage mapped (that matches nothing here), so
+    // that every frame is held for the window (what holding costs).
     let default = PipelineConfig::new(VantageMap::default());
-    for (name, check_icrc, reorder_window) in [
-        ("decode+track", false, default.reorder_window),
-        ("decode+track+icrc", true, default.reorder_window),
-        ("decode+track+no-reorder", false, Duration::ZERO),
+    let rule: roceprobe::track::vantage::Rule = "storage=vlan:4094".parse().unwrap();
+    let two = VantageMap::new(&[rule], roceprobe::track::vantage::SourceKind::File, &[0]).unwrap();
+    for (name, check_icrc, reorder_window, vantages) in [
+        ("decode+track", false, default.reorder_window, VantageMap::default()),
+        ("decode+track+icrc", true, default.reorder_window, VantageMap::default()),
+        ("decode+track+no-reorder", false, Duration::ZERO, VantageMap::default()),
+        ("decode+track+held", false, default.reorder_window, two),
     ] {
-        let cfg = PipelineConfig { check_icrc, reorder_window, ..PipelineConfig::new(VantageMap::default()) };
+        let cfg = PipelineConfig { check_icrc, reorder_window, ..PipelineConfig::new(vantages) };
         let (tx, rx) = crossbeam_channel::bounded(1024);
         let (back_tx, back_rx) = crossbeam_channel::bounded(64);
         let drain = std::thread::spawn(move || {

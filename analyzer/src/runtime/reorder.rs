@@ -5,8 +5,10 @@
 //! other), so a frame is held until the latest packet time seen is a window past its own,
 //! and frames are released oldest first.
 //!
-//! Frames are copied into a ring of bytes allocated at start-up; the held frames are a
-//! deque sorted by (time, arrival), which an in-order frame joins at the back in O(1). A
+//! Frames are copied into a ring of bytes allocated at start-up (their first
+//! [`KEPT_BYTES`], which hold every header and capsule the analysis reads; whole frames
+//! when `--check-icrc` needs them); the held frames are a deque sorted by (time, arrival),
+//! which an in-order frame joins at the back in O(1). A
 //! frame older than what was already released is *late*: the caller analyses it at once and
 //! counts it. When the ring or the deque is full, the oldest held frame is released early
 //! (counted): the window shrinks rather than memory growing. Nothing here allocates after
@@ -19,8 +21,15 @@ use std::collections::VecDeque;
 pub const DEFAULT_REORDER_WINDOW_NS: u64 = 1_000_000;
 /// Bytes of frames a worker can hold: a 1 ms window at 128 Gb/s of mirrored frames.
 pub const RING_BYTES: usize = 16 << 20;
+/// The part of the ring used at first (it grows as the window needs).
+const FIRST_LIMIT: usize = 256 << 10;
 /// Frames a worker can hold: a 1 ms window at 65 Mpps.
 pub const MAX_HELD: usize = 1 << 16;
+/// Bytes of a frame kept while it is held: any stack of headers the decoder walks (VLANs,
+/// ERSPAN, IPv6 with extension headers, BTH and its extension headers) plus the largest
+/// payload a tracker reads (a 256-byte CM MAD). What follows is data; lengths come from the
+/// headers, so a frame cut here decodes to the same packet (as a mirror's snap length does).
+pub const KEPT_BYTES: usize = 1024;
 /// A frame this far from the latest time (either way) is no late mirror copy but a clock
 /// that stepped (or a bogus timestamp): the window starts again from it. The longest window.
 pub const CLOCK_STEP_NS: u64 = 1_000_000_000;
@@ -49,7 +58,12 @@ struct Arrival {
 
 pub struct Reorder {
     window_ns: u64,
+    /// Bytes kept of each frame.
+    kept: usize,
     ring: Box<[u8]>,
+    /// The part of the ring in use: it grows (up to the whole ring) only when frames would
+    /// not fit otherwise, so that the bytes written and read again stay in the cache.
+    limit: usize,
     /// Where the next frame is written, and the bytes in use before it.
     write: usize,
     used: usize,
@@ -64,17 +78,29 @@ pub struct Reorder {
     latest: u64,
     /// Frames older than this are late: the analysis has moved past them.
     floor: u64,
+    /// Frames are held. Until then (no second vantage or source, and every frame so far
+    /// in time order) they are analysed as they come, without a copy.
+    armed: bool,
 }
 
 impl Reorder {
-    pub fn new(window_ns: u64) -> Self {
-        Self::with_room(window_ns, RING_BYTES, MAX_HELD)
+    /// A window of `window_ns`; `whole`: frames are kept whole (to check their ICRC).
+    pub fn new(window_ns: u64, whole: bool) -> Self {
+        Self::with_room(window_ns, RING_BYTES, MAX_HELD).keeping(if whole { usize::MAX } else { KEPT_BYTES })
+    }
+
+    /// Keeps the first `bytes` of each frame.
+    pub fn keeping(mut self, bytes: usize) -> Self {
+        self.kept = bytes;
+        self
     }
 
     pub fn with_room(window_ns: u64, bytes: usize, frames: usize) -> Self {
         Self {
             window_ns,
+            kept: usize::MAX,
             ring: vec![0u8; bytes.max(1 << 16)].into_boxed_slice(),
+            limit: FIRST_LIMIT.min(bytes.max(1 << 16)),
             write: 0,
             used: 0,
             held: VecDeque::with_capacity(frames.max(1)),
@@ -84,6 +110,34 @@ impl Reorder {
             next_seq: 0,
             latest: 0,
             floor: 0,
+            armed: true,
+        }
+    }
+
+    /// Frames will be held only once one comes out of time order (see [`Reorder::pass`]).
+    pub fn unarmed(mut self) -> Self {
+        self.armed = false;
+        self
+    }
+
+    /// Whether frames are held.
+    #[inline]
+    pub fn is_armed(&self) -> bool {
+        self.armed
+    }
+
+    /// Not armed: a frame of time `ts` is analysed at once if it is in time order, and is
+    /// then the latest; a frame out of order arms the window (it is itself late: frames
+    /// after it were analysed already). Returns whether the frame is in order.
+    #[inline]
+    pub fn pass(&mut self, ts: u64) -> bool {
+        if ts >= self.latest {
+            self.latest = ts;
+            self.floor = ts;
+            true
+        } else {
+            self.armed = true;
+            false
         }
     }
 
@@ -113,12 +167,19 @@ impl Reorder {
     #[inline]
     pub fn push(&mut self, f: &Frame<'_>, ts: u64, switch: bool, early: &mut impl FnMut(&mut Self)) {
         // A frame larger than the ring keeps what fits (headers are what count).
-        let len = f.data.len().min(self.ring.len());
+        let len = f.data.len().min(self.kept).min(self.ring.len());
         let skip = loop {
-            // The frame is kept whole: if it does not fit before the ring's end, the rest of
-            // the ring is skipped (and counted as used until this frame is done).
-            let skip = if self.write + len > self.ring.len() { self.ring.len() - self.write } else { 0 };
-            let room = self.used + skip + len <= self.ring.len()
+            // The frame is kept whole: if it does not fit before the end of the part in use,
+            // the rest of it is skipped (and counted as used until this frame is done).
+            let skip = if self.write + len > self.limit { self.limit - self.write } else { 0 };
+            let bytes = self.used + skip + len <= self.limit;
+            // Bytes in use all lie before `write` (none wrapped round): the part in use can
+            // grow past them instead of frames going early.
+            if !bytes && self.write >= self.used && self.limit < self.ring.len() {
+                self.limit = (2 * self.limit).min(self.ring.len());
+                continue;
+            }
+            let room = bytes
                 && self.held.len() < self.held.capacity()
                 && self.arrivals.len() < self.arrivals.capacity();
             if room || self.held.is_empty() {
@@ -131,7 +192,7 @@ impl Reorder {
         }
         let offset = self.write;
         self.ring[offset..offset + len].copy_from_slice(&f.data[..len]);
-        self.write = (offset + len) % self.ring.len();
+        self.write = (offset + len) % self.limit;
         self.used += skip + len;
         let h = Held {
             ts,
@@ -149,7 +210,11 @@ impl Reorder {
         while at > 0 && self.held[at - 1].ts > ts {
             at -= 1;
         }
-        self.held.insert(at, h);
+        if at == self.held.len() {
+            self.held.push_back(h);
+        } else {
+            self.held.insert(at, h);
+        }
         self.latest = self.latest.max(ts);
     }
 
@@ -358,5 +423,40 @@ mod tests {
         push(&mut r, &frame(6, 8), 15_000, &mut got);
         drain(&mut r, false, &mut got);
         assert_eq!(&got[3..], [(12_500, 5), (13_000, 4)]);
+    }
+
+    #[test]
+    fn frames_are_kept_up_to_the_bytes_asked_for() {
+        let mut r = Reorder::with_room(10, 1 << 16, 64).keeping(100);
+        let mut got = Vec::new();
+        push(&mut r, &frame(7, 4000), 500, &mut got);
+        push(&mut r, &frame(8, 60), 500, &mut got);
+        let mut out = [Held::default(); 4];
+        assert_eq!(r.oldest(&mut out), 2);
+        let (a, b) = (r.frame(&out[0]), r.frame(&out[1]));
+        assert_eq!((a.data.len(), a.wire_len, b.data.len(), b.wire_len), (100, 4000, 60, 60));
+    }
+
+    #[test]
+    fn the_part_of_the_ring_in_use_grows_only_as_the_window_needs() {
+        // 1 MiB ring, starting with 256 KiB in use; a window that never passes.
+        let mut r = Reorder::with_room(1 << 40, 1 << 20, 1 << 12);
+        let mut got = Vec::new();
+        let mut early = 0;
+        for i in 0..200u64 {
+            early += push(&mut r, &frame(i as u8, 1000), 1_000 + i, &mut got);
+        }
+        assert_eq!((r.limit, early), (256 << 10, 0));
+        for i in 200..1000u64 {
+            early += push(&mut r, &frame(i as u8, 1000), 1_000 + i, &mut got);
+        }
+        // 1,000 frames of 1,000 bytes: the whole ring, nothing early.
+        assert_eq!((r.limit, early), (1 << 20, 0));
+        for i in 1000..1100u64 {
+            early += push(&mut r, &frame(i as u8, 1000), 1_000 + i, &mut got);
+        }
+        assert!(early > 0);
+        drain(&mut r, true, &mut got);
+        assert!(got.iter().enumerate().all(|(i, (ts, b))| *ts == 1_000 + i as u64 && *b == i as u8));
     }
 }

@@ -188,8 +188,13 @@ impl Worker {
             last_ts: 0,
             interval_ns: (cfg.interval.as_nanos() as u64).max(1),
             current: None,
-            reorder: (!cfg.reorder_window.is_zero())
-                .then(|| Box::new(Reorder::new(cfg.reorder_window.as_nanos() as u64))),
+            reorder: (!cfg.reorder_window.is_zero()).then(|| {
+                let r = Reorder::new(cfg.reorder_window.as_nanos() as u64, cfg.check_icrc);
+                // Two vantages or several sources (ports, files) interleave out of time
+                // order from the start; one source is held only once it does.
+                let interleaved = cfg.vantages.maps_storage() || cfg.source_times.len() > 1;
+                Box::new(if interleaved { r } else { r.unarmed() })
+            }),
             out,
             tx,
         }
@@ -274,11 +279,38 @@ impl Worker {
             }
             return;
         };
-        for f in frames {
+        let mut rest = frames;
+        if !r.is_armed() {
+            // In time order so far: analysed as they come, in bursts, until one is not.
+            let mut passed: [Option<Incoming<'_>>; BURST] = [const { None }; BURST];
+            let mut n = 0;
+            while let Some((f, more)) = rest.split_first() {
+                let (ts, switch) = self.arrival_time(f);
+                if !r.pass(ts) {
+                    self.burst(passed[..n].iter_mut().filter_map(Option::take));
+                    n = 0;
+                    self.hold(&mut r, f, ts, switch);
+                    rest = more;
+                    break;
+                }
+                let f = Frame { ts_ns: ts, ..*f };
+                passed[n] = Some(Incoming { f, stamped: Some(switch), observe: None, late: false });
+                n += 1;
+                if n == BURST {
+                    self.burst(passed.iter_mut().filter_map(Option::take));
+                    n = 0;
+                }
+                rest = more;
+            }
+            self.burst(passed[..n].iter_mut().filter_map(Option::take));
+        }
+        for f in rest {
             let (ts, switch) = self.arrival_time(f);
             self.hold(&mut r, f, ts, switch);
         }
-        self.release_due(&mut r, false);
+        if r.is_armed() {
+            self.release_due(&mut r, false);
+        }
         self.reorder = Some(r);
     }
 
@@ -358,11 +390,28 @@ impl Worker {
             }
             return;
         };
+        // In time order so far: as without a window, in bursts, until a frame is not.
+        let mut passed: [Option<Incoming<'a>>; BURST] = [const { None }; BURST];
+        let mut n = 0;
         for (f, sw, now) in frames {
+            if !r.is_armed() && r.pass(f.ts_ns) {
+                passed[n] = Some(Incoming { f, stamped: Some(sw), observe: Some(now), late: false });
+                n += 1;
+                if n == BURST {
+                    self.burst(passed.iter_mut().filter_map(Option::take));
+                    n = 0;
+                }
+                continue;
+            }
+            self.burst(passed[..n].iter_mut().filter_map(Option::take));
+            n = 0;
             r.observe(now);
             self.hold(&mut r, &f, f.ts_ns, sw);
         }
-        self.release_due(&mut r, true);
+        self.burst(passed[..n].iter_mut().filter_map(Option::take));
+        if r.is_armed() {
+            self.release_due(&mut r, true);
+        }
         self.reorder = Some(r);
     }
 
