@@ -1,4 +1,4 @@
-//! The command line (SPEC §5): `roceprobe live [OPTIONS] -- [EAL ARGS]` and
+//! The command line (README.md, docs/DEPLOYMENT.md): `roceprobe live [OPTIONS] -- [EAL ARGS]` and
 //! `roceprobe replay [OPTIONS] FILE...`. Every bad input is one line on stderr and a
 //! non-zero exit before any work starts.
 

@@ -1,9 +1,10 @@
-//! I/O quality visibility (SPEC §3): segment latencies against the generator's truth, what
+//! I/O quality visibility (docs/METRICS.md, "I/O quality"): segment latencies against the generator's truth, what
 //! one vantage alone can and cannot measure, and RDMA latencies of the real captures
 //! against their own timestamps.
 
 mod common;
 use common::*;
+use common::{scenario_files as files, scenario_truth as truth};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,20 +19,6 @@ const SEGMENTS: [(&str, &str); 5] = [
 ];
 
 type Series = (String, String, String, String);
-
-fn truth(name: &str) -> Value {
-    let p = fixtures().join("scenarios").join(name).join("truth.json");
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
-
-fn files(name: &str, t: &Value) -> Vec<PathBuf> {
-    t["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| fixtures().join("scenarios").join(name).join(f.as_str().unwrap()))
-        .collect()
-}
 
 /// Per series, the truth's samples in ns, sorted.
 fn truth_series(t: &Value, keep: &[&str]) -> BTreeMap<Series, Vec<u64>> {

@@ -5,28 +5,19 @@
 //! than the window is counted as late, in its flow, and starts no I/O.
 
 mod common;
+use common::scenario_truth as truth;
 use common::*;
 use roceprobe::capture::pcap::{Replay, Writer};
 use roceprobe::capture::{Capture, Poll};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-fn truth(name: &str) -> Value {
-    let p = fixtures().join("scenarios").join(name).join("truth.json");
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
-
 fn files(name: &str) -> Vec<PathBuf> {
-    truth(name)["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| fixtures().join("scenarios").join(name).join(f.as_str().unwrap()))
-        .collect()
+    common::scenario_files(name, &truth(name))
 }
 
 fn args(name: &str) -> Vec<String> {
-    truth(name)["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect()
+    common::scenario_args(&truth(name))
 }
 
 /// Replays `inputs` with `extra`; the summary and every CSV file's lines.

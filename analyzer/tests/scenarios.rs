@@ -3,6 +3,7 @@
 
 mod common;
 use common::*;
+use common::{scenario_args as args, scenario_files as files};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -43,19 +44,6 @@ fn scenarios() -> Vec<(String, Value)> {
     v.sort_by(|a, b| a.0.cmp(&b.0));
     assert!(v.len() >= 8, "scenarios missing from {}", dir.display());
     v
-}
-
-fn files(name: &str, t: &Value) -> Vec<PathBuf> {
-    t["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| fixtures().join("scenarios").join(name).join(f.as_str().unwrap()))
-        .collect()
-}
-
-fn args(t: &Value) -> Vec<String> {
-    t["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect()
 }
 
 type FlowKey = (String, String, String, u64);

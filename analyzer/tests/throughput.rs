@@ -1,4 +1,4 @@
-//! Throughput visibility (SPEC §4): transmissions against the captures' own timestamps,
+//! Throughput visibility (docs/METRICS.md, "Transmissions"): transmissions against the captures' own timestamps,
 //! the CSV reports' contract and sums, and the bound on tracked flows.
 
 mod common;

@@ -92,7 +92,7 @@ fn tshark_agrees_on_every_generated_packet() {
                 match ours(frame) {
                     None if theirs[0].is_some() => {
                         // tshark takes UDP with 4791 as either port for RoCE; roceprobe only the
-                        // destination (SPEC §1). The noise has such datagrams on purpose.
+                        // destination (docs/METRICS.md, "What is RoCEv2"). The noise has such datagrams on purpose.
                         assert!(
                             matches!(decode_frame(frame), Decoded::NotRoce(NotRoce::OtherUdpPort)),
                             "{} frame {}: tshark sees RoCE",

@@ -1,5 +1,5 @@
 //! Ground truth, computed from what each tap emitted (not from the probe): per-flow
-//! counters, the PSN analysis of SPEC §4 written out plainly, and each NVMe I/O's segment
+//! counters, the PSN analysis of docs/METRICS.md written out plainly, and each NVMe I/O's segment
 //! latencies from the times the probe will see.
 
 use crate::render::Delivered;
@@ -34,7 +34,7 @@ pub struct FlowTruth {
     pub icrc_errors: u64,
     pub nvme_commands: u64,
     pub nvme_completions: u64,
-    /// SPEC §4's fabric loss: gap PSNs at this tap that the same flow at the other tap did
+    /// Fabric loss (docs/METRICS.md): gap PSNs at this tap that the same flow at the other tap did
     /// not have; absent for a flow seen at one tap only.
     pub fabric_loss_psns: Option<u64>,
     /// Request packets of their first transmission that the fabric dropped between the
@@ -66,7 +66,7 @@ pub struct IoTruth {
     pub initiator_ip: String,
     pub target_ip: String,
     pub cid: u16,
-    /// Segment latencies in ns per SPEC §3; absent where a vantage is missing.
+    /// Segment latencies in ns as docs/METRICS.md defines them; absent where a vantage is missing.
     pub io_compute_ns: Option<u64>,
     pub io_storage_ns: Option<u64>,
     pub compute_ns: Option<u64>,
@@ -109,7 +109,7 @@ fn transport_name(opcode: u8) -> &'static str {
     }
 }
 
-/// Request opcodes whose PSNs advance the requester's sequence (SPEC §4).
+/// Request opcodes whose PSNs advance the requester's sequence (docs/METRICS.md, "PSN analysis").
 fn is_request(opcode: u8) -> bool {
     matches!(opcode >> 5, 0 | 1 | 5) && matches!(opcode & 0x1F, 0x00..=0x0C | 0x13 | 0x14 | 0x16 | 0x17)
 }

@@ -76,7 +76,7 @@ fn rc_loss_has_fabric_loss_nak_rnr_cnp_ecn_and_wrap() {
     let (c, s) = (get("compute", 0x0B01), get("storage", 0x0B01));
     assert_eq!((c.gap_psns, s.gap_psns), (1, 2), "fabric loss shows at storage only");
     // Here the packet lost between the taps is followed by others before it is resent, so
-    // SPEC §4's gap-based fabric loss sees exactly what the fabric dropped.
+    // The gap-based fabric loss (docs/METRICS.md) sees exactly what the fabric dropped.
     assert_eq!((s.fabric_loss_psns, s.dropped_between_taps), (Some(1), Some(1)));
     assert_eq!((c.fabric_loss_psns, c.dropped_between_taps), (Some(0), Some(0)));
     assert!(c.retx_packets >= 5 && s.retx_packets == c.retx_packets, "go-back-N at both taps");

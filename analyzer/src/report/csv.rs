@@ -1,8 +1,8 @@
-//! Periodic CSV reports in `--csv-dir` (SPEC §5): `flows.csv` (one row per flow active in
+//! Periodic CSV reports in `--csv-dir` (docs/CSV.md): `flows.csv` (one row per flow active in
 //! an interval, deltas for the interval), `transmissions.csv` (one row per ended
 //! transmission) and `latency.csv` (one row per latency series with samples in an interval). RFC 4180: CRLF line ends, a header row, fields quoted when they hold a
 //! comma, quote or line break. Times are RFC 3339 UTC with nanoseconds, rates Gbit/s.
-//! The contract's columns come first, in the SPEC's order; more are only appended.
+//! The contract's columns come first, in their documented order; more are only appended.
 
 use super::time::rfc3339_nanos;
 use crate::capture::SourceStats;
@@ -29,7 +29,7 @@ pub const LATENCY_HEADER: &str =
 /// The link speed that turns one packet into time, for a transmission's minimum duration.
 pub const PACKET_TIME_GBPS: u64 = 100;
 
-/// A transmission's duration D (SPEC §4): last − first packet time, and at least one packet
+/// A transmission's duration D (docs/METRICS.md, "Transmissions"): last − first packet time, and at least one packet
 /// time (its average frame at 100 Gb/s), so a one-packet burst has a finite rate.
 pub fn duration_ns(start_ns: u64, end_ns: u64, c: &FlowCounts) -> u64 {
     let packet_time = (c.bytes * 8).div_ceil(c.packets.max(1) * PACKET_TIME_GBPS).max(1);

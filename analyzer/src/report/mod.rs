@@ -1,4 +1,4 @@
-//! Report: what the operator reads. The CSV files and the summary JSON of SPEC §5, the
+//! Report: what the operator reads. The CSV files and the summary JSON (docs/CSV.md, docs/METRICS.md), the
 //! per-flow table printed at exit, and the time format they share.
 
 pub mod csv;

@@ -1,5 +1,5 @@
 //! The summary JSON written at exit (`--summary FILE`, `-` = stdout): whole-run totals,
-//! in the field names and shapes of SPEC §5. Field order is kept stable.
+//! in the field names and shapes docs/METRICS.md lists. Field order is kept stable.
 
 use crate::capture::SourceStats;
 use crate::metrics::latency::stats;
@@ -120,7 +120,7 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub prometheus: Option<crate::report::prometheus::ScrapeStats>,
     pub flows: Vec<FlowSummary>,
-    /// Latency per (initiator, target, op, segment) over the run (SPEC §3).
+    /// Latency per (initiator, target, op, segment) over the run (docs/METRICS.md, "I/O quality").
     pub latency: Vec<LatencySummary>,
     pub ios: IosSummary,
     /// Receive statistics per source: DPDK port id, or input file index.

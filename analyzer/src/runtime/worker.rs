@@ -212,11 +212,16 @@ impl Worker {
     /// would with one worker seeing packets, even when this one sees none for a while.
     pub fn observe_time(&mut self, now: u64) {
         match self.reorder.take() {
-            None => self.observe_released(now),
-            Some(mut r) => {
+            Some(mut r) if r.is_armed() => {
                 r.observe(now);
                 self.release_due(&mut r, true);
                 self.reorder = Some(r);
+            }
+            // Nothing held: as without a window (a clock observed is no frame's time, and
+            // frames stamped before it may still come).
+            r => {
+                self.reorder = r;
+                self.observe_released(now);
             }
         }
     }

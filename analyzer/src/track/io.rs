@@ -1,4 +1,4 @@
-//! NVMe/RDMA I/Os (SPEC §3): each command followed from its capsule through its data phase
+//! NVMe/RDMA I/Os (docs/METRICS.md, "I/O quality"): each command followed from its capsule through its data phase
 //! to its completion and the host's acknowledgement of it, at both vantages at once, to
 //! give the latency each segment adds.
 //!

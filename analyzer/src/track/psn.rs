@@ -1,4 +1,4 @@
-//! PSN analysis of one requester direction (SPEC §4): the expected next PSN, with serial
+//! PSN analysis of one requester direction (docs/METRICS.md, "PSN analysis"): the expected next PSN, with serial
 //! arithmetic modulo 2^24. A packet behind the expected PSN is a retransmission; one ahead
 //! of it skipped PSNs (a gap: packets lost upstream of this vantage).
 //!

@@ -1,4 +1,4 @@
-//! Vantage points: where a packet was observed (SPEC §2). The user maps traffic to
+//! Vantage points: where a packet was observed (docs/METRICS.md, "Remote mirrors and vantage points"). The user maps traffic to
 //! `compute` or `storage` by DPDK port, input file or VLAN id; unmapped traffic is `compute`.
 
 use anyhow::{bail, Result};

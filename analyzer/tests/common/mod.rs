@@ -16,6 +16,27 @@ pub fn capture(name: &str) -> PathBuf {
     fixtures().join("captures").join(name)
 }
 
+/// A generated scenario's `truth.json`.
+pub fn scenario_truth(name: &str) -> serde_json::Value {
+    let p = fixtures().join("scenarios").join(name).join("truth.json");
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// A scenario's capture files, as its truth lists them.
+pub fn scenario_files(name: &str, t: &serde_json::Value) -> Vec<PathBuf> {
+    t["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| fixtures().join("scenarios").join(name).join(f.as_str().unwrap()))
+        .collect()
+}
+
+/// The options a scenario's truth holds (its `--vantage` rules and the like).
+pub fn scenario_args(t: &serde_json::Value) -> Vec<String> {
+    t["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect()
+}
+
 pub const REAL_CAPTURES: [&str; 10] = [
     "pingpong_rc.pcap",
     "pingpong_uc.pcap",
