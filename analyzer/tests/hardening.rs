@@ -103,29 +103,61 @@ fn the_dashboards_q_mid_capture_writes_every_report_whole() {
     reports_are_whole(&csv, &summary);
 }
 
-#[test]
-fn unsafe_code_lives_only_in_the_dpdk_capture_module() {
+/// Every line of code (comments cut off) of the library's sources: (path under src/, line
+/// number, code).
+fn source_lines() -> Vec<(String, usize, String)> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut stack = vec![src.clone()];
-    let mut found = Vec::new();
+    let mut lines = Vec::new();
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d).unwrap() {
             let p = e.unwrap().path();
             if p.is_dir() {
                 stack.push(p);
             } else if p.extension().is_some_and(|x| x == "rs") {
+                let name = p.strip_prefix(&src).unwrap().display().to_string();
                 for (i, line) in std::fs::read_to_string(&p).unwrap().lines().enumerate() {
-                    let code = line.split("//").next().unwrap();
-                    if code.split(|c: char| !c.is_alphanumeric() && c != '_').any(|w| w == "unsafe") {
-                        found.push(format!("{}:{}", p.strip_prefix(&src).unwrap().display(), i + 1));
-                    }
+                    lines.push((name.clone(), i + 1, line.split("//").next().unwrap().to_owned()));
                 }
             }
         }
     }
+    lines
+}
+
+#[test]
+fn unsafe_code_lives_only_in_the_dpdk_capture_module() {
+    let found: Vec<String> = source_lines()
+        .into_iter()
+        .filter(|(_, _, code)| code.split(|c: char| !c.is_alphanumeric() && c != '_').any(|w| w == "unsafe"))
+        .map(|(f, n, _)| format!("{f}:{n}"))
+        .collect();
     assert!(!found.is_empty(), "the scan finds the capture module's unsafe blocks");
     let elsewhere: Vec<_> = found.iter().filter(|f| !f.starts_with("capture/dpdk.rs:")).collect();
     assert!(elsewhere.is_empty(), "unsafe outside capture/dpdk.rs: {elsewhere:?}");
+}
+
+#[test]
+fn layers_depend_only_on_the_layers_before_them() {
+    // capture → wire → track → metrics → report, with runtime and cli above: the lower
+    // layers name nothing above them, and the reports do not reach into the runtime.
+    let rules: [(&str, &[&str]); 4] = [
+        ("wire/", &["crate::track", "crate::metrics", "crate::report", "crate::runtime", "crate::cli"]),
+        ("track/", &["crate::report", "crate::runtime", "crate::cli"]),
+        ("metrics/", &["crate::report", "crate::runtime", "crate::cli"]),
+        ("report/", &["crate::runtime", "crate::cli"]),
+    ];
+    let lines = source_lines();
+    assert!(lines.iter().any(|(f, _, c)| f.starts_with("report/") && c.contains("crate::metrics")));
+    let mut upward = Vec::new();
+    for (file, n, code) in &lines {
+        for (layer, above) in &rules {
+            if file.starts_with(layer) && above.iter().any(|a| code.contains(a)) {
+                upward.push(format!("{file}:{n}: {}", code.trim()));
+            }
+        }
+    }
+    assert!(upward.is_empty(), "imports from a layer above: {upward:#?}");
 }
 
 #[test]

@@ -3,9 +3,9 @@
 
 use crate::capture::SourceStats;
 use crate::metrics::latency::stats;
+use crate::metrics::snapshot::TimeUse;
 use crate::metrics::Totals;
 use crate::report::time::rfc3339_nanos;
-use crate::runtime::worker::TimeUse;
 use crate::track::io::{IoCounts, IoCountsByPair};
 use crate::track::FlowCounts;
 use crate::track::Vantage;
