@@ -7,6 +7,8 @@
 
 pub mod capture;
 pub mod cli;
+/// The bodies of the fuzz targets (feature `fuzzing`: not in the probe).
+#[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 pub mod metrics;
 pub mod report;

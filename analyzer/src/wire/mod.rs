@@ -9,6 +9,8 @@
 //! the kind of malformation.
 
 pub mod bth;
+/// Frame builders for the generator and the tests (feature `builders`: not in the probe).
+#[cfg(any(test, feature = "builders"))]
 pub mod build;
 pub mod cm;
 pub mod erspan;
