@@ -208,15 +208,7 @@ fn a_packet_later_than_the_window_is_counted_late_in_its_flow_and_starts_no_io()
 
     assert_eq!(s["reorder"]["late_packets"], serde_json::json!({"compute": 0, "storage": 1}));
     // Counted in its flow: every flow's packets and commands are the truth's.
-    let flow_field = |s: &Value, field: &str, vantage: &str| -> u64 {
-        s["flows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|f| f["vantage"] == vantage)
-            .map(|f| f[field].as_u64().unwrap())
-            .sum()
-    };
+    let flow_field = |s: &Value, field: &str, vantage: &str| vantage_sum(s, vantage, field);
     for v in ["compute", "storage"] {
         assert_eq!(flow_field(&s, "packets", v), flow_field(&t, "packets", v), "{v}: packets");
         assert_eq!(flow_field(&s, "bytes", v), flow_field(&t, "bytes", v), "{v}: bytes");

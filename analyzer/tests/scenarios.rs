@@ -133,15 +133,7 @@ fn nvme_recognition_finds_every_command_and_completion_at_both_vantages() {
         let extra: Vec<&str> = a.iter().map(String::as_str).collect();
         let s = replay_summary(&refs, &extra);
         for vantage in ["compute", "storage"] {
-            let sum = |field: &str| -> u64 {
-                s["flows"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .filter(|f| f["vantage"] == vantage)
-                    .map(|f| f[field].as_u64().unwrap())
-                    .sum()
-            };
+            let sum = |field: &str| vantage_sum(&s, vantage, field);
             assert_eq!(sum("nvme_commands"), ios, "{name} {vantage}: commands");
             assert_eq!(sum("nvme_completions"), ios, "{name} {vantage}: completions");
         }

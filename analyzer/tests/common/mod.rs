@@ -32,6 +32,17 @@ pub fn scenario_files(name: &str, t: &serde_json::Value) -> Vec<PathBuf> {
         .collect()
 }
 
+/// A flow field summed over a vantage's flows (of a summary or a truth).
+pub fn vantage_sum(s: &serde_json::Value, vantage: &str, field: &str) -> u64 {
+    s["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["vantage"] == vantage)
+        .map(|f| f[field].as_u64().unwrap())
+        .sum()
+}
+
 /// The options a scenario's truth holds (its `--vantage` rules and the like).
 pub fn scenario_args(t: &serde_json::Value) -> Vec<String> {
     t["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect()
