@@ -5,13 +5,13 @@
 use crate::capture::dpdk::{DpdkCapture, StopWhen};
 use crate::capture::pcap::Replay;
 use crate::capture::Capture;
+use crate::defaults;
 use crate::report::csv::{CsvWriter, Rotation};
 use crate::report::dashboard::{self, View, ViewBuilder};
 use crate::report::prometheus::{self, Exporter, Page};
 use crate::report::summary::{Summary, SummarySink};
 use crate::report::table;
 use crate::runtime::{self, PipelineConfig};
-use crate::track::flow::DEFAULT_MAX_FLOWS;
 use crate::track::vantage::{Rule, Selector, SourceKind};
 use crate::track::VantageMap;
 use anyhow::{bail, Result};
@@ -57,7 +57,7 @@ pub struct PlotArgs {
 #[derive(Debug, Args)]
 pub struct CommonArgs {
     /// Report interval, in packet time (e.g. 1s, 250ms, 100us).
-    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = parse_interval)]
+    #[arg(long, value_name = "DUR", default_value = defaults::INTERVAL, value_parser = parse_interval)]
     pub interval: Duration,
     /// Write the summary JSON here at exit ('-' = stdout; the flow table then goes to stderr).
     #[arg(long, value_name = "FILE")]
@@ -70,7 +70,7 @@ pub struct CommonArgs {
     pub vantages: Vec<Rule>,
     /// Most flows tracked at once; a new flow takes the slot of one idle for --flow-expire,
     /// else its packets are counted as untracked.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_FLOWS, value_parser = parse_table_bound)]
+    #[arg(long, value_name = "N", default_value_t = defaults::MAX_FLOWS, value_parser = parse_table_bound)]
     pub max_flows: usize,
     /// Write flows.csv, latency.csv, ports.csv and transmissions.csv here, every interval
     /// (the directory is created if needed; files of an earlier run are replaced).
@@ -84,11 +84,11 @@ pub struct CommonArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_interval)]
     pub csv_rotate_age: Option<Duration>,
     /// A transmission (burst) of a flow ends after this long without a packet of it.
-    #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = parse_interval)]
+    #[arg(long, value_name = "DUR", default_value = defaults::FLOW_IDLE, value_parser = parse_interval)]
     pub flow_idle: Duration,
     /// When the flow table is full, a flow without a packet for this long (packet time)
     /// gives its slot to a new flow (summary: forgotten.idle_flows).
-    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = parse_interval)]
+    #[arg(long, value_name = "DUR", default_value = defaults::FLOW_EXPIRE, value_parser = parse_interval)]
     pub flow_expire: Duration,
     /// Path MTU for counting the PSNs a READ Request reserves (256, 512, 1024, 2048 or
     /// 4096); learned per QP from its packets when not given.
@@ -98,32 +98,32 @@ pub struct CommonArgs {
     /// long (packet time) for mirror copies that arrive late (ERSPAN sessions with paths of
     /// different delay, queueing jitter, capture ports polled in turn); 0 analyses in
     /// arrival order. Packets later than this are counted in late_packets. At most 1s
-    #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = parse_window)]
+    #[arg(long, value_name = "DUR", default_value = defaults::REORDER_WINDOW, value_parser = parse_window)]
     pub reorder_window: Duration,
     /// An NVMe I/O without a completion after this long (packet time) is counted as timed out.
-    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = parse_interval)]
+    #[arg(long, value_name = "DUR", default_value = defaults::IO_TIMEOUT, value_parser = parse_interval)]
     pub io_timeout: Duration,
     /// Most NVMe I/Os awaiting their completion at once; further commands are counted as
     /// overflowed. A quarter of it (at least 64) bounds the NVMe connections' state.
-    #[arg(long, value_name = "N", default_value_t = crate::track::io::DEFAULT_MAX_IOS, value_parser = parse_table_bound)]
+    #[arg(long, value_name = "N", default_value_t = defaults::MAX_IOS, value_parser = parse_table_bound)]
     pub max_ios: usize,
     /// Most latency series, (initiator, target, op, segment), per worker over the run
     /// (~135 KiB each on the worker, up to 270 KiB in the totals); samples of further series
     /// are counted in latency_samples_dropped. Also bounds the (initiator, target, op) keys
     /// of the I/O counts (further pairs are counted under 0.0.0.0).
-    #[arg(long, value_name = "N", default_value_t = runtime::DEFAULT_MAX_LATENCY_SERIES, value_parser = parse_table_bound)]
+    #[arg(long, value_name = "N", default_value_t = defaults::MAX_LATENCY_SERIES, value_parser = parse_table_bound)]
     pub max_latency_series: usize,
     /// Most NVMe commands awaiting their completion per worker; beyond it the oldest is
     /// forgotten (summary: forgotten.nvme_commands).
-    #[arg(long, value_name = "N", default_value_t = crate::track::nvme::DEFAULT_MAX_PENDING, value_parser = parse_table_bound)]
+    #[arg(long, value_name = "N", default_value_t = defaults::MAX_PENDING_COMMANDS, value_parser = parse_table_bound)]
     pub max_pending_commands: usize,
     /// Most CM ConnectRequests awaiting their reply per worker; beyond it the oldest is
     /// forgotten (summary: forgotten.cm_requests).
-    #[arg(long, value_name = "N", default_value_t = runtime::worker::DEFAULT_MAX_CM_REQUESTS, value_parser = parse_table_bound)]
+    #[arg(long, value_name = "N", default_value_t = defaults::MAX_CM_REQUESTS, value_parser = parse_table_bound)]
     pub max_cm_requests: usize,
     /// Most flows announced by CM (two per connection) awaiting their first packet per
     /// worker; beyond it the oldest is forgotten (summary: forgotten.announced_flows).
-    #[arg(long, value_name = "N", default_value_t = crate::track::flow::DEFAULT_MAX_ANNOUNCED, value_parser = parse_table_bound)]
+    #[arg(long, value_name = "N", default_value_t = defaults::MAX_ANNOUNCED_FLOWS, value_parser = parse_table_bound)]
     pub max_announced_flows: usize,
     /// Analysis threads. 1: on the capture thread. More: the capture thread dispatches each
     /// frame by its inner IP pair to one of N workers pinned to cores (software dispatch).
@@ -141,7 +141,7 @@ pub struct CommonArgs {
     pub probe_id: Option<String>,
     /// Most flows exported to Prometheus (those with the most bytes); the rest are counted
     /// in roceprobe_flows_not_exported.
-    #[arg(long, value_name = "N", default_value_t = crate::report::prometheus::DEFAULT_MAX_FLOWS)]
+    #[arg(long, value_name = "N", default_value_t = defaults::PROMETHEUS_MAX_FLOWS)]
     pub prometheus_max_flows: usize,
     /// Show a live dashboard in the terminal, refreshed every interval (s: sort flows,
     /// p: pause, q: quit, which ends a live capture as SIGTERM does). The per-flow table and a

@@ -7,6 +7,7 @@
 
 pub mod capture;
 pub mod cli;
+pub mod defaults;
 /// The bodies of the fuzz targets (feature `fuzzing`: not in the probe).
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;

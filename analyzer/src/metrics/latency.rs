@@ -16,10 +16,6 @@ pub type IntervalHist = Histogram<u32>;
 /// whose samples stay under a millisecond holds a third of the full range's buckets.
 pub type TotalHist = Histogram<u64>;
 
-/// Default bound on latency series: each holds a ~135 KiB histogram (1 ns to 1 h at 3
-/// significant digits, 32-bit counts).
-pub const DEFAULT_MAX_LATENCY_SERIES: usize = 1024;
-
 /// Recorded range: 1 ns to 1 hour; longer values are clamped to an hour.
 pub const MAX_NS: u64 = 3_600_000_000_000;
 pub const SIGFIG: u8 = 3;

@@ -17,9 +17,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Default cap on exported flows.
-pub const DEFAULT_MAX_FLOWS: usize = 1000;
-
 /// Scrapes of the endpoint so far: answered, and failed (the client hung past the timeouts,
 /// or went away).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -9,6 +9,7 @@ pub mod rss;
 pub mod worker;
 
 use crate::capture::{Capture, Poll, SourceStats};
+use crate::defaults;
 use crate::metrics::latency::LatencyBatch;
 use crate::metrics::{IntervalSnapshot, Totals};
 use crate::report::csv::{CsvHealth, CsvWriter};
@@ -24,8 +25,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub use worker::Worker;
-
-pub use crate::metrics::latency::DEFAULT_MAX_LATENCY_SERIES;
 
 /// Settings shared by every worker.
 #[derive(Debug, Clone)]
@@ -107,20 +106,20 @@ impl PipelineConfig {
     /// The defaults of the command line, with these vantages.
     pub fn new(vantages: VantageMap) -> Self {
         Self {
-            interval: Duration::from_secs(1),
-            max_flows: crate::track::flow::DEFAULT_MAX_FLOWS,
+            interval: Duration::from_nanos(defaults::INTERVAL_NS),
+            max_flows: defaults::MAX_FLOWS,
             vantages,
             check_icrc: false,
-            flow_idle: Duration::from_nanos(crate::track::flow::DEFAULT_FLOW_IDLE_NS),
-            flow_expire: Duration::from_nanos(crate::track::flow::DEFAULT_FLOW_EXPIRE_NS),
+            flow_idle: Duration::from_nanos(defaults::FLOW_IDLE_NS),
+            flow_expire: Duration::from_nanos(defaults::FLOW_EXPIRE_NS),
             mtu: None,
-            io_timeout: Duration::from_nanos(crate::track::io::DEFAULT_IO_TIMEOUT_NS),
-            reorder_window: Duration::from_nanos(reorder::DEFAULT_REORDER_WINDOW_NS),
-            max_ios: crate::track::io::DEFAULT_MAX_IOS,
-            max_latency_series: DEFAULT_MAX_LATENCY_SERIES,
-            max_pending_commands: crate::track::nvme::DEFAULT_MAX_PENDING,
-            max_cm_requests: worker::DEFAULT_MAX_CM_REQUESTS,
-            max_announced_flows: crate::track::flow::DEFAULT_MAX_ANNOUNCED,
+            io_timeout: Duration::from_nanos(defaults::IO_TIMEOUT_NS),
+            reorder_window: Duration::from_nanos(defaults::REORDER_WINDOW_NS),
+            max_ios: defaults::MAX_IOS,
+            max_latency_series: defaults::MAX_LATENCY_SERIES,
+            max_pending_commands: defaults::MAX_PENDING_COMMANDS,
+            max_cm_requests: defaults::MAX_CM_REQUESTS,
+            max_announced_flows: defaults::MAX_ANNOUNCED_FLOWS,
             workers: 1,
             dedicated_rx: false,
             never_wait: false,

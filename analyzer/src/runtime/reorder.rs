@@ -17,8 +17,6 @@
 use crate::capture::Frame;
 use std::collections::VecDeque;
 
-/// Default `--reorder-window`.
-pub const DEFAULT_REORDER_WINDOW_NS: u64 = 1_000_000;
 /// Bytes of frames a worker can hold: a 1 ms window at 128 Gb/s of mirrored frames.
 pub const RING_BYTES: usize = 16 << 20;
 /// The part of the ring used at first (it grows as the window needs).

@@ -17,7 +17,6 @@ use crossbeam_channel::{Receiver, Sender};
 const TX_BATCH: usize = 1024;
 /// Buffers allocated at start-up for each kind of message, before any come back.
 const SPARE_BUFFERS: usize = 4;
-pub use crate::track::analyzer::DEFAULT_MAX_CM_REQUESTS;
 
 /// Buffers for messages to the stats side: spares allocated at start-up, then the ones the
 /// stats side hands back. Only when none is at hand (the stats side is far behind, or does

@@ -19,8 +19,6 @@ use crate::wire::nvme::{classify, Capsule};
 use crate::wire::{icrc, Decoded, RocePacket};
 use std::net::IpAddr;
 
-/// Default `--max-cm-requests`: CM ConnectRequests remembered until their reply.
-pub const DEFAULT_MAX_CM_REQUESTS: usize = 1024;
 /// Latency histograms allocated at start-up for the first new series.
 const SPARE_HISTOGRAMS: usize = 64;
 

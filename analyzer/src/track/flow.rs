@@ -25,22 +25,8 @@ use crate::wire::RocePacket;
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-/// Default bound on tracked flows: about 94 MiB allocated up front with the indexes
-/// ([`FlowTable::allocated_bytes`]; pages are touched as flows arrive).
-pub const DEFAULT_MAX_FLOWS: usize = 65_536;
-/// Default `--flow-expire`: a flow without a packet for this long (packet time) gives its
-/// slot to a new flow when the table is full.
-pub const DEFAULT_FLOW_EXPIRE_NS: u64 = 60_000_000_000;
 /// Slots looked at, from a hand sweeping the table, when a new flow finds it full.
 const RECLAIM_PROBES: usize = 4;
-
-/// Default `--max-announced-flows`: flows CM announced (two per connection) that have not
-/// sent their first packet yet.
-pub const DEFAULT_MAX_ANNOUNCED: usize = 8_192;
-/// Default `--flow-idle`: a transmission ends after 1 ms without a packet. RDMA bursts
-/// (a collective step, a checkpoint shard) keep a QP busy with gaps of microseconds between
-/// messages; steps of a training job are milliseconds apart.
-pub const DEFAULT_FLOW_IDLE_NS: u64 = 1_000_000;
 
 const NONE: u32 = u32::MAX;
 /// A latency series the recorder had no room for.
@@ -352,11 +338,11 @@ impl FlowTable {
             // is more than half full rehashes into a larger allocation when its deleted
             // entries use up the spare room.
             pairs: HashMap::with_capacity_and_hasher(2 * max_flows, h()),
-            announced: FifoMap::new(DEFAULT_MAX_ANNOUNCED),
+            announced: FifoMap::new(crate::defaults::MAX_ANNOUNCED_FLOWS),
             open: List::default(),
             horizon: 0,
             changed: Vec::with_capacity(max_flows),
-            expire_ns: DEFAULT_FLOW_EXPIRE_NS,
+            expire_ns: crate::defaults::FLOW_EXPIRE_NS,
             hand: 0,
             untracked_packets: 0,
             expired_flows: 0,
@@ -1042,12 +1028,12 @@ mod size {
     fn bytes_per_flow_is_what_the_docs_say() {
         let entry = std::mem::size_of::<FlowEntry>();
         let hot = std::mem::offset_of!(FlowEntry, opcodes);
-        let mib = FlowTable::allocated_bytes(DEFAULT_MAX_FLOWS) as f64 / (1 << 20) as f64;
+        let mib = FlowTable::allocated_bytes(crate::defaults::MAX_FLOWS) as f64 / (1 << 20) as f64;
         println!("entry {entry} bytes ({hot} hot), table {mib:.1} MiB at the default bound");
         assert!(hot <= HOT_LINES * 64, "the hot fields are {hot} bytes: prefetch more lines");
         assert!(
             entry <= 1216 && mib <= 94.5,
-            "{entry} bytes per entry, {mib:.1} MiB: update docs/METRICS.md, RELIABILITY.md, DEPLOYMENT.md and DEFAULT_MAX_FLOWS' note"
+            "{entry} bytes per entry, {mib:.1} MiB: update docs/METRICS.md, RELIABILITY.md, DEPLOYMENT.md and defaults::MAX_FLOWS' note"
         );
     }
 }

@@ -18,11 +18,6 @@ use crate::wire::nvme::{Sgl, Sqe};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
 
-/// Default bound on I/Os awaiting their completion, per worker.
-pub const DEFAULT_MAX_IOS: usize = 65_536;
-/// Default `--io-timeout`.
-pub const DEFAULT_IO_TIMEOUT_NS: u64 = 1_000_000_000;
-
 const NONE: u32 = u32::MAX;
 /// I/O queues (QPs) between two hosts that may use one CID at once, per lookup.
 const CID_SLOTS: usize = 4;
@@ -228,7 +223,7 @@ impl IoTracker {
             by_cid: HashMap::with_capacity_and_hasher(2 * max_ios, h()),
             by_key: HashMap::with_capacity_and_hasher(2 * max_ios, h()),
             conns: FifoMap::new((max_ios / 4).max(64)),
-            max_pairs: crate::metrics::latency::DEFAULT_MAX_LATENCY_SERIES,
+            max_pairs: crate::defaults::MAX_LATENCY_SERIES,
             live: List::default(),
             timeout_ns: timeout_ns.max(1),
             wait_ns: 0,

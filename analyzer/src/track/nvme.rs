@@ -9,9 +9,6 @@ use super::bounded::FifoMap;
 use super::vantage::Vantage;
 use std::net::IpAddr;
 
-/// Default `--max-pending-commands`: commands awaiting their completion, per worker.
-pub const DEFAULT_MAX_PENDING: usize = 65_536;
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PendingKey {
     pub vantage: Vantage,
