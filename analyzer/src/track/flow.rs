@@ -1,4 +1,5 @@
-//! The flow table: one entry per (vantage, src IP, dst IP, destination QPN) (docs/METRICS.md, "Per flow"), with
+//! The flow table: one entry per (vantage, src IP, dst IP, destination QPN)
+//! (docs/METRICS.md, "Per flow"), with
 //! each flow's counters, PSN analysis, open transmission and QP pairing.
 //!
 //! Capacity is fixed at start-up (`--max-flows`): entries live in a slab allocated once. A
@@ -177,7 +178,8 @@ impl PendingRing {
     }
 }
 
-/// An ended transmission (docs/METRICS.md, "Transmissions"): a burst of one flow, from its first to its last packet.
+/// An ended transmission (docs/METRICS.md, "Transmissions"): a burst of one flow, from its
+/// first to its last packet.
 #[derive(Debug, Clone)]
 pub struct Transmission {
     pub key: FlowKey,
@@ -243,7 +245,8 @@ impl Linked for FlowEntry {
 /// Cache lines at the start of an entry that a packet touches (see [`FlowEntry`]).
 const HOT_LINES: usize = 9;
 
-/// Request operations: their PSNs advance the requester's sequence (docs/METRICS.md, "PSN analysis").
+/// Request operations: their PSNs advance the requester's sequence (docs/METRICS.md, "PSN
+/// analysis").
 #[inline]
 fn is_request(opcode: u8) -> bool {
     matches!(opcode >> 5, 0 | 1 | 5) && matches!(opcode & 0x1F, 0x00..=0x0C | 0x13 | 0x14 | 0x16 | 0x17)
