@@ -61,7 +61,7 @@ fn tshark_agrees_on_every_generated_packet() {
     names.sort();
     for scenario in names {
         if scenario.file_name().unwrap() == "corrupted" {
-            continue; // malformed on purpose; see scenarios.rs
+            continue; // malformed on purpose; see pcap-fixtures/src/scenarios/corrupted.rs
         }
         let mut pcaps: Vec<_> = std::fs::read_dir(&scenario)
             .unwrap()
