@@ -10,38 +10,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const SEGMENTS: [(&str, &str); 5] = [
-    ("io@compute", "io_compute_ns"),
-    ("io@storage", "io_storage_ns"),
-    ("compute", "compute_ns"),
-    ("network", "network_ns"),
-    ("storage", "storage_ns"),
-];
-
-type Series = (String, String, String, String);
-
-/// Per series, the truth's samples in ns, sorted.
-fn truth_series(t: &Value, keep: &[&str]) -> BTreeMap<Series, Vec<u64>> {
-    let mut out: BTreeMap<Series, Vec<u64>> = BTreeMap::new();
-    for io in t["ios"].as_array().unwrap() {
-        for (segment, field) in SEGMENTS.iter().filter(|(s, _)| keep.contains(s)) {
-            if let Some(v) = io[field].as_i64() {
-                let k = (
-                    io["initiator_ip"].as_str().unwrap().to_owned(),
-                    io["target_ip"].as_str().unwrap().to_owned(),
-                    io["op"].as_str().unwrap().to_owned(),
-                    segment.to_string(),
-                );
-                out.entry(k).or_default().push(v.max(1) as u64);
-            }
-        }
-    }
-    for v in out.values_mut() {
-        v.sort();
-    }
-    out
-}
-
 /// Nearest-rank percentile, as HDR reports it (up to its bucket width).
 fn pct(v: &[u64], q: f64) -> u64 {
     v[((q * v.len() as f64).ceil() as usize).max(1) - 1]

@@ -10,6 +10,7 @@ use common::*;
 use roceprobe::capture::pcap::{Replay, Writer};
 use roceprobe::capture::{Capture, Poll};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 fn files(name: &str) -> Vec<PathBuf> {
@@ -39,44 +40,27 @@ fn replay(inputs: &[PathBuf], extra: &[String]) -> (Value, Vec<(String, Vec<Stri
     (serde_json::from_str(&std::fs::read_to_string(summary).unwrap()).unwrap(), rows)
 }
 
-/// Latency sample counts per (initiator, target, op, segment) in a summary.
-fn segment_counts(s: &Value) -> Vec<(String, u64)> {
-    let mut v: Vec<(String, u64)> = s["latency"]
+/// NVMe latency sample counts per series in a summary.
+fn segment_counts(s: &Value) -> BTreeMap<Series, u64> {
+    let text = |v: &Value| v.as_str().unwrap().to_owned();
+    s["latency"]
         .as_array()
         .unwrap()
         .iter()
+        .filter(|l| text(&l["op"]).starts_with("nvme"))
         .map(|l| {
-            let k = format!("{} {} {} {}", l["initiator_ip"], l["target_ip"], l["op"], l["segment"]);
-            (k, l["count"].as_u64().unwrap())
+            (
+                (text(&l["initiator_ip"]), text(&l["target_ip"]), text(&l["op"]), text(&l["segment"])),
+                l["count"].as_u64().unwrap(),
+            )
         })
-        .collect();
-    v.sort();
-    v
+        .collect()
 }
 
 /// Latency sample counts per series in the truth's I/Os.
-fn truth_segment_counts(t: &Value) -> Vec<(String, u64)> {
-    let mut m = std::collections::BTreeMap::<String, u64>::new();
-    for io in t["ios"].as_array().unwrap() {
-        for (seg, key) in [
-            ("io@compute", "io_compute_ns"),
-            ("io@storage", "io_storage_ns"),
-            ("compute", "compute_ns"),
-            ("storage", "storage_ns"),
-            ("network", "network_ns"),
-        ] {
-            if !io[key].is_null() {
-                let k = format!(
-                    "\"{}\" \"{}\" \"{}\" \"{seg}\"",
-                    io["initiator_ip"].as_str().unwrap(),
-                    io["target_ip"].as_str().unwrap(),
-                    io["op"].as_str().unwrap()
-                );
-                *m.entry(k).or_default() += 1;
-            }
-        }
-    }
-    m.into_iter().collect()
+fn truth_segment_counts(t: &Value) -> BTreeMap<Series, u64> {
+    let all: Vec<&str> = SEGMENTS.iter().map(|(s, _)| *s).collect();
+    truth_series(t, &all).into_iter().map(|(k, v)| (k, v.len() as u64)).collect()
 }
 
 /// Each `_skewed` scenario and the scenario of the same traffic over equal, jitter-free
@@ -134,8 +118,7 @@ fn skewed_and_jittery_mirror_paths_give_the_results_of_equal_ones() {
         } else if ios > 0 {
             assert_eq!(b["ios"]["completed"].as_u64(), Some(ios), "{skewed}: I/Os");
             assert_eq!(b["ios"]["timed_out"].as_u64(), Some(0), "{skewed}: I/Os timed out");
-            let got: Vec<_> = segment_counts(&b).into_iter().filter(|(k, _)| k.contains("nvme")).collect();
-            assert_eq!(got, truth_segment_counts(&t), "{skewed}: segment sample counts");
+            assert_eq!(segment_counts(&b), truth_segment_counts(&t), "{skewed}: segment sample counts");
         }
     }
 }
@@ -224,8 +207,8 @@ fn a_packet_later_than_the_window_is_counted_late_in_its_flow_and_starts_no_io()
     assert_eq!(s["ios"]["completed"].as_u64(), Some(120), "{}", s["ios"]);
     assert_eq!(s["ios"]["timed_out"].as_u64(), Some(0));
     assert_eq!(s["ios"]["unfinished"].as_u64(), Some(0));
-    let total = |s: &Vec<(String, u64)>, seg: &str| -> u64 {
-        s.iter().filter(|(k, _)| k.ends_with(&format!("\"{seg}\""))).map(|(_, n)| n).sum()
+    let total = |s: &BTreeMap<Series, u64>, seg: &str| -> u64 {
+        s.iter().filter(|(k, _)| k.3 == seg).map(|(_, n)| n).sum()
     };
     let (got, want) = (segment_counts(&s), truth_segment_counts(&t));
     assert_eq!(total(&got, "io@compute"), total(&want, "io@compute"));
@@ -275,8 +258,7 @@ fn live_with_one_port_per_vantage_gives_the_truths_ios_and_segments() {
     assert_eq!(s["reorder"]["late_packets"], serde_json::json!({"compute": 0, "storage": 0}));
     assert_eq!(s["ios"]["completed"].as_u64(), Some(120), "{}", s["ios"]);
     assert_eq!(s["ios"]["timed_out"].as_u64(), Some(0));
-    let got: Vec<_> = segment_counts(&s).into_iter().filter(|(k, _)| k.contains("nvme")).collect();
-    assert_eq!(got, truth_segment_counts(&t), "segment sample counts");
+    assert_eq!(segment_counts(&s), truth_segment_counts(&t), "segment sample counts");
     for f in ["retx_packets", "gap_psns"] {
         let n: u64 = s["flows"].as_array().unwrap().iter().map(|x| x[f].as_u64().unwrap()).sum();
         assert_eq!(n, 0, "{f}");

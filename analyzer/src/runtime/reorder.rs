@@ -227,8 +227,14 @@ impl Reorder {
     /// ring until [`Reorder::done`].
     #[inline]
     pub fn due(&mut self, out: &mut [Held]) -> usize {
-        let until = self.latest.saturating_sub(self.window_ns);
+        let until = self.passed_by_window();
         self.take(out, |h| h.ts <= until)
+    }
+
+    /// Frames up to this time are due.
+    #[inline]
+    fn passed_by_window(&self) -> u64 {
+        self.latest.saturating_sub(self.window_ns)
     }
 
     /// Up to `out.len()` of the oldest frames, due or not (the end of the run, or no room).
@@ -255,7 +261,7 @@ impl Reorder {
     /// The time before which frames are late once every due frame is released: what the
     /// analysis can be told has passed.
     pub fn watermark(&self) -> u64 {
-        let until = self.latest.saturating_sub(self.window_ns);
+        let until = self.passed_by_window();
         match self.held.front() {
             Some(h) if h.ts <= until => h.ts,
             _ => until,

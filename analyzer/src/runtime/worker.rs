@@ -272,48 +272,48 @@ impl Worker {
     /// answers), so that the burst's cache misses overlap: on a fabric of many thousand QPs
     /// nearly every packet's flow is out of the cache. Allocates nothing.
     pub fn handle_burst(&mut self, frames: &[Frame<'_>]) {
+        let frames = frames.iter().map(|f| Incoming { f: *f, stamped: None, observe: None, late: false });
+        self.arrive(frames, false);
+    }
+
+    /// Frames as they arrive: without a reorder window, or while frames come in time order
+    /// before the window holds any, straight on in bursts; else held by the window, and
+    /// what it has passed released (with `observe`, and the time it has passed observed).
+    fn arrive<'a>(&mut self, frames: impl Iterator<Item = Incoming<'a>>, observe: bool) {
         let Some(mut r) = self.reorder.take() else {
-            for chunk in frames.chunks(BURST) {
-                self.burst(chunk.iter().map(|f| Incoming {
-                    f: *f,
-                    stamped: None,
-                    observe: None,
-                    late: false,
-                }));
+            let mut frames = frames.peekable();
+            while frames.peek().is_some() {
+                self.burst(frames.by_ref().take(BURST));
             }
             return;
         };
-        let mut rest = frames;
-        if !r.is_armed() {
-            // In time order so far: analysed as they come, in bursts, until one is not.
-            let mut passed: [Option<Incoming<'_>>; BURST] = [const { None }; BURST];
-            let mut n = 0;
-            while let Some((f, more)) = rest.split_first() {
-                let (ts, switch) = self.arrival_time(f);
-                if !r.pass(ts) {
-                    self.burst(passed[..n].iter_mut().filter_map(Option::take));
-                    n = 0;
-                    self.hold(&mut r, f, ts, switch);
-                    rest = more;
-                    break;
-                }
-                let f = Frame { ts_ns: ts, ..*f };
-                passed[n] = Some(Incoming { f, stamped: Some(switch), observe: None, late: false });
+        let mut passed: [Option<Incoming<'a>>; BURST] = [const { None }; BURST];
+        let mut n = 0;
+        for i in frames {
+            let (ts, switch) = match i.stamped {
+                Some(sw) => (i.f.ts_ns, sw),
+                None => self.arrival_time(&i.f),
+            };
+            if !r.is_armed() && r.pass(ts) {
+                let f = Frame { ts_ns: ts, ..i.f };
+                passed[n] = Some(Incoming { f, stamped: Some(switch), ..i });
                 n += 1;
                 if n == BURST {
                     self.burst(passed.iter_mut().filter_map(Option::take));
                     n = 0;
                 }
-                rest = more;
+                continue;
             }
             self.burst(passed[..n].iter_mut().filter_map(Option::take));
+            n = 0;
+            if let Some(now) = i.observe {
+                r.observe(now);
+            }
+            self.hold(&mut r, &i.f, ts, switch);
         }
-        for f in rest {
-            let (ts, switch) = self.arrival_time(f);
-            self.hold(&mut r, f, ts, switch);
-        }
+        self.burst(passed[..n].iter_mut().filter_map(Option::take));
         if r.is_armed() {
-            self.release_due(&mut r, false);
+            self.release_due(&mut r, observe);
         }
         self.reorder = Some(r);
     }
@@ -382,41 +382,9 @@ impl Worker {
     /// each with whether that time is a switch clock's and the latest time to observe (see
     /// [`Worker::observe_time`]) before it.
     pub fn handle_stamped_burst<'a>(&mut self, frames: impl Iterator<Item = (Frame<'a>, bool, u64)>) {
-        let Some(mut r) = self.reorder.take() else {
-            let mut frames = frames.peekable();
-            while frames.peek().is_some() {
-                self.burst(frames.by_ref().take(BURST).map(|(f, sw, now)| Incoming {
-                    f,
-                    stamped: Some(sw),
-                    observe: Some(now),
-                    late: false,
-                }));
-            }
-            return;
-        };
-        // In time order so far: as without a window, in bursts, until a frame is not.
-        let mut passed: [Option<Incoming<'a>>; BURST] = [const { None }; BURST];
-        let mut n = 0;
-        for (f, sw, now) in frames {
-            if !r.is_armed() && r.pass(f.ts_ns) {
-                passed[n] = Some(Incoming { f, stamped: Some(sw), observe: Some(now), late: false });
-                n += 1;
-                if n == BURST {
-                    self.burst(passed.iter_mut().filter_map(Option::take));
-                    n = 0;
-                }
-                continue;
-            }
-            self.burst(passed[..n].iter_mut().filter_map(Option::take));
-            n = 0;
-            r.observe(now);
-            self.hold(&mut r, &f, f.ts_ns, sw);
-        }
-        self.burst(passed[..n].iter_mut().filter_map(Option::take));
-        if r.is_armed() {
-            self.release_due(&mut r, true);
-        }
-        self.reorder = Some(r);
+        let frames =
+            frames.map(|(f, sw, now)| Incoming { f, stamped: Some(sw), observe: Some(now), late: false });
+        self.arrive(frames, true);
     }
 
     /// At most [`BURST`] frames.

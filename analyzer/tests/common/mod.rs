@@ -190,3 +190,37 @@ impl Drop for Tmux {
         self.run(&["kill-server"]);
     }
 }
+
+/// A latency series: (initiator, target, op, segment).
+pub type Series = (String, String, String, String);
+
+/// Each segment and the field of a truth I/O that holds it.
+pub const SEGMENTS: [(&str, &str); 5] = [
+    ("io@compute", "io_compute_ns"),
+    ("io@storage", "io_storage_ns"),
+    ("compute", "compute_ns"),
+    ("network", "network_ns"),
+    ("storage", "storage_ns"),
+];
+
+/// Per series, the truth's samples in ns, sorted.
+pub fn truth_series(t: &serde_json::Value, keep: &[&str]) -> std::collections::BTreeMap<Series, Vec<u64>> {
+    let mut out: std::collections::BTreeMap<Series, Vec<u64>> = std::collections::BTreeMap::new();
+    for io in t["ios"].as_array().unwrap() {
+        for (segment, field) in SEGMENTS.iter().filter(|(s, _)| keep.contains(s)) {
+            if let Some(v) = io[field].as_i64() {
+                let k = (
+                    io["initiator_ip"].as_str().unwrap().to_owned(),
+                    io["target_ip"].as_str().unwrap().to_owned(),
+                    io["op"].as_str().unwrap().to_owned(),
+                    segment.to_string(),
+                );
+                out.entry(k).or_default().push(v.max(1) as u64);
+            }
+        }
+    }
+    for v in out.values_mut() {
+        v.sort();
+    }
+    out
+}
