@@ -9,24 +9,28 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// Fields of a flow that roceprobe reports and the truth holds.
-const FLOW_FIELDS: [&str; 17] = [
+const FLOW_FIELDS: [&str; 21] = [
     "transport",
     "packets",
     "bytes",
     "payload_bytes",
     "opcodes",
+    "messages",
     "icrc_errors",
     "nvme_commands",
     "nvme_completions",
     "retx_packets",
     "retx_bytes",
+    "retx_episodes",
     "gap_psns",
     "nak_seq",
     "nak_rnr",
     "nak_other",
     "cnp",
+    "cnp_unattributed",
     "ecn_ce",
     "fabric_loss_psns",
+    "transmissions",
 ];
 
 fn scenarios() -> Vec<(String, Value)> {

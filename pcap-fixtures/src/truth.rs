@@ -3,11 +3,10 @@
 //! latencies from the times the probe will see.
 
 use crate::render::Delivered;
-use crate::sim::{Packet, Role, Wire, COMPUTE, STORAGE};
+use crate::sim::{Packet, Role, Spec, Wire, COMPUTE, STORAGE};
 use roceprobe::wire::bth::opcode as op;
-use roceprobe::wire::ib_ext::AckKind;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
 
 pub const VANTAGES: [&str; 2] = ["compute", "storage"];
@@ -23,17 +22,25 @@ pub struct FlowTruth {
     pub bytes: u64,
     pub payload_bytes: u64,
     pub opcodes: BTreeMap<String, u64>,
+    /// Request messages: packets that end one (docs/METRICS.md, "Per flow").
+    pub messages: u64,
     pub retx_packets: u64,
     pub retx_bytes: u64,
+    /// Runs of retransmissions (go-back-N episodes).
+    pub retx_episodes: u64,
     pub gap_psns: u64,
     pub nak_seq: u64,
     pub nak_rnr: u64,
     pub nak_other: u64,
     pub cnp: u64,
+    /// CNPs on this flow whose throttled flow the probe cannot know.
+    pub cnp_unattributed: u64,
     pub ecn_ce: u64,
     pub icrc_errors: u64,
     pub nvme_commands: u64,
     pub nvme_completions: u64,
+    /// Bursts: runs of packets no more than `--flow-idle` (1 ms) apart.
+    pub transmissions: u64,
     /// Fabric loss (docs/METRICS.md): gap PSNs at this tap that the same flow at the other tap did
     /// not have; absent for a flow seen at one tap only.
     pub fabric_loss_psns: Option<u64>,
@@ -114,18 +121,75 @@ fn is_request(opcode: u8) -> bool {
     matches!(opcode >> 5, 0 | 1 | 5) && matches!(opcode & 0x1F, 0x00..=0x0C | 0x13 | 0x14 | 0x16 | 0x17)
 }
 
-/// Per flow and tap: the expected next PSN.
+/// Request packets that end a message: SEND Last/Only (0x02-0x05, 0x16, 0x17), RDMA WRITE
+/// Last/Only (0x08-0x0B), READ Request (0x0C) and the atomics (0x13, 0x14), as the IBTA's
+/// opcode table lists them.
+fn ends_message(opcode: u8) -> bool {
+    is_request(opcode) && matches!(opcode & 0x1F, 0x02..=0x05 | 0x08..=0x0C | 0x13 | 0x14 | 0x16 | 0x17)
+}
+
+/// Responses, which tell the probe which QP sent the requests they answer: READ Response
+/// First/Middle/Last/Only, ACKNOWLEDGE and ATOMIC ACKNOWLEDGE (0x0D-0x12) of RC and XRC.
+fn is_response(opcode: u8) -> bool {
+    matches!(opcode >> 5, 0 | 5) && matches!(opcode & 0x1F, 0x0D..=0x12)
+}
+
+/// What an AETH says, read from its syndrome as the IBTA defines it: bits 7-5 are 000 for an
+/// ACK, 001 for an RNR NAK and 011 for a NAK whose low five bits give the code (0 = PSN
+/// sequence error).
+#[derive(Debug, PartialEq, Eq)]
+enum Syndrome {
+    Ack,
+    RnrNak,
+    SequenceNak,
+    OtherNak,
+    Reserved,
+}
+
+fn syndrome(byte: u8) -> Syndrome {
+    match (byte >> 5, byte & 0x1F) {
+        (0b000, _) => Syndrome::Ack,
+        (0b001, _) => Syndrome::RnrNak,
+        (0b011, 0) => Syndrome::SequenceNak,
+        (0b011, _) => Syndrome::OtherNak,
+        _ => Syndrome::Reserved,
+    }
+}
+
+/// The probe's default `--flow-idle`, which ends a transmission (docs/METRICS.md,
+/// "Transmissions"); no scenario sets another.
+const FLOW_IDLE_NS: u64 = 1_000_000;
+
+/// Per flow and tap: the expected next PSN, and whether the last request packet was a
+/// retransmission (a run of them is one go-back-N episode).
 #[derive(Default)]
 struct PsnState {
     expected: Option<u32>,
+    in_retx: bool,
+}
+
+/// What one request packet was, by its PSN.
+#[derive(Debug, PartialEq, Eq)]
+struct PsnVerdict {
+    retx: bool,
+    /// The first retransmission after a packet that was not one.
+    episode: bool,
+    gap: u64,
 }
 
 const MOD: u32 = 1 << 24;
 const HALF: u32 = 1 << 23;
 
 impl PsnState {
+    fn observe(&mut self, psn: u32, span: u32) -> PsnVerdict {
+        let (retx, gap) = self.classify(psn, span);
+        let episode = retx && !self.in_retx;
+        self.in_retx = retx;
+        PsnVerdict { retx, episode, gap }
+    }
+
     /// Returns (retransmission, gap PSNs).
-    fn observe(&mut self, psn: u32, span: u32) -> (bool, u64) {
+    fn classify(&mut self, psn: u32, span: u32) -> (bool, u64) {
         let Some(exp) = self.expected else {
             self.expected = Some((psn + span) % MOD);
             return (false, 0);
@@ -178,7 +242,7 @@ fn covering_ack(wire: &Wire, probe_time: &HashMap<(usize, usize), u64>, io: &IoR
                     && spec.src == sqe.src
                     && spec.dst == sqe.dst
                     && spec.bth.dest_qp == sqe.bth.dest_qp
-                    && matches!(spec.ext.aeth.map(|a| a.kind()), Some(AckKind::Ack { .. }))
+                    && spec.ext.aeth.is_some_and(|a| syndrome(a.syndrome) == Syndrome::Ack)
                     && (spec.bth.psn.wrapping_sub(cqe.bth.psn) & (MOD - 1)) < (1 << 16) =>
             {
                 probe_time.get(&(COMPUTE, i)).copied().filter(|&t| t >= cqe_at)
@@ -188,96 +252,149 @@ fn covering_ack(wire: &Wire, probe_time: &HashMap<(usize, usize), u64>, io: &IoR
         .min()
 }
 
-pub fn compute(meta: Meta, wire: &Wire, delivered: &[Delivered], ios: &[IoRecord]) -> Truth {
-    let path_mtu = meta.path_mtu;
-    let mut flows: BTreeMap<Key, FlowTruth> = BTreeMap::new();
-    let mut psn: HashMap<Key, PsnState> = HashMap::new();
-    let mut decode_errors: BTreeMap<String, u64> = BTreeMap::new();
-    let (mut roce, mut non_roce) = (0u64, 0u64);
-    let mut probe_time: HashMap<(usize, usize), u64> = HashMap::new();
-    let mut completions_seen: std::collections::HashSet<(usize, IpAddr, IpAddr, u32, u32)> =
-        Default::default();
-    let new_flow = |k: &Key, opcode: u8| FlowTruth {
-        vantage: VANTAGES[k.0].into(),
-        src_ip: k.1.to_string(),
-        dst_ip: k.2.to_string(),
-        dst_qpn: k.3,
-        transport: transport_name(opcode).into(),
-        ..Default::default()
-    };
-    // Each tap's packets in the order the tap saw them, whatever order the mirror paths
-    // delivered them in.
-    let mut in_tap_order: Vec<&Delivered> = delivered.iter().collect();
-    in_tap_order.sort_by_key(|d| (d.tap, d.tap_ns, d.packet));
-    for d in in_tap_order {
-        probe_time.insert((d.tap, d.packet), d.probe_ns);
+/// The per-tap counting of every delivered packet, in each tap's own order.
+#[derive(Default)]
+struct Tally {
+    path_mtu: usize,
+    flows: BTreeMap<Key, FlowTruth>,
+    psn: HashMap<Key, PsnState>,
+    decode_errors: BTreeMap<String, u64>,
+    roce: u64,
+    non_roce: u64,
+    /// (tap, wire packet) → the time the probe gives it.
+    probe_time: HashMap<(usize, usize), u64>,
+    completions_seen: HashSet<(usize, IpAddr, IpAddr, u32, u32)>,
+    /// Each flow's latest packet time, for its transmissions.
+    last_seen: HashMap<Key, u64>,
+    /// Flows that carried a response: the probe knows which QP their requests came from.
+    answered: HashSet<Key>,
+    /// Per tap and (source, destination) hosts: the QPNs their request flows go to.
+    requesters: HashMap<(usize, IpAddr, IpAddr), BTreeSet<u32>>,
+}
+
+impl Tally {
+    fn count(&mut self, d: &Delivered, wire: &Wire) {
+        self.probe_time.insert((d.tap, d.packet), d.probe_ns);
         let (spec, ecn) = match &wire.packets[d.packet] {
             Packet::Raw { error: Some(kind), .. } => {
-                *decode_errors.entry((*kind).into()).or_insert(0) += 1;
-                continue;
+                *self.decode_errors.entry((*kind).into()).or_insert(0) += 1;
+                return;
             }
             Packet::Raw { error: None, .. } => {
-                non_roce += 1;
-                continue;
+                self.non_roce += 1;
+                return;
             }
             Packet::Roce { spec, ecn, .. } => (spec, ecn[d.tap]),
         };
-        roce += 1;
-        let opcode = spec.bth.opcode;
+        self.roce += 1;
         let key: Key = (d.tap, spec.src, spec.dst, spec.bth.dest_qp);
-        let f = flows.entry(key).or_insert_with(|| new_flow(&key, opcode));
+        self.count_frame(key, d, spec, ecn);
+        self.count_transmission(key, d.probe_ns);
+        let opcode = spec.bth.opcode;
+        if is_request(opcode) {
+            self.count_request(key, spec);
+        }
+        if is_response(opcode) {
+            self.answered.insert(key);
+        }
+        if let Role::Cnp { throttled_src, throttled_dst, throttled_qpn } = spec.role {
+            self.count_cnp(key, (d.tap, throttled_src, throttled_dst, throttled_qpn));
+        }
+    }
+
+    fn flow(&mut self, key: Key, opcode: u8) -> &mut FlowTruth {
+        self.flows.entry(key).or_insert_with(|| FlowTruth {
+            vantage: VANTAGES[key.0].into(),
+            src_ip: key.1.to_string(),
+            dst_ip: key.2.to_string(),
+            dst_qpn: key.3,
+            transport: transport_name(opcode).into(),
+            ..Default::default()
+        })
+    }
+
+    /// The counters every packet touches: size, opcode, ECN, ICRC, NVMe capsules, NAKs.
+    fn count_frame(&mut self, key: Key, d: &Delivered, spec: &Spec, ecn: u8) {
+        let opcode = spec.bth.opcode;
+        // A completion counts once per tap: a resent copy answers a command already answered.
+        let new_completion = spec.role == Role::NvmeCompletion
+            && self.completions_seen.insert((d.tap, spec.src, spec.dst, spec.bth.dest_qp, spec.bth.psn));
+        let f = self.flow(key, opcode);
         f.packets += 1;
         f.bytes += u64::from(d.wire_len);
         f.payload_bytes += spec.payload.len() as u64;
         *f.opcodes.entry(opcode.to_string()).or_insert(0) += 1;
-        if ecn == 3 {
-            f.ecn_ce += 1;
-        }
-        if spec.corrupt_icrc {
-            f.icrc_errors += 1;
-        }
-        match spec.role {
-            // Every command capsule sent (a resent one again); a completion once per tap,
-            // since a resent copy answers a command already answered.
-            Role::NvmeCommand => f.nvme_commands += 1,
-            Role::NvmeCompletion
-                if completions_seen.insert((d.tap, spec.src, spec.dst, spec.bth.dest_qp, spec.bth.psn)) =>
-            {
-                f.nvme_completions += 1
-            }
-            _ => {}
-        }
+        f.ecn_ce += u64::from(ecn == 3);
+        f.icrc_errors += u64::from(spec.corrupt_icrc);
+        // Every command capsule sent counts (a resent one again).
+        f.nvme_commands += u64::from(spec.role == Role::NvmeCommand);
+        f.nvme_completions += u64::from(new_completion);
         if opcode & 0x1F == op::ACKNOWLEDGE && opcode >> 5 != 4 {
-            match spec.ext.aeth.map(|a| a.kind()) {
-                Some(AckKind::Nak { code: 0 }) => f.nak_seq += 1,
-                Some(AckKind::Nak { .. }) => f.nak_other += 1,
-                Some(AckKind::RnrNak { .. }) => f.nak_rnr += 1,
+            match spec.ext.aeth.map(|a| syndrome(a.syndrome)) {
+                Some(Syndrome::SequenceNak) => f.nak_seq += 1,
+                Some(Syndrome::OtherNak) => f.nak_other += 1,
+                Some(Syndrome::RnrNak) => f.nak_rnr += 1,
                 _ => {}
             }
         }
-        if is_request(opcode) {
-            let span = if opcode & 0x1F == op::READ_REQUEST {
-                let len = spec.ext.reth.map_or(0, |r| r.dma_len) as usize;
-                len.div_ceil(path_mtu).max(1) as u32
-            } else {
-                1
-            };
-            let (retx, gap) = psn.entry(key).or_default().observe(spec.bth.psn, span);
-            if retx {
-                f.retx_packets += 1;
-                f.retx_bytes += spec.payload.len() as u64;
-            }
-            f.gap_psns += gap;
+    }
+
+    /// A packet after the flow was idle longer than `--flow-idle` starts a transmission.
+    fn count_transmission(&mut self, key: Key, at: u64) {
+        let starts = match self.last_seen.get(&key) {
+            Some(&last) => at > last + FLOW_IDLE_NS,
+            None => true,
+        };
+        let last = self.last_seen.entry(key).or_insert(at);
+        *last = (*last).max(at);
+        self.flows.get_mut(&key).expect("counted").transmissions += u64::from(starts);
+    }
+
+    fn count_request(&mut self, key: Key, spec: &Spec) {
+        let opcode = spec.bth.opcode;
+        let span = if opcode & 0x1F == op::READ_REQUEST {
+            let len = spec.ext.reth.map_or(0, |r| r.dma_len) as usize;
+            len.div_ceil(self.path_mtu).max(1) as u32
+        } else {
+            1
+        };
+        let v = self.psn.entry(key).or_default().observe(spec.bth.psn, span);
+        self.requesters.entry((key.0, key.1, key.2)).or_default().insert(key.3);
+        let f = self.flows.get_mut(&key).expect("counted");
+        f.messages += u64::from(ends_message(opcode));
+        if v.retx {
+            f.retx_packets += 1;
+            f.retx_bytes += spec.payload.len() as u64;
         }
-        if let Role::Cnp { throttled_src, throttled_dst, throttled_qpn } = spec.role {
-            let k: Key = (d.tap, throttled_src, throttled_dst, throttled_qpn);
-            flows.entry(k).or_insert_with(|| new_flow(&k, 0)).cnp += 1;
+        f.retx_episodes += u64::from(v.episode);
+        f.gap_psns += v.gap;
+    }
+
+    /// A CNP (on flow `key`) throttles `throttled`. The probe can tell which flow that is
+    /// when it has seen a response on the CNP's flow (which pairs it with the requests it
+    /// answers) or when only one request flow goes between the two hosts that way; else it
+    /// is unattributed, counted on the CNP's own flow. (No scenario sends a CNP on a
+    /// connection made by CM, the third way the probe learns a pair.)
+    fn count_cnp(&mut self, key: Key, throttled: Key) {
+        let only = match self.requesters.get(&(throttled.0, throttled.1, throttled.2)) {
+            Some(qpns) if qpns.len() == 1 => qpns.first().copied(),
+            _ => None,
+        };
+        let target = if self.answered.contains(&key) {
+            Some(throttled)
+        } else {
+            only.map(|qpn| (throttled.0, throttled.1, throttled.2, qpn))
+        };
+        match target {
+            Some(t) => self.flow(t, 0).cnp += 1,
+            None => self.flows.get_mut(&key).expect("counted").cnp_unattributed += 1,
         }
     }
-    // Fabric loss: first transmissions seen at one tap and dropped before the other. A
-    // retransmission is the same spec again: only the first copy of a PSN counts.
-    if delivered.iter().any(|d| d.tap == STORAGE) {
-        let mut first_copy: std::collections::HashSet<(IpAddr, IpAddr, u32, u32)> = Default::default();
+
+    /// Fabric loss: first transmissions seen at one tap and dropped before the other. A
+    /// retransmission is the same spec again: only the first copy of a PSN counts.
+    fn fabric_loss(&mut self, wire: &Wire) {
+        let mut first_copy: HashSet<(IpAddr, IpAddr, u32, u32)> = Default::default();
         let mut lost: HashMap<Key, u64> = HashMap::new();
         for p in &wire.packets {
             let Packet::Roce { spec, seen, .. } = p else { continue };
@@ -290,8 +407,8 @@ pub fn compute(meta: Meta, wire: &Wire, delivered: &[Delivered], ios: &[IoRecord
                 *lost.entry((missed, spec.src, spec.dst, spec.bth.dest_qp)).or_insert(0) += 1;
             }
         }
-        let gaps: HashMap<Key, u64> = flows.iter().map(|(k, f)| (*k, f.gap_psns)).collect();
-        for (k, f) in flows.iter_mut() {
+        let gaps: HashMap<Key, u64> = self.flows.iter().map(|(k, f)| (*k, f.gap_psns)).collect();
+        for (k, f) in self.flows.iter_mut() {
             let other: Key = (1 - k.0, k.1, k.2, k.3);
             if let Some(other_gaps) = gaps.get(&other) {
                 f.fabric_loss_psns = Some(f.gap_psns.saturating_sub(*other_gaps));
@@ -299,81 +416,100 @@ pub fn compute(meta: Meta, wire: &Wire, delivered: &[Delivered], ios: &[IoRecord
             }
         }
     }
-    let total = delivered.len() as u64;
-    let ios = ios
-        .iter()
-        .map(|io| {
-            let t = |tap: usize, i: Option<usize>| i.and_then(|i| probe_time.get(&(tap, i)).copied());
-            let (c, s) = (COMPUTE, STORAGE);
-            let io_c = t(c, Some(io.cqe)).zip(t(c, Some(io.sqe_first))).map(|(a, b)| a - b);
-            let io_s = t(s, Some(io.cqe)).zip(t(s, Some(io.sqe_last))).map(|(a, b)| a - b);
-            let (compute_ns, storage_ns, network_ns) = if io.op == "nvme_read" {
-                let compute = covering_ack(wire, &probe_time, io).zip(t(c, Some(io.cqe))).map(|(a, b)| a - b);
-                let network = io_c.zip(io_s).map(|(a, b)| a as i64 - b as i64);
-                (compute, io_s, network)
-            } else if io.in_capsule {
-                let network = io_c.zip(io_s).map(|(a, b)| a as i64 - b as i64);
-                (io_c.map(|_| 0), io_s, network)
-            } else {
-                let compute = t(c, io.last_read_response).zip(t(c, io.read_request)).map(|(a, b)| a - b);
-                let storage = match (
-                    t(s, io.read_request),
-                    t(s, Some(io.sqe_last)),
-                    t(s, Some(io.cqe)),
-                    t(s, io.last_read_response),
-                ) {
-                    (Some(rr), Some(sl), Some(cq), Some(lr)) => Some((rr - sl) + (cq - lr)),
-                    _ => None,
-                };
-                let network = match (io_c, compute, storage) {
-                    (Some(a), Some(b), Some(c)) => Some(a as i64 - b as i64 - c as i64),
-                    _ => None,
-                };
-                (compute, storage, network)
-            };
-            let mut anchors = BTreeMap::new();
-            for (name, index) in [
-                ("sqe_first", Some(io.sqe_first)),
-                ("sqe_last", Some(io.sqe_last)),
-                ("read_request", io.read_request),
-                ("last_read_response", io.last_read_response),
-                ("cqe", Some(io.cqe)),
-            ] {
-                for (tap, v) in [(c, "compute"), (s, "storage")] {
-                    if let Some(at) = t(tap, index) {
-                        anchors.insert(format!("{name}@{v}"), at);
-                    }
-                }
+}
+
+/// One I/O's segments (docs/METRICS.md, "I/O quality: segment latency") from its anchors'
+/// times at each tap.
+fn io_truth(io: &IoRecord, wire: &Wire, probe_time: &HashMap<(usize, usize), u64>) -> IoTruth {
+    let t = |tap: usize, i: Option<usize>| i.and_then(|i| probe_time.get(&(tap, i)).copied());
+    let (c, s) = (COMPUTE, STORAGE);
+    let io_c = t(c, Some(io.cqe)).zip(t(c, Some(io.sqe_first))).map(|(a, b)| a - b);
+    let io_s = t(s, Some(io.cqe)).zip(t(s, Some(io.sqe_last))).map(|(a, b)| a - b);
+    let network = io_c.zip(io_s).map(|(a, b)| a as i64 - b as i64);
+    let (compute_ns, storage_ns, network_ns) = if io.op == "nvme_read" {
+        let compute = covering_ack(wire, probe_time, io).zip(t(c, Some(io.cqe))).map(|(a, b)| a - b);
+        (compute, io_s, network)
+    } else if io.in_capsule {
+        (io_c.map(|_| 0), io_s, network)
+    } else {
+        let compute = t(c, io.last_read_response).zip(t(c, io.read_request)).map(|(a, b)| a - b);
+        let storage = match (
+            t(s, io.read_request),
+            t(s, Some(io.sqe_last)),
+            t(s, Some(io.cqe)),
+            t(s, io.last_read_response),
+        ) {
+            (Some(rr), Some(sl), Some(cq), Some(lr)) => Some((rr - sl) + (cq - lr)),
+            _ => None,
+        };
+        let network = match (io_c, compute, storage) {
+            (Some(a), Some(b), Some(c)) => Some(a as i64 - b as i64 - c as i64),
+            _ => None,
+        };
+        (compute, storage, network)
+    };
+    IoTruth {
+        anchors: anchors(io, wire, probe_time),
+        op: io.op.into(),
+        in_capsule: io.in_capsule,
+        initiator_ip: io.host.to_string(),
+        target_ip: io.target.to_string(),
+        cid: io.cid,
+        io_compute_ns: io_c,
+        io_storage_ns: io_s,
+        compute_ns,
+        network_ns,
+        storage_ns,
+    }
+}
+
+/// The times each tap gave an I/O's anchor packets, by `name@vantage`.
+fn anchors(io: &IoRecord, wire: &Wire, probe_time: &HashMap<(usize, usize), u64>) -> BTreeMap<String, u64> {
+    let mut anchors = BTreeMap::new();
+    for (name, index) in [
+        ("sqe_first", Some(io.sqe_first)),
+        ("sqe_last", Some(io.sqe_last)),
+        ("read_request", io.read_request),
+        ("last_read_response", io.last_read_response),
+        ("cqe", Some(io.cqe)),
+    ] {
+        for (tap, v) in [(COMPUTE, "compute"), (STORAGE, "storage")] {
+            if let Some(&at) = index.and_then(|i| probe_time.get(&(tap, i))) {
+                anchors.insert(format!("{name}@{v}"), at);
             }
-            if let Some(at) = covering_ack(wire, &probe_time, io) {
-                anchors.insert("ack@compute".into(), at);
-            }
-            IoTruth {
-                anchors,
-                op: io.op.into(),
-                in_capsule: io.in_capsule,
-                initiator_ip: io.host.to_string(),
-                target_ip: io.target.to_string(),
-                cid: io.cid,
-                io_compute_ns: io_c,
-                io_storage_ns: io_s,
-                compute_ns,
-                network_ns,
-                storage_ns,
-            }
-        })
-        .collect();
+        }
+    }
+    if let Some(at) = covering_ack(wire, probe_time, io) {
+        anchors.insert("ack@compute".into(), at);
+    }
+    anchors
+}
+
+pub fn compute(meta: Meta, wire: &Wire, delivered: &[Delivered], ios: &[IoRecord]) -> Truth {
+    assert!(!meta.args.iter().any(|a| a == "--flow-idle"), "the truth assumes the default --flow-idle");
+    let mut tally = Tally { path_mtu: meta.path_mtu, ..Default::default() };
+    // Each tap's packets in the order the tap saw them, whatever order the mirror paths
+    // delivered them in.
+    let mut in_tap_order: Vec<&Delivered> = delivered.iter().collect();
+    in_tap_order.sort_by_key(|d| (d.tap, d.tap_ns, d.packet));
+    for d in in_tap_order {
+        tally.count(d, wire);
+    }
+    if delivered.iter().any(|d| d.tap == STORAGE) {
+        tally.fabric_loss(wire);
+    }
+    let ios = ios.iter().map(|io| io_truth(io, wire, &tally.probe_time)).collect();
     Truth {
         scenario: meta.scenario,
         seed: meta.seed,
         files: meta.files,
         args: meta.args,
-        path_mtu,
-        packets: total,
-        roce_packets: roce,
-        non_roce_packets: non_roce,
-        decode_errors,
-        flows: flows.into_values().collect(),
+        path_mtu: meta.path_mtu,
+        packets: delivered.len() as u64,
+        roce_packets: tally.roce,
+        non_roce_packets: tally.non_roce,
+        decode_errors: tally.decode_errors,
+        flows: tally.flows.into_values().collect(),
         ios,
         io_outcomes: meta.io_outcomes,
     }
@@ -386,14 +522,25 @@ mod tests {
     #[test]
     fn psn_reference_rules() {
         let mut s = PsnState::default();
-        assert_eq!(s.observe(MOD - 2, 1), (false, 0));
-        assert_eq!(s.observe(MOD - 1, 1), (false, 0));
-        assert_eq!(s.observe(0, 1), (false, 0), "wraps");
-        assert_eq!(s.observe(3, 1), (false, 2), "1 and 2 missing");
-        assert_eq!(s.observe(1, 1), (true, 0), "go-back-N from 1");
-        assert_eq!(s.observe(2, 1), (true, 0));
-        assert_eq!(s.observe(3, 1), (true, 0));
-        assert_eq!(s.observe(4, 3), (false, 0), "a READ spanning 3");
-        assert_eq!(s.observe(7, 1), (false, 0));
+        let v = |retx, episode, gap| PsnVerdict { retx, episode, gap };
+        assert_eq!(s.observe(MOD - 2, 1), v(false, false, 0));
+        assert_eq!(s.observe(MOD - 1, 1), v(false, false, 0));
+        assert_eq!(s.observe(0, 1), v(false, false, 0), "wraps");
+        assert_eq!(s.observe(3, 1), v(false, false, 2), "1 and 2 missing");
+        assert_eq!(s.observe(1, 1), v(true, true, 0), "go-back-N from 1");
+        assert_eq!(s.observe(2, 1), v(true, false, 0));
+        assert_eq!(s.observe(3, 1), v(true, false, 0));
+        assert_eq!(s.observe(4, 3), v(false, false, 0), "a READ spanning 3");
+        assert_eq!(s.observe(7, 1), v(false, false, 0));
+        assert_eq!(s.observe(5, 1), v(true, true, 0), "a second episode");
+    }
+
+    #[test]
+    fn aeth_syndromes() {
+        assert_eq!(syndrome(0x1F), Syndrome::Ack);
+        assert_eq!(syndrome(0x3F), Syndrome::RnrNak);
+        assert_eq!(syndrome(0x60), Syndrome::SequenceNak);
+        assert_eq!(syndrome(0x62), Syndrome::OtherNak);
+        assert_eq!(syndrome(0x40), Syndrome::Reserved);
     }
 }

@@ -16,8 +16,11 @@ pub fn misc(seed: u64) -> Built {
     let mut wire = Wire::new(FABRIC_NS);
     let mtu = 1024;
     let mut t = EPOCH_NS;
+    // A pause longer than --flow-idle (1 ms) in the middle, so the flows that span it have
+    // two transmissions.
+    let pause = std::cell::Cell::new(0);
     let mut step = |rng: &mut Rng| {
-        t += rng.range(500, 3_000);
+        t += rng.range(500, 3_000) + pause.take();
         t
     };
     let (host, target) = ("10.0.1.7", "10.0.2.7");
@@ -66,6 +69,9 @@ pub fn misc(seed: u64) -> Built {
         mtu,
     );
     for k in 0..4 {
+        if k == 2 {
+            pause.set(2_500_000);
+        }
         let s = rc.message(
             &mut wire,
             true,
@@ -153,6 +159,24 @@ pub fn misc(seed: u64) -> Built {
             &mut |_| Fate::Delivered,
         );
     }
+
+    // DCQCN on UC: a CNP for the only UC QP between the two hosts (the probe knows the flow
+    // it throttles), then a second UC QP between them and a CNP for each: UC has no responses
+    // to pair the directions by, so with two QPs the probe cannot tell (unattributed).
+    uc.cnp(&mut wire, false, step(&mut rng));
+    let mut uc2 = Conn::new(
+        Endpoint::new("10.0.1.9", Side::Compute, 0x1202, 300),
+        Endpoint::new("10.0.2.9", Side::Storage, 0x1302, 301),
+        mtu,
+    );
+    uc2.transport = 0x20;
+    let reth = Reth { va: 0xA800, rkey: 2, dma_len: 600 };
+    let msg = data(600, 5);
+    uc2.message(&mut wire, true, Msg::Write(reth), &msg, step(&mut rng), None, Role::Plain, &mut |_| {
+        Fate::Delivered
+    });
+    uc.cnp(&mut wire, false, step(&mut rng));
+    uc2.cnp(&mut wire, false, step(&mut rng));
 
     // UD SENDs with and without immediate data (DETH names the source QP).
     for k in 0..3u32 {
