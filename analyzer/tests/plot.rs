@@ -138,7 +138,7 @@ fn plots_carry_the_csv_numbers() {
 }
 
 #[test]
-fn the_segment_split_is_the_count_weighted_median_per_interval() {
+fn the_segment_split_is_the_count_weighted_mean_of_the_pairs_medians_per_interval() {
     let dir = tempfile::tempdir().unwrap();
     let (csv, out) = (dir.path().join("csv"), dir.path().join("plots"));
     let pcap = fixtures().join("scenarios/nvme_vlan/nvme_vlan.pcap");
@@ -171,6 +171,43 @@ fn the_segment_split_is_the_count_weighted_median_per_interval() {
         assert!(
             y.iter().zip(&want).all(|(a, b)| close(*a, *b)) && y.len() == want.len(),
             "{seg}: {y:?} vs {want:?}"
+        );
+    }
+}
+
+#[test]
+fn over_one_interval_the_segment_split_is_the_truths_pair_medians_weighted_by_count() {
+    // Truth from the generator: per (initiator, target) pair the median of its nvme_read I/Os'
+    // segment times (the lower one of an even count: the smallest value with half the samples
+    // at or below it), weighted by the pair's I/O count.
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, out) = (dir.path().join("csv"), dir.path().join("plots"));
+    let t = scenario_truth("nvme_vlan");
+    let pcap = scenario_files("nvme_vlan", &t).remove(0);
+    let c = csv.to_str().unwrap();
+    let a = scenario_args(&t);
+    let args = ["replay", "-q", "--interval", "10s", "--csv-dir", c, pcap.to_str().unwrap()];
+    assert!(run(&[&args[..], &a.iter().map(String::as_str).collect::<Vec<_>>()].concat()).status.success());
+    assert!(run(&["plot", "--csv-dir", c, "--out", out.to_str().unwrap()]).status.success());
+    let plotted = series(&std::fs::read_to_string(out.join("segments_nvme_read.svg")).unwrap());
+    let truth = truth_series(&t, &["compute", "network", "storage"]);
+    for seg in ["compute", "network", "storage"] {
+        let (mut sum, mut n) = (0.0, 0.0);
+        for ((_, _, op, s), v) in &truth {
+            if op == "nvme_read" && s == seg {
+                sum += v.len() as f64 * v[v.len().div_ceil(2) - 1] as f64 / 1000.0;
+                n += v.len() as f64;
+            }
+        }
+        assert!(n >= 40.0, "{seg}: {n} reads");
+        let y = &plotted[seg].1;
+        assert_eq!(y.len(), 1, "{seg}: one interval");
+        // 3 significant digits in the histograms.
+        assert!(
+            (y[0] - sum / n).abs() <= 0.002 * sum / n + 0.001,
+            "{seg}: plotted {} vs truth {}",
+            y[0],
+            sum / n
         );
     }
 }

@@ -3,8 +3,11 @@
 //! - `latency_cdf_<op>.svg`: per segment, the distribution of the op's latency over the run,
 //!   a log-scale CDF pooled from every interval's and pair's percentiles (min, p50, p90,
 //!   p99, p99.9, max), each interval weighted by its sample count.
-//! - `segments_<op>.svg` (NVMe ops): per interval, the median compute, network and storage
-//!   time stacked, so that a change in who dominates shows at a glance.
+//! - `segments_<op>.svg` (NVMe ops): per interval, the compute, network and storage time
+//!   stacked, so that a change in who dominates shows at a glance. Each is the mean of the
+//!   (initiator, target) pairs' medians (p50) weighted by their I/O counts: latency.csv keeps
+//!   percentiles, not histograms, so this is not the median of the pooled I/Os, except where
+//!   one pair has the interval's I/Os.
 //! - `flow_throughput.svg`: the busiest flows' throughput per interval, with the intervals
 //!   that had retransmissions (circles) and CNPs (triangles) marked.
 //!
@@ -482,11 +485,11 @@ fn stacked_bars(op: &str, xs: &[f64], stacks: &[[f64; 3]], segs: &[&str; 3], uni
     let x = Axis::fit(xs.iter().copied().chain(xs.last().map(|l| l + bar_step(xs))), false, false);
     let y = Axis::fit(stacks.iter().map(|s| s.iter().sum::<f64>()), false, true);
     let (mut s, map) = frame(
-        &format!("{op}: median time per segment, per interval"),
+        &format!("{op}: time per segment, per interval (pairs' medians, weighted by count)"),
         x,
         y,
         &format!("{unit} since the first interval"),
-        "µs (count-weighted p50)",
+        "µs (count-weighted mean of p50s)",
     );
     let step = bar_step(xs);
     for (k, seg) in segs.iter().enumerate() {
