@@ -11,6 +11,7 @@ use crate::report::dashboard::{self, View, ViewBuilder};
 use crate::report::prometheus::{self, Exporter, Page};
 use crate::report::summary::{Summary, SummarySink};
 use crate::report::table;
+use crate::report::{Reports, Subscriber};
 use crate::runtime::{self, PipelineConfig};
 use crate::track::vantage::{Rule, Selector, SourceKind};
 use crate::track::VantageMap;
@@ -377,119 +378,95 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Command::Replay(a) => {
-            let out = Outputs::open(&a.common)?;
-            let mut replay = Replay::open(&a.files)?;
-            let ids: Vec<u16> = (0..a.files.len() as u16).collect();
-            let vantages = VantageMap::new(&a.common.vantages, SourceKind::File, &ids)?;
-            let times = replay.time_sources();
-            execute(&a.common, vantages, out, None, times, |cfg, stop, csv| {
-                runtime::run(&mut replay, cfg, stop, csv)
-            })
-        }
-        Command::Live(a) => {
-            let out = Outputs::open(&a.common)?;
-            if a.rss && a.rx_core {
-                bail!(
-                    "--rx-core and --rss cannot go together: with --rss every worker receives its own queue"
-                );
-            }
-            if a.rss && a.common.workers < 2 {
-                bail!("--rss needs --workers 2 or more (one RX queue per worker)");
-            }
-            if a.rss && a.common.vantages.iter().any(|r| matches!(r.selector, Selector::Erspan(_))) {
-                bail!("--rss cannot see inside ERSPAN (the NIC hashes the outer header): drop --rss for software dispatch");
-            }
-            let queues = if a.rss { a.common.workers as u16 } else { 1 };
-            // The CPUs the process may use, before EAL pins this thread to its main lcore.
-            let allowed = crate::capture::dpdk::thread_cpus().unwrap_or_default();
-            let mut cap = DpdkCapture::start(
-                &a.eal_args,
-                &a.ports,
-                StopWhen { idle: a.idle_exit, duration: a.duration },
-                a.mbufs,
-                a.mbuf_size,
-                queues,
-                a.probe_clock,
-            )?;
-            let ids: Vec<u16> = cap.ports().iter().map(|p| p.id()).collect();
-            let vantages = VantageMap::new(&a.common.vantages, SourceKind::Port, &ids)?;
-            if a.duration.is_none()
-                && a.idle_exit.is_none()
-                && !std::io::IsTerminal::is_terminal(&std::io::stdin())
-            {
-                // Fine for a service; noted so a script that forgot a stop condition is not a mystery.
-                eprintln!("roceprobe: capturing until SIGINT / SIGTERM");
-            }
-            let cpus = crate::capture::dpdk::eal_worker_cpus();
-            let control = runtime::control_cpus(&allowed, &cpus);
-            let times = cap.expected_time_sources();
-            let r = if a.rss {
-                execute(&a.common, vantages, out, Some(cpus), times, |cfg, stop, csv| {
-                    runtime::run_rss(
-                        &mut cap,
-                        &PipelineConfig { control_cpus: control, ..cfg.clone() },
-                        stop,
-                        csv,
-                    )
-                })
-            } else {
-                execute(&a.common, vantages, out, Some(cpus), times, |cfg, stop, csv| {
-                    runtime::run(
-                        &mut cap,
-                        &PipelineConfig { dedicated_rx: a.rx_core, control_cpus: control, ..cfg.clone() },
-                        stop,
-                        csv,
-                    )
-                })
-            };
-            drop(cap);
-            crate::capture::dpdk::eal_cleanup();
-            r
-        }
+        Command::Replay(a) => replay(a),
+        Command::Live(a) => live(a),
     }
 }
 
-/// Runs the pipeline (`run`) with the options given, then prints and writes the summary.
-fn execute(
+/// How the run's source behaves.
+enum Mode {
+    /// Files: workers wait for the stats side, so that nothing is lost.
+    Replay,
+    /// DPDK ports: nothing ever waits for reports (what finds no room is dropped and
+    /// counted); workers are pinned to these CPUs in turn.
+    Live { worker_cpus: Vec<usize> },
+}
+
+fn replay(a: ReplayArgs) -> Result<()> {
+    let out = Outputs::open(&a.common)?;
+    let mut replay = Replay::open(&a.files)?;
+    let ids: Vec<u16> = (0..a.files.len() as u16).collect();
+    let vantages = VantageMap::new(&a.common.vantages, SourceKind::File, &ids)?;
+    let times = replay.time_sources();
+    execute(&a.common, vantages, out, Mode::Replay, times, |cfg, stop, reports| {
+        runtime::run(&mut replay, cfg, stop, reports)
+    })
+}
+
+/// The combinations of `live` options that cannot work, refused before DPDK starts.
+fn check_live_options(a: &LiveArgs) -> Result<()> {
+    if a.rss && a.rx_core {
+        bail!("--rx-core and --rss cannot go together: with --rss every worker receives its own queue");
+    }
+    if a.rss && a.common.workers < 2 {
+        bail!("--rss needs --workers 2 or more (one RX queue per worker)");
+    }
+    if a.rss && a.common.vantages.iter().any(|r| matches!(r.selector, Selector::Erspan(_))) {
+        bail!("--rss cannot see inside ERSPAN (the NIC hashes the outer header): drop --rss for software dispatch");
+    }
+    Ok(())
+}
+
+fn live(a: LiveArgs) -> Result<()> {
+    let out = Outputs::open(&a.common)?;
+    check_live_options(&a)?;
+    let queues = if a.rss { a.common.workers as u16 } else { 1 };
+    // The CPUs the process may use, before EAL pins this thread to its main lcore.
+    let allowed = crate::capture::dpdk::thread_cpus().unwrap_or_default();
+    let mut cap = DpdkCapture::start(
+        &a.eal_args,
+        &a.ports,
+        StopWhen { idle: a.idle_exit, duration: a.duration },
+        a.mbufs,
+        a.mbuf_size,
+        queues,
+        a.probe_clock,
+    )?;
+    let ids: Vec<u16> = cap.ports().iter().map(|p| p.id()).collect();
+    let vantages = VantageMap::new(&a.common.vantages, SourceKind::Port, &ids)?;
+    if a.duration.is_none() && a.idle_exit.is_none() && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        // Fine for a service; noted so a script that forgot a stop condition is not a mystery.
+        eprintln!("roceprobe: capturing until SIGINT / SIGTERM");
+    }
+    let cpus = crate::capture::dpdk::eal_worker_cpus();
+    let control = runtime::control_cpus(&allowed, &cpus);
+    let times = cap.expected_time_sources();
+    let mode = Mode::Live { worker_cpus: cpus };
+    let r = execute(&a.common, vantages, out, mode, times, |cfg, stop, reports| {
+        let cfg = PipelineConfig { dedicated_rx: a.rx_core, control_cpus: control, ..cfg.clone() };
+        if a.rss {
+            runtime::run_rss(&mut cap, &cfg, stop, reports)
+        } else {
+            runtime::run(&mut cap, &cfg, stop, reports)
+        }
+    });
+    drop(cap);
+    crate::capture::dpdk::eal_cleanup();
+    r
+}
+
+/// The data plane's settings from the options.
+fn pipeline_config(
     common: &CommonArgs,
     vantages: VantageMap,
-    out: Outputs,
-    live: Option<Vec<usize>>,
+    mode: Mode,
     source_times: Vec<&'static str>,
-    run: impl FnOnce(&PipelineConfig, &AtomicBool, Option<CsvWriter>) -> Result<runtime::RunResult>,
-) -> Result<()> {
-    // Live capture (`Some`: the CPUs for workers) never waits for reports; replay waits, so
-    // that nothing is lost.
-    let never_wait = live.is_some();
-    let worker_cpus = live.unwrap_or_default();
-    let stop = stop_flag()?;
-    let Outputs { mut sink, csv, prometheus: listener } = out;
-    let exporter = match listener {
-        Some(l) => {
-            let e = Exporter {
-                page: Page::default(),
-                probe: common.probe_id.clone().unwrap_or_else(prometheus::host_name),
-                max_flows: common.prometheus_max_flows,
-            };
-            prometheus::serve(l, e.page.clone())?;
-            Some(e)
-        }
-        None => None,
+) -> PipelineConfig {
+    let (never_wait, worker_cpus) = match mode {
+        Mode::Replay => (false, Vec::new()),
+        Mode::Live { worker_cpus } => (true, worker_cpus),
     };
-    // The dashboard's thread and the views it draws.
-    let ui = if common.dashboard {
-        let terminal = dashboard::open_terminal()?;
-        let (tx, rx) = crossbeam_channel::bounded::<View>(1);
-        let stop_ui = Arc::clone(&stop);
-        let h = std::thread::Builder::new()
-            .name("roceprobe-ui".into())
-            .spawn(move || dashboard::run_ui(terminal, rx, stop_ui))?;
-        Some((tx, h))
-    } else {
-        None
-    };
-    let cfg = PipelineConfig {
+    PipelineConfig {
         interval: common.interval,
         max_flows: common.max_flows,
         vantages,
@@ -509,62 +486,145 @@ fn execute(
         worker_cpus,
         control_cpus: Vec::new(),
         never_wait,
-        dashboard: ui.as_ref().map(|(tx, _)| tx.clone()),
-        prometheus: exporter.clone(),
         source_times,
-    };
-    let result = run(&cfg, &stop, csv);
-    drop(cfg);
-    let mut summary = result.map(|result| {
-        let mut summary = Summary::build(&result.totals, &result.sources, &result.ios);
-        summary.set_time_sources(&result.time_use, &result.time_sources);
-        summary.csv_output = result.csv;
-        summary.prometheus = exporter.as_ref().map(|e| e.page.scrapes());
-        (summary, result.totals.first_ts_ns, result.totals.last_ts_ns)
-    });
-    if let (Some(e), Ok((s, _, _))) = (&exporter, &mut summary) {
-        e.publish(s);
     }
-    if let Some((tx, h)) = ui {
+}
+
+/// The outputs that follow the run while it lasts: the Prometheus page (served from its
+/// own thread) and the dashboard (drawn by its own thread).
+struct LiveOutputs {
+    exporter: Option<Exporter>,
+    ui: Option<(crossbeam_channel::Sender<View>, std::thread::JoinHandle<Result<()>>)>,
+}
+
+impl LiveOutputs {
+    fn start(
+        common: &CommonArgs,
+        listener: Option<std::net::TcpListener>,
+        stop: &Arc<AtomicBool>,
+    ) -> Result<Self> {
+        let exporter = match listener {
+            Some(l) => {
+                let e = Exporter {
+                    page: Page::default(),
+                    probe: common.probe_id.clone().unwrap_or_else(prometheus::host_name),
+                    max_flows: common.prometheus_max_flows,
+                };
+                prometheus::serve(l, e.page.clone())?;
+                Some(e)
+            }
+            None => None,
+        };
+        let ui = if common.dashboard {
+            let terminal = dashboard::open_terminal()?;
+            let (tx, rx) = crossbeam_channel::bounded::<View>(1);
+            let stop_ui = Arc::clone(stop);
+            let h = std::thread::Builder::new()
+                .name("roceprobe-ui".into())
+                .spawn(move || dashboard::run_ui(terminal, rx, stop_ui))?;
+            Some((tx, h))
+        } else {
+            None
+        };
+        Ok(Self { exporter, ui })
+    }
+
+    /// Their subscriptions to what the stats side publishes every interval.
+    fn subscribers(&self) -> Vec<Box<dyn Subscriber>> {
+        let mut live: Vec<Box<dyn Subscriber>> = Vec::new();
+        if let Some(e) = &self.exporter {
+            live.push(Box::new(e.clone()));
+        }
+        if let Some((tx, _)) = &self.ui {
+            live.push(Box::new(dashboard::Feed { tx: tx.clone(), views: ViewBuilder::default() }));
+        }
+        live
+    }
+
+    /// Shows the run's final numbers: the last Prometheus page, and the dashboard's final
+    /// view (rates averaged over the run), which stays until the user quits it. The summary
+    /// file is written before that wait, since nothing but the screen waits for `q`.
+    fn finish(self, summary: &mut Result<Final>, sink: &mut Option<SummarySink>) -> Result<()> {
+        if let (Some(e), Ok(f)) = (&self.exporter, &mut *summary) {
+            e.publish(&mut f.summary);
+        }
+        let Some((tx, h)) = self.ui else { return Ok(()) };
         let mut written = Ok(());
-        if let Ok((s, first, last)) = &summary {
-            // The final view, with rates averaged over the run; it stays until `q`.
-            let _ = tx.send(ViewBuilder::over_run(*first).build(s.clone(), *last, true));
-            if let Some(SummarySink::File(..)) = &sink {
-                // Written now: nothing waits for the user's `q` but the screen.
-                if let Some(sink) = sink.take() {
-                    written = sink.write(s);
-                }
+        if let Ok(f) = &*summary {
+            let _ =
+                tx.send(ViewBuilder::over_run(f.first_ts_ns).build(f.summary.clone(), f.last_ts_ns, true));
+            if let Some(SummarySink::File(..)) = sink {
+                written = sink.take().map_or(Ok(()), |s| s.write(&f.summary));
             }
         }
         drop(tx);
         // The terminal is restored before any error is told.
         let closed = h.join().map_err(|_| anyhow::anyhow!("the dashboard thread panicked"));
         written?;
-        closed??;
+        closed?
     }
-    let (summary, _, _) = summary?;
-    let to_stdout = matches!(sink, Some(SummarySink::Stdout));
+}
+
+/// The run's summary and the packet times it spans.
+struct Final {
+    summary: Summary,
+    first_ts_ns: Option<u64>,
+    last_ts_ns: Option<u64>,
+}
+
+fn final_summary(result: runtime::RunResult, exporter: Option<&Exporter>) -> Final {
+    let mut summary = Summary::build(&result.totals, &result.sources, &result.ios);
+    summary.set_time_sources(&result.time_use, &result.time_sources);
+    summary.csv_output = result.csv;
+    summary.prometheus = exporter.map(|e| e.page.scrapes());
+    Final { summary, first_ts_ns: result.totals.first_ts_ns, last_ts_ns: result.totals.last_ts_ns }
+}
+
+/// The per-flow table (on stderr when the summary JSON goes to stdout), then the summary.
+fn print_and_write(common: &CommonArgs, summary: &Summary, sink: Option<SummarySink>) -> Result<()> {
     if !common.quiet {
-        let t = table::render(&summary);
-        if to_stdout {
+        let t = table::render(summary);
+        if matches!(sink, Some(SummarySink::Stdout)) {
             eprint!("{t}");
         } else {
             print!("{t}");
         }
     }
-    if let Some(s) = sink {
-        s.write(&summary)?;
+    sink.map_or(Ok(()), |s| s.write(summary))
+}
+
+/// A replay is over in moments: its final metrics stay up to be scraped until SIGINT / SIGTERM.
+fn serve_final_metrics(common: &CommonArgs, stop: &AtomicBool) {
+    eprintln!(
+        "roceprobe: serving the final metrics at http://{}/metrics until SIGINT / SIGTERM",
+        common.prometheus.as_deref().unwrap_or_default()
+    );
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    if exporter.is_some() && !never_wait {
-        // A replay is over in moments: its final metrics stay up to be scraped.
-        eprintln!(
-            "roceprobe: serving the final metrics at http://{}/metrics until SIGINT / SIGTERM",
-            common.prometheus.as_deref().unwrap_or_default()
-        );
-        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+}
+
+/// Runs the pipeline (`run`) with the options given, then prints and writes the summary.
+fn execute(
+    common: &CommonArgs,
+    vantages: VantageMap,
+    out: Outputs,
+    mode: Mode,
+    source_times: Vec<&'static str>,
+    run: impl FnOnce(&PipelineConfig, &AtomicBool, Reports) -> Result<runtime::RunResult>,
+) -> Result<()> {
+    let replaying = matches!(mode, Mode::Replay);
+    let stop = stop_flag()?;
+    let Outputs { mut sink, csv, prometheus: listener } = out;
+    let live = LiveOutputs::start(common, listener, &stop)?;
+    let exporter = live.exporter.clone();
+    let cfg = pipeline_config(common, vantages, mode, source_times);
+    let reports = Reports { csv, live: live.subscribers() };
+    let mut summary = run(&cfg, &stop, reports).map(|r| final_summary(r, exporter.as_ref()));
+    live.finish(&mut summary, &mut sink)?;
+    print_and_write(common, &summary?.summary, sink)?;
+    if exporter.is_some() && replaying {
+        serve_final_metrics(common, &stop);
     }
     Ok(())
 }

@@ -28,7 +28,7 @@ fn final_view(scenario: &str) -> View {
     let mut replay = Replay::open(&[path]).unwrap();
     let rules: Vec<Rule> = VLAN_VANTAGES.iter().map(|r| r.parse().unwrap()).collect();
     let cfg = PipelineConfig::new(VantageMap::new(&rules, SourceKind::File, &[0]).unwrap());
-    let r = runtime::run(&mut replay, &cfg, &AtomicBool::new(false), None).unwrap();
+    let r = runtime::run(&mut replay, &cfg, &AtomicBool::new(false), Default::default()).unwrap();
     let mut s = Summary::build(&r.totals, &r.sources, &r.ios);
     s.set_time_sources(&r.time_use, &r.time_sources);
     ViewBuilder::over_run(r.totals.first_ts_ns).build(s, r.totals.last_ts_ns, true)

@@ -151,7 +151,8 @@ fn the_grafana_dashboard_queries_only_exported_series() {
     let rules: Vec<Rule> =
         ["compute=vlan:10", "storage=vlan:20"].iter().map(|r| r.parse().unwrap()).collect();
     let cfg = PipelineConfig::new(VantageMap::new(&rules, SourceKind::File, &[0]).unwrap());
-    let r = runtime::run(&mut replay, &cfg, &std::sync::atomic::AtomicBool::new(false), None).unwrap();
+    let r = runtime::run(&mut replay, &cfg, &std::sync::atomic::AtomicBool::new(false), Default::default())
+        .unwrap();
     let page = prometheus::render(&Summary::build(&r.totals, &r.sources, &r.ios), "p", 1000);
     let exported: BTreeSet<&str> =
         page.lines().filter(|l| !l.starts_with('#')).filter_map(|l| l.split('{').next()).collect();

@@ -39,6 +39,19 @@ pub struct View {
     pub finished: bool,
 }
 
+/// The dashboard's subscription: a view of every interval for the UI thread, never waiting
+/// (while the UI has not taken the last one, a new one is dropped).
+pub struct Feed {
+    pub tx: crossbeam_channel::Sender<View>,
+    pub views: ViewBuilder,
+}
+
+impl super::Subscriber for Feed {
+    fn update(&mut self, summary: Summary, now_ns: Option<u64>) {
+        let _ = self.tx.try_send(self.views.build(summary, now_ns, false));
+    }
+}
+
 /// Turns successive summaries into views, with rates from the difference between each and
 /// the one before.
 #[derive(Debug, Default)]

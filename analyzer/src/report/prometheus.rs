@@ -72,6 +72,12 @@ impl Exporter {
     }
 }
 
+impl super::Subscriber for Exporter {
+    fn update(&mut self, mut summary: Summary, _now_ns: Option<u64>) {
+        self.publish(&mut summary);
+    }
+}
+
 /// Binds exactly `addr` (before any work, so that a taken port is a start-up error).
 pub fn bind(addr: &str) -> Result<TcpListener> {
     TcpListener::bind(addr).with_context(|| format!("--prometheus {addr}: cannot listen there"))

@@ -12,10 +12,8 @@ use crate::capture::{Capture, Poll, SourceStats};
 use crate::defaults;
 use crate::metrics::latency::LatencyBatch;
 use crate::metrics::{IntervalSnapshot, Totals};
-use crate::report::csv::{CsvHealth, CsvWriter};
-use crate::report::dashboard::{View, ViewBuilder};
-use crate::report::prometheus::Exporter;
-use crate::report::Summary;
+use crate::report::csv::CsvHealth;
+use crate::report::{Reports, Summary};
 use crate::track::flow::FlowDelta;
 use crate::track::io::IoCountsByPair;
 use crate::track::{Transmission, VantageMap};
@@ -73,13 +71,8 @@ pub struct PipelineConfig {
     pub worker_cpus: Vec<usize>,
     /// CPUs for the stats thread (live: see [`control_cpus`]); empty: where it starts.
     pub control_cpus: Vec<usize>,
-    /// `--dashboard`: where the stats side sends a view of the run at every interval (never
-    /// waiting: a view the UI has not taken yet is simply replaced by the next).
-    pub dashboard: Option<Sender<View>>,
-    /// `--prometheus`: the page the stats side renders every interval.
-    pub prometheus: Option<Exporter>,
     /// What each capture source's timestamps are made of (`Capture::time_sources`), for
-    /// the dashboard's views.
+    /// the summaries published to the live outputs.
     pub source_times: Vec<&'static str>,
 }
 
@@ -125,8 +118,6 @@ impl PipelineConfig {
             never_wait: false,
             worker_cpus: Vec::new(),
             control_cpus: Vec::new(),
-            dashboard: None,
-            prometheus: None,
             source_times: Vec::new(),
         }
     }
@@ -241,9 +232,9 @@ pub fn run<C: Capture>(
     capture: &mut C,
     cfg: &PipelineConfig,
     stop: &AtomicBool,
-    csv: Option<CsvWriter>,
+    reports: Reports,
 ) -> Result<RunResult> {
-    let finished = pipeline(cfg, csv, |tx, backs, ports| {
+    let finished = pipeline(cfg, reports, |tx, backs, ports| {
         let ports_tx = tx.clone();
         let out = if backs.len() > 1 || cfg.dedicated_rx {
             dispatch::run(capture, cfg, stop, tx, backs, ports)
@@ -269,11 +260,11 @@ pub fn run_rss(
     capture: &mut crate::capture::dpdk::DpdkCapture,
     cfg: &PipelineConfig,
     stop: &AtomicBool,
-    csv: Option<CsvWriter>,
+    reports: Reports,
 ) -> Result<RunResult> {
     let mut nic_ts = Vec::new();
     let shared = &*capture;
-    let finished = pipeline(cfg, csv, |tx, backs, ports| {
+    let finished = pipeline(cfg, reports, |tx, backs, ports| {
         let out = rss::run(shared, cfg, stop, tx.clone(), backs, ports, &mut nic_ts);
         ports.finish(|| shared.port_stats(), &tx);
         out
@@ -413,7 +404,7 @@ fn merge_worker(
 /// recycling channel per worker, and the port report), then joins the stats side.
 fn pipeline(
     cfg: &PipelineConfig,
-    mut csv: Option<CsvWriter>,
+    reports: Reports,
     drive: impl FnOnce(Sender<ToStats>, Vec<crossbeam_channel::Receiver<Recycled>>, &mut PortReport) -> Drove,
 ) -> Result<Finished> {
     // Bounded so a stalled stats side cannot grow memory without limit; intervals are
@@ -424,9 +415,9 @@ fn pipeline(
     let (backs_tx, backs_rx): (Vec<_>, Vec<_>) =
         (0..workers).map(|_| crossbeam_channel::bounded::<Recycled>(64)).unzip();
     let two_vantages = cfg.vantages.maps_storage();
-    let dashboard = cfg.dashboard.clone();
-    let exporter = cfg.prometheus.clone();
-    let live_views = dashboard.is_some() || exporter.is_some();
+    let Reports { mut csv, live } = reports;
+    let mut live = Reports { csv: None, live };
+    let live_views = !live.live.is_empty();
     let source_times = cfg.source_times.clone();
     let max_flows = cfg.max_flows;
     let control = cfg.control_cpus.clone();
@@ -441,7 +432,6 @@ fn pipeline(
         let mut csv_failed = false;
         // Receive statistics so far, per source, and the dashboard's rates.
         let mut received: Vec<SourceStats> = Vec::new();
-        let mut views = ViewBuilder::default();
         let mut viewed_to = 0u64;
         for msg in rx {
             let written = match &msg {
@@ -473,18 +463,13 @@ fn pipeline(
                 }
             }
             match &msg {
-                // The dashboard's view and the Prometheus page, once per interval (when the
-                // first worker reports it).
+                // The live outputs (dashboard, Prometheus), once per interval (when the first
+                // worker reports it).
                 ToStats::Interval(s) if live_views && s.end_ns > viewed_to => {
                     viewed_to = s.end_ns;
                     let mut summary = Summary::build(&totals, &received, &IoCountsByPair::new());
                     summary.set_time_sources(&totals.time_use, &source_times);
-                    if let Some(e) = &exporter {
-                        e.publish(&mut summary);
-                    }
-                    if let Some(d) = &dashboard {
-                        let _ = d.try_send(views.build(summary, totals.last_ts_ns, false));
-                    }
+                    live.publish(summary, totals.last_ts_ns);
                 }
                 _ => {}
             }
