@@ -8,7 +8,7 @@
 //! (`_seconds`, `_bytes`), `_total` for counters. Per-flow series are capped (the flows
 //! with the most bytes first) and the number left out is itself a series.
 
-use super::summary::Summary;
+use super::summary::{FlowSummary, Summary};
 use anyhow::{Context, Result};
 use std::fmt::Write as _;
 use std::io::{Read, Write};
@@ -152,33 +152,41 @@ fn esc(v: &str) -> String {
 pub fn render(s: &Summary, probe: &str, max_flows: usize) -> String {
     let mut o = String::with_capacity(4096 + s.flows.len().min(max_flows) * 1200);
     let p = format!("probe=\"{}\"", esc(probe));
-    let family = |o: &mut String, name: &str, kind: &str, help: &str| {
-        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    };
+    packet_families(&mut o, &p, s);
+    reorder_families(&mut o, &p, s);
+    dropped_families(&mut o, &p, s);
+    scrape_family(&mut o, &p, s);
+    forgotten_family(&mut o, &p, s);
+    receive_families(&mut o, &p, s);
+    latency_family(&mut o, &p, s);
+    flow_families(&mut o, &p, s, max_flows);
+    o
+}
 
-    family(
-        &mut o,
-        "roceprobe_packets_total",
-        "counter",
-        "Frames analysed, by kind (roce, other, malformed).",
-    );
+/// The `# HELP` and `# TYPE` lines that open a metric family.
+fn family(o: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// Frames analysed by kind, malformed frames by error, and packets of untracked flows.
+fn packet_families(o: &mut String, p: &str, s: &Summary) {
+    family(o, "roceprobe_packets_total", "counter", "Frames analysed, by kind (roce, other, malformed).");
     let malformed: u64 = s.decode_errors.values().sum();
     for (kind, n) in [("roce", s.roce_packets), ("other", s.non_roce_packets), ("malformed", malformed)] {
         let _ = writeln!(o, "roceprobe_packets_total{{{p},kind=\"{kind}\"}} {n}");
     }
-    family(&mut o, "roceprobe_malformed_packets_total", "counter", "Malformed frames by what was wrong.");
+    family(o, "roceprobe_malformed_packets_total", "counter", "Malformed frames by what was wrong.");
     for (kind, n) in &s.decode_errors {
         let _ = writeln!(o, "roceprobe_malformed_packets_total{{{p},error=\"{}\"}} {n}", esc(kind));
     }
-    family(
-        &mut o,
-        "roceprobe_untracked_packets_total",
-        "counter",
-        "RoCEv2 packets of flows beyond --max-flows.",
-    );
+    family(o, "roceprobe_untracked_packets_total", "counter", "RoCEv2 packets of flows beyond --max-flows.");
     let _ = writeln!(o, "roceprobe_untracked_packets_total{{{p}}} {}", s.untracked_packets);
+}
+
+/// Packets that came after the reorder window, and frames it let go early.
+fn reorder_families(o: &mut String, p: &str, s: &Summary) {
     family(
-        &mut o,
+        o,
         "roceprobe_late_packets_total",
         "counter",
         "RoCEv2 packets that came after the reorder window had passed them, by vantage.",
@@ -188,39 +196,50 @@ pub fn render(s: &Summary, probe: &str, max_flows: usize) -> String {
         let _ = writeln!(o, "roceprobe_late_packets_total{{{p},vantage=\"{vantage}\"}} {n}");
     }
     family(
-        &mut o,
+        o,
         "roceprobe_reorder_released_early_total",
         "counter",
         "Frames analysed before the reorder window had passed them, for want of room.",
     );
     let _ = writeln!(o, "roceprobe_reorder_released_early_total{{{p}}} {}", s.reorder.released_early);
+}
+
+/// What the reports and the latency series could not keep.
+fn dropped_families(o: &mut String, p: &str, s: &Summary) {
     family(
-        &mut o,
+        o,
         "roceprobe_report_drops_total",
         "counter",
         "Snapshots and batches dropped because the reports fell behind.",
     );
     let _ = writeln!(o, "roceprobe_report_drops_total{{{p}}} {}", s.report_drops);
     family(
-        &mut o,
+        o,
         "roceprobe_latency_samples_dropped_total",
         "counter",
         "Latency samples beyond the bound on latency series.",
     );
     let _ = writeln!(o, "roceprobe_latency_samples_dropped_total{{{p}}} {}", s.latency_samples_dropped);
-    if let Some(sc) = s.prometheus {
-        family(
-            &mut o,
-            "roceprobe_scrapes_total",
-            "counter",
-            "Scrapes of this endpoint by outcome (failed: the client hung or went away).",
-        );
-        for (outcome, n) in [("served", sc.served), ("failed", sc.failed)] {
-            let _ = writeln!(o, "roceprobe_scrapes_total{{{p},outcome=\"{outcome}\"}} {n}");
-        }
-    }
+}
+
+/// Scrapes of this endpoint by outcome (only when the summary has them).
+fn scrape_family(o: &mut String, p: &str, s: &Summary) {
+    let Some(sc) = s.prometheus else { return };
     family(
-        &mut o,
+        o,
+        "roceprobe_scrapes_total",
+        "counter",
+        "Scrapes of this endpoint by outcome (failed: the client hung or went away).",
+    );
+    for (outcome, n) in [("served", sc.served), ("failed", sc.failed)] {
+        let _ = writeln!(o, "roceprobe_scrapes_total{{{p},outcome=\"{outcome}\"}} {n}");
+    }
+}
+
+/// Entries of the bounded tables forgotten to make room, by table.
+fn forgotten_family(o: &mut String, p: &str, s: &Summary) {
+    family(
+        o,
         "roceprobe_table_entries_forgotten_total",
         "counter",
         "Entries of bounded tables forgotten to make room for newer ones, by table.",
@@ -236,9 +255,12 @@ pub fn render(s: &Summary, probe: &str, max_flows: usize) -> String {
     ] {
         let _ = writeln!(o, "roceprobe_table_entries_forgotten_total{{{p},table=\"{table}\"}} {n}");
     }
+}
 
+/// Frames received and dropped per source.
+fn receive_families(o: &mut String, p: &str, s: &Summary) {
     family(
-        &mut o,
+        o,
         "roceprobe_receive_packets_total",
         "counter",
         "Frames received per source (DPDK port or file).",
@@ -246,21 +268,19 @@ pub fn render(s: &Summary, probe: &str, max_flows: usize) -> String {
     for (src, st) in &s.ports {
         let _ = writeln!(o, "roceprobe_receive_packets_total{{{p},source=\"{src}\"}} {}", st.ipackets);
     }
-    family(
-        &mut o,
-        "roceprobe_receive_drops_total",
-        "counter",
-        "Frames the source could not deliver, by reason.",
-    );
+    family(o, "roceprobe_receive_drops_total", "counter", "Frames the source could not deliver, by reason.");
     for (src, st) in &s.ports {
         for (reason, n) in [("missed", st.imissed), ("errors", st.ierrors), ("no_mbuf", st.rx_nombuf)] {
             let _ =
                 writeln!(o, "roceprobe_receive_drops_total{{{p},source=\"{src}\",reason=\"{reason}\"}} {n}");
         }
     }
+}
 
+/// I/O latency as a summary (quantiles, sum, count) per (initiator, target, op, segment).
+fn latency_family(o: &mut String, p: &str, s: &Summary) {
     family(
-        &mut o,
+        o,
         "roceprobe_io_latency_seconds",
         "summary",
         "I/O latency per (initiator, target, op, segment) over the run (segments: docs/METRICS.md).",
@@ -283,33 +303,21 @@ pub fn render(s: &Summary, probe: &str, max_flows: usize) -> String {
         );
         let _ = writeln!(o, "roceprobe_io_latency_seconds_count{{{labels}}} {}", l.count);
     }
+}
 
-    // The flows with the most bytes, up to the cap.
-    let mut flows: Vec<_> = s.flows.iter().collect();
-    flows.sort_by_key(|f| std::cmp::Reverse(f.counts.bytes));
-    let left_out = flows.len().saturating_sub(max_flows);
-    flows.truncate(max_flows);
+/// The number of flows left out of the export, then one family per flow counter over the
+/// flows with the most bytes, up to the cap.
+fn flow_families(o: &mut String, p: &str, s: &Summary, max_flows: usize) {
+    let (flows, left_out) = busiest_flows(s, max_flows);
     family(
-        &mut o,
+        o,
         "roceprobe_flows_not_exported",
         "gauge",
         "Flows beyond the export cap (fewest bytes), not shown as series.",
     );
     let _ = writeln!(o, "roceprobe_flows_not_exported{{{p}}} {left_out}");
-    type Get = fn(&crate::track::FlowCounts) -> u64;
-    let counters: [(&str, &str, Get); 9] = [
-        ("roceprobe_flow_packets_total", "Packets of the flow.", |c| c.packets),
-        ("roceprobe_flow_bytes_total", "Frame bytes of the flow.", |c| c.bytes),
-        ("roceprobe_flow_payload_bytes_total", "RDMA payload bytes of the flow.", |c| c.payload_bytes),
-        ("roceprobe_flow_retransmitted_packets_total", "Retransmitted packets.", |c| c.retx_packets),
-        ("roceprobe_flow_gap_psns_total", "PSNs never seen (loss before this tap).", |c| c.gap_psns),
-        ("roceprobe_flow_nak_sequence_total", "NAK sequence errors.", |c| c.nak_seq),
-        ("roceprobe_flow_nak_rnr_total", "RNR NAKs.", |c| c.nak_rnr),
-        ("roceprobe_flow_cnp_total", "Congestion notification packets for the flow.", |c| c.cnp),
-        ("roceprobe_flow_ecn_ce_total", "Packets marked ECN CE.", |c| c.ecn_ce),
-    ];
-    for (name, help, get) in counters {
-        family(&mut o, name, "counter", help);
+    for (name, help, get) in FLOW_COUNTERS {
+        family(o, name, "counter", help);
         for f in &flows {
             let _ = writeln!(
                 o,
@@ -323,8 +331,32 @@ pub fn render(s: &Summary, probe: &str, max_flows: usize) -> String {
             );
         }
     }
-    o
 }
+
+/// The flows with the most bytes, up to `max_flows`, and how many were left out.
+fn busiest_flows(s: &Summary, max_flows: usize) -> (Vec<&FlowSummary>, usize) {
+    let mut flows: Vec<_> = s.flows.iter().collect();
+    flows.sort_by_key(|f| std::cmp::Reverse(f.counts.bytes));
+    let left_out = flows.len().saturating_sub(max_flows);
+    flows.truncate(max_flows);
+    (flows, left_out)
+}
+
+/// A flow counter read out of a flow's counts.
+type FlowCounter = fn(&crate::track::FlowCounts) -> u64;
+
+/// The per-flow counter families: name, help and the counter.
+const FLOW_COUNTERS: [(&str, &str, FlowCounter); 9] = [
+    ("roceprobe_flow_packets_total", "Packets of the flow.", |c| c.packets),
+    ("roceprobe_flow_bytes_total", "Frame bytes of the flow.", |c| c.bytes),
+    ("roceprobe_flow_payload_bytes_total", "RDMA payload bytes of the flow.", |c| c.payload_bytes),
+    ("roceprobe_flow_retransmitted_packets_total", "Retransmitted packets.", |c| c.retx_packets),
+    ("roceprobe_flow_gap_psns_total", "PSNs never seen (loss before this tap).", |c| c.gap_psns),
+    ("roceprobe_flow_nak_sequence_total", "NAK sequence errors.", |c| c.nak_seq),
+    ("roceprobe_flow_nak_rnr_total", "RNR NAKs.", |c| c.nak_rnr),
+    ("roceprobe_flow_cnp_total", "Congestion notification packets for the flow.", |c| c.cnp),
+    ("roceprobe_flow_ecn_ce_total", "Packets marked ECN CE.", |c| c.ecn_ce),
+];
 
 /// The host name, for `--probe-id`'s default.
 pub fn host_name() -> String {
