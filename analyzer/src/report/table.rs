@@ -1,12 +1,28 @@
 //! The per-flow table printed at exit.
 
-use super::summary::Summary;
+use super::summary::{FlowSummary, Summary};
 use crate::wire::bth::opcode_name;
 use std::fmt::Write;
 
 /// Renders the totals and one row per flow, aligned for a terminal.
 pub fn render(s: &Summary) -> String {
     let mut out = String::new();
+    frame_totals(&mut out, s);
+    time_order(&mut out, s);
+    report_losses(&mut out, s);
+    table_bounds(&mut out, s);
+    malformed_kinds(&mut out, s);
+    sources(&mut out, s);
+    if s.flows.is_empty() {
+        let _ = writeln!(out, "no RoCEv2 flows");
+        return out;
+    }
+    flow_table(&mut out, &s.flows);
+    out
+}
+
+/// The first line: frames by kind, and RoCEv2 packets of untracked flows if any.
+fn frame_totals(out: &mut String, s: &Summary) {
     let errors: u64 = s.decode_errors.values().sum();
     let _ = writeln!(
         out,
@@ -21,6 +37,10 @@ pub fn render(s: &Summary) -> String {
             String::new()
         }
     );
+}
+
+/// What the reorder window could not put in time order, if anything.
+fn time_order(out: &mut String, s: &Summary) {
     let late = s.reorder.late_packets;
     if late.compute + late.storage + s.reorder.released_early > 0 {
         let _ = writeln!(
@@ -29,6 +49,10 @@ pub fn render(s: &Summary) -> String {
             late.compute, late.storage, s.reorder.released_early
         );
     }
+}
+
+/// What the reports themselves lost: dropped snapshots, CSV writes, Prometheus scrapes.
+fn report_losses(out: &mut String, s: &Summary) {
     if s.report_drops > 0 {
         let _ = writeln!(
             out,
@@ -50,6 +74,10 @@ pub fn render(s: &Summary) -> String {
             p.failed, p.served
         );
     }
+}
+
+/// What the bounded tables left out: latency samples, forgotten entries.
+fn table_bounds(out: &mut String, s: &Summary) {
     if s.latency_samples_dropped > 0 {
         let _ = writeln!(
             out,
@@ -65,10 +93,18 @@ pub fn render(s: &Summary) -> String {
             f.nvme_commands, f.cm_requests, f.announced_flows, f.io_connections, f.idle_flows, f.summary_flows
         );
     }
+}
+
+/// One line per kind of malformed frame seen.
+fn malformed_kinds(out: &mut String, s: &Summary) {
     for (kind, n) in s.decode_errors.iter().filter(|(_, n)| **n > 0) {
         let _ = writeln!(out, "  malformed {kind}: {n}");
     }
-    // A probe that silently loses packets gives wrong answers: receive drops always show.
+}
+
+/// One line per source with its receive drops. A probe that silently loses packets gives
+/// wrong answers: receive drops always show.
+fn sources(out: &mut String, s: &Summary) {
     for (id, p) in &s.ports {
         let drops = p.imissed + p.ierrors + p.rx_nombuf;
         let _ = writeln!(
@@ -85,86 +121,98 @@ pub fn render(s: &Summary) -> String {
             }
         );
     }
-    if s.flows.is_empty() {
-        let _ = writeln!(out, "no RoCEv2 flows");
-        return out;
+}
+
+const COLUMNS: usize = 14;
+const HEADER: [&str; COLUMNS] = [
+    "vantage",
+    "src_ip",
+    "dst_ip",
+    "dst_qpn",
+    "transport",
+    "packets",
+    "bytes",
+    "payload_bytes",
+    "retx",
+    "gaps",
+    "naks",
+    "cnp",
+    "ecn_ce",
+    "opcodes",
+];
+
+/// The header and one row per flow, each column as wide as its widest cell.
+fn flow_table(out: &mut String, flows: &[FlowSummary]) {
+    let rows: Vec<[String; COLUMNS]> = flows.iter().map(flow_row).collect();
+    let width = column_widths(&rows);
+    let _ = writeln!(out, "{}", aligned(&HEADER, &width));
+    for r in &rows {
+        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
+        let _ = writeln!(out, "{}", aligned(&cells, &width));
     }
-    let rows: Vec<[String; 14]> = s
-        .flows
+}
+
+/// A flow's cells, in the order of [`HEADER`].
+fn flow_row(f: &FlowSummary) -> [String; COLUMNS] {
+    [
+        f.vantage.clone(),
+        f.src_ip.clone(),
+        f.dst_ip.clone(),
+        format!("{:#08x}", f.dst_qpn),
+        f.transport.clone(),
+        f.counts.packets.to_string(),
+        f.counts.bytes.to_string(),
+        f.counts.payload_bytes.to_string(),
+        f.counts.retx_packets.to_string(),
+        f.counts.gap_psns.to_string(),
+        (f.counts.nak_seq + f.counts.nak_rnr + f.counts.nak_other).to_string(),
+        f.counts.cnp.to_string(),
+        f.counts.ecn_ce.to_string(),
+        opcode_mix(f),
+    ]
+}
+
+/// The flow's opcodes as `NAME:count`, most frequent first; ties in opcode order (FIRST,
+/// MIDDLE, LAST).
+fn opcode_mix(f: &FlowSummary) -> String {
+    let mut ops: Vec<(u64, &str, u16)> = f
+        .opcodes
         .iter()
-        .map(|f| {
-            // Most frequent first; ties in opcode order (FIRST, MIDDLE, LAST).
-            let mut ops: Vec<(u64, &str, u16)> = f
-                .opcodes
-                .iter()
-                .map(|(op, n)| match op.parse::<u8>() {
-                    Ok(op) => (*n, opcode_name(op), u16::from(op)),
-                    Err(_) => (*n, "other", 256),
-                })
-                .collect();
-            ops.sort_by(|a, b| b.0.cmp(&a.0).then(a.2.cmp(&b.2)));
-            let ops = ops.iter().map(|(n, name, _)| format!("{name}:{n}")).collect::<Vec<_>>().join(" ");
-            [
-                f.vantage.clone(),
-                f.src_ip.clone(),
-                f.dst_ip.clone(),
-                format!("{:#08x}", f.dst_qpn),
-                f.transport.clone(),
-                f.counts.packets.to_string(),
-                f.counts.bytes.to_string(),
-                f.counts.payload_bytes.to_string(),
-                f.counts.retx_packets.to_string(),
-                f.counts.gap_psns.to_string(),
-                (f.counts.nak_seq + f.counts.nak_rnr + f.counts.nak_other).to_string(),
-                f.counts.cnp.to_string(),
-                f.counts.ecn_ce.to_string(),
-                ops,
-            ]
+        .map(|(op, n)| match op.parse::<u8>() {
+            Ok(op) => (*n, opcode_name(op), u16::from(op)),
+            Err(_) => (*n, "other", 256),
         })
         .collect();
-    let header: [&str; 14] = [
-        "vantage",
-        "src_ip",
-        "dst_ip",
-        "dst_qpn",
-        "transport",
-        "packets",
-        "bytes",
-        "payload_bytes",
-        "retx",
-        "gaps",
-        "naks",
-        "cnp",
-        "ecn_ce",
-        "opcodes",
-    ];
-    let mut width = header.map(str::len);
-    for r in &rows {
+    ops.sort_by(|a, b| b.0.cmp(&a.0).then(a.2.cmp(&b.2)));
+    ops.iter().map(|(n, name, _)| format!("{name}:{n}")).collect::<Vec<_>>().join(" ")
+}
+
+/// Each column's width: its widest cell, header included.
+fn column_widths(rows: &[[String; COLUMNS]]) -> [usize; COLUMNS] {
+    let mut width = HEADER.map(str::len);
+    for r in rows {
         for (w, c) in width.iter_mut().zip(r.iter()) {
             *w = (*w).max(c.len());
         }
     }
-    // Counters (between the key columns and the opcodes) align right.
-    let numeric = |i: usize| (5..header.len() - 1).contains(&i);
-    let line = |cells: &[&str]| {
-        let mut l = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            if i == cells.len() - 1 {
-                l.push_str(c);
-            } else if numeric(i) {
-                let _ = write!(l, "{:>w$}  ", c, w = width[i]);
-            } else {
-                let _ = write!(l, "{:<w$}  ", c, w = width[i]);
-            }
+    width
+}
+
+/// One line of the table: counters (between the key columns and the opcodes) align right,
+/// the rest left, the last column as it is.
+fn aligned(cells: &[&str], width: &[usize; COLUMNS]) -> String {
+    let numeric = |i: usize| (5..HEADER.len() - 1).contains(&i);
+    let mut l = String::new();
+    for (i, c) in cells.iter().enumerate() {
+        if i == cells.len() - 1 {
+            l.push_str(c);
+        } else if numeric(i) {
+            let _ = write!(l, "{:>w$}  ", c, w = width[i]);
+        } else {
+            let _ = write!(l, "{:<w$}  ", c, w = width[i]);
         }
-        l.trim_end().to_owned()
-    };
-    let _ = writeln!(out, "{}", line(&header));
-    for r in &rows {
-        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
-        let _ = writeln!(out, "{}", line(&cells));
     }
-    out
+    l.trim_end().to_owned()
 }
 
 #[cfg(test)]
