@@ -339,6 +339,27 @@ fn pooled_cdf(rows: &[QuantileRow]) -> Vec<(f64, f64)> {
 
 /// Writes every plot the CSV files in `csv_dir` allow into `out`; returns the files written.
 pub fn plot(csv_dir: &Path, out: &Path) -> Result<Vec<std::path::PathBuf>> {
+    let (latency_path, flows_path) = report_paths(csv_dir)?;
+    let latency = read_csv(&latency_path)?;
+    let flows = read_csv(&flows_path)?;
+    std::fs::create_dir_all(out).with_context(|| format!("--out: cannot create {}", out.display()))?;
+    let mut plots = Plots::new(out);
+    let (by_op, split) = read_latency(&latency, &latency_path)?;
+    for (op, segs) in &by_op {
+        plots.save(format!("latency_cdf_{op}.svg"), latency_cdf(op, segs))?;
+    }
+    for (op, intervals) in &split {
+        if let Some(svg) = segment_split(op, intervals) {
+            plots.save(format!("segments_{op}.svg"), svg)?;
+        }
+    }
+    let (busiest, unit) = busiest_flows(&flows, &flows_path)?;
+    plots.save("flow_throughput.svg".into(), throughput_plot(&busiest, unit))?;
+    Ok(plots.written)
+}
+
+/// The latency and flows reports in `csv_dir`; both must be there.
+fn report_paths(csv_dir: &Path) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
     let latency_path = csv_dir.join("latency.csv");
     let flows_path = csv_dir.join("flows.csv");
     if !latency_path.is_file() || !flows_path.is_file() {
@@ -347,39 +368,53 @@ pub fn plot(csv_dir: &Path, out: &Path) -> Result<Vec<std::path::PathBuf>> {
             csv_dir.display()
         );
     }
-    let latency = read_csv(&latency_path)?;
-    let flows = read_csv(&flows_path)?;
-    std::fs::create_dir_all(out).with_context(|| format!("--out: cannot create {}", out.display()))?;
-    let mut written = Vec::new();
-    let mut options = resvg::usvg::Options::default();
-    options.fontdb_mut().load_system_fonts();
-    // Each plot as SVG and, rendered, as PNG (for places that show no SVG).
-    let mut save = |name: String, svg: String| -> Result<()> {
-        let p = out.join(&name);
-        std::fs::write(&p, &svg).with_context(|| format!("--out: cannot write {}", p.display()))?;
-        written.push(p);
-        let png = out.join(name.replace(".svg", ".png"));
-        std::fs::write(&png, to_png(&svg, &options)?)
-            .with_context(|| format!("--out: cannot write {}", png.display()))?;
-        written.push(png);
-        Ok(())
-    };
+    Ok((latency_path, flows_path))
+}
 
-    // Latency CDFs, per op, one line per segment.
-    let mut by_op: BTreeMap<String, BTreeMap<String, Vec<QuantileRow>>> = BTreeMap::new();
-    // Per op and interval: per segment, (Σ count × p50, Σ count).
-    type Split = BTreeMap<u64, BTreeMap<String, (f64, f64)>>;
+/// Where the plots go, and the files written so far.
+struct Plots<'a> {
+    out: &'a Path,
+    options: resvg::usvg::Options<'static>,
+    written: Vec<std::path::PathBuf>,
+}
+
+impl<'a> Plots<'a> {
+    fn new(out: &'a Path) -> Self {
+        let mut options = resvg::usvg::Options::default();
+        options.fontdb_mut().load_system_fonts();
+        Self { out, options, written: Vec::new() }
+    }
+
+    /// Writes a plot as SVG and, rendered, as PNG (for places that show no SVG).
+    fn save(&mut self, name: String, svg: String) -> Result<()> {
+        let p = self.out.join(&name);
+        std::fs::write(&p, &svg).with_context(|| format!("--out: cannot write {}", p.display()))?;
+        self.written.push(p);
+        let png = self.out.join(name.replace(".svg", ".png"));
+        std::fs::write(&png, to_png(&svg, &self.options)?)
+            .with_context(|| format!("--out: cannot write {}", png.display()))?;
+        self.written.push(png);
+        Ok(())
+    }
+}
+
+/// Per op, per segment: its latency rows.
+type LatencyByOp = BTreeMap<String, BTreeMap<String, Vec<QuantileRow>>>;
+/// Per interval: per segment, (Σ count × p50, Σ count).
+type Split = BTreeMap<u64, BTreeMap<String, (f64, f64)>>;
+
+/// The latency report's rows per op and segment (for the CDFs), and per op the
+/// count-weighted p50 of each segment per interval (for the segment split).
+fn read_latency(
+    latency: &[BTreeMap<String, String>],
+    p: &Path,
+) -> Result<(LatencyByOp, BTreeMap<String, Split>)> {
+    let mut by_op = LatencyByOp::new();
     let mut split: BTreeMap<String, Split> = BTreeMap::new();
-    for row in &latency {
-        let p = &latency_path;
+    for row in latency {
         let (op, seg) = (field(row, "op", p)?.to_owned(), field(row, "segment", p)?.to_owned());
         let n = number(row, "count", p)?;
-        let mut pts = vec![(number(row, "min_us", p)?, 0.0)];
-        for (col, q) in
-            [("p50_us", 0.5), ("p90_us", 0.9), ("p99_us", 0.99), ("p999_us", 0.999), ("max_us", 1.0)]
-        {
-            pts.push((number(row, col, p)?, q));
-        }
+        let pts = quantile_points(row, p)?;
         let start = time(row, "interval_start", p)?;
         let p50 = pts[1].0;
         by_op.entry(op.clone()).or_default().entry(seg.clone()).or_default().push((n, pts));
@@ -387,67 +422,56 @@ pub fn plot(csv_dir: &Path, out: &Path) -> Result<Vec<std::path::PathBuf>> {
         e.0 += n * p50;
         e.1 += n;
     }
-    for (op, segs) in &by_op {
-        let series: Vec<Series> = segs
-            .iter()
-            .map(|(seg, rows)| Series {
-                name: seg.clone(),
-                // The log axis cannot show 0 µs (an in-capsule write's compute time).
-                points: pooled_cdf(rows).into_iter().map(|(x, q)| (x.max(0.001), q)).collect(),
-            })
-            .collect();
-        save(
-            format!("latency_cdf_{op}.svg"),
-            line_plot(
-                &format!("{op} latency CDF by segment"),
-                &series,
-                true,
-                "latency (µs, log)",
-                "fraction of I/Os",
-            ),
-        )?;
-    }
+    Ok((by_op, split))
+}
 
-    // Segment split over time (NVMe: compute, network, storage).
-    for (op, intervals) in &split {
-        let segs = ["compute", "network", "storage"];
-        if !intervals.values().any(|m| segs.iter().any(|s| m.contains_key(*s))) {
-            continue;
-        }
-        let t0 = *intervals.keys().next().expect("an interval");
-        let span = (*intervals.keys().last().expect("an interval") - t0) as f64 / 1e9;
-        let unit = time_unit(span);
-        let xs: Vec<f64> = intervals.keys().map(|&t| (t - t0) as f64 / 1e9 * unit.0).collect();
-        let stacks: Vec<[f64; 3]> = intervals
-            .values()
-            .map(|m| segs.map(|s| m.get(s).map_or(0.0, |(sum, n)| if *n > 0.0 { sum / n } else { 0.0 })))
-            .collect();
-        save(format!("segments_{op}.svg"), stacked_bars(op, &xs, &stacks, &segs, unit.1))?;
+/// A latency row's percentiles as (µs, quantile), from min (0) to max (1).
+fn quantile_points(row: &BTreeMap<String, String>, p: &Path) -> Result<Vec<(f64, f64)>> {
+    let mut pts = vec![(number(row, "min_us", p)?, 0.0)];
+    for (col, q) in [("p50_us", 0.5), ("p90_us", 0.9), ("p99_us", 0.99), ("p999_us", 0.999), ("max_us", 1.0)]
+    {
+        pts.push((number(row, col, p)?, q));
     }
+    Ok(pts)
+}
 
-    // Busiest flows' throughput over time.
-    // Per flow: bytes, and per interval start: (Gbit/s, retransmissions, CNPs).
-    type Intervals = BTreeMap<u64, (f64, bool, bool)>;
-    let mut per_flow: BTreeMap<String, (u64, Intervals)> = BTreeMap::new();
-    let mut starts = std::collections::BTreeSet::new();
-    for row in &flows {
-        let p = &flows_path;
-        let name = format!(
-            "{} {}>{} qp {}",
-            field(row, "vantage", p)?.chars().next().unwrap_or('?'),
-            field(row, "src_ip", p)?,
-            field(row, "dst_ip", p)?,
-            field(row, "dst_qpn", p)?
-        );
-        let t = time(row, "interval_start", p)?;
-        starts.insert(t);
-        let e = per_flow.entry(name).or_default();
-        e.0 += number(row, "bytes", p)? as u64;
-        let at = e.1.entry(t).or_default();
-        at.0 += number(row, "throughput_gbps", p)?;
-        at.1 |= number(row, "retx_packets", p)? > 0.0;
-        at.2 |= number(row, "cnp", p)? > 0.0;
+/// An op's latency CDF, one line per segment.
+fn latency_cdf(op: &str, segs: &BTreeMap<String, Vec<QuantileRow>>) -> String {
+    let series: Vec<Series> = segs
+        .iter()
+        .map(|(seg, rows)| Series {
+            name: seg.clone(),
+            // The log axis cannot show 0 µs (an in-capsule write's compute time).
+            points: pooled_cdf(rows).into_iter().map(|(x, q)| (x.max(0.001), q)).collect(),
+        })
+        .collect();
+    line_plot(&format!("{op} latency CDF by segment"), &series, true, "latency (µs, log)", "fraction of I/Os")
+}
+
+/// An op's segment split over time (NVMe: compute, network, storage); none for an op
+/// without those segments.
+fn segment_split(op: &str, intervals: &Split) -> Option<String> {
+    let segs = ["compute", "network", "storage"];
+    if !intervals.values().any(|m| segs.iter().any(|s| m.contains_key(*s))) {
+        return None;
     }
+    let t0 = *intervals.keys().next().expect("an interval");
+    let span = (*intervals.keys().last().expect("an interval") - t0) as f64 / 1e9;
+    let unit = time_unit(span);
+    let xs: Vec<f64> = intervals.keys().map(|&t| (t - t0) as f64 / 1e9 * unit.0).collect();
+    let stacks: Vec<[f64; 3]> = intervals
+        .values()
+        .map(|m| segs.map(|s| m.get(s).map_or(0.0, |(sum, n)| if *n > 0.0 { sum / n } else { 0.0 })))
+        .collect();
+    Some(stacked_bars(op, &xs, &stacks, &segs, unit.1))
+}
+
+/// Per flow: bytes, and per interval start: (Gbit/s, retransmissions, CNPs).
+type FlowIntervals = BTreeMap<String, (u64, BTreeMap<u64, (f64, bool, bool)>)>;
+
+/// The busiest flows' points over every interval, and the unit of the time axis.
+fn busiest_flows(flows: &[BTreeMap<String, String>], p: &Path) -> Result<(Vec<FlowLine>, &'static str)> {
+    let (per_flow, starts) = read_flows(flows, p)?;
     // A flow without a row in an interval carried nothing then.
     let t0 = starts.first().copied().unwrap_or(0);
     let span = (starts.last().copied().unwrap_or(0) - t0) as f64 / 1e9;
@@ -467,8 +491,34 @@ pub fn plot(csv_dir: &Path, out: &Path) -> Result<Vec<std::path::PathBuf>> {
         .collect();
     busiest.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(&b.0)));
     busiest.truncate(TOP_FLOWS);
-    save("flow_throughput.svg".into(), throughput_plot(&busiest, unit.1))?;
-    Ok(written)
+    Ok((busiest, unit.1))
+}
+
+/// The flows report per flow and interval, and every interval start seen.
+fn read_flows(
+    flows: &[BTreeMap<String, String>],
+    p: &Path,
+) -> Result<(FlowIntervals, std::collections::BTreeSet<u64>)> {
+    let mut per_flow = FlowIntervals::new();
+    let mut starts = std::collections::BTreeSet::new();
+    for row in flows {
+        let name = format!(
+            "{} {}>{} qp {}",
+            field(row, "vantage", p)?.chars().next().unwrap_or('?'),
+            field(row, "src_ip", p)?,
+            field(row, "dst_ip", p)?,
+            field(row, "dst_qpn", p)?
+        );
+        let t = time(row, "interval_start", p)?;
+        starts.insert(t);
+        let e = per_flow.entry(name).or_default();
+        e.0 += number(row, "bytes", p)? as u64;
+        let at = e.1.entry(t).or_default();
+        at.0 += number(row, "throughput_gbps", p)?;
+        at.1 |= number(row, "retx_packets", p)? > 0.0;
+        at.2 |= number(row, "cnp", p)? > 0.0;
+    }
+    Ok((per_flow, starts))
 }
 
 /// Renders an SVG of ours to PNG at its own size.
