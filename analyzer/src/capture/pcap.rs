@@ -5,7 +5,7 @@
 use super::dpdk::Mapping;
 use super::{Capture, Frame, Poll, SourceStats, BURST};
 use anyhow::{bail, Context, Result};
-use pcap_parser::pcapng::Block;
+use pcap_parser::pcapng::{Block, InterfaceDescriptionBlock};
 use pcap_parser::traits::{PcapNGPacketBlock, PcapReaderIterator};
 use pcap_parser::{Linktype, PcapBlockOwned, PcapError};
 use std::fs::File;
@@ -29,12 +29,30 @@ struct Pending {
     data: Vec<u8>,
 }
 
+impl Pending {
+    /// Copies a packet's length and bytes into the buffer already there.
+    #[inline]
+    fn copy(&mut self, wire_len: u32, data: &[u8]) {
+        self.wire_len = wire_len;
+        self.data.clear();
+        self.data.extend_from_slice(data);
+    }
+}
+
+/// What a file's header blocks so far say about its packet blocks.
+#[derive(Debug, Default)]
+struct Format {
+    /// A classic pcap file with nanosecond timestamps.
+    legacy_nanos: bool,
+    /// The pcapng interfaces of the current section.
+    interfaces: Vec<Interface>,
+}
+
 /// A reader over one file that yields Ethernet frames with nanosecond timestamps.
 pub struct FileReader {
     path: PathBuf,
     reader: Box<dyn PcapReaderIterator + Send>,
-    legacy_nanos: bool,
-    interfaces: Vec<Interface>,
+    format: Format,
     next: Pending,
     has_next: bool,
     stats: SourceStats,
@@ -63,8 +81,7 @@ impl FileReader {
         let mut r = Self {
             path: path.to_owned(),
             reader,
-            legacy_nanos: false,
-            interfaces: Vec::new(),
+            format: Format::default(),
             next: Pending::default(),
             has_next: false,
             stats: SourceStats::default(),
@@ -83,100 +100,20 @@ impl FileReader {
         self.has_next = false;
         loop {
             let (consumed, got) = match self.reader.next() {
-                Ok((offset, block)) => {
-                    let got = match block {
-                        PcapBlockOwned::LegacyHeader(h) => {
-                            if h.network != Linktype::ETHERNET {
-                                bail!(
-                                    "{}: link type {} is not Ethernet; roceprobe reads Ethernet captures",
-                                    self.path.display(),
-                                    h.network.0
-                                );
-                            }
-                            self.legacy_nanos = h.is_nanosecond_precision();
-                            false
-                        }
-                        PcapBlockOwned::Legacy(b) => {
-                            let sub = if self.legacy_nanos { 1 } else { 1_000 };
-                            self.next.ts_ns =
-                                u64::from(b.ts_sec) * 1_000_000_000 + u64::from(b.ts_usec) * sub;
-                            self.next.wire_len = b.origlen;
-                            let n = (b.caplen as usize).min(b.data.len());
-                            self.next.data.clear();
-                            self.next.data.extend_from_slice(&b.data[..n]);
-                            true
-                        }
-                        PcapBlockOwned::NG(Block::SectionHeader(_)) => {
-                            // Interface ids restart in every section.
-                            self.interfaces.clear();
-                            false
-                        }
-                        PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
-                            if idb.linktype != Linktype::ETHERNET {
-                                bail!(
-                                    "{}: interface {} has link type {}, not Ethernet; roceprobe reads Ethernet captures",
-                                    self.path.display(),
-                                    self.interfaces.len(),
-                                    idb.linktype.0
-                                );
-                            }
-                            self.interfaces.push(Interface {
-                                resolution: idb.ts_resolution().unwrap_or(1_000_000),
-                                offset_s: idb.if_tsoffset,
-                            });
-                            false
-                        }
-                        PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => {
-                            let Some(ifc) = self.interfaces.get(epb.if_id as usize).copied() else {
-                                bail!(
-                                    "{}: packet on interface {} that was never described",
-                                    self.path.display(),
-                                    epb.if_id
-                                );
-                            };
-                            let ticks = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
-                            self.next.ts_ns = ticks_to_ns(ticks, ifc.resolution, ifc.offset_s);
-                            self.next.wire_len = epb.orig_len();
-                            self.next.data.clear();
-                            self.next.data.extend_from_slice(epb.packet_data());
-                            true
-                        }
-                        PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
-                            // No timestamp in a simple packet block: keep the previous one.
-                            self.next.wire_len = spb.orig_len();
-                            self.next.data.clear();
-                            self.next.data.extend_from_slice(spb.packet_data());
-                            true
-                        }
-                        PcapBlockOwned::NG(_) => false,
-                    };
-                    (offset, got)
-                }
+                Ok((offset, block)) => (offset, self.format.take(block, &mut self.next, &self.path)?),
                 Err(PcapError::Eof) => return Ok(()),
                 Err(PcapError::Incomplete(_)) => {
-                    if self.reader.reader_exhausted() {
-                        // The last record is cut short: the capture was still being written.
+                    if !self.refill()? {
                         return Ok(());
                     }
-                    self.reader
-                        .refill()
-                        .map_err(|_| anyhow::anyhow!("cannot read {}", self.path.display()))?;
                     continue;
                 }
                 Err(PcapError::BufferTooSmall) => {
-                    let grown = self.reader.data().len().max(READ_BUFFER) * 2;
-                    if grown > 256 << 20 || !self.reader.grow(grown) {
-                        bail!("{}: a record larger than 256 MiB", self.path.display());
-                    }
+                    self.grow()?;
                     continue;
                 }
                 Err(_) => {
-                    // A damaged record: what came before it stands, the rest is unreadable.
-                    eprintln!(
-                        "roceprobe: warning: {}: damaged record after {} packets; stopping this file there",
-                        self.path.display(),
-                        self.stats.ipackets
-                    );
+                    self.warn_damaged();
                     return Ok(());
                 }
             };
@@ -186,6 +123,100 @@ impl FileReader {
                 return Ok(());
             }
         }
+    }
+
+    /// Reads more of the file into the reader's buffer; false when there is no more (the
+    /// last record is cut short: the capture was still being written).
+    fn refill(&mut self) -> Result<bool> {
+        if self.reader.reader_exhausted() {
+            return Ok(false);
+        }
+        self.reader.refill().map_err(|_| anyhow::anyhow!("cannot read {}", self.path.display()))?;
+        Ok(true)
+    }
+
+    /// Grows the reader's buffer for a record larger than it, up to 256 MiB.
+    fn grow(&mut self) -> Result<()> {
+        let grown = self.reader.data().len().max(READ_BUFFER) * 2;
+        if grown > 256 << 20 || !self.reader.grow(grown) {
+            bail!("{}: a record larger than 256 MiB", self.path.display());
+        }
+        Ok(())
+    }
+
+    /// A damaged record: what came before it stands, the rest is unreadable.
+    fn warn_damaged(&self) {
+        eprintln!(
+            "roceprobe: warning: {}: damaged record after {} packets; stopping this file there",
+            self.path.display(),
+            self.stats.ipackets
+        );
+    }
+}
+
+impl Format {
+    /// Takes in one block of the file at `path`: a header block updates the format, a
+    /// packet block is copied into `next` (true).
+    #[inline]
+    fn take(&mut self, block: PcapBlockOwned<'_>, next: &mut Pending, path: &Path) -> Result<bool> {
+        match block {
+            PcapBlockOwned::LegacyHeader(h) => {
+                if h.network != Linktype::ETHERNET {
+                    bail!(
+                        "{}: link type {} is not Ethernet; roceprobe reads Ethernet captures",
+                        path.display(),
+                        h.network.0
+                    );
+                }
+                self.legacy_nanos = h.is_nanosecond_precision();
+                Ok(false)
+            }
+            PcapBlockOwned::Legacy(b) => {
+                let sub = if self.legacy_nanos { 1 } else { 1_000 };
+                next.ts_ns = u64::from(b.ts_sec) * 1_000_000_000 + u64::from(b.ts_usec) * sub;
+                let n = (b.caplen as usize).min(b.data.len());
+                next.copy(b.origlen, &b.data[..n]);
+                Ok(true)
+            }
+            PcapBlockOwned::NG(Block::SectionHeader(_)) => {
+                // Interface ids restart in every section.
+                self.interfaces.clear();
+                Ok(false)
+            }
+            PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => self.describe(&idb, path).map(|()| false),
+            PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => {
+                let Some(ifc) = self.interfaces.get(epb.if_id as usize).copied() else {
+                    bail!("{}: packet on interface {} that was never described", path.display(), epb.if_id);
+                };
+                let ticks = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
+                next.ts_ns = ticks_to_ns(ticks, ifc.resolution, ifc.offset_s);
+                next.copy(epb.orig_len(), epb.packet_data());
+                Ok(true)
+            }
+            PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
+                // No timestamp in a simple packet block: keep the previous one.
+                next.copy(spb.orig_len(), spb.packet_data());
+                Ok(true)
+            }
+            PcapBlockOwned::NG(_) => Ok(false),
+        }
+    }
+
+    /// A pcapng interface: Ethernet, with its timestamp resolution and offset.
+    fn describe(&mut self, idb: &InterfaceDescriptionBlock<'_>, path: &Path) -> Result<()> {
+        if idb.linktype != Linktype::ETHERNET {
+            bail!(
+                "{}: interface {} has link type {}, not Ethernet; roceprobe reads Ethernet captures",
+                path.display(),
+                self.interfaces.len(),
+                idb.linktype.0
+            );
+        }
+        self.interfaces.push(Interface {
+            resolution: idb.ts_resolution().unwrap_or(1_000_000),
+            offset_s: idb.if_tsoffset,
+        });
+        Ok(())
     }
 }
 
