@@ -131,6 +131,25 @@ pub fn run<C: Capture>(
     ports: &mut PortReport,
 ) -> (Result<()>, IoCountsByPair, [TimeUse; 2]) {
     let ports_tx = tx.clone();
+    let (lanes, handles) = match spawn_workers(cfg, tx, backs) {
+        Ok(workers) => workers,
+        Err(e) => return (Err(e), BTreeMap::new(), Default::default()),
+    };
+    let mut d = Dispatcher::new(lanes);
+    let result = d.dispatch(capture, stop, ports, &ports_tx);
+    let (joined, ios, time_use) = end_workers(d.lanes, handles, d.now);
+    (joined.and(result), ios, time_use)
+}
+
+/// What a worker thread hands back: its I/O counts and its time use.
+type WorkerHandle = std::thread::JoinHandle<(IoCountsByPair, [TimeUse; 2])>;
+
+/// Starts one worker thread per receiver of recycled buffers, each behind a lane.
+fn spawn_workers(
+    cfg: &PipelineConfig,
+    tx: Sender<ToStats>,
+    backs: Vec<Receiver<Recycled>>,
+) -> Result<(Vec<Lane>, Vec<WorkerHandle>)> {
     let n = backs.len();
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let mut lanes = Vec::with_capacity(n);
@@ -147,79 +166,135 @@ pub fn run<C: Capture>(
             if let Some(c) = core {
                 core_affinity::set_for_current(c);
             }
-            let mut w = Worker::with_recycling(id, &cfg, tx, back).stamped();
-            for mut batch in in_rx {
-                let bytes = &batch.bytes;
-                w.handle_stamped_burst(batch.slots.iter().map(|s| {
-                    let data = &bytes[s.offset as usize..(s.offset + s.len) as usize];
-                    (
-                        Frame { data, wire_len: s.wire_len, ts_ns: s.ts_ns, source: s.source },
-                        s.switch_clock,
-                        s.now,
-                    )
-                }));
-                w.observe_time(batch.then);
-                batch.clear();
-                let _ = spare_tx.try_send(batch);
-            }
-            w.finish();
-            (w.io_counts().clone(), w.time_use())
-        });
-        match handle {
-            Ok(h) => handles.push(h),
-            Err(e) => return (Err(e.into()), BTreeMap::new(), Default::default()),
-        }
+            let w = Worker::with_recycling(id, &cfg, tx, back).stamped();
+            work(w, in_rx, spare_tx)
+        })?;
+        handles.push(handle);
         lanes.push(Lane { tx: in_tx, spares: spare_rx, current: Batch::new() });
     }
-    drop(tx);
+    Ok((lanes, handles))
+}
 
-    let mut clocks = MirrorClocks::default();
-    let mut now = 0u64;
-    let mut seen = 0u64;
-    let (mut silent, mut switch_clock) = (super::SilentLink::default(), false);
-    let result = loop {
-        if stop.load(Ordering::Relaxed) {
-            break Ok(());
+/// A worker thread: analyses the batches its lane sends, handing each back emptied, until
+/// the lane closes.
+fn work(mut w: Worker, batches: Receiver<Batch>, spares: Sender<Batch>) -> (IoCountsByPair, [TimeUse; 2]) {
+    for mut batch in batches {
+        let bytes = &batch.bytes;
+        w.handle_stamped_burst(batch.slots.iter().map(|s| {
+            let data = &bytes[s.offset as usize..(s.offset + s.len) as usize];
+            (Frame { data, wire_len: s.wire_len, ts_ns: s.ts_ns, source: s.source }, s.switch_clock, s.now)
+        }));
+        w.observe_time(batch.then);
+        batch.clear();
+        let _ = spares.try_send(batch);
+    }
+    w.finish();
+    (w.io_counts().clone(), w.time_use())
+}
+
+/// The capture thread's side: the lanes to the workers, the switch clocks and packet time.
+struct Dispatcher {
+    lanes: Vec<Lane>,
+    clocks: MirrorClocks,
+    /// The latest packet time dispatched (or offered by a silent link's clock).
+    now: u64,
+    /// The latest capture timestamp seen.
+    seen: u64,
+    silent: super::SilentLink,
+    /// Some frame carried an ERSPAN III switch timestamp.
+    switch_clock: bool,
+}
+
+impl Dispatcher {
+    fn new(lanes: Vec<Lane>) -> Self {
+        Self {
+            lanes,
+            clocks: MirrorClocks::default(),
+            now: 0,
+            seen: 0,
+            silent: super::SilentLink::default(),
+            switch_clock: false,
         }
-        let polled = capture.poll(|f| {
-            seen = seen.max(f.ts_ns);
-            let (lane, ts, switch) = match decode_frame(f.data) {
-                Decoded::Roce(p) => match p.mirror.and_then(|m| m.time.map(|t| (m.session, t))) {
-                    Some((session, t)) => {
-                        switch_clock = true;
-                        (owner((p.ip.src, p.ip.dst), n), clocks.time(session, t, f.ts_ns), true)
-                    }
-                    None => (owner((p.ip.src, p.ip.dst), n), f.ts_ns, false),
-                },
-                // Frames that are not RoCE are counted by worker 0.
-                _ => (0, f.ts_ns, false),
-            };
-            now = now.max(ts);
-            let l = &mut lanes[lane];
-            if !l.current.fits(f.data.len().min(BATCH_BYTES)) {
-                l.send();
+    }
+
+    /// Polls `capture` and dispatches its frames until it ends, fails or `stop` is set.
+    fn dispatch<C: Capture>(
+        &mut self,
+        capture: &mut C,
+        stop: &AtomicBool,
+        ports: &mut PortReport,
+        ports_tx: &Sender<ToStats>,
+    ) -> Result<()> {
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(());
             }
-            l.current.push(&f, ts, now, switch);
-        });
-        match polled {
-            Ok(Poll::Frames(_)) => {
-                lanes.iter_mut().for_each(Lane::send);
-                ports.observe(seen, || capture.stats(), &ports_tx);
-            }
-            Ok(Poll::Idle) => {
-                if let Some(t) = silent.tick(capture, switch_clock) {
-                    now = now.max(t);
-                    lanes.iter_mut().for_each(|l| l.tick(now));
-                    ports.observe(t, || capture.stats(), &ports_tx);
+            match capture.poll(|f| self.frame(f)) {
+                Ok(Poll::Frames(_)) => {
+                    self.lanes.iter_mut().for_each(Lane::send);
+                    ports.observe(self.seen, || capture.stats(), ports_tx);
                 }
-                std::hint::spin_loop()
+                Ok(Poll::Idle) => {
+                    self.idle(capture, ports, ports_tx);
+                    std::hint::spin_loop()
+                }
+                Ok(Poll::End) => return Ok(()),
+                Err(e) => return Err(e),
             }
-            Ok(Poll::End) => break Ok(()),
-            Err(e) => break Err(e),
         }
-    };
-    // What is still buffered, with the run's last packet time, so every worker ends its I/Os
-    // as one worker would have; then the end.
+    }
+
+    /// Buffers one frame for the worker that owns it, sending that lane's batch first if
+    /// the frame does not fit.
+    #[inline]
+    fn frame(&mut self, f: Frame<'_>) {
+        self.seen = self.seen.max(f.ts_ns);
+        let (lane, ts, switch) = self.route(&f);
+        self.now = self.now.max(ts);
+        let l = &mut self.lanes[lane];
+        if !l.current.fits(f.data.len().min(BATCH_BYTES)) {
+            l.send();
+        }
+        l.current.push(&f, ts, self.now, switch);
+    }
+
+    /// A frame's lane, its packet time (an ERSPAN III switch timestamp on the switch's
+    /// clock, else the capture's), and whether that time is the switch's.
+    #[inline]
+    fn route(&mut self, f: &Frame<'_>) -> (usize, u64, bool) {
+        let workers = self.lanes.len();
+        match decode_frame(f.data) {
+            Decoded::Roce(p) => match p.mirror.and_then(|m| m.time.map(|t| (m.session, t))) {
+                Some((session, t)) => {
+                    self.switch_clock = true;
+                    (owner((p.ip.src, p.ip.dst), workers), self.clocks.time(session, t, f.ts_ns), true)
+                }
+                None => (owner((p.ip.src, p.ip.dst), workers), f.ts_ns, false),
+            },
+            // Frames that are not RoCE are counted by worker 0.
+            _ => (0, f.ts_ns, false),
+        }
+    }
+
+    /// While the link is silent, offers the workers the probe's clock as packet time.
+    fn idle<C: Capture>(&mut self, capture: &mut C, ports: &mut PortReport, ports_tx: &Sender<ToStats>) {
+        if let Some(t) = self.silent.tick(capture, self.switch_clock) {
+            self.now = self.now.max(t);
+            let now = self.now;
+            self.lanes.iter_mut().for_each(|l| l.tick(now));
+            ports.observe(t, || capture.stats(), ports_tx);
+        }
+    }
+}
+
+/// Sends every lane what is still buffered, with the run's last packet time, so every
+/// worker ends its I/Os as one worker would have; then closes the lane and merges what the
+/// worker counted.
+fn end_workers(
+    lanes: Vec<Lane>,
+    handles: Vec<WorkerHandle>,
+    now: u64,
+) -> (Result<()>, IoCountsByPair, [TimeUse; 2]) {
     let mut ios = BTreeMap::new();
     let mut time_use = [TimeUse::default(); 2];
     for (mut l, h) in lanes.into_iter().zip(handles) {
@@ -234,5 +309,5 @@ pub fn run<C: Capture>(
             Err(_) => return (Err(anyhow::anyhow!("a worker thread panicked")), ios, time_use),
         }
     }
-    (result, ios, time_use)
+    (Ok(()), ios, time_use)
 }
