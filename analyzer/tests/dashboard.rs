@@ -35,7 +35,11 @@ fn final_view(scenario: &str) -> View {
 }
 
 fn render(view: &View, ui: UiState) -> Vec<String> {
-    let mut t = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    render_at(view, ui, 80, 24)
+}
+
+fn render_at(view: &View, ui: UiState, width: u16, height: u16) -> Vec<String> {
+    let mut t = Terminal::new(TestBackend::new(width, height)).unwrap();
     t.draw(|f| draw(f, Some(view), &ui)).unwrap();
     let buf = t.backend().buffer().clone();
     (0..buf.area.height)
@@ -89,7 +93,7 @@ fn assert_shows_truth(screen: &[String], t: &Value) {
     for line in screen {
         let body = line.trim_start_matches('│');
         if let Some((row, cell)) = cells.iter().find(|(row, _)| body.starts_with(row.as_str())) {
-            // Columns: pair, op, IO/s, I/O, compute, network.
+            // Columns: pair, op, IO/s, I/O, compute, network (MB/s only on a wider screen).
             let cols: Vec<&str> = body[row.len()..].split_whitespace().collect();
             assert_eq!(cols[3], cell, "network p50/p99 of {row}");
             checked += 1;
@@ -162,7 +166,7 @@ fn flows_sorted_by_congestion_put_the_most_marked_flow_first() {
         first[..2],
         [&v[..1], &format!("{}>{}", top["src_ip"].as_str().unwrap(), top["dst_ip"].as_str().unwrap())[..]]
     );
-    assert_eq!(first[2], top["dst_qpn"].as_u64().unwrap().to_string());
+    assert_eq!(first[2], format!("{:#08x}", top["dst_qpn"].as_u64().unwrap()));
     assert_eq!(first[7], top["cnp"].as_u64().unwrap().to_string());
     assert_eq!(first[8], top["ecn_ce"].as_u64().unwrap().to_string());
 }
@@ -205,4 +209,104 @@ fn dashboard_without_a_terminal_is_refused_before_any_work() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("--dashboard needs a terminal"), "{err}");
     assert!(o.stdout.is_empty());
+}
+
+/// The rows of the panel whose title contains `title`: below its header row, up to its
+/// bottom border.
+fn panel<'a>(screen: &'a [String], title: &str) -> Vec<&'a str> {
+    let Some(at) = screen.iter().position(|l| l.starts_with('┌') && l.contains(title)) else {
+        return Vec::new();
+    };
+    screen[at + 2..]
+        .iter()
+        .take_while(|l| !l.starts_with('└'))
+        .map(|l| l.trim_start_matches('│').trim_end_matches('│'))
+        .filter(|l| !l.trim().is_empty())
+        .collect()
+}
+
+/// Every address in the I/O, slowest-I/O and flow panels is whole: each pair cell is one of
+/// the summary's (initiator, target) pairs or flows, and QPNs are in hex.
+fn assert_addresses_whole(view: &View, width: u16, height: u16) -> usize {
+    let s = &view.summary;
+    let pairs: std::collections::BTreeSet<String> =
+        s.latency.iter().map(|l| format!("{}>{}", l.initiator_ip, l.target_ip)).collect();
+    let flows: std::collections::BTreeSet<String> =
+        s.flows.iter().map(|f| format!("{}>{} {:#08x}", f.src_ip, f.dst_ip, f.dst_qpn)).collect();
+    let screen = render_at(view, UiState::default(), width, height);
+    let all = screen.join("\n");
+    let mut seen = 0;
+    for title in ["I/O latency", "slowest I/Os"] {
+        for row in panel(&screen, title) {
+            let pair = row.split_whitespace().next().unwrap_or_default();
+            assert!(pairs.contains(pair), "{width}x{height}: {pair:?} is cut or unknown:\n{all}");
+            seen += 1;
+        }
+    }
+    // A flow's row may take two lines when its addresses are long: every address-like word
+    // is a whole address of a flow, every QPN eight characters of hex.
+    let addresses: std::collections::BTreeSet<&str> =
+        s.flows.iter().flat_map(|f| [f.src_ip.as_str(), f.dst_ip.as_str()]).collect();
+    for row in panel(&screen, "top flows") {
+        for word in row.split(|c: char| c.is_whitespace() || c == '>').filter(|w| !w.is_empty()) {
+            if word.contains(':') || word.matches('.').count() > 1 {
+                assert!(addresses.contains(word), "{width}x{height}: {word:?} is cut or unknown:\n{all}");
+                seen += 1;
+            } else if let Some(hex) = word.strip_prefix("0x") {
+                assert_eq!(hex.len(), 6, "{width}x{height}: {word}");
+            }
+        }
+    }
+    assert!(!flows.is_empty());
+    seen
+}
+
+#[test]
+fn addresses_are_never_cut_at_80x24_or_160x48() {
+    for scenario in ["nvme_vlan", "misc"] {
+        let view = final_view(scenario);
+        for (w, h) in [(80, 24), (160, 48)] {
+            assert!(assert_addresses_whole(&view, w, h) >= 6, "{scenario} {w}x{h}");
+        }
+    }
+    // misc's IPv6 RC connection has ACK latency: its addresses show whole.
+    let misc = render_at(&final_view("misc"), UiState::default(), 80, 24).join("\n");
+    assert!(misc.contains("fd00:1::5>fd00:2::5"), "{misc}");
+    // Addresses as long as IPv6 gets: the numbers give way, the addresses stay whole.
+    let mut view = final_view("nvme_vlan");
+    let long = |ip: &str| format!("2001:db8:aaaa:bbbb:cccc:dddd:{}", ip.replace('.', ":"));
+    for l in &mut view.summary.latency {
+        (l.initiator_ip, l.target_ip) = (long(&l.initiator_ip), long(&l.target_ip));
+    }
+    for f in &mut view.summary.flows {
+        (f.src_ip, f.dst_ip) = (long(&f.src_ip), long(&f.dst_ip));
+    }
+    for io in &mut view.summary.ios.latest_interval_slowest {
+        (io.initiator_ip, io.target_ip) = (long(&io.initiator_ip), long(&io.target_ip));
+    }
+    view.flow_gbps.clear();
+    for (w, h) in [(80, 24), (160, 48)] {
+        assert!(assert_addresses_whole(&view, w, h) >= 4, "long IPv6 at {w}x{h}");
+    }
+}
+
+#[test]
+fn a_tall_terminal_shows_the_slowest_ios_of_the_last_interval() {
+    let view = final_view("nvme_vlan");
+    let slowest = &view.summary.ios.latest_interval_slowest;
+    assert!(!slowest.is_empty());
+    let screen = render_at(&view, UiState::default(), 160, 48);
+    let all = screen.join("\n");
+    assert!(all.contains("slowest I/Os of the last interval"), "{all}");
+    let rows = panel(&screen, "slowest I/Os");
+    assert_eq!(rows.len(), slowest.len().min(5), "{all}");
+    for (row, io) in rows.iter().zip(slowest) {
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells[0], format!("{}>{}", io.initiator_ip, io.target_ip));
+        assert_eq!(cells[2], format!("{:#08x}", io.qpn));
+        assert_eq!(cells[3], io.cid.to_string());
+    }
+    // 80x24 keeps its rows for the latencies and the flows.
+    let small = render(&view, UiState::default()).join("\n");
+    assert!(!small.contains("slowest I/Os"), "{small}");
 }

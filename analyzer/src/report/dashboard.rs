@@ -35,6 +35,8 @@ pub struct View {
     pub flow_gbps: HashMap<FlowId, f64>,
     /// Per (initiator, target, op), I/Os completed per second over the last interval.
     pub io_rate: HashMap<IoId, f64>,
+    /// Per (initiator, target, op), MB/s the completed I/Os moved over the last interval.
+    pub io_mbps: HashMap<IoId, f64>,
     /// The run has ended: this is the final summary.
     pub finished: bool,
 }
@@ -59,6 +61,7 @@ pub struct ViewBuilder {
     prev_ns: Option<u64>,
     prev_bytes: HashMap<FlowId, u64>,
     prev_ios: HashMap<IoId, u64>,
+    prev_io_bytes: HashMap<IoId, u64>,
 }
 
 fn flow_id(f: &FlowSummary) -> FlowId {
@@ -98,12 +101,21 @@ impl ViewBuilder {
         let flow_gbps =
             bytes.iter().map(|(k, &b)| (k.clone(), rate(b, self.prev_bytes.get(k), 8e-9))).collect();
         let io_rate = ios.iter().map(|(k, &n)| (k.clone(), rate(n, self.prev_ios.get(k), 1.0))).collect();
+        let io_bytes: HashMap<IoId, u64> = summary
+            .ios
+            .by_pair
+            .iter()
+            .map(|p| ((p.initiator_ip.clone(), p.target_ip.clone(), p.op.clone()), p.counts.bytes))
+            .collect();
+        let io_mbps =
+            io_bytes.iter().map(|(k, &b)| (k.clone(), rate(b, self.prev_io_bytes.get(k), 1e-6))).collect();
         if now_ns.is_some() {
             self.prev_ns = now_ns;
         }
         self.prev_bytes = bytes;
         self.prev_ios = ios;
-        View { summary, flow_gbps, io_rate, finished }
+        self.prev_io_bytes = io_bytes;
+        View { summary, flow_gbps, io_rate, io_mbps, finished }
     }
 }
 
@@ -166,6 +178,16 @@ fn rate(v: f64) -> String {
     }
 }
 
+/// MB/s in at most 5 characters; `-` where no I/O moved data.
+fn mbps(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(v) if v < 9.995 => format!("{v:.2}"),
+        Some(v) if v < 99.95 => format!("{v:.1}"),
+        Some(v) => rate(v),
+    }
+}
+
 /// A count with thousands separators.
 fn n(v: u64) -> String {
     let s = v.to_string();
@@ -190,12 +212,23 @@ fn retx_rate(f: &FlowSummary) -> f64 {
 const SEGMENTS: [(&str, Color, char); 3] =
     [("compute", Color::Green, '█'), ("network", Color::Yellow, '▓'), ("storage", Color::Blue, '░')];
 
+/// Terminal rows from which the slowest I/Os get a panel of their own (an 80x24 terminal
+/// keeps its rows for the I/O latencies and the flows).
+const SLOW_PANEL_FROM_ROWS: u16 = 36;
+
 /// Draws the whole dashboard.
 pub fn draw(f: &mut Frame<'_>, view: Option<&View>, ui: &UiState) {
-    let [head, totals, ios, flows] = Layout::vertical([
+    let slow_rows = match view {
+        Some(v) if f.area().height >= SLOW_PANEL_FROM_ROWS => {
+            v.summary.ios.latest_interval_slowest.len().min(5) as u16
+        }
+        _ => 0,
+    };
+    let [head, totals, ios, slow, flows] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(5),
         Constraint::Fill(1),
+        Constraint::Length(if slow_rows > 0 { slow_rows + 3 } else { 0 }),
         Constraint::Fill(1),
     ])
     .areas(f.area());
@@ -217,7 +250,31 @@ pub fn draw(f: &mut Frame<'_>, view: Option<&View>, ui: &UiState) {
     let Some(v) = view else { return };
     draw_totals(f, totals, &v.summary);
     draw_ios(f, ios, v);
+    if slow_rows > 0 {
+        draw_slow_ios(f, slow, &v.summary, usize::from(slow_rows));
+    }
     draw_flows(f, flows, v, ui.sort);
+}
+
+/// How many of `widths` (in order) fit in `room` columns, one column apart, leaving
+/// `reserve` for what follows them; at least `keep` (the ones never left out).
+fn columns_that_fit(widths: &[u16], keep: usize, room: u16, reserve: u16) -> usize {
+    let mut used = 0u16;
+    let mut n = 0;
+    for (i, w) in widths.iter().enumerate() {
+        let next = used + w + u16::from(i > 0);
+        if i >= keep && next + reserve > room {
+            break;
+        }
+        used = next;
+        n += 1;
+    }
+    n
+}
+
+/// The widest of `cells` and `header`, in terminal columns.
+fn widest<'a>(header: &str, cells: impl Iterator<Item = &'a str>) -> u16 {
+    cells.map(|c| c.chars().count()).max().unwrap_or(0).max(header.chars().count()) as u16
 }
 
 fn draw_totals(f: &mut Frame<'_>, area: Rect, s: &Summary) {
@@ -284,14 +341,32 @@ fn segment<'a>(s: &'a Summary, id: &IoId, seg: &str) -> Option<&'a LatencySummar
 fn draw_ios(f: &mut Frame<'_>, area: Rect, v: &View) {
     let mut ids: Vec<IoId> = io_counts(&v.summary.latency).into_keys().collect();
     ids.sort();
-    // The bar gets what the numbers leave of the width.
-    let bar_width = area.width.saturating_sub(2 + 17 + 6 + 5 + 4 * 9 + 7).max(4);
-    let rows = ids.iter().map(|id| {
+    let pairs: Vec<String> = ids.iter().map(|id| format!("{}>{}", id.0, id.1)).collect();
+    let mut header = vec!["initiator>target", "op", "IO/s", "I/O", "compute", "network", "storage"];
+    // Addresses are never cut: the pair column is as wide as its widest; the numbers follow
+    // while they fit, the bar gets what they leave (at least 4 columns, or none), and MB/s
+    // shows when there is room for it beside the bar.
+    let mut widths = vec![widest(header[0], pairs.iter().map(String::as_str)), 6, 5, 9, 9, 9, 9];
+    let room = area.width.saturating_sub(2);
+    let all = widths.iter().sum::<u16>() + widths.len() as u16;
+    let with_mbps = room >= all + 6 + 4;
+    if with_mbps {
+        header.insert(3, "MB/s");
+        widths.insert(3, 5);
+    }
+    let shown = columns_that_fit(&widths, 1, room, 0);
+    let used: u16 = widths[..shown].iter().sum::<u16>() + shown as u16;
+    let bar_width = if shown == widths.len() && room >= used + 4 { room - used } else { 0 };
+    header.push("p50 split");
+    let rows = ids.iter().zip(&pairs).map(|(id, pair)| {
         let mut cells = vec![
-            Line::from(format!("{}>{}", id.0, id.1)),
+            Line::from(pair.clone()),
             Line::from(id.2.trim_start_matches("nvme_").to_owned()),
             Line::from(rate(v.io_rate.get(id).copied().unwrap_or(0.0))),
         ];
+        if with_mbps {
+            cells.push(Line::from(mbps(v.io_mbps.get(id).copied())));
+        }
         // End to end: at the compute vantage where it was seen there, else at storage.
         let io = segment(&v.summary, id, "io@compute").or_else(|| segment(&v.summary, id, "io@storage"));
         cells.push(Line::from(io.map_or("-".into(), |l| format!("{}/{}", us(l.p50_us), us(l.p99_us)))));
@@ -308,7 +383,7 @@ fn draw_ios(f: &mut Frame<'_>, area: Rect, v: &View) {
         // Where the median I/O's time goes: compute, network and storage side by side.
         let total: f64 = p50s.iter().sum();
         let mut bar = Vec::new();
-        if total > 0.0 {
+        if total > 0.0 && bar_width > 0 {
             let mut used = 0u16;
             for (i, (_, color, ch)) in SEGMENTS.iter().enumerate() {
                 let w = if i == 2 {
@@ -322,32 +397,69 @@ fn draw_ios(f: &mut Frame<'_>, area: Rect, v: &View) {
             }
         }
         cells.push(Line::from(bar));
+        cells.truncate(shown + usize::from(bar_width > 0));
         Row::new(cells)
     });
-    let header = ["initiator>target", "op", "IO/s", "I/O", "compute", "network", "storage", "p50 split"];
-    let widths = [
-        Constraint::Length(17),
-        Constraint::Length(6),
-        Constraint::Length(5),
-        Constraint::Length(9),
-        Constraint::Length(9),
-        Constraint::Length(9),
-        Constraint::Length(9),
-        Constraint::Fill(1),
-    ];
+    let mut constraints: Vec<Constraint> = widths[..shown].iter().map(|&w| Constraint::Length(w)).collect();
+    if bar_width > 0 {
+        constraints.push(Constraint::Fill(1));
+    }
+    let header = &header[..constraints.len()];
     let title = " I/O latency, µs p50/p99 (█ compute ▓ network ░ storage) ".to_owned();
-    f.render_widget(table(rows, widths, header, title), area);
+    f.render_widget(table(rows, constraints, header, title), area);
+}
+
+/// The slowest I/Os of the latest interval, slowest first, with their segments.
+fn draw_slow_ios(f: &mut Frame<'_>, area: Rect, s: &Summary, rows: usize) {
+    let list = &s.ios.latest_interval_slowest[..rows.min(s.ios.latest_interval_slowest.len())];
+    let opt = |v: Option<f64>| v.map_or("-".into(), us);
+    let cells: Vec<[String; 10]> = list
+        .iter()
+        .map(|io| {
+            [
+                format!("{}>{}", io.initiator_ip, io.target_ip),
+                io.op.trim_start_matches("nvme_").to_owned(),
+                format!("{:#08x}", io.qpn),
+                io.cid.to_string(),
+                n(u64::from(io.bytes)),
+                us(io.io_us),
+                opt(io.compute_us),
+                opt(io.network_us),
+                opt(io.storage_us),
+                io.completed_at.get(11..26).unwrap_or_default().to_owned(),
+            ]
+        })
+        .collect();
+    let header = [
+        "initiator>target",
+        "op",
+        "qpn",
+        "cid",
+        "bytes",
+        "I/O",
+        "compute",
+        "network",
+        "storage",
+        "completed",
+    ];
+    let widths: Vec<u16> =
+        header.iter().enumerate().map(|(i, h)| widest(h, cells.iter().map(|c| c[i].as_str()))).collect();
+    let shown = columns_that_fit(&widths, 1, area.width.saturating_sub(2), 0);
+    let rows = cells.iter().map(|c| Row::new(c[..shown].to_vec()));
+    let constraints = widths[..shown].iter().map(|&w| Constraint::Length(w)).collect();
+    let title = " slowest I/Os of the last interval, µs ".to_owned();
+    f.render_widget(table(rows, constraints, &header[..shown], title), area);
 }
 
 /// A table with a bold header in a titled box.
-fn table<'a, const N: usize>(
+fn table<'a>(
     rows: impl IntoIterator<Item = Row<'a>>,
-    widths: [Constraint; N],
-    header: [&'a str; N],
+    widths: Vec<Constraint>,
+    header: &[&'a str],
     title: String,
 ) -> Table<'a> {
     Table::new(rows, widths)
-        .header(Row::new(header).style(Style::new().add_modifier(Modifier::BOLD)))
+        .header(Row::new(header.to_vec()).style(Style::new().add_modifier(Modifier::BOLD)))
         .column_spacing(1)
         .block(Block::new().borders(Borders::ALL).title(title))
 }
@@ -364,35 +476,45 @@ fn draw_flows(f: &mut Frame<'_>, area: Rect, v: &View, sort: SortBy) {
             flows.sort_by_key(|f| std::cmp::Reverse(f.counts.cnp + f.counts.ecn_ce));
         }
     }
-    let rows = flows.iter().take(usize::from(area.height.saturating_sub(3))).map(|fl| {
-        Row::new([
-            format!(
-                "{} {}>{} {}",
-                fl.vantage.chars().next().unwrap_or('?'),
-                fl.src_ip,
-                fl.dst_ip,
-                fl.dst_qpn
-            ),
-            format!("{:.3}", gbps(fl)),
-            format!("{:.2}", retx_rate(fl) * 100.0),
-            n(fl.counts.gap_psns),
-            n(fl.counts.nak_seq + fl.counts.nak_rnr + fl.counts.nak_other),
-            n(fl.counts.cnp),
-            n(fl.counts.ecn_ce),
-        ])
+    let room = area.width.saturating_sub(2);
+    let id = |fl: &FlowSummary| {
+        let v = fl.vantage.chars().next().unwrap_or('?');
+        (format!("{v} {}>", fl.src_ip), format!("{} {:#08x}", fl.dst_ip, fl.dst_qpn))
+    };
+    // A flow takes one line, or two when its addresses are too long for one (IPv6 on a
+    // narrow terminal): "v src>" above "  dst qpn".
+    let two_lines = flows.iter().any(|fl| {
+        let (a, b) = id(fl);
+        (a.chars().count() + b.chars().count()) as u16 > room
     });
+    let per_row: u16 = if two_lines { 2 } else { 1 };
+    let cells: Vec<[String; 7]> = flows
+        .iter()
+        .take(usize::from(area.height.saturating_sub(3) / per_row))
+        .map(|fl| {
+            let (a, b) = id(fl);
+            [
+                if two_lines { format!("{a}\n  {b}") } else { format!("{a}{b}") },
+                format!("{:.3}", gbps(fl)),
+                format!("{:.2}", retx_rate(fl) * 100.0),
+                n(fl.counts.gap_psns),
+                n(fl.counts.nak_seq + fl.counts.nak_rnr + fl.counts.nak_other),
+                n(fl.counts.cnp),
+                n(fl.counts.ecn_ce),
+            ]
+        })
+        .collect();
     let header = ["flow (vantage src>dst qpn)", "Gbit/s", "retx%", "gaps", "NAK", "CNP", "ECN"];
-    let widths = [
-        Constraint::Fill(1),
-        Constraint::Length(8),
-        Constraint::Length(6),
-        Constraint::Length(6),
-        Constraint::Length(5),
-        Constraint::Length(6),
-        Constraint::Length(6),
-    ];
+    // The flow column is never cut; the counters follow while they fit, and the last one
+    // shown takes the rest of the width.
+    let first = widest(header[0], cells.iter().flat_map(|c| c[0].lines()));
+    let widths = [first, 8, 6, 6, 5, 6, 6];
+    let shown = columns_that_fit(&widths, 1, room, 0);
+    let rows = cells.iter().map(|c| Row::new(c[..shown].to_vec()).height(per_row));
+    let mut constraints: Vec<Constraint> = widths[..shown].iter().map(|&w| Constraint::Length(w)).collect();
+    constraints[0] = Constraint::Min(first);
     let title = format!(" top flows of {} by {} ", v.summary.flows.len(), sort.label());
-    f.render_widget(table(rows, widths, header, title), area);
+    f.render_widget(table(rows, constraints, &header[..shown], title), area);
 }
 
 /// Restores the terminal however the UI thread ends.
