@@ -15,6 +15,7 @@ use anyhow::{anyhow, bail, Result};
 use dpdk_sys as ffi;
 use std::ffi::{CStr, CString};
 use std::os::raw::{c_char, c_int};
+use std::path::Path;
 use std::ptr::NonNull;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -638,6 +639,64 @@ impl Rx {
     fn time_sources(&self) -> Vec<&'static str> {
         self.saw_nic_ts.iter().map(|&nic| if nic { "nic" } else { "tsc" }).collect()
     }
+}
+
+/// Bytes DPDK keeps in front of a frame in its mbuf (`RTE_PKTMBUF_HEADROOM`).
+const MBUF_HEADROOM: usize = 128;
+
+/// The mbuf size (`--mbuf-size`) for the net_pcap vdevs among `eal_args` that replay their
+/// file with `infinite_rx=1`: such a vdev keeps every frame in one mbuf and refuses to start
+/// ("Multiseg mbufs are not supported") when one does not fit. `mbuf_size` 0 (the default)
+/// becomes room for the largest frame of those files when DPDK's default is too small; a
+/// given size too small for them is an error naming the size needed. Returns the size to
+/// use and, when it was raised, a note saying why.
+pub fn mbuf_size_for_vdevs(eal_args: &[String], mbuf_size: u16) -> Result<(u16, Option<String>)> {
+    let mut needed = 0;
+    let mut largest_in = None;
+    for spec in vdev_specs(eal_args) {
+        let mut kv = spec.split(',');
+        let name = kv.next().unwrap_or_default();
+        let opts: Vec<(&str, &str)> = kv.filter_map(|o| o.split_once('=')).collect();
+        if !name.starts_with("net_pcap") || !opts.contains(&("infinite_rx", "1")) {
+            continue;
+        }
+        for (_, file) in opts.iter().filter(|(k, _)| *k == "rx_pcap") {
+            // A file DPDK cannot read either: EAL names it when the vdev fails to start.
+            let Ok(largest) = crate::capture::pcap::largest_frame(Path::new(file)) else { continue };
+            if largest + MBUF_HEADROOM > needed {
+                needed = largest + MBUF_HEADROOM;
+                largest_in = Some((largest, *file));
+            }
+        }
+    }
+    let Some((largest, file)) = largest_in else { return Ok((mbuf_size, None)) };
+    // SAFETY: returns a compile-time constant.
+    let default = usize::from(unsafe { ffi::roceprobe_mbuf_default_buf_size() });
+    let given = if mbuf_size == 0 { default } else { usize::from(mbuf_size) };
+    if needed <= given {
+        return Ok((mbuf_size, None));
+    }
+    let Ok(size) = u16::try_from(needed) else {
+        bail!("{file} has a frame of {largest} bytes, more than one mbuf can hold: net_pcap with infinite_rx=1 cannot replay it");
+    };
+    if mbuf_size != 0 {
+        bail!(
+            "--mbuf-size {mbuf_size} is too small for {file} with infinite_rx=1 (every frame in one mbuf; its largest is {largest} bytes): use --mbuf-size {size} or more"
+        );
+    }
+    let note = format!(
+        "roceprobe: mbufs of {size} bytes, for {file}'s largest frame ({largest} bytes; net_pcap with infinite_rx=1 keeps every frame in one mbuf)"
+    );
+    Ok((size, Some(note)))
+}
+
+/// The `--vdev` devices among EAL's arguments (`--vdev SPEC` or `--vdev=SPEC`).
+fn vdev_specs(eal_args: &[String]) -> impl Iterator<Item = &str> {
+    eal_args.iter().enumerate().filter_map(|(i, a)| match a.strip_prefix("--vdev") {
+        Some("") => eal_args.get(i + 1).map(String::as_str),
+        Some(rest) => rest.strip_prefix('='),
+        None => None,
+    })
 }
 
 /// Live capture from DPDK ports. Source ids are port ids. With one RX queue per port it is

@@ -498,6 +498,17 @@ impl<W: std::io::Write> Writer<W> {
     }
 }
 
+/// The longest frame (captured bytes) of a file.
+pub fn largest_frame(path: &Path) -> Result<usize> {
+    let mut r = FileReader::open(path)?;
+    let mut largest = 0;
+    while r.has_next {
+        largest = largest.max(r.next.data.len());
+        r.advance()?;
+    }
+    Ok(largest)
+}
+
 /// Reads every frame of a file (for tests and tools; allocates per frame).
 pub fn read_all_frames(path: &Path) -> Result<Vec<Vec<u8>>> {
     let mut r = FileReader::open(path)?;
