@@ -26,7 +26,7 @@ use std::time::Duration;
 #[command(
     name = "roceprobe",
     version,
-    about = "Line-rate RoCEv2 telemetry probe: per-QP counters from mirrored traffic, live through DPDK or from capture files"
+    about = "Line-rate RoCEv2 telemetry probe: NVMe-oF I/O latency split into host, network and storage time, and every RDMA queue pair's throughput, retransmissions, loss, NAKs and congestion, from mirrored traffic, live through DPDK or from capture files"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -149,7 +149,15 @@ pub struct CommonArgs {
     /// summary to stdout follow when it closes.
     #[arg(long)]
     pub dashboard: bool,
-    /// Do not print the per-flow table at exit.
+    /// The slowest NVMe I/Os listed per interval (slow_ios.csv) and kept for the run
+    /// (summary ios.slowest, the exit report); 0: none.
+    #[arg(long, value_name = "K", default_value_t = defaults::SLOW_IOS, value_parser = parse_slow_ios)]
+    pub slow_ios: usize,
+    /// Rows of each flow table in the exit report (flows with problems, busiest flows); the
+    /// rest are in the summary and the CSV files.
+    #[arg(long, value_name = "N", default_value_t = defaults::TOP)]
+    pub top: usize,
+    /// Do not print the exit report.
     #[arg(long, short)]
     pub quiet: bool,
 }
@@ -170,7 +178,7 @@ pub struct LiveArgs {
     pub mbufs: u32,
     /// Bytes of frame data per mbuf, headroom included (default: DPDK's, 2176). Larger
     /// frames are received in chains of mbufs, except by net_pcap with infinite_rx=1, which
-    /// needs every frame to fit one (e.g. 9344 for 9 KiB jumbo frames).
+    /// needs every frame to fit one: by default roceprobe sizes them for its file.
     #[arg(long, value_name = "BYTES", default_value_t = 0, value_parser = parse_mbuf_size)]
     pub mbuf_size: u16,
     /// Stop when no frame has arrived for this long (for replaying files through a vdev).
@@ -233,6 +241,14 @@ fn parse_mbuf_size(s: &str) -> Result<u16, String> {
     match s.parse::<u16>() {
         Ok(n) if n == 0 || n >= 256 => Ok(n),
         _ => Err(format!("'{s}' is not an mbuf size (0 for the default, or 256 to 65535 bytes)")),
+    }
+}
+
+/// At most 1000: they are kept per interval and compared per I/O.
+fn parse_slow_ios(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n <= 1000 => Ok(n),
+        _ => Err(format!("'{s}' is not a number of I/Os (0 to 1000)")),
     }
 }
 
@@ -420,6 +436,10 @@ fn check_live_options(a: &LiveArgs) -> Result<()> {
 fn live(a: LiveArgs) -> Result<()> {
     let out = Outputs::open(&a.common)?;
     check_live_options(&a)?;
+    let (mbuf_size, note) = crate::capture::dpdk::mbuf_size_for_vdevs(&a.eal_args, a.mbuf_size)?;
+    if let Some(note) = note {
+        eprintln!("{note}");
+    }
     let queues = if a.rss { a.common.workers as u16 } else { 1 };
     // The CPUs the process may use, before EAL pins this thread to its main lcore.
     let allowed = crate::capture::dpdk::thread_cpus().unwrap_or_default();
@@ -428,7 +448,7 @@ fn live(a: LiveArgs) -> Result<()> {
         &a.ports,
         StopWhen { idle: a.idle_exit, duration: a.duration },
         a.mbufs,
-        a.mbuf_size,
+        mbuf_size,
         queues,
         a.probe_clock,
     )?;
@@ -481,6 +501,7 @@ fn pipeline_config(
         max_pending_commands: common.max_pending_commands,
         max_cm_requests: common.max_cm_requests,
         max_announced_flows: common.max_announced_flows,
+        slow_ios: common.slow_ios,
         workers: common.workers,
         dedicated_rx: false,
         worker_cpus,
@@ -583,7 +604,7 @@ fn final_summary(result: runtime::RunResult, exporter: Option<&Exporter>) -> Fin
 /// The per-flow table (on stderr when the summary JSON goes to stdout), then the summary.
 fn print_and_write(common: &CommonArgs, summary: &Summary, sink: Option<SummarySink>) -> Result<()> {
     if !common.quiet {
-        let t = table::render(summary);
+        let t = table::render(summary, common.top);
         if matches!(sink, Some(SummarySink::Stdout)) {
             eprint!("{t}");
         } else {

@@ -47,6 +47,13 @@ pub const MAX_PENDING_COMMANDS: usize = 65_536;
 /// `--max-cm-requests`: CM ConnectRequests remembered until their reply, per worker.
 pub const MAX_CM_REQUESTS: usize = 1024;
 
+/// `--slow-ios`: the slowest NVMe I/Os listed per interval (slow_ios.csv) and kept for the
+/// run (the summary).
+pub const SLOW_IOS: usize = 10;
+
+/// `--top`: flow rows in each of the exit report's flow tables.
+pub const TOP: usize = 20;
+
 /// `--prometheus-max-flows`: flows exported to Prometheus (those with the most bytes).
 pub const PROMETHEUS_MAX_FLOWS: usize = 1000;
 

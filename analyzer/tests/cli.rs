@@ -75,7 +75,7 @@ fn bad_option_values() {
     assert_one_line_error(&["replay", "--vantage", "storage=port:0", c], "port:0");
     assert_one_line_error(&["replay", "--interval", "soon", c], "soon");
     assert_one_line_error(&["replay", "--max-flows", "0", c], "--max-flows");
-    assert_one_line_error(&["replay", "--summary", "/no/such/dir/s.json", c], "/no/such/dir/s.json");
+    assert_one_line_error(&["replay", "--summary", "/proc/no-such/s.json", c], "/proc/no-such");
 }
 
 #[test]
@@ -125,7 +125,7 @@ fn every_option_refuses_bad_values() {
     let common: &[(&str, &str)] = &[
         ("--interval", "0"),
         ("--interval", "1y"),
-        ("--summary", "/no/such/dir/s.json"),
+        ("--summary", "/proc/no-such/s.json"),
         ("--vantage", "disk=file:0"),
         ("--max-flows", "0"),
         ("--csv-dir", "/proc/no-such/csv"),
@@ -145,6 +145,8 @@ fn every_option_refuses_bad_values() {
         ("--prometheus", "not-an-address"),
         ("--probe-id", ""),
         ("--prometheus-max-flows", "many"),
+        ("--slow-ios", "1001"),
+        ("--top", "many"),
     ];
     let live_only: &[(&str, &str)] = &[
         ("--port", "x"),
@@ -384,4 +386,59 @@ fn erspan_iii_switch_time_is_the_packet_time() {
         inner.len() as u64 * 3,
         "the mirrored frames' bytes"
     );
+}
+
+#[test]
+fn summary_into_a_missing_directory_makes_it_as_csv_dir_does() {
+    let c = capture("rdma_write_bw.pcap");
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("runs/today/summary.json");
+    let o = run(&["replay", "-q", "--summary", summary.to_str().unwrap(), c.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    // pcap-fixtures/captures/tshark-truth.json: 60 frames.
+    assert_eq!(s["packets"], 60);
+}
+
+#[test]
+fn help_says_what_the_probe_measures() {
+    let o = run(&["--help"]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    for what in ["NVMe-oF I/O latency", "host, network and storage", "retransmissions", "congestion"] {
+        assert!(text.contains(what), "--help: {what}: {text}");
+    }
+}
+
+/// A capture of `n` Ethernet frames of `len` bytes each (their content does not matter).
+fn frames_of(path: &Path, len: usize, n: usize) {
+    let f = std::fs::File::create(path).unwrap();
+    let mut w = Writer::new(std::io::BufWriter::new(f)).unwrap();
+    for i in 0..n {
+        let mut frame = vec![0u8; len];
+        frame[12..14].copy_from_slice(&0x88b5u16.to_be_bytes()); // local experimental EtherType
+        w.write(1_700_000_000_000_000_000 + i as u64 * 1000, &frame, len as u32).unwrap();
+    }
+}
+
+#[test]
+fn infinite_rx_of_large_frames_sizes_the_mbufs_or_names_the_size_needed() {
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("jumbo.pcap");
+    frames_of(&pcap, 4000, 50);
+    let live = |extra: &[&str]| {
+        let mut args: Vec<String> = ["live", "--duration", "1s"].iter().map(|s| s.to_string()).collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args.push("--".into());
+        args.extend(eal_args(&[]));
+        args.extend(["--vdev".into(), format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display())]);
+        args
+    };
+    // Without --mbuf-size: mbufs sized for the file's 4000-byte frames, plus DPDK's 128-byte headroom.
+    let s = summary_of(&live(&[]));
+    assert!(s["packets"].as_u64().unwrap() > 50, "the file was replayed: {}", s["packets"]);
+    assert_eq!(s["non_roce_packets"], s["packets"]);
+    // A size given too small: one line naming the option and the size needed.
+    let args = live(&["--mbuf-size", "2176"]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert_one_line_error(&refs, "--mbuf-size 4128");
 }

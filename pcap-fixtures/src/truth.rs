@@ -58,7 +58,11 @@ pub struct IoRecord {
     pub in_capsule: bool,
     pub host: IpAddr,
     pub target: IpAddr,
+    /// The target's QP: the I/O queue the command went to.
+    pub target_qpn: u32,
     pub cid: u16,
+    /// The data the command moves (its SGL's length).
+    pub bytes: u32,
     pub sqe_first: usize,
     pub sqe_last: usize,
     pub cqe: usize,
@@ -72,7 +76,9 @@ pub struct IoTruth {
     pub in_capsule: bool,
     pub initiator_ip: String,
     pub target_ip: String,
+    pub target_qpn: u32,
     pub cid: u16,
+    pub bytes: u32,
     /// Segment latencies in ns as docs/METRICS.md defines them; absent where a vantage is missing.
     pub io_compute_ns: Option<u64>,
     pub io_storage_ns: Option<u64>,
@@ -454,7 +460,9 @@ fn io_truth(io: &IoRecord, wire: &Wire, probe_time: &HashMap<(usize, usize), u64
         in_capsule: io.in_capsule,
         initiator_ip: io.host.to_string(),
         target_ip: io.target.to_string(),
+        target_qpn: io.target_qpn,
         cid: io.cid,
+        bytes: io.bytes,
         io_compute_ns: io_c,
         io_storage_ns: io_s,
         compute_ns,

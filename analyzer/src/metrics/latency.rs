@@ -129,6 +129,14 @@ pub enum Segment {
 }
 
 impl Segment {
+    /// Every segment, in the order of [`Segment::index`].
+    pub const ALL: [Segment; 5] =
+        [Segment::IoCompute, Segment::IoStorage, Segment::Compute, Segment::Network, Segment::Storage];
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Segment::IoCompute => "io@compute",

@@ -112,6 +112,8 @@ pub struct IntervalSnapshot {
     pub flows: Vec<FlowDelta>,
     /// Latency histograms with samples in the interval.
     pub latency: LatencyBatch,
+    /// NVMe I/O outcomes that changed in the interval, and its slowest I/Os.
+    pub ios: crate::track::io::IoBatch,
     /// Earlier snapshots and transmission batches this worker dropped because the stats
     /// side had no room (live capture never waits for reports).
     pub dropped_snapshots: u64,

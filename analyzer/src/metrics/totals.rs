@@ -3,6 +3,7 @@
 
 use super::latency::{total_hist, SeriesKey, TotalHist};
 use super::snapshot::{GlobalCounters, IntervalSnapshot};
+use crate::track::io::{IoCountsByPair, Slowest};
 use crate::track::{FlowCounts, FlowKey, Transmission, Vantage};
 use crate::wire::bth::Transport;
 use std::collections::{BTreeMap, HashMap};
@@ -55,6 +56,12 @@ pub struct Totals {
     /// Earliest and latest frame timestamp of the run.
     pub first_ts_ns: Option<u64>,
     pub last_ts_ns: Option<u64>,
+    /// NVMe I/O outcomes per (initiator, target, op) so far.
+    pub ios: IoCountsByPair,
+    /// The slowest NVMe I/Os of the run so far (as many as `--slow-ios`).
+    pub slow_ios: Slowest,
+    /// The latest interval reported (its start) and its slowest I/Os, for the dashboard.
+    pub latest_slow_ios: (u64, Slowest),
 }
 
 /// The same direction of the same QP at the other vantage.
@@ -97,6 +104,20 @@ impl Totals {
                 if t.record_n(v, n).is_err() {
                     t.saturating_record_n(v, n);
                 }
+            }
+        }
+        for d in &s.ios.pairs {
+            self.ios.entry((d.initiator, d.target, d.op)).or_default().add(&d.counts);
+        }
+        for io in &s.ios.slowest {
+            self.slow_ios.offer(*io);
+        }
+        if s.start_ns > self.latest_slow_ios.0 || self.intervals == 1 {
+            self.latest_slow_ios = (s.start_ns, Slowest::new(self.slow_ios.k()));
+        }
+        if s.start_ns == self.latest_slow_ios.0 {
+            for io in &s.ios.slowest {
+                self.latest_slow_ios.1.offer(*io);
             }
         }
         for d in &s.flows {

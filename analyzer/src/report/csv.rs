@@ -1,7 +1,9 @@
 //! Periodic CSV reports in `--csv-dir` (docs/CSV.md): `flows.csv` (one row per flow active in
 //! an interval, deltas for the interval), `transmissions.csv` (one row per ended
-//! transmission) and `latency.csv` (one row per latency series with samples in an interval). RFC 4180: CRLF line ends, a header row, fields quoted when they hold a
-//! comma, quote or line break. Times are RFC 3339 UTC with nanoseconds, rates Gbit/s.
+//! transmission), `latency.csv` (one row per latency series with samples in an interval),
+//! `io.csv` (NVMe I/O outcomes, bytes and sizes per (initiator, target, op) and interval),
+//! `slow_ios.csv` (each interval's slowest I/Os) and `ports.csv`. RFC 4180: CRLF line ends,
+//! a header row, fields quoted when they hold a comma, quote or line break. Times are RFC 3339 UTC with nanoseconds, rates Gbit/s.
 //! The contract's columns come first, in their documented order; more are only appended.
 
 use super::time::rfc3339_nanos;
@@ -9,9 +11,10 @@ use crate::capture::SourceStats;
 use crate::metrics::latency::{bucket_stats, interval_hist, IntervalHist};
 use crate::metrics::totals::{fabric_loss, other_vantage};
 use crate::metrics::IntervalSnapshot;
+use crate::track::io::{IoDelta, SlowIo, Slowest, SIZE_CLASSES, SIZE_CLASS_BOUNDS};
 use crate::track::{FlowCounts, FlowKey, Transmission};
 use anyhow::{Context, Result};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::Write;
@@ -25,6 +28,30 @@ pub const TRANSMISSIONS_EXTRA: &str = "messages,nak_other,icrc_errors";
 pub const PORTS_HEADER: &str = "interval_start,interval_end,source,ipackets,ibytes,imissed,ierrors,rx_nombuf";
 pub const LATENCY_HEADER: &str =
     "interval_start,interval_end,initiator_ip,target_ip,op,segment,count,min_us,mean_us,p50_us,p90_us,p99_us,p999_us,max_us";
+
+pub const IO_HEADER: &str = "interval_start,interval_end,initiator_ip,target_ip,op,completed,timed_out,retransmitted,overflowed,unfinished,bytes,iops,mb_per_s,mean_size_bytes";
+pub const SLOW_IOS_HEADER: &str = "interval_start,interval_end,rank,completed_at,initiator_ip,target_ip,op,qpn,cid,bytes,io_us,io_compute_us,io_storage_us,compute_us,network_us,storage_us";
+
+/// The size-class columns that end io.csv's header: `size_le_512`, `size_le_1k`, ...,
+/// `size_le_1m`, `size_gt_1m` (I/Os that moved data, by their commands' SGL length).
+pub fn size_class_columns() -> String {
+    let label = |b: u64| {
+        if b < 1024 {
+            b.to_string()
+        } else if b < 1 << 20 {
+            format!("{}k", b >> 10)
+        } else {
+            format!("{}m", b >> 20)
+        }
+    };
+    let mut cols: Vec<String> = SIZE_CLASS_BOUNDS.iter().map(|&b| format!("size_le_{}", label(b))).collect();
+    cols.push(format!("size_gt_{}", label(SIZE_CLASS_BOUNDS[SIZE_CLASSES - 2])));
+    cols.join(",")
+}
+
+/// Intervals whose slowest I/Os wait for the workers that have not reported them yet; beyond
+/// this, the oldest is written with what came.
+const SLOW_IOS_PENDING: usize = 64;
 
 /// The link speed that turns one packet into time, for a transmission's minimum duration.
 pub const PACKET_TIME_GBPS: u64 = 100;
@@ -209,8 +236,18 @@ pub struct CsvWriter {
     flows: CsvFile,
     transmissions: CsvFile,
     latency: CsvFile,
+    io: CsvFile,
+    slow_ios: CsvFile,
     ports: CsvFile,
     line: String,
+    /// Per interval (by its start): its end and the slowest I/Os the workers reported so far.
+    /// With several workers each reports its own; an interval's rows are written once every
+    /// worker has reported a later one (or at the end).
+    slowest: BTreeMap<u64, (u64, Slowest)>,
+    /// How many to list per interval (`--slow-ios`).
+    slow_k: usize,
+    /// Per worker: the end of the last interval it reported.
+    reported_to: Vec<u64>,
     /// Where an interval's histogram is rebuilt from its buckets for its statistics.
     scratch: IntervalHist,
 }
@@ -232,14 +269,26 @@ impl CsvWriter {
                 format!("{TRANSMISSIONS_HEADER},{TRANSMISSIONS_EXTRA}"),
             )?,
             latency: CsvFile::create(dir, "latency", LATENCY_HEADER.to_owned())?,
+            io: CsvFile::create(dir, "io", format!("{IO_HEADER},{}", size_class_columns()))?,
+            slow_ios: CsvFile::create(dir, "slow_ios", SLOW_IOS_HEADER.to_owned())?,
             ports: CsvFile::create(dir, "ports", PORTS_HEADER.to_owned())?,
             line: String::with_capacity(512),
+            slowest: BTreeMap::new(),
+            slow_k: crate::defaults::SLOW_IOS,
+            reported_to: Vec::new(),
             scratch: interval_hist(),
         })
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The run's analysis workers, and the slowest I/Os to list per interval.
+    pub fn for_run(mut self, workers: usize, slow_ios: usize) -> Self {
+        self.reported_to = vec![0; workers.max(1)];
+        self.slow_k = slow_ios;
+        self
     }
 
     pub fn health(&self) -> CsvHealth {
@@ -315,7 +364,106 @@ impl CsvWriter {
             self.latency.rows.push_str(l);
         }
         let latency = self.latency.commit(s.start_ns, &self.rotation, &mut self.health);
-        flows.and(latency)
+        let io = self.write_io(s);
+        let slow = self.note_slow_ios(s);
+        flows.and(latency).and(io).and(slow)
+    }
+
+    /// io.csv: one row per (initiator, target, op) whose I/O outcomes changed.
+    fn write_io(&mut self, s: &IntervalSnapshot) -> Result<()> {
+        let (start, end) = (rfc3339_nanos(s.start_ns), rfc3339_nanos(s.end_ns));
+        let secs = (s.end_ns - s.start_ns) as f64 / 1e9;
+        let mut rows: Vec<&IoDelta> = s.ios.pairs.iter().collect();
+        rows.sort_by_key(|d| (d.initiator, d.target, d.op));
+        for d in rows {
+            let c = &d.counts;
+            let l = &mut self.line;
+            l.clear();
+            let _ = write!(l, "{start},{end},");
+            for f in [d.initiator.to_string().as_str(), &d.target.to_string(), d.op.as_str()] {
+                field(l, f);
+                l.push(',');
+            }
+            let _ = write!(
+                l,
+                "{},{},{},{},{},{},{:.3},{:.6},",
+                c.completed,
+                c.timed_out,
+                c.retransmitted,
+                c.overflowed,
+                c.unfinished,
+                c.bytes,
+                c.completed as f64 / secs,
+                c.bytes as f64 / 1e6 / secs
+            );
+            if c.completed > 0 {
+                let _ = write!(l, "{:.1}", c.bytes as f64 / c.completed as f64);
+            }
+            for n in &c.size_classes {
+                let _ = write!(l, ",{n}");
+            }
+            l.push_str("\r\n");
+            self.io.rows.push_str(l);
+        }
+        self.io.commit(s.start_ns, &self.rotation, &mut self.health)
+    }
+
+    /// Keeps a worker's slowest I/Os of an interval with the other workers', and writes the
+    /// intervals every worker has reported past.
+    fn note_slow_ios(&mut self, s: &IntervalSnapshot) -> Result<()> {
+        if self.slow_k == 0 {
+            return Ok(());
+        }
+        let k = self.slow_k;
+        let (_, list) = self.slowest.entry(s.start_ns).or_insert_with(|| (s.end_ns, Slowest::new(k)));
+        for io in &s.ios.slowest {
+            list.offer(*io);
+        }
+        if self.reported_to.len() <= s.worker {
+            self.reported_to.resize(s.worker + 1, 0);
+        }
+        self.reported_to[s.worker] = self.reported_to[s.worker].max(s.end_ns);
+        let done = self.reported_to.iter().copied().min().unwrap_or(0);
+        let mut written = Ok(());
+        while let Some((&start, &(end, _))) = self.slowest.first_key_value() {
+            if end > done && self.slowest.len() <= SLOW_IOS_PENDING {
+                break;
+            }
+            let Some((_, list)) = self.slowest.remove(&start) else { break };
+            written = written.and(self.write_slow_ios(start, end, &list));
+        }
+        written
+    }
+
+    /// Writes the slowest I/Os of the intervals still waiting for a worker (end of the run).
+    pub fn flush_slow_ios(&mut self) -> Result<()> {
+        let mut written = Ok(());
+        while let Some((start, (end, list))) = self.slowest.pop_first() {
+            written = written.and(self.write_slow_ios(start, end, &list));
+        }
+        written
+    }
+
+    fn write_slow_ios(&mut self, start_ns: u64, end_ns: u64, list: &Slowest) -> Result<()> {
+        let (start, end) = (rfc3339_nanos(start_ns), rfc3339_nanos(end_ns));
+        let us = |ns: Option<u64>| ns.map(|v| format!("{:.3}", v as f64 / 1e3)).unwrap_or_default();
+        for (rank, io) in list.sorted().iter().enumerate() {
+            let SlowIo { io_ns, completed_ns, initiator, target, op, qpn, cid, bytes, segments } = *io;
+            let l = &mut self.line;
+            l.clear();
+            let _ = write!(l, "{start},{end},{},{},", rank + 1, rfc3339_nanos(completed_ns));
+            for f in [initiator.to_string().as_str(), &target.to_string(), op.as_str()] {
+                field(l, f);
+                l.push(',');
+            }
+            let _ = write!(l, "{qpn},{cid},{bytes},{}", us(Some(io_ns)));
+            for v in segments {
+                let _ = write!(l, ",{}", us(v));
+            }
+            l.push_str("\r\n");
+            self.slow_ios.rows.push_str(l);
+        }
+        self.slow_ios.commit(start_ns, &self.rotation, &mut self.health)
     }
 
     /// Receive statistics of each source (DPDK port id / input file index) over an interval.

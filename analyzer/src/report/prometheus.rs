@@ -9,6 +9,7 @@
 //! with the most bytes first) and the number left out is itself a series.
 
 use super::summary::{FlowSummary, Summary};
+use crate::track::io::SIZE_CLASS_BOUNDS;
 use anyhow::{Context, Result};
 use std::fmt::Write as _;
 use std::io::{Read, Write};
@@ -159,6 +160,7 @@ pub fn render(s: &Summary, probe: &str, max_flows: usize) -> String {
     forgotten_family(&mut o, &p, s);
     receive_families(&mut o, &p, s);
     latency_family(&mut o, &p, s);
+    io_families(&mut o, &p, s);
     flow_families(&mut o, &p, s, max_flows);
     o
 }
@@ -302,6 +304,57 @@ fn latency_family(o: &mut String, p: &str, s: &Summary) {
             l.mean_us * l.count as f64 / 1e6
         );
         let _ = writeln!(o, "roceprobe_io_latency_seconds_count{{{labels}}} {}", l.count);
+    }
+}
+
+/// NVMe I/Os per (initiator, target, op): outcomes, bytes moved, and sizes as a histogram.
+fn io_families(o: &mut String, p: &str, s: &Summary) {
+    if s.ios.by_pair.is_empty() {
+        return;
+    }
+    let labels = |x: &crate::report::summary::IoPairSummary| {
+        format!(
+            "{p},initiator=\"{}\",target=\"{}\",op=\"{}\"",
+            esc(&x.initiator_ip),
+            esc(&x.target_ip),
+            esc(&x.op)
+        )
+    };
+    family(o, "roceprobe_nvme_ios_total", "counter", "NVMe I/Os per (initiator, target, op), by outcome.");
+    for x in &s.ios.by_pair {
+        let c = &x.counts;
+        for (outcome, n) in
+            [("completed", c.completed), ("timed_out", c.timed_out), ("unfinished", c.unfinished)]
+        {
+            let _ = writeln!(o, "roceprobe_nvme_ios_total{{{},outcome=\"{outcome}\"}} {n}", labels(x));
+        }
+    }
+    family(
+        o,
+        "roceprobe_nvme_io_bytes_total",
+        "counter",
+        "Data moved by completed NVMe I/Os (their SGL lengths).",
+    );
+    for x in &s.ios.by_pair {
+        let _ = writeln!(o, "roceprobe_nvme_io_bytes_total{{{}}} {}", labels(x), x.counts.bytes);
+    }
+    family(
+        o,
+        "roceprobe_nvme_io_size_bytes",
+        "histogram",
+        "Sizes of the completed NVMe I/Os that moved data.",
+    );
+    for x in &s.ios.by_pair {
+        let (l, c) = (labels(x), &x.counts);
+        let mut below = 0;
+        for (i, &bound) in SIZE_CLASS_BOUNDS.iter().enumerate() {
+            below += c.size_classes[i];
+            let _ = writeln!(o, "roceprobe_nvme_io_size_bytes_bucket{{{l},le=\"{bound}\"}} {below}");
+        }
+        let all: u64 = c.size_classes.iter().sum();
+        let _ = writeln!(o, "roceprobe_nvme_io_size_bytes_bucket{{{l},le=\"+Inf\"}} {all}");
+        let _ = writeln!(o, "roceprobe_nvme_io_size_bytes_sum{{{l}}} {}", c.bytes);
+        let _ = writeln!(o, "roceprobe_nvme_io_size_bytes_count{{{l}}} {all}");
     }
 }
 

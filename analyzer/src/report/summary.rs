@@ -3,10 +3,11 @@
 
 use crate::capture::SourceStats;
 use crate::metrics::latency::stats;
+use crate::metrics::latency::Segment;
 use crate::metrics::snapshot::TimeUse;
 use crate::metrics::Totals;
 use crate::report::time::rfc3339_nanos;
-use crate::track::io::{IoCounts, IoCountsByPair};
+use crate::track::io::{IoCounts, IoCountsByPair, SlowIo};
 use crate::track::FlowCounts;
 use crate::track::Vantage;
 use crate::wire::DecodeError;
@@ -64,12 +65,66 @@ pub struct IoPairSummary {
     pub counts: IoCounts,
 }
 
-/// NVMe/RDMA I/O outcomes: totals, and per (initiator, target, op).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// NVMe/RDMA I/O outcomes: totals, and per (initiator, target, op); the run's slowest I/Os.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IosSummary {
     #[serde(flatten)]
     pub counts: IoCounts,
     pub by_pair: Vec<IoPairSummary>,
+    /// The slowest completed I/Os of the run (`--slow-ios`), slowest first.
+    #[serde(default)]
+    pub slowest: Vec<SlowIoSummary>,
+    /// The slowest of the latest interval, for the dashboard (not in the JSON: slow_ios.csv
+    /// has every interval's).
+    #[serde(skip)]
+    pub latest_interval_slowest: Vec<SlowIoSummary>,
+}
+
+/// One of the slowest I/Os: who, which queue and command, how big, and each segment (µs;
+/// null where the vantages seen do not give it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlowIoSummary {
+    /// When its completion was seen (RFC 3339, the packets' time base).
+    pub completed_at: String,
+    pub initiator_ip: String,
+    pub target_ip: String,
+    pub op: String,
+    /// The target's QP (the I/O queue) and the command identifier.
+    pub qpn: u32,
+    pub cid: u16,
+    pub bytes: u32,
+    /// Command to completion at the compute vantage (at the storage vantage when compute
+    /// did not see both).
+    pub io_us: f64,
+    #[serde(rename = "io@compute_us")]
+    pub io_compute_us: Option<f64>,
+    #[serde(rename = "io@storage_us")]
+    pub io_storage_us: Option<f64>,
+    pub compute_us: Option<f64>,
+    pub network_us: Option<f64>,
+    pub storage_us: Option<f64>,
+}
+
+impl SlowIoSummary {
+    fn of(io: &SlowIo) -> Self {
+        let us = |ns: u64| ns as f64 / 1e3;
+        let seg = |s: Segment| io.segments[s.index()].map(us);
+        SlowIoSummary {
+            completed_at: rfc3339_nanos(io.completed_ns),
+            initiator_ip: io.initiator.to_string(),
+            target_ip: io.target.to_string(),
+            op: io.op.as_str().into(),
+            qpn: io.qpn,
+            cid: io.cid,
+            bytes: io.bytes,
+            io_us: us(io.io_ns),
+            io_compute_us: seg(Segment::IoCompute),
+            io_storage_us: seg(Segment::IoStorage),
+            compute_us: seg(Segment::Compute),
+            network_us: seg(Segment::Network),
+            storage_us: seg(Segment::Storage),
+        }
+    }
 }
 
 /// What the reorder window could not put in time order.
@@ -98,6 +153,9 @@ pub struct Summary {
     /// Timestamps of the first and last frame (RFC 3339, UTC, ns), in the packets' time base.
     pub first_packet: Option<String>,
     pub last_packet: Option<String>,
+    /// Seconds of packet time from the first frame to the last.
+    #[serde(default)]
+    pub duration_s: f64,
     /// RoCE packets of flows beyond `--max-flows` (counted above, not in `flows`).
     pub untracked_packets: u64,
     /// Interval snapshots and batches of ended transmissions that workers dropped because the
@@ -169,7 +227,9 @@ impl Summary {
                 }
             })
             .collect();
-        let ios = IosSummary { counts: total, by_pair };
+        let slowest = t.slow_ios.sorted().iter().map(SlowIoSummary::of).collect();
+        let latest_interval_slowest = t.latest_slow_ios.1.sorted().iter().map(SlowIoSummary::of).collect();
+        let ios = IosSummary { counts: total, by_pair, slowest, latest_interval_slowest };
         let decode_errors = DecodeError::ALL
             .iter()
             .map(|e| (e.as_str().to_owned(), t.counters.decode_errors[e.index()]))
@@ -204,6 +264,10 @@ impl Summary {
             decode_errors,
             first_packet: t.first_ts_ns.map(rfc3339_nanos),
             last_packet: t.last_ts_ns.map(rfc3339_nanos),
+            duration_s: match (t.first_ts_ns, t.last_ts_ns) {
+                (Some(a), Some(b)) => b.saturating_sub(a) as f64 / 1e9,
+                _ => 0.0,
+            },
             untracked_packets: t.untracked_packets,
             report_drops: t.dropped_snapshots + t.dropped_batches,
             latency_samples_dropped: t.dropped_latency_samples,
@@ -260,6 +324,11 @@ impl SummarySink {
     pub fn open(path: &Path) -> Result<Self> {
         if path.as_os_str() == "-" {
             return Ok(Self::Stdout);
+        }
+        // Its directory is made as --csv-dir's is.
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("--summary: cannot create the directory of {}", path.display()))?;
         }
         let f = std::fs::File::create(path)
             .with_context(|| format!("--summary: cannot write {}", path.display()))?;

@@ -1,12 +1,16 @@
-//! The per-flow table printed at exit.
+//! The exit report: the NVMe I/O quality per (initiator, target, op) and the slowest I/Os
+//! first, then the frame totals and anything lost, then the flows with a problem and the
+//! busiest flows (at most `--top` of each; the rest are in the summary and the CSV files).
 
-use super::summary::{FlowSummary, Summary};
+use super::summary::{FlowSummary, LatencySummary, Summary};
 use crate::wire::bth::opcode_name;
 use std::fmt::Write;
 
-/// Renders the totals and one row per flow, aligned for a terminal.
-pub fn render(s: &Summary) -> String {
+/// Renders the report, aligned for a terminal, with at most `top` rows per flow table.
+pub fn render(s: &Summary, top: usize) -> String {
     let mut out = String::new();
+    io_quality(&mut out, s);
+    slowest_ios(&mut out, s);
     frame_totals(&mut out, s);
     time_order(&mut out, s);
     report_losses(&mut out, s);
@@ -17,8 +21,133 @@ pub fn render(s: &Summary) -> String {
         let _ = writeln!(out, "no RoCEv2 flows");
         return out;
     }
-    flow_table(&mut out, &s.flows);
+    problem_flows(&mut out, &s.flows, top);
+    busiest_flows(&mut out, &s.flows, top);
     out
+}
+
+/// Microseconds as the summary rounds them.
+fn us(v: f64) -> String {
+    format!("{v:.3}")
+}
+
+/// The latency series of (initiator, target, op, segment), if it has samples.
+fn series<'a>(
+    s: &'a Summary,
+    initiator: &str,
+    target: &str,
+    op: &str,
+    segment: &str,
+) -> Option<&'a LatencySummary> {
+    s.latency
+        .iter()
+        .find(|l| l.initiator_ip == initiator && l.target_ip == target && l.op == op && l.segment == segment)
+}
+
+const IO_HEADER: [&str; 16] = [
+    "initiator",
+    "target",
+    "op",
+    "ios",
+    "timed_out",
+    "iops",
+    "MB/s",
+    "mean_size",
+    "io_p50_us",
+    "io_p99_us",
+    "compute_p50",
+    "compute_p99",
+    "network_p50",
+    "network_p99",
+    "storage_p50",
+    "storage_p99",
+];
+
+/// Per (initiator, target, op): I/Os completed and timed out, IOPS and MB/s over the run,
+/// the mean I/O size, and p50/p99 of the whole I/O (at the compute vantage, else at the
+/// storage one) and of each segment.
+fn io_quality(out: &mut String, s: &Summary) {
+    if s.ios.by_pair.is_empty() {
+        return;
+    }
+    let secs = s.duration_s;
+    let rows: Vec<Vec<String>> = s
+        .ios
+        .by_pair
+        .iter()
+        .map(|p| {
+            let c = &p.counts;
+            let (i, t, op) = (p.initiator_ip.as_str(), p.target_ip.as_str(), p.op.as_str());
+            let rate = |n: f64| if secs > 0.0 { format!("{:.1}", n / secs) } else { "-".into() };
+            let mut row = vec![
+                i.to_owned(),
+                t.to_owned(),
+                op.to_owned(),
+                c.completed.to_string(),
+                c.timed_out.to_string(),
+                rate(c.completed as f64),
+                rate(c.bytes as f64 / 1e6),
+                c.bytes.checked_div(c.completed).map_or("-".into(), |m| m.to_string()),
+            ];
+            let whole = series(s, i, t, op, "io@compute").or_else(|| series(s, i, t, op, "io@storage"));
+            for l in [
+                whole,
+                series(s, i, t, op, "compute"),
+                series(s, i, t, op, "network"),
+                series(s, i, t, op, "storage"),
+            ] {
+                row.push(l.map_or("-".into(), |l| us(l.p50_us)));
+                row.push(l.map_or("-".into(), |l| us(l.p99_us)));
+            }
+            row
+        })
+        .collect();
+    let _ = writeln!(out, "NVMe I/O quality over {secs:.3} s of packet time (latencies in µs):");
+    table(out, &IO_HEADER, &rows, |i| i >= 3, false);
+}
+
+const SLOW_HEADER: [&str; 11] = [
+    "completed_at",
+    "initiator",
+    "target",
+    "op",
+    "qpn",
+    "cid",
+    "bytes",
+    "io_us",
+    "compute_us",
+    "network_us",
+    "storage_us",
+];
+
+/// The run's slowest I/Os (`--slow-ios`), slowest first, with their segments.
+fn slowest_ios(out: &mut String, s: &Summary) {
+    if s.ios.slowest.is_empty() {
+        return;
+    }
+    let opt = |v: Option<f64>| v.map_or("-".into(), us);
+    let rows: Vec<Vec<String>> = s
+        .ios
+        .slowest
+        .iter()
+        .map(|io| {
+            vec![
+                io.completed_at.clone(),
+                io.initiator_ip.clone(),
+                io.target_ip.clone(),
+                io.op.clone(),
+                format!("{:#08x}", io.qpn),
+                io.cid.to_string(),
+                io.bytes.to_string(),
+                us(io.io_us),
+                opt(io.compute_us),
+                opt(io.network_us),
+                opt(io.storage_us),
+            ]
+        })
+        .collect();
+    let _ = writeln!(out, "slowest I/Os:");
+    table(out, &SLOW_HEADER, &rows, |i| i >= 5, false);
 }
 
 /// The first line: frames by kind, and RoCEv2 packets of untracked flows if any.
@@ -123,8 +252,7 @@ fn sources(out: &mut String, s: &Summary) {
     }
 }
 
-const COLUMNS: usize = 14;
-const HEADER: [&str; COLUMNS] = [
+const FLOW_HEADER: [&str; 14] = [
     "vantage",
     "src_ip",
     "dst_ip",
@@ -141,20 +269,58 @@ const HEADER: [&str; COLUMNS] = [
     "opcodes",
 ];
 
-/// The header and one row per flow, each column as wide as its widest cell.
-fn flow_table(out: &mut String, flows: &[FlowSummary]) {
-    let rows: Vec<[String; COLUMNS]> = flows.iter().map(flow_row).collect();
-    let width = column_widths(&rows);
-    let _ = writeln!(out, "{}", aligned(&HEADER, &width));
-    for r in &rows {
-        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
-        let _ = writeln!(out, "{}", aligned(&cells, &width));
+/// What went wrong on a flow, as one number to rank by: retransmissions, gaps, NAKs, CNPs,
+/// ECN-CE marks, ICRC errors and PSNs out of window.
+fn trouble(f: &FlowSummary) -> u64 {
+    let c = &f.counts;
+    c.retx_packets
+        + c.gap_psns
+        + c.nak_seq
+        + c.nak_rnr
+        + c.nak_other
+        + c.cnp
+        + c.ecn_ce
+        + c.icrc_errors
+        + c.out_of_window
+}
+
+/// The flows with a problem, the most troubled first, at most `top`.
+fn problem_flows(out: &mut String, flows: &[FlowSummary], top: usize) {
+    let mut bad: Vec<&FlowSummary> = flows.iter().filter(|f| trouble(f) > 0).collect();
+    if bad.is_empty() {
+        let _ = writeln!(out, "no flow with retransmissions, gaps, NAKs, CNPs, ECN-CE or ICRC errors");
+        return;
+    }
+    bad.sort_by_key(|f| std::cmp::Reverse(trouble(f)));
+    let _ = writeln!(out, "flows with retransmissions, gaps, NAKs, CNPs, ECN-CE or ICRC errors:");
+    flow_table(out, &bad, top, "with a problem");
+}
+
+/// The flows that moved the most bytes, at most `top`.
+fn busiest_flows(out: &mut String, flows: &[FlowSummary], top: usize) {
+    let mut busy: Vec<&FlowSummary> = flows.iter().collect();
+    busy.sort_by_key(|f| std::cmp::Reverse(f.counts.bytes));
+    let _ = writeln!(out, "busiest flows:");
+    flow_table(out, &busy, top, "");
+}
+
+/// The header and a row for each of the first `top` flows, then how many more there are.
+fn flow_table(out: &mut String, flows: &[&FlowSummary], top: usize, kind: &str) {
+    let rows: Vec<Vec<String>> = flows.iter().take(top).map(|f| flow_row(f)).collect();
+    table(out, &FLOW_HEADER, &rows, |i| (5..FLOW_HEADER.len() - 1).contains(&i), true);
+    if flows.len() > top {
+        let kind = if kind.is_empty() { String::new() } else { format!(" {kind}") };
+        let _ = writeln!(
+            out,
+            "… and {} more flows{kind} (--top {top}): every flow is in the summary (--summary) and flows.csv (--csv-dir)",
+            flows.len() - top
+        );
     }
 }
 
-/// A flow's cells, in the order of [`HEADER`].
-fn flow_row(f: &FlowSummary) -> [String; COLUMNS] {
-    [
+/// A flow's cells, in the order of [`FLOW_HEADER`].
+fn flow_row(f: &FlowSummary) -> Vec<String> {
+    vec![
         f.vantage.clone(),
         f.src_ip.clone(),
         f.dst_ip.clone(),
@@ -187,32 +353,39 @@ fn opcode_mix(f: &FlowSummary) -> String {
     ops.iter().map(|(n, name, _)| format!("{name}:{n}")).collect::<Vec<_>>().join(" ")
 }
 
-/// Each column's width: its widest cell, header included.
-fn column_widths(rows: &[[String; COLUMNS]]) -> [usize; COLUMNS] {
-    let mut width = HEADER.map(str::len);
+/// A table: each column as wide as its widest cell, header included; the columns
+/// `numeric` says align right, the others left; with `last_free`, the last column is
+/// written as it is (not padded).
+fn table(
+    out: &mut String,
+    header: &[&str],
+    rows: &[Vec<String>],
+    numeric: impl Fn(usize) -> bool,
+    last_free: bool,
+) {
+    let mut width: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for r in rows {
-        for (w, c) in width.iter_mut().zip(r.iter()) {
-            *w = (*w).max(c.len());
+        for (w, c) in width.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
         }
     }
-    width
-}
-
-/// One line of the table: counters (between the key columns and the opcodes) align right,
-/// the rest left, the last column as it is.
-fn aligned(cells: &[&str], width: &[usize; COLUMNS]) -> String {
-    let numeric = |i: usize| (5..HEADER.len() - 1).contains(&i);
-    let mut l = String::new();
-    for (i, c) in cells.iter().enumerate() {
-        if i == cells.len() - 1 {
-            l.push_str(c);
-        } else if numeric(i) {
-            let _ = write!(l, "{:>w$}  ", c, w = width[i]);
-        } else {
-            let _ = write!(l, "{:<w$}  ", c, w = width[i]);
+    let line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut l = String::new();
+        for (i, c) in cells.enumerate() {
+            if last_free && i == header.len() - 1 {
+                l.push_str(c);
+            } else if numeric(i) {
+                let _ = write!(l, "{:>w$}  ", c, w = width[i]);
+            } else {
+                let _ = write!(l, "{:<w$}  ", c, w = width[i]);
+            }
         }
+        l.trim_end().to_owned()
+    };
+    let _ = writeln!(out, "{}", line(&mut header.iter().copied()));
+    for r in rows {
+        let _ = writeln!(out, "{}", line(&mut r.iter().map(String::as_str)));
     }
-    l.trim_end().to_owned()
 }
 
 #[cfg(test)]
@@ -237,7 +410,13 @@ mod tests {
             prometheus: None,
             flows: vec![],
             latency: vec![],
-            ios: crate::report::summary::IosSummary { counts: Default::default(), by_pair: vec![] },
+            ios: crate::report::summary::IosSummary {
+                counts: Default::default(),
+                by_pair: vec![],
+                slowest: vec![],
+                latest_interval_slowest: vec![],
+            },
+            duration_s: 0.0,
             time_sources: Default::default(),
             ports: ports.into_iter().enumerate().map(|(i, p)| (i.to_string(), p)).collect(),
         }
@@ -247,7 +426,7 @@ mod tests {
     fn totals_errors_and_drops_are_always_shown() {
         let ok = SourceStats { ipackets: 10, ..Default::default() };
         let lossy = SourceStats { ipackets: 5, imissed: 3, rx_nombuf: 1, ..Default::default() };
-        let t = render(&summary(vec![ok, lossy]));
+        let t = render(&summary(vec![ok, lossy]), 20);
         assert!(t.starts_with("10 frames: 7 RoCEv2, 2 other, 1 malformed\n"), "{t}");
         assert!(t.contains("  malformed udp_truncated: 1\n"), "{t}");
         assert!(t.contains("  source 0: 10 frames received, no receive drops\n"), "{t}");

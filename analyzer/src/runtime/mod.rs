@@ -15,7 +15,7 @@ use crate::metrics::{IntervalSnapshot, Totals};
 use crate::report::csv::CsvHealth;
 use crate::report::{Reports, Summary};
 use crate::track::flow::FlowDelta;
-use crate::track::io::IoCountsByPair;
+use crate::track::io::{IoCountsByPair, Slowest};
 use crate::track::{Transmission, VantageMap};
 use anyhow::Result;
 use crossbeam_channel::Sender;
@@ -55,6 +55,8 @@ pub struct PipelineConfig {
     pub max_pending_commands: usize,
     /// Bound on CM ConnectRequests awaiting their reply (`--max-cm-requests`).
     pub max_cm_requests: usize,
+    /// The slowest NVMe I/Os listed per interval and kept for the run (`--slow-ios`).
+    pub slow_ios: usize,
     /// Bound on flows announced by CM awaiting their first packet (`--max-announced-flows`).
     pub max_announced_flows: usize,
     /// Worker threads (`--workers`): 1 analyses on the capture thread; more dispatch by
@@ -93,6 +95,7 @@ impl PipelineConfig {
             max_pending_commands: self.max_pending_commands,
             max_cm_requests: self.max_cm_requests,
             check_icrc: self.check_icrc,
+            slow_ios: self.slow_ios,
         }
     }
 
@@ -112,6 +115,7 @@ impl PipelineConfig {
             max_latency_series: defaults::MAX_LATENCY_SERIES,
             max_pending_commands: defaults::MAX_PENDING_COMMANDS,
             max_cm_requests: defaults::MAX_CM_REQUESTS,
+            slow_ios: defaults::SLOW_IOS,
             max_announced_flows: defaults::MAX_ANNOUNCED_FLOWS,
             workers: 1,
             dedicated_rx: false,
@@ -127,7 +131,7 @@ impl PipelineConfig {
 /// state the worker allocates nothing, not even per interval.
 #[derive(Debug)]
 pub enum Recycled {
-    Interval { flows: Vec<FlowDelta>, latency: LatencyBatch },
+    Interval { flows: Vec<FlowDelta>, latency: LatencyBatch, ios: crate::track::io::IoBatch },
     Transmissions(Vec<Transmission>),
 }
 
@@ -216,7 +220,8 @@ pub fn recycle(msg: ToStats) -> Option<Recycled> {
         ToStats::Interval(mut s) => {
             s.flows.clear();
             s.latency.clear();
-            Some(Recycled::Interval { flows: s.flows, latency: s.latency })
+            s.ios.clear();
+            Some(Recycled::Interval { flows: s.flows, latency: s.latency, ios: s.ios })
         }
         ToStats::Transmissions(_, mut t) => {
             t.clear();
@@ -415,11 +420,13 @@ fn pipeline(
     let (backs_tx, backs_rx): (Vec<_>, Vec<_>) =
         (0..workers).map(|_| crossbeam_channel::bounded::<Recycled>(64)).unzip();
     let two_vantages = cfg.vantages.maps_storage();
-    let Reports { mut csv, live } = reports;
+    let Reports { csv, live } = reports;
+    let mut csv = csv.map(|w| w.for_run(workers, cfg.slow_ios));
     let mut live = Reports { csv: None, live };
     let live_views = !live.live.is_empty();
     let source_times = cfg.source_times.clone();
     let max_flows = cfg.max_flows;
+    let slow_ios = cfg.slow_ios;
     let control = cfg.control_cpus.clone();
     let stats = std::thread::Builder::new().name("roceprobe-stats".into()).spawn(move || {
         if !control.is_empty() {
@@ -427,7 +434,11 @@ fn pipeline(
         }
         // Whole-run flows: room for every flow the workers can track, twice over, so that
         // flows whose slots were taken by new ones stay in the summary for a while.
-        let mut totals = Totals { max_flows: Some(2 * max_flows * workers), ..Totals::default() };
+        let mut totals = Totals {
+            max_flows: Some(2 * max_flows * workers),
+            slow_ios: Slowest::new(slow_ios),
+            ..Totals::default()
+        };
         // Whether a CSV write has failed (told once per run; every failure is counted).
         let mut csv_failed = false;
         // Receive statistics so far, per source, and the dashboard's rates.
@@ -467,7 +478,7 @@ fn pipeline(
                 // worker reports it).
                 ToStats::Interval(s) if live_views && s.end_ns > viewed_to => {
                     viewed_to = s.end_ns;
-                    let mut summary = Summary::build(&totals, &received, &IoCountsByPair::new());
+                    let mut summary = Summary::build(&totals, &received, &totals.ios);
                     summary.set_time_sources(&totals.time_use, &source_times);
                     live.publish(summary, totals.last_ts_ns);
                 }
@@ -482,7 +493,13 @@ fn pipeline(
                 let _ = back.try_send(r);
             }
         }
-        (totals, csv.map(|w| w.health()))
+        let csv = csv.map(|mut w| {
+            if let Err(e) = w.flush_slow_ios() {
+                eprintln!("roceprobe: warning: writing CSV reports in {} failed ({e:#}); lost rows are counted (summary csv_output)", w.dir().display());
+            }
+            w.health()
+        });
+        (totals, csv)
     })?;
 
     let mut ports = PortReport::new(cfg.interval);

@@ -8,7 +8,7 @@ use crate::metrics::snapshot::Forgotten;
 use crate::metrics::{GlobalCounters, IntervalSnapshot};
 use crate::track::flow::{is_response, FlowDelta, FlowEvent, Transmission};
 use crate::track::index::KeyHash;
-use crate::track::io::IoCountsByPair;
+use crate::track::io::{IoBatch, IoCountsByPair};
 use crate::track::{Analyzer, Seen};
 use crate::wire::{could_be_mirrored, decode_frame, Decoded};
 use crossbeam_channel::{Receiver, Sender};
@@ -17,6 +17,9 @@ use crossbeam_channel::{Receiver, Sender};
 const TX_BATCH: usize = 1024;
 /// Buffers allocated at start-up for each kind of message, before any come back.
 const SPARE_BUFFERS: usize = 4;
+/// Room for the (initiator, target, op) keys of I/O outcomes that change in an interval
+/// (more grow the buffer once; it comes back to be used again).
+const IO_PAIRS: usize = 64;
 
 /// Buffers for messages to the stats side: spares allocated at start-up, then the ones the
 /// stats side hands back. Only when none is at hand (the stats side is far behind, or does
@@ -25,15 +28,17 @@ struct Buffers {
     back: Option<Receiver<Recycled>>,
     flows: Vec<Vec<FlowDelta>>,
     latency: Vec<LatencyBatch>,
+    ios: Vec<IoBatch>,
     transmissions: Vec<Vec<Transmission>>,
 }
 
 impl Buffers {
-    fn new(back: Option<Receiver<Recycled>>, flows_capacity: usize) -> Self {
+    fn new(back: Option<Receiver<Recycled>>, flows_capacity: usize, slow_ios: usize) -> Self {
         Self {
             back,
             flows: (0..SPARE_BUFFERS).map(|_| Vec::with_capacity(flows_capacity)).collect(),
             latency: (0..SPARE_BUFFERS).map(|_| LatencyBatch::default()).collect(),
+            ios: (0..SPARE_BUFFERS).map(|_| IoBatch::with_capacity(IO_PAIRS, slow_ios)).collect(),
             transmissions: (0..SPARE_BUFFERS).map(|_| Vec::with_capacity(TX_BATCH)).collect(),
         }
     }
@@ -42,12 +47,15 @@ impl Buffers {
         let Some(back) = &self.back else { return };
         while let Ok(r) = back.try_recv() {
             match r {
-                Recycled::Interval { flows, latency: batch } => {
+                Recycled::Interval { flows, latency: batch, ios } => {
                     if self.flows.len() < self.flows.capacity() {
                         self.flows.push(flows);
                     }
                     if self.latency.len() < self.latency.capacity() {
                         self.latency.push(batch);
+                    }
+                    if self.ios.len() < self.ios.capacity() {
+                        self.ios.push(ios);
                     }
                 }
                 Recycled::Transmissions(v) if self.transmissions.len() < self.transmissions.capacity() => {
@@ -173,7 +181,7 @@ impl Worker {
             never_wait: cfg.never_wait,
             dropped: (0, 0),
             ended: Vec::new(),
-            buffers: Buffers::new(back, cfg.max_flows.min(4096)),
+            buffers: Buffers::new(back, cfg.max_flows.min(4096), cfg.slow_ios),
             tx: tx.clone(),
         };
         out.ended = out.transmissions_buffer();
@@ -480,7 +488,8 @@ impl Worker {
         let tracked = self.analyzer.tracked_flows();
         let mut flows = self.out.buffers.flows.pop().unwrap_or_else(|| Vec::with_capacity(tracked));
         let mut latency = self.out.buffers.latency.pop().unwrap_or_default();
-        let dropped_latency_samples = self.analyzer.drain_interval(&mut flows, &mut latency);
+        let mut ios = self.out.buffers.ios.pop().unwrap_or_default();
+        let dropped_latency_samples = self.analyzer.drain_interval(&mut flows, &mut latency, &mut ios);
         let (dropped_snapshots, dropped_batches) = std::mem::take(&mut self.out.dropped);
         let untracked_now = self.analyzer.untracked_packets();
         let untracked = untracked_now - self.untracked_reported;
@@ -504,6 +513,7 @@ impl Worker {
             time_use: self.analyzer.time_use(),
             flows,
             latency,
+            ios,
         };
         self.first_ts = u64::MAX;
         self.last_ts = 0;

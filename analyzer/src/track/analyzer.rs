@@ -8,7 +8,7 @@ use super::bounded::FifoMap;
 use super::clock::MirrorClocks;
 use super::flow::{acked_psn, FlowDelta, FlowEvent};
 use super::index::KeyHash;
-use super::io::{At, IoCountsByPair, IoTracker};
+use super::io::{At, IoBatch, IoCountsByPair, IoTracker};
 use super::nvme::{NvmeRecognizer, PendingKey};
 use super::{FlowKey, FlowTable, Vantage, VantageMap};
 use crate::metrics::latency::{LatencyBatch, LatencyRecorder};
@@ -68,6 +68,8 @@ pub struct AnalyzerConfig {
     pub max_pending_commands: usize,
     pub max_cm_requests: usize,
     pub check_icrc: bool,
+    /// The slowest I/Os kept per interval (`--slow-ios`).
+    pub slow_ios: usize,
 }
 
 pub struct Analyzer {
@@ -97,6 +99,7 @@ impl Analyzer {
                 .with_expiry(cfg.flow_expire_ns),
             ios: IoTracker::new(cfg.max_ios, cfg.io_timeout_ns)
                 .with_max_pairs(cfg.max_latency_series)
+                .with_slow_ios(cfg.slow_ios)
                 .with_vantage_wait(if cfg.vantages.maps_storage() { cfg.reorder_window_ns } else { 0 }),
             vantages: cfg.vantages.clone(),
             clocks: MirrorClocks::default(),
@@ -175,11 +178,18 @@ impl Analyzer {
         self.ios.finish_all(&mut self.latency);
     }
 
-    /// Hands over the flows that changed and the latency series that recorded since the
-    /// last call; returns the latency samples dropped (beyond the series bound) since then.
-    pub fn drain_interval(&mut self, flows: &mut Vec<FlowDelta>, latency: &mut LatencyBatch) -> u64 {
+    /// Hands over the flows that changed, the latency series that recorded, the I/O
+    /// outcomes that changed and the slowest I/Os since the last call; returns the latency
+    /// samples dropped (beyond the series bound) since then.
+    pub fn drain_interval(
+        &mut self,
+        flows: &mut Vec<FlowDelta>,
+        latency: &mut LatencyBatch,
+        ios: &mut IoBatch,
+    ) -> u64 {
         self.flows.drain_interval(flows);
         self.latency.drain(latency);
+        self.ios.drain_interval(&mut ios.pairs, &mut ios.slowest);
         std::mem::take(&mut self.latency.dropped_samples)
     }
 

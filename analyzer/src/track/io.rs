@@ -81,6 +81,8 @@ struct Io {
     target: IpAddr,
     target_qpn: u32,
     cid: u16,
+    /// The data the command moves (its SGL's length; 0 for a command without data).
+    bytes: u32,
     sqe_psn: u32,
     rkey: u32,
     va: u64,
@@ -140,6 +142,26 @@ impl Default for Conn {
     }
 }
 
+/// Size classes of the I/Os that move data: up to 512 bytes, 1 KiB, 2 KiB, ... 1 MiB, and
+/// larger.
+pub const SIZE_CLASSES: usize = 13;
+
+/// The largest size (bytes) in each class but the last, which has the rest.
+pub const SIZE_CLASS_BOUNDS: [u64; SIZE_CLASSES - 1] = {
+    let mut b = [0u64; SIZE_CLASSES - 1];
+    let mut i = 0;
+    while i < b.len() {
+        b[i] = 512 << i;
+        i += 1;
+    }
+    b
+};
+
+/// The class of an I/O of `bytes`.
+pub fn size_class(bytes: u64) -> usize {
+    SIZE_CLASS_BOUNDS.iter().position(|&b| bytes <= b).unwrap_or(SIZE_CLASSES - 1)
+}
+
 /// I/O outcomes per (initiator, target, op).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct IoCounts {
@@ -151,6 +173,10 @@ pub struct IoCounts {
     pub overflowed: u64,
     /// Still waiting for their completion when the run ended.
     pub unfinished: u64,
+    /// Data moved by the completed I/Os (their commands' SGL lengths).
+    pub bytes: u64,
+    /// Completed I/Os that moved data, per size class (see [`SIZE_CLASS_BOUNDS`]).
+    pub size_classes: [u64; SIZE_CLASSES],
 }
 
 impl IoCounts {
@@ -160,6 +186,121 @@ impl IoCounts {
         self.retransmitted += o.retransmitted;
         self.overflowed += o.overflowed;
         self.unfinished += o.unfinished;
+        self.bytes += o.bytes;
+        for (a, b) in self.size_classes.iter_mut().zip(&o.size_classes) {
+            *a += b;
+        }
+    }
+
+    /// What was counted since `earlier` (an earlier copy of these counts).
+    pub fn since(&self, earlier: &IoCounts) -> IoCounts {
+        let mut d = IoCounts {
+            completed: self.completed - earlier.completed,
+            timed_out: self.timed_out - earlier.timed_out,
+            retransmitted: self.retransmitted - earlier.retransmitted,
+            overflowed: self.overflowed - earlier.overflowed,
+            unfinished: self.unfinished - earlier.unfinished,
+            bytes: self.bytes - earlier.bytes,
+            size_classes: self.size_classes,
+        };
+        for (a, b) in d.size_classes.iter_mut().zip(&earlier.size_classes) {
+            *a -= b;
+        }
+        d
+    }
+}
+
+/// One (initiator, target, op)'s I/O outcomes in an interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IoDelta {
+    pub initiator: IpAddr,
+    pub target: IpAddr,
+    pub op: Op,
+    pub counts: IoCounts,
+}
+
+/// What a worker hands over about I/Os each interval: the outcomes of each (initiator,
+/// target, op) that changed, and the slowest I/Os completed.
+#[derive(Debug, Clone, Default)]
+pub struct IoBatch {
+    pub pairs: Vec<IoDelta>,
+    pub slowest: Vec<SlowIo>,
+}
+
+impl IoBatch {
+    pub fn with_capacity(pairs: usize, slowest: usize) -> Self {
+        Self { pairs: Vec::with_capacity(pairs), slowest: Vec::with_capacity(slowest) }
+    }
+
+    pub fn clear(&mut self) {
+        self.pairs.clear();
+        self.slowest.clear();
+    }
+}
+
+/// A completed I/O, as the list of the slowest keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlowIo {
+    /// Its whole latency: command to completion at the compute vantage when it saw both,
+    /// else at the storage vantage.
+    pub io_ns: u64,
+    /// When its completion was seen there.
+    pub completed_ns: u64,
+    pub initiator: IpAddr,
+    pub target: IpAddr,
+    pub op: Op,
+    /// The target's QP (the I/O queue) and the command's identifier on it.
+    pub qpn: u32,
+    pub cid: u16,
+    pub bytes: u32,
+    /// Each segment, in [`Segment::ALL`]'s order, where the vantages seen give it.
+    pub segments: [Option<u64>; 5],
+}
+
+/// The `k` slowest I/Os offered, in no particular order; never grows beyond `k`.
+#[derive(Debug, Clone, Default)]
+pub struct Slowest {
+    k: usize,
+    ios: Vec<SlowIo>,
+}
+
+impl Slowest {
+    pub fn new(k: usize) -> Self {
+        Self { k, ios: Vec::with_capacity(k) }
+    }
+
+    /// Which of two I/Os is the slower: the longer, then the earlier completed, then by
+    /// hosts, QP and CID, so that the `k` kept never depend on the order they came in.
+    fn rank(s: &SlowIo) -> impl Ord {
+        use std::cmp::Reverse;
+        (s.io_ns, Reverse(s.completed_ns), Reverse((s.initiator, s.target, s.qpn, s.cid)))
+    }
+
+    pub fn offer(&mut self, io: SlowIo) {
+        if self.ios.len() < self.k {
+            self.ios.push(io);
+        } else if let Some(min) = self.ios.iter_mut().min_by_key(|s| Self::rank(s)) {
+            if Self::rank(&io) > Self::rank(min) {
+                *min = io;
+            }
+        }
+    }
+
+    /// Moves them into `out` (which keeps its capacity), leaving this list empty.
+    pub fn drain_into(&mut self, out: &mut Vec<SlowIo>) {
+        out.append(&mut self.ios);
+    }
+
+    /// How many it keeps.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Slowest first (ties: the earlier completion first).
+    pub fn sorted(&self) -> Vec<SlowIo> {
+        let mut v = self.ios.clone();
+        v.sort_by_key(|s| std::cmp::Reverse(Self::rank(s)));
+        v
     }
 }
 
@@ -200,6 +341,10 @@ pub struct IoTracker {
     /// I/Os waiting so, with when they stop, in that order.
     waiting: VecDeque<(Ref, u64)>,
     counts: IoCountsByPair,
+    /// `counts` as last handed over (see [`IoTracker::drain_interval`]).
+    reported: IoCountsByPair,
+    /// The slowest I/Os completed since the last hand-over.
+    slowest: Slowest,
 }
 
 fn vi(v: Vantage) -> usize {
@@ -229,7 +374,28 @@ impl IoTracker {
             wait_ns: 0,
             waiting: VecDeque::new(),
             counts: BTreeMap::new(),
+            reported: BTreeMap::new(),
+            slowest: Slowest::new(crate::defaults::SLOW_IOS),
         }
+    }
+
+    /// Keeps the `k` slowest I/Os of each interval (`--slow-ios`).
+    pub fn with_slow_ios(mut self, k: usize) -> Self {
+        self.slowest = Slowest::new(k);
+        self
+    }
+
+    /// Hands over what changed since the last call: the outcomes of each (initiator, target,
+    /// op) that counted something, and the slowest I/Os completed meanwhile.
+    pub fn drain_interval(&mut self, pairs: &mut Vec<IoDelta>, slowest: &mut Vec<SlowIo>) {
+        for (k, c) in &self.counts {
+            let before = self.reported.get(k).copied().unwrap_or_default();
+            if *c != before {
+                pairs.push(IoDelta { initiator: k.0, target: k.1, op: k.2, counts: c.since(&before) });
+                self.reported.insert(*k, *c);
+            }
+        }
+        self.slowest.drain_into(slowest);
     }
 
     /// Two vantages: an I/O complete at the one vantage that saw it so far waits `ns` of
@@ -370,11 +536,39 @@ impl IoTracker {
             for (segment, v) in samples.into_iter().flatten() {
                 rec.record(series(io, segment), v.max(1));
             }
+            let whole = match (io_c, io_s) {
+                (Some(v), _) => io.cqe.at(c).map(|at| (v, at)),
+                (None, Some(v)) => io.cqe.at(s).map(|at| (v, at)),
+                (None, None) => None,
+            };
+            if let Some((io_ns, completed_ns)) = whole {
+                let mut segments = [None; 5];
+                for (segment, v) in samples.into_iter().flatten() {
+                    segments[segment.index()] = Some(v);
+                }
+                let slow = SlowIo {
+                    io_ns,
+                    completed_ns,
+                    initiator: io.host,
+                    target: io.target,
+                    op: io.kind.op(),
+                    qpn: io.target_qpn,
+                    cid: io.cid,
+                    bytes: io.bytes,
+                    segments,
+                };
+                self.slowest.offer(slow);
+            }
         }
-        let (pair, op, retx) = ((io.host, io.target), io.kind.op(), io.retransmitted);
+        let io = &self.ios[i];
+        let (pair, op, retx, bytes) = ((io.host, io.target), io.kind.op(), io.retransmitted, io.bytes);
         let n = self.count(pair, op);
         if completed {
             n.completed += 1;
+            n.bytes += u64::from(bytes);
+            if bytes > 0 {
+                n.size_classes[size_class(u64::from(bytes))] += 1;
+            }
         } else {
             n.timed_out += 1;
         }
@@ -586,6 +780,10 @@ impl IoTracker {
             target,
             target_qpn,
             cid: sqe.cid,
+            bytes: match sqe.sgl {
+                Sgl::Keyed { length, .. } | Sgl::InCapsule { length, .. } => length,
+                Sgl::Other { .. } => 0,
+            },
             sqe_psn: psn,
             rkey,
             va,

@@ -1,0 +1,306 @@
+//! What an operator reads first: the exit report (I/O quality, slowest I/Os, flows with a
+//! problem, busiest flows), I/O sizes and bandwidth (io.csv, the summary) and the slowest
+//! I/Os (slow_ios.csv, the summary), checked against the generator's truth.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+type Row = BTreeMap<String, String>;
+/// Per (initiator, target, op): completed I/Os, bytes, and I/Os per size class.
+type Volumes = BTreeMap<(String, String, String), (u64, u64, [u64; 13])>;
+
+fn read_csv(path: &Path) -> Vec<Row> {
+    let mut r = csv::Reader::from_path(path).unwrap();
+    let h: Vec<String> = r.headers().unwrap().iter().map(str::to_owned).collect();
+    r.records().map(|rec| h.iter().cloned().zip(rec.unwrap().iter().map(str::to_owned)).collect()).collect()
+}
+
+/// Replays a scenario with its options and `extra`; returns stdout, the summary and the CSV folder.
+fn replay(name: &str, extra: &[&str], dir: &Path) -> (String, Value, PathBuf) {
+    let t = scenario_truth(name);
+    let (csv, summary) = (dir.join("csv"), dir.join("summary.json"));
+    let mut a: Vec<String> = vec!["replay".into(), "--csv-dir".into(), csv.display().to_string()];
+    a.extend(["--summary".into(), summary.display().to_string()]);
+    a.extend(scenario_args(&t));
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a.extend(scenario_files(name, &t).iter().map(|f| f.display().to_string()));
+    let o = Command::new(bin()).args(&a).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    (String::from_utf8(o.stdout).unwrap(), s, csv)
+}
+
+/// The truth's I/Os that completed, with their whole latency (command to completion at the
+/// compute vantage, else at the storage vantage).
+fn truth_ios(t: &Value) -> Vec<(u64, &Value)> {
+    t["ios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|io| io["io_compute_ns"].as_u64().or(io["io_storage_ns"].as_u64()).map(|ns| (ns, io)))
+        .collect()
+}
+
+#[test]
+fn the_exit_report_opens_with_the_io_quality_the_summary_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, s, _) = replay("nvme_split", &[], dir.path());
+    assert!(out.starts_with("NVMe I/O quality over "), "{out}");
+    let secs = s["duration_s"].as_f64().unwrap();
+    assert!(secs > 0.0);
+    let lat =
+        |i: &str, t: &str, op: &str, seg: &str| {
+            s["latency"].as_array().unwrap().iter().find(|l| {
+                l["initiator_ip"] == i && l["target_ip"] == t && l["op"] == op && l["segment"] == seg
+            })
+        };
+    let pairs = s["ios"]["by_pair"].as_array().unwrap();
+    assert_eq!(pairs.len(), 18, "3 hosts × 2 targets × read, write, other");
+    for p in pairs {
+        let (i, t, op) = (
+            p["initiator_ip"].as_str().unwrap(),
+            p["target_ip"].as_str().unwrap(),
+            p["op"].as_str().unwrap(),
+        );
+        let line = out
+            .lines()
+            .find(|l| l.split_whitespace().take(3).collect::<Vec<_>>() == [i, t, op])
+            .unwrap_or_else(|| panic!("no row for {i} {t} {op}:\n{out}"));
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        let (n, bytes) = (p["completed"].as_u64().unwrap(), p["bytes"].as_u64().unwrap());
+        assert_eq!(cells[3], n.to_string());
+        assert_eq!(cells[4], p["timed_out"].to_string());
+        assert_eq!(cells[5], format!("{:.1}", n as f64 / secs));
+        assert_eq!(cells[6], format!("{:.1}", bytes as f64 / 1e6 / secs));
+        assert_eq!(cells[7], (bytes / n).to_string());
+        let whole = lat(i, t, op, "io@compute").unwrap();
+        assert_eq!(cells[8], format!("{:.3}", whole["p50_us"].as_f64().unwrap()));
+        assert_eq!(cells[9], format!("{:.3}", whole["p99_us"].as_f64().unwrap()));
+        for (k, seg) in ["compute", "network", "storage"].iter().enumerate() {
+            match lat(i, t, op, seg) {
+                Some(l) => {
+                    assert_eq!(
+                        cells[10 + 2 * k],
+                        format!("{:.3}", l["p50_us"].as_f64().unwrap()),
+                        "{op} {seg}"
+                    );
+                    assert_eq!(
+                        cells[11 + 2 * k],
+                        format!("{:.3}", l["p99_us"].as_f64().unwrap()),
+                        "{op} {seg}"
+                    );
+                }
+                None => assert_eq!(cells[10 + 2 * k], "-", "{op} {seg}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn io_bytes_and_sizes_match_the_truth_in_the_summary_and_io_csv() {
+    for name in ["nvme_vlan", "nvme_erspan3_skewed"] {
+        let t = scenario_truth(name);
+        // Per (initiator, target, op): completed I/Os, bytes, and I/Os per size class (up to
+        // 512 B, 1 KiB, ... 1 MiB, more), from the commands the generator sent.
+        let mut want = Volumes::new();
+        for (_, io) in truth_ios(&t) {
+            let k = (
+                io["initiator_ip"].as_str().unwrap().into(),
+                io["target_ip"].as_str().unwrap().into(),
+                io["op"].as_str().unwrap().into(),
+            );
+            let e = want.entry(k).or_insert((0, 0, [0; 13]));
+            let b = io["bytes"].as_u64().unwrap();
+            e.0 += 1;
+            e.1 += b;
+            if b > 0 {
+                let class = (0..12).find(|&c| b <= 512 << c).unwrap_or(12);
+                e.2[class] += 1;
+            }
+        }
+        assert_eq!(want.values().map(|w| w.0).sum::<u64>(), 120, "{name}");
+        let dir = tempfile::tempdir().unwrap();
+        let (_, s, csv) = replay(name, &["--interval", "50us"], dir.path());
+        let mut summary = Volumes::new();
+        for p in s["ios"]["by_pair"].as_array().unwrap() {
+            let k = (
+                p["initiator_ip"].as_str().unwrap().into(),
+                p["target_ip"].as_str().unwrap().into(),
+                p["op"].as_str().unwrap().into(),
+            );
+            let sizes: Vec<u64> =
+                p["size_classes"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+            summary.insert(
+                k,
+                (
+                    p["completed"].as_u64().unwrap(),
+                    p["bytes"].as_u64().unwrap(),
+                    <[u64; 13]>::try_from(sizes).unwrap(),
+                ),
+            );
+        }
+        assert_eq!(summary, want, "{name}: summary ios.by_pair");
+        let rows = read_csv(&csv.join("io.csv"));
+        let intervals: std::collections::BTreeSet<&String> =
+            rows.iter().map(|r| &r["interval_start"]).collect();
+        assert!(intervals.len() > 3, "{name}: I/Os over several intervals");
+        let mut from_csv = Volumes::new();
+        let cols: Vec<String> = {
+            let mut r = csv::Reader::from_path(csv.join("io.csv")).unwrap();
+            r.headers().unwrap().iter().filter(|h| h.starts_with("size_")).map(str::to_owned).collect()
+        };
+        assert_eq!(cols.first().map(String::as_str), Some("size_le_512"));
+        assert_eq!(cols.last().map(String::as_str), Some("size_gt_1m"));
+        for r in &rows {
+            let k = (r["initiator_ip"].clone(), r["target_ip"].clone(), r["op"].clone());
+            let e = from_csv.entry(k).or_insert((0, 0, [0; 13]));
+            let n: u64 = r["completed"].parse().unwrap();
+            let b: u64 = r["bytes"].parse().unwrap();
+            e.0 += n;
+            e.1 += b;
+            for (c, col) in cols.iter().enumerate() {
+                e.2[c] += r[col].parse::<u64>().unwrap();
+            }
+            // The interval's rates: I/Os and MB over its length.
+            assert!((r["iops"].parse::<f64>().unwrap() - n as f64 / 50e-6).abs() < 0.01, "{r:?}");
+            assert!((r["mb_per_s"].parse::<f64>().unwrap() - b as f64 / 1e6 / 50e-6).abs() < 1e-5, "{r:?}");
+        }
+        from_csv.retain(|_, v| v.0 > 0);
+        assert_eq!(from_csv, want, "{name}: io.csv summed over the intervals");
+    }
+}
+
+/// A slowest I/O of roceprobe's (summary or CSV) in the truth's terms.
+fn slow_key(initiator: &str, target: &str, op: &str, qpn: u64, cid: u64, bytes: u64, io_us: f64) -> String {
+    format!("{initiator} {target} {op} qpn {qpn} cid {cid} {bytes} B {io_us:.3} µs")
+}
+
+#[test]
+fn the_slowest_ios_are_the_truths_slowest() {
+    for name in ["nvme_vlan", "nvme_split"] {
+        let t = scenario_truth(name);
+        let mut ios = truth_ios(&t);
+        ios.sort_by_key(|(ns, _)| std::cmp::Reverse(*ns));
+        let truth_key = |ns: u64, io: &Value| {
+            slow_key(
+                io["initiator_ip"].as_str().unwrap(),
+                io["target_ip"].as_str().unwrap(),
+                io["op"].as_str().unwrap(),
+                io["target_qpn"].as_u64().unwrap(),
+                io["cid"].as_u64().unwrap(),
+                io["bytes"].as_u64().unwrap(),
+                ns as f64 / 1e3,
+            )
+        };
+        let all: std::collections::HashMap<String, &Value> =
+            ios.iter().map(|(ns, io)| (truth_key(*ns, io), *io)).collect();
+        let want: Vec<String> = ios.iter().take(10).map(|(ns, io)| truth_key(*ns, io)).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let (out, s, csv) = replay(name, &["--interval", "50us"], dir.path());
+        let slowest = s["ios"]["slowest"].as_array().unwrap();
+        let got: Vec<String> = slowest
+            .iter()
+            .map(|io| {
+                slow_key(
+                    io["initiator_ip"].as_str().unwrap(),
+                    io["target_ip"].as_str().unwrap(),
+                    io["op"].as_str().unwrap(),
+                    io["qpn"].as_u64().unwrap(),
+                    io["cid"].as_u64().unwrap(),
+                    io["bytes"].as_u64().unwrap(),
+                    io["io_us"].as_f64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(got, want, "{name}: the run's 10 slowest, slowest first");
+        // Each one's segments are the truth's.
+        for (io, k) in slowest.iter().zip(&got) {
+            let tr = all[k];
+            for (ours, theirs) in [
+                ("io@compute_us", "io_compute_ns"),
+                ("io@storage_us", "io_storage_ns"),
+                ("compute_us", "compute_ns"),
+                ("storage_us", "storage_ns"),
+                ("network_us", "network_ns"),
+            ] {
+                let want = tr[theirs].as_i64().map(|ns| ns.max(0) as f64 / 1e3);
+                assert_eq!(io[ours].as_f64(), want, "{name} {k}: {ours}");
+            }
+        }
+        assert!(out.contains("slowest I/Os:"), "{out}");
+        // slow_ios.csv: per interval at most 10, slowest first, each one of the truth's I/Os
+        // with its segments; together they hold the run's 10 slowest.
+        let rows = read_csv(&csv.join("slow_ios.csv"));
+        let mut by_interval: BTreeMap<&String, Vec<&Row>> = BTreeMap::new();
+        for r in &rows {
+            by_interval.entry(&r["interval_start"]).or_default().push(r);
+        }
+        assert!(by_interval.len() > 3, "{name}: several intervals");
+        let mut csv_keys = Vec::new();
+        for (start, list) in by_interval {
+            assert!(list.len() <= 10, "{name} {start}");
+            let io: Vec<f64> = list.iter().map(|r| r["io_us"].parse().unwrap()).collect();
+            assert!(io.windows(2).all(|w| w[0] >= w[1]), "{name} {start}: slowest first");
+            for (rank, r) in list.iter().enumerate() {
+                assert_eq!(r["rank"], (rank + 1).to_string());
+                let k = slow_key(
+                    &r["initiator_ip"],
+                    &r["target_ip"],
+                    &r["op"],
+                    r["qpn"].parse().unwrap(),
+                    r["cid"].parse().unwrap(),
+                    r["bytes"].parse().unwrap(),
+                    r["io_us"].parse().unwrap(),
+                );
+                let tr = all.get(&k).unwrap_or_else(|| panic!("{name}: {k} is no I/O of the truth"));
+                let storage =
+                    tr["storage_ns"].as_u64().map(|ns| format!("{:.3}", ns as f64 / 1e3)).unwrap_or_default();
+                assert_eq!(r["storage_us"], storage, "{name} {k}");
+                csv_keys.push((r["io_us"].parse::<f64>().unwrap(), k));
+            }
+        }
+        csv_keys.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap());
+        let top: Vec<String> = csv_keys.into_iter().take(10).map(|(_, k)| k).collect();
+        assert_eq!(top, want, "{name}: slow_ios.csv's slowest over the run");
+    }
+}
+
+/// A capture of `n` RDMA WRITE Only packets, each to its own QP: a real packet with its
+/// BTH destination QP rewritten.
+fn many_qps(path: &Path, n: u32) {
+    let frames = roceprobe::capture::pcap::read_all_frames(&capture("rdma_write_lat.pcap")).unwrap();
+    let roce = frames.iter().find(|f| f.len() > 50 && f[36..38] == 4791u16.to_be_bytes()).unwrap();
+    let f = std::fs::File::create(path).unwrap();
+    let mut w = roceprobe::capture::pcap::Writer::new(std::io::BufWriter::new(f)).unwrap();
+    for q in 0..n {
+        let mut frame = roce.clone();
+        // Ethernet 14 + IPv4 20 + UDP 8: BTH at 42, its destination QP in bytes 5..8.
+        frame[47..50].copy_from_slice(&(q + 1).to_be_bytes()[1..]);
+        w.write(1_700_000_000_000_000_000 + u64::from(q) * 100, &frame, frame.len() as u32).unwrap();
+    }
+}
+
+#[test]
+fn on_tens_of_thousands_of_qps_the_report_stays_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("many.pcap");
+    many_qps(&pcap, 65_536);
+    let summary = dir.path().join("s.json");
+    let o = Command::new(bin())
+        .args(["replay", "--top", "15", "--summary", summary.to_str().unwrap(), pcap.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_eq!(s["flows"].as_array().unwrap().len(), 65_536, "every flow in the summary");
+    let out = String::from_utf8(o.stdout).unwrap();
+    let busiest = out.split("busiest flows:\n").nth(1).expect("a busiest-flows table");
+    let rows = busiest.lines().skip(1).take_while(|l| !l.starts_with('…')).count();
+    assert_eq!(rows, 15, "{out}");
+    assert!(busiest.contains("… and 65521 more flows (--top 15)"), "{out}");
+    assert!(out.lines().count() < 40, "{out}");
+}
