@@ -225,6 +225,14 @@ fn panel<'a>(screen: &'a [String], title: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// An IPv4 address or a piece of one (digits and at least two dots), or an IPv6 one (hex
+/// digits and colons); not a number of the tables ("3.58/4.89", "0.000").
+fn looks_like_an_address(word: &str) -> bool {
+    let v4 = word.matches('.').count() >= 2 && word.chars().all(|c| c.is_ascii_digit() || c == '.');
+    let v6 = word.contains(':') && word.chars().all(|c| c.is_ascii_hexdigit() || c == ':');
+    v4 || v6
+}
+
 /// Every address in the I/O, slowest-I/O and flow panels is whole: each pair cell is one of
 /// the summary's (initiator, target) pairs or flows, and QPNs are in hex.
 fn assert_addresses_whole(view: &View, width: u16, height: u16) -> usize {
@@ -249,7 +257,7 @@ fn assert_addresses_whole(view: &View, width: u16, height: u16) -> usize {
         s.flows.iter().flat_map(|f| [f.src_ip.as_str(), f.dst_ip.as_str()]).collect();
     for row in panel(&screen, "top flows") {
         for word in row.split(|c: char| c.is_whitespace() || c == '>').filter(|w| !w.is_empty()) {
-            if word.contains(':') || word.matches('.').count() > 1 {
+            if looks_like_an_address(word) {
                 assert!(addresses.contains(word), "{width}x{height}: {word:?} is cut or unknown:\n{all}");
                 seen += 1;
             } else if let Some(hex) = word.strip_prefix("0x") {
@@ -309,4 +317,38 @@ fn a_tall_terminal_shows_the_slowest_ios_of_the_last_interval() {
     // 80x24 keeps its rows for the latencies and the flows.
     let small = render(&view, UiState::default()).join("\n");
     assert!(!small.contains("slowest I/Os"), "{small}");
+}
+
+#[test]
+fn the_real_binary_at_160x48_shows_every_address_whole() {
+    // misc: IPv4 and IPv6 RC connections (their ACK latency rows), UC, UD and XRC flows.
+    let t = truth("misc");
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = fixtures().join("scenarios/misc/misc.pcap");
+    let command = format!("{} replay --dashboard -q {}; sleep 60", bin(), pcap.display());
+    let term = Tmux::start_sized(dir.path(), &command, 160, 48);
+    let screen = term.wait_for("roceprobe finished", "the dashboard did not finish");
+    let lines: Vec<String> = screen.lines().map(str::to_owned).collect();
+    assert_eq!(lines.len(), 48, "{screen}");
+    assert!(screen.contains("fd00:1::5>fd00:2::5"), "{screen}");
+    let addresses: std::collections::BTreeSet<&str> = t["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|f| [f["src_ip"].as_str().unwrap(), f["dst_ip"].as_str().unwrap()])
+        .collect();
+    let mut seen = 0;
+    for title in ["I/O latency", "top flows"] {
+        for row in panel(&lines, title) {
+            for word in row.split(|c: char| c.is_whitespace() || c == '>').filter(|w| !w.is_empty()) {
+                if looks_like_an_address(word) {
+                    assert!(addresses.contains(word), "{word:?} is cut or unknown:\n{screen}");
+                    seen += 1;
+                }
+            }
+        }
+    }
+    // Every flow of misc fits at 160x48: each shows with both its addresses.
+    assert!(seen >= 2 * t["flows"].as_array().unwrap().len(), "{seen} addresses:\n{screen}");
+    term.keys("q");
 }

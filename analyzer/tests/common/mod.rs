@@ -136,7 +136,7 @@ pub fn live_summary(files: &[&Path], extra: &[&str]) -> serde_json::Value {
 }
 
 /// A tmux server of its own (so a test neither needs nor disturbs the user's tmux) running
-/// `command` in one 80x24 session; killed when dropped.
+/// `command` in one session (80x24 unless sized); killed when dropped.
 pub struct Tmux {
     socket: PathBuf,
     session: String,
@@ -144,12 +144,17 @@ pub struct Tmux {
 
 impl Tmux {
     pub fn start(dir: &Path, command: &str) -> Self {
+        Self::start_sized(dir, command, 80, 24)
+    }
+
+    pub fn start_sized(dir: &Path, command: &str, width: u16, height: u16) -> Self {
         let t =
             Tmux { socket: dir.join("tmux.sock"), session: format!("roceprobe-test-{}", std::process::id()) };
+        let (w, h) = (width.to_string(), height.to_string());
         let started = Command::new("tmux")
             .arg("-S")
             .arg(&t.socket)
-            .args(["new-session", "-d", "-x", "80", "-y", "24", "-s", &t.session, command])
+            .args(["new-session", "-d", "-x", &w, "-y", &h, "-s", &t.session, command])
             .env_remove("TMUX")
             .status()
             .expect("tmux is installed (scripts/setup)");
