@@ -39,6 +39,51 @@ fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
 }
 
+/// The texts under an element, trimmed, in order.
+fn texts(n: roxmltree::Node) -> Vec<String> {
+    n.descendants()
+        .filter(|t| t.has_tag_name("text"))
+        .map(|t| t.text().unwrap_or("").trim().to_owned())
+        .collect()
+}
+
+/// The only element of an SVG with `class`.
+fn group<'a>(doc: &'a roxmltree::Document, class: &str) -> roxmltree::Node<'a, 'a> {
+    let mut found = doc.descendants().filter(|n| n.attribute("class") == Some(class));
+    let g = found.next().unwrap_or_else(|| panic!("no {class}"));
+    assert!(found.next().is_none(), "more than one {class}");
+    g
+}
+
+/// An axis (`x-axis` or `y-axis`) of an SVG: its label, and its ticks as (label, position
+/// along the axis in pixels).
+fn axis(svg: &str, class: &str) -> (String, Vec<(String, f64)>) {
+    let doc = roxmltree::Document::parse(svg).unwrap();
+    let g = group(&doc, class);
+    let child = |c: &str| g.descendants().find(|n| n.attribute("class") == Some(c)).unwrap();
+    let label = texts(child("axis-label"));
+    assert_eq!(label.len(), 1, "{class}: {label:?}");
+    let at = if class == "x-axis" { "x" } else { "y" };
+    let ticks = child("ticks")
+        .descendants()
+        .filter(|t| t.has_tag_name("text"))
+        .map(|t| (t.text().unwrap().trim().to_owned(), t.attribute(at).unwrap().parse().unwrap()))
+        .collect();
+    (label[0].clone(), ticks)
+}
+
+/// Multiplier from Gbit/s of the unit a throughput axis label names.
+fn per_gbps(label: &str) -> f64 {
+    let unit = label.strip_prefix("throughput (").and_then(|l| l.strip_suffix(')')).unwrap_or(label);
+    match unit {
+        "Gbit/s" => 1.0,
+        "Mbit/s" => 1e3,
+        "kbit/s" => 1e6,
+        "bit/s" => 1e9,
+        _ => panic!("throughput axis label {label:?}"),
+    }
+}
+
 #[test]
 fn plots_carry_the_csv_numbers() {
     let dir = tempfile::tempdir().unwrap();
@@ -74,8 +119,8 @@ fn plots_carry_the_csv_numbers() {
         std::fs::read_to_string(p).unwrap()
     };
 
-    // Throughput: the busiest flows, each interval's Gbit/s (0 where the flow had no row),
-    // and a circle per interval with retransmissions.
+    // Throughput: the busiest flows, each interval's throughput in the axis's unit (0 where
+    // the flow had no row), and a circle per interval with retransmissions.
     let flows = read(&csv.join("flows.csv"));
     let starts: BTreeSet<&str> = flows.iter().map(|r| r["interval_start"].as_str()).collect();
     assert!(starts.len() >= 5, "{} intervals", starts.len());
@@ -87,6 +132,7 @@ fn plots_carry_the_csv_numbers() {
     }
     let text = svg("flow_throughput.svg");
     let plotted = series(&text);
+    let scale = per_gbps(&axis(&text, "y-axis").0);
     assert_eq!(plotted.len(), bytes.len().min(8));
     let least_shown = plotted.keys().map(|k| bytes[k]).fold(f64::INFINITY, f64::min);
     assert!(bytes.iter().filter(|(k, _)| !plotted.contains_key(*k)).all(|(_, b)| *b <= least_shown));
@@ -100,7 +146,8 @@ fn plots_carry_the_csv_numbers() {
                     .iter()
                     .filter(|r| name(r) == *flow && r["interval_start"] == *s)
                     .map(|r| f(r, "throughput_gbps"))
-                    .sum()
+                    .sum::<f64>()
+                    * scale
             })
             .collect();
         assert!(y.iter().zip(&want).all(|(a, b)| close(*a, *b)), "{flow}: {y:?} vs {want:?}");

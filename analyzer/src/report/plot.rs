@@ -1,35 +1,71 @@
-//! `roceprobe plot --csv-dir DIR --out DIR`: SVG plots from the CSV reports.
+//! `roceprobe plot --csv-dir DIR --out DIR`: plots of the CSV reports, drawn with plotters.
 //!
 //! - `latency_cdf_<op>.svg`: per segment, the distribution of the op's latency over the run,
-//!   a log-scale CDF pooled from every interval's and pair's percentiles (min, p50, p90,
-//!   p99, p99.9, max), each interval weighted by its sample count.
+//!   a CDF pooled from every interval's and pair's percentiles (min, p50, p90, p99, p99.9,
+//!   max), each interval weighted by its sample count, on a log latency axis whose ticks carry
+//!   their unit (1, 2 and 5 times the powers of ten over up to three decades, the powers of
+//!   ten alone beyond). The log axis cannot show 0 µs (an in-capsule write's compute time):
+//!   such samples are drawn at 1 ns, and the axis label says so.
 //! - `segments_<op>.svg` (NVMe ops): per interval, the compute, network and storage time
 //!   stacked, so that a change in who dominates shows at a glance. Each is the mean of the
 //!   (initiator, target) pairs' medians (p50) weighted by their I/O counts: latency.csv keeps
 //!   percentiles, not histograms, so this is not the median of the pooled I/Os, except where
 //!   one pair has the interval's I/Os.
 //! - `flow_throughput.svg`: the busiest flows' throughput per interval, with the intervals
-//!   that had retransmissions (circles) and CNPs (triangles) marked.
+//!   that had retransmissions (circles) and CNPs (triangles) marked, in bit/s, kbit/s,
+//!   Mbit/s or Gbit/s, whichever puts the highest value between 1 and 1000.
 //!
-//! Each plot is written as SVG and as PNG (rendered with resvg; text needs a system font,
-//! DejaVu Sans by preference). Every plotted series carries its data (`data-x`, `data-y`), so tests compare the plots
-//! with the CSV files they came from.
+//! The per-interval plots share one time axis: from the run's first interval's start (named
+//! in the axis label, in UTC) to its last interval's end, in µs, ms, s, min or h chosen from
+//! that span. A bar covers its interval (less a gap at each side); a throughput point sits at
+//! its interval's middle. Legends sit below the plot in as many columns as the longest name
+//! allows, every name in full.
+//!
+//! Each plot is written as SVG and as PNG (the SVG rendered with resvg). Text is laid out
+//! with the metrics of a system font (DejaVu Sans by preference), the font resvg draws the
+//! PNG's text with; without any font on the machine, plotting is a one-line error. plotters
+//! gives the elements it writes no names, so each plot is marked while it is drawn and the
+//! marks become groups afterwards: every plotted series is a `g.series` carrying its data
+//! (`data-name`, `data-x`, `data-y`, in the axes' units), every marker a `g.retx` or `g.cnp`
+//! (`data-name`, `data-x`), the axes `g.x-axis` and `g.y-axis` (each with its `g.axis-label`
+//! and its `g.ticks`) and the legend `g.legend`, so tests compare the plots with the CSV files they came from.
 
-use anyhow::{bail, Context, Result};
+use super::time::rfc3339_nanos;
+use anyhow::{anyhow, bail, Context, Result};
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use plotters::style::FontStyle;
+use resvg::usvg::fontdb;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// Flows drawn in the throughput plot (the most bytes first).
 const TOP_FLOWS: usize = 8;
-const W: f64 = 800.0;
-const H: f64 = 450.0;
-const LEFT: f64 = 70.0;
-const RIGHT: f64 = 200.0;
-const TOP: f64 = 40.0;
-const BOTTOM: f64 = 50.0;
-const COLORS: [&str; 8] =
-    ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"];
+const SIZE: (u32, u32) = (800, 450);
+/// The family every text of the SVG names; plotters measures it with the font registered
+/// under that name, resvg draws it with the same font.
+const FONT: &str = "sans-serif";
+/// The family of the marks that become groups (never drawn: `Marks::apply` removes them).
+const MARK_FONT: &str = "roceprobe-mark";
+/// Text sizes in plotters' units: the SVG's font-size is this divided by 1.24.
+const TITLE_SIZE: f64 = 19.0;
+const TEXT_SIZE: f64 = 15.0;
+const COLORS: [RGBColor; 8] = [
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0x8c, 0x56, 0x4b),
+    RGBColor(0xe3, 0x77, 0xc2),
+    RGBColor(0x7f, 0x7f, 0x7f),
+];
+/// The markers' colour in the legend (on the plot each takes its flow's colour).
+const MARKER_KEY: RGBColor = RGBColor(0x44, 0x44, 0x44);
 
 /// Nanoseconds since the epoch of an RFC 3339 UTC time as the CSV files write it
 /// (`2026-11-29T08:00:00.000414565Z`).
@@ -97,26 +133,34 @@ fn time(row: &BTreeMap<String, String>, name: &str, path: &Path) -> Result<u64> 
 
 /// Percentile points of one latency row: (sample count, [(µs, quantile)]).
 type QuantileRow = (f64, Vec<(f64, f64)>);
-/// One interval of a flow in the throughput plot: (time, Gbit/s, retransmissions, CNPs).
-type FlowPoint = (f64, f64, bool, bool);
-/// A flow in the throughput plot: its name, bytes over the run and points.
-type FlowLine = (String, (u64, Vec<FlowPoint>));
+/// Per op, per segment: its latency rows.
+type LatencyByOp = BTreeMap<String, BTreeMap<String, Vec<QuantileRow>>>;
+/// Per interval start: per segment, (Σ count × p50, Σ count).
+type Split = BTreeMap<u64, BTreeMap<String, (f64, f64)>>;
+/// Intervals of a report: start → end, in nanoseconds since the epoch.
+type Intervals = BTreeMap<u64, u64>;
+/// A flow per interval start: (Gbit/s, retransmissions, CNPs).
+type FlowAt = BTreeMap<u64, (f64, bool, bool)>;
+/// Per flow: bytes, and the flow per interval.
+type FlowIntervals = BTreeMap<String, (u64, FlowAt)>;
+/// A flow in the throughput plot: its name and, per interval of the flows report, (Gbit/s,
+/// retransmissions, CNPs), 0 where the flow had no row.
+type FlowLine = (String, Vec<(f64, bool, bool)>);
 
-/// One plotted line: its name, its points, and how it is drawn.
-struct Series {
-    name: String,
-    points: Vec<(f64, f64)>,
-}
-
-/// A linear or log axis over [lo, hi].
-#[derive(Clone, Copy)]
+/// An axis over [lo, hi], linear or log, with the values that get a tick, a label and a grid
+/// line, and those that get a light grid line only. plotters draws it through `Ranged`.
+#[derive(Clone, Debug)]
 struct Axis {
     lo: f64,
     hi: f64,
     log: bool,
+    ticks: Vec<f64>,
+    light: Vec<f64>,
 }
 
 impl Axis {
+    /// The axis that shows `values` (the finite ones; on a log axis the positive ones),
+    /// from 0 if `zero` (linear only).
     fn fit(values: impl Iterator<Item = f64>, log: bool, zero: bool) -> Self {
         let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
         for v in values.filter(|v| v.is_finite() && (!log || *v > 0.0)) {
@@ -126,49 +170,83 @@ impl Axis {
         if !lo.is_finite() {
             (lo, hi) = if log { (1.0, 10.0) } else { (0.0, 1.0) };
         }
-        if zero && !log {
-            lo = lo.min(0.0);
+        if log {
+            Self::log(lo, hi)
+        } else {
+            Self::linear(if zero { lo.min(0.0) } else { lo }, hi)
         }
-        if hi <= lo {
-            hi = if log { lo * 10.0 } else { lo + 1.0 };
-        }
-        if !log {
-            // Round ends on a round step.
-            let step = nice_step((hi - lo) / 5.0);
-            (lo, hi) = ((lo / step).floor() * step, (hi / step).ceil() * step);
-        }
-        Self { lo, hi, log }
     }
-    /// Position in [0, 1].
-    fn at(&self, v: f64) -> f64 {
-        if self.log {
-            (v.max(self.lo).ln() - self.lo.ln()) / (self.hi.ln() - self.lo.ln())
+
+    /// A linear axis over [lo, hi] widened to whole steps of 1, 2 or 5 times a power of
+    /// ten, about five of them, with a tick at each.
+    fn linear(lo: f64, hi: f64) -> Self {
+        let hi = if hi > lo { hi } else { lo + 1.0 };
+        let step = nice_step((hi - lo) / 5.0);
+        // The tolerance keeps a bound that is a whole step from gaining one more.
+        let (a, b) = (((lo / step) + 1e-9).floor() as i64, ((hi / step) - 1e-9).ceil() as i64);
+        let ticks: Vec<f64> = (a..=b).map(|k| k as f64 * step).collect();
+        Self { lo: a as f64 * step, hi: b as f64 * step, log: false, ticks, light: Vec::new() }
+    }
+
+    /// A log axis over [lo, hi] (both above 0) widened to 1, 2 or 5 times a power of ten:
+    /// ticks at each of those over up to three decades, at the powers of ten alone beyond;
+    /// light lines at the other whole multiples of the powers of ten.
+    fn log(lo: f64, hi: f64) -> Self {
+        let lo = steps_125(lo / 10.0, lo).into_iter().last().unwrap_or(lo);
+        let hi = steps_125(hi, hi * 10.0).into_iter().find(|v| *v > lo).unwrap_or(lo * 10.0);
+        let all = steps_125(lo, hi);
+        let ticks: Vec<f64> = if hi / lo <= 1000.0 * (1.0 + 1e-9) {
+            all
+        } else {
+            all.into_iter().filter(|v| is_power_of_ten(*v)).collect()
+        };
+        let mut light = Vec::new();
+        let mut p = 10f64.powi(lo.log10().floor() as i32);
+        while p <= hi {
+            for m in 1..10 {
+                let v = p * f64::from(m);
+                if v >= lo && v <= hi && !ticks.iter().any(|t| (t / v - 1.0).abs() < 1e-9) {
+                    light.push(v);
+                }
+            }
+            p *= 10.0;
+        }
+        Self { lo, hi, log: true, ticks, light }
+    }
+
+    /// Where `v` is between the ends: 0 at lo, 1 at hi.
+    fn fraction(&self, v: f64) -> f64 {
+        let f = if self.log {
+            (v.max(self.lo / 1e3).ln() - self.lo.ln()) / (self.hi.ln() - self.lo.ln())
         } else {
             (v - self.lo) / (self.hi - self.lo)
+        };
+        if f.is_finite() {
+            f.clamp(-1.0, 2.0)
+        } else {
+            0.0
         }
     }
-    fn ticks(&self) -> Vec<f64> {
-        if self.log {
-            // 1, 2 and 5 times the powers of ten in range.
-            let mut t = Vec::new();
-            let mut p = 10f64.powf(self.lo.log10().floor());
-            while p <= self.hi * 1.0001 {
-                for m in [1.0, 2.0, 5.0] {
-                    if (self.lo * 0.9999..=self.hi * 1.0001).contains(&(m * p)) {
-                        t.push(m * p);
-                    }
-                }
-                p *= 10.0;
-            }
-            if t.len() < 2 {
-                t = vec![self.lo, self.hi];
-            }
-            t
+}
+
+impl Ranged for Axis {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, v: &f64, (from, to): (i32, i32)) -> i32 {
+        from + (self.fraction(*v) * f64::from(to - from)).round() as i32
+    }
+
+    fn key_points<H: KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        if hint.weight().allow_light_points() {
+            self.light.clone()
         } else {
-            let step = nice_step((self.hi - self.lo) / 5.0);
-            let n = ((self.hi - self.lo) / step).round() as usize;
-            (0..=n).map(|i| self.lo + step * i as f64).collect()
+            self.ticks.clone()
         }
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.lo..self.hi
     }
 }
 
@@ -178,26 +256,135 @@ fn nice_step(raw: f64) -> f64 {
     [1.0, 2.0, 5.0, 10.0].into_iter().map(|m| m * p).find(|s| *s >= raw * 0.999).unwrap_or(10.0 * p)
 }
 
-/// A unit for a time axis spanning `span_s` seconds: (multiplier from seconds, name).
-fn time_unit(span_s: f64) -> (f64, &'static str) {
-    if span_s < 2e-3 {
-        (1e6, "µs")
-    } else if span_s < 2.0 {
-        (1e3, "ms")
+/// 1, 2 and 5 times the powers of ten in [lo, hi] (lo above 0), ascending.
+fn steps_125(lo: f64, hi: f64) -> Vec<f64> {
+    let mut out = Vec::new();
+    let mut k = lo.log10().floor() as i32 - 1;
+    while k <= 300 {
+        let p = 10f64.powi(k);
+        if p > hi * 1.000_001 {
+            break;
+        }
+        for m in [1.0, 2.0, 5.0] {
+            let v = m * p;
+            if v >= lo * (1.0 - 1e-9) && v <= hi * (1.0 + 1e-9) {
+                out.push(v);
+            }
+        }
+        k += 1;
+    }
+    out
+}
+
+fn is_power_of_ten(v: f64) -> bool {
+    (v.log10() - v.log10().round()).abs() < 1e-9
+}
+
+/// A tick value as text: six significant digits at most and no floating-point noise (0.3,
+/// not 0.30000000000000004).
+fn tick_text(v: f64) -> String {
+    let r: f64 = format!("{v:.5e}").parse().unwrap_or(v);
+    if r == 0.0 {
+        "0".into()
     } else {
-        (1.0, "s")
+        format!("{r}")
     }
 }
 
-fn label(v: f64) -> String {
-    let a = v.abs();
-    if a < 1e-12 {
-        "0".into()
-    } else if !(0.001..1e6).contains(&a) {
-        format!("{v:.1e}")
+/// A latency in µs as text with its unit: ns below 1 µs, ms from 1 ms, s from 1 s.
+fn latency_text(us: f64) -> String {
+    let (v, unit) = if us >= 1e6 {
+        (us / 1e6, "s")
+    } else if us >= 1e3 {
+        (us / 1e3, "ms")
+    } else if us >= 1.0 {
+        (us, "µs")
     } else {
-        format!("{}", (v * 1000.0).round() / 1000.0)
+        (us * 1e3, "ns")
+    };
+    format!("{} {unit}", tick_text(v))
+}
+
+/// A unit for throughputs up to `max_gbps`, the one that puts it between 1 and 1000:
+/// (multiplier from Gbit/s, name).
+fn rate_unit(max_gbps: f64) -> (f64, &'static str) {
+    if max_gbps >= 1.0 {
+        (1.0, "Gbit/s")
+    } else if max_gbps >= 1e-3 {
+        (1e3, "Mbit/s")
+    } else if max_gbps >= 1e-6 {
+        (1e6, "kbit/s")
+    } else {
+        (1e9, "bit/s")
     }
+}
+
+/// The time axis of the per-interval plots: from the run's first interval's start to its
+/// last interval's end, in a unit chosen from that span.
+struct Timeline {
+    t0: u64,
+    span: f64,
+    unit_ns: f64,
+    unit: &'static str,
+}
+
+impl Timeline {
+    fn new(intervals: &Intervals) -> Self {
+        let t0 = intervals.keys().next().copied().unwrap_or(0);
+        let end = intervals.iter().map(|(s, e)| *s.max(e)).max().unwrap_or(t0);
+        let span_ns = end - t0;
+        let (unit_ns, unit) = if span_ns < 1_000_000 {
+            (1e3, "µs")
+        } else if span_ns < 1_000_000_000 {
+            (1e6, "ms")
+        } else if span_ns < 180_000_000_000 {
+            (1e9, "s")
+        } else if span_ns < 3 * 3_600_000_000_000 {
+            (60e9, "min")
+        } else {
+            (3600e9, "h")
+        };
+        Self { t0, span: span_ns as f64 / unit_ns, unit_ns, unit }
+    }
+
+    /// A time of the run on the axis.
+    fn at(&self, t: u64) -> f64 {
+        t.saturating_sub(self.t0) as f64 / self.unit_ns
+    }
+
+    fn axis(&self) -> Axis {
+        Axis::linear(0.0, self.span)
+    }
+
+    fn label(&self) -> String {
+        format!("{} since the first interval ({})", self.unit, rfc3339_nanos(self.t0))
+    }
+}
+
+/// The family of the font the plots' text is laid out with: DejaVu Sans if the machine has
+/// it, else its sans-serif font, else any. It is registered with plotters once per process
+/// (plotters keeps fonts for the life of the process, hence the copy that is never freed).
+fn font_family(db: &fontdb::Database) -> Result<String> {
+    static FAMILY: OnceLock<Option<String>> = OnceLock::new();
+    FAMILY
+        .get_or_init(|| {
+            let families = [fontdb::Family::Name("DejaVu Sans"), fontdb::Family::SansSerif];
+            let query = fontdb::Query { families: &families, ..fontdb::Query::default() };
+            let id = db.query(&query).or_else(|| db.faces().next().map(|f| f.id))?;
+            let family = db.face(id)?.families.first()?.0.clone();
+            let data = db.with_face_data(id, |data, _| data.to_vec())?;
+            let data: &'static [u8] = Box::leak(data.into_boxed_slice());
+            plotters::style::register_font(FONT, FontStyle::Normal, data).ok()?;
+            plotters::style::register_font(MARK_FONT, FontStyle::Normal, data).ok()?;
+            Some(family)
+        })
+        .clone()
+        .context("no font on this machine to write the plots' text with (Debian: fonts-dejavu-core)")
+}
+
+/// A plotters error as one line.
+fn drawing(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow!("drawing a plot: {e}")
 }
 
 fn esc(s: &str) -> String {
@@ -208,101 +395,238 @@ fn values(v: impl Iterator<Item = f64>) -> String {
     v.map(|x| format!("{x}")).collect::<Vec<_>>().join(" ")
 }
 
-/// The frame of a plot: title, axes with ticks and labels; returns the SVG so far and a
-/// mapping from data to page coordinates.
-fn frame(
-    title: &str,
-    x: Axis,
-    y: Axis,
-    x_label: &str,
-    y_label: &str,
-) -> (String, impl Fn(f64, f64) -> (f64, f64)) {
-    let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\" font-family=\"DejaVu Sans, sans-serif\" font-size=\"12\">\n\
-         <rect width=\"{W}\" height=\"{H}\" fill=\"white\"/>\n\
-         <text x=\"{}\" y=\"22\" font-size=\"15\" text-anchor=\"middle\">{}</text>\n\
-         <rect x=\"{LEFT}\" y=\"{TOP}\" width=\"{pw}\" height=\"{ph}\" fill=\"none\" stroke=\"#444\"/>\n",
-        W / 2.0,
-        esc(title)
-    );
-    for t in x.ticks() {
-        let px = LEFT + x.at(t) * pw;
-        let _ = writeln!(
-            s,
-            "<line x1=\"{px:.1}\" y1=\"{TOP}\" x2=\"{px:.1}\" y2=\"{}\" stroke=\"#ddd\"/><text x=\"{px:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-            TOP + ph,
-            TOP + ph + 16.0,
-            label(t)
-        );
-    }
-    for t in y.ticks() {
-        let py = TOP + ph - y.at(t) * ph;
-        let _ = writeln!(
-            s,
-            "<line x1=\"{LEFT}\" y1=\"{py:.1}\" x2=\"{}\" y2=\"{py:.1}\" stroke=\"#ddd\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
-            LEFT + pw,
-            LEFT - 6.0,
-            py + 4.0,
-            label(t)
-        );
-    }
-    let _ = writeln!(
-        s,
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n<text x=\"16\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 16 {})\">{}</text>",
-        LEFT + pw / 2.0,
-        H - 12.0,
-        esc(x_label),
-        TOP + ph / 2.0,
-        TOP + ph / 2.0,
-        esc(y_label)
-    );
-    let map = move |vx: f64, vy: f64| (LEFT + x.at(vx) * pw, TOP + ph - y.at(vy) * ph);
-    (s, map)
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+type Chart<'a, 'b> = ChartContext<'b, SVGBackend<'a>, Cartesian2d<Axis, Axis>>;
+
+/// Groups to put into the SVG that plotters writes. plotters gives the elements it writes no
+/// class or data, so each group's opening or closing tag is drawn in its place as a text in
+/// the mark family, and `apply` replaces those texts by the tags: what is drawn between an
+/// opening and its closing tag becomes the group's content.
+struct Marks<'a> {
+    root: Area<'a>,
+    tags: Vec<String>,
 }
 
-fn legend(s: &mut String, i: usize, name: &str, color: &str) {
-    let y = TOP + 10.0 + 18.0 * i as f64;
-    let x = W - RIGHT + 12.0;
-    let _ = writeln!(
-        s,
-        "<rect x=\"{x}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{color}\"/><text x=\"{}\" y=\"{}\">{}</text>",
-        y - 10.0,
-        x + 18.0,
-        y,
-        esc(name)
-    );
+impl Marks<'_> {
+    /// Opens a group of `class` with `data` as its `data-*` attributes.
+    fn open(&mut self, class: &str, data: &[(&str, String)]) -> Result<()> {
+        let mut tag = format!("<g class=\"{class}\"");
+        for (k, v) in data {
+            let _ = write!(tag, " data-{k}=\"{}\"", esc(v));
+        }
+        tag.push('>');
+        self.put(tag)
+    }
+
+    fn close(&mut self) -> Result<()> {
+        self.put("</g>".into())
+    }
+
+    fn put(&mut self, tag: String) -> Result<()> {
+        self.root.draw(&Text::new("mark", (0, 0), (MARK_FONT, 1.0))).map_err(drawing)?;
+        self.tags.push(tag);
+        Ok(())
+    }
+
+    /// `svg` with its marks, in order, replaced by `tags`. A text of the plot cannot be taken
+    /// for a mark: plotters escapes the quotes of a text's content.
+    fn apply(svg: &str, tags: &[String]) -> Result<String> {
+        let needle = format!("font-family=\"{MARK_FONT}\"");
+        let mut out = String::with_capacity(svg.len());
+        let mut rest = svg;
+        for tag in tags {
+            let at = rest.find(&needle).context("drawing a plot: a mark is missing")?;
+            let start = rest[..at].rfind("<text").context("drawing a plot: a mark is not a text")?;
+            let end = at + rest[at..].find("</text>\n").context("drawing a plot: a mark is not closed")?;
+            out.push_str(&rest[..start]);
+            out.push_str(tag);
+            out.push('\n');
+            rest = &rest[end + "</text>\n".len()..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
 }
 
-/// Lines, one per series, with their data attached.
-fn line_plot(title: &str, series: &[Series], log_x: bool, x_label: &str, y_label: &str) -> String {
-    let x = Axis::fit(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)), log_x, false);
-    let y = Axis::fit(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)), false, true);
-    let (mut s, map) = frame(title, x, y, x_label, y_label);
-    for (i, se) in series.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        let pts: Vec<String> = se
-            .points
-            .iter()
-            .map(|&(a, b)| {
-                let (px, py) = map(a, b);
-                format!("{px:.2},{py:.2}")
-            })
-            .collect();
-        let _ = writeln!(
-            s,
-            "<g class=\"series\" data-name=\"{}\" data-x=\"{}\" data-y=\"{}\"><polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/></g>",
-            esc(&se.name),
-            values(se.points.iter().map(|p| p.0)),
-            values(se.points.iter().map(|p| p.1)),
-            pts.join(" ")
-        );
-        legend(&mut s, i, &se.name, color);
+/// What a legend entry shows beside its name.
+#[derive(Clone, Copy)]
+enum Key {
+    Line,
+    Bar,
+    Circle,
+    Triangle,
+}
+
+struct Entry {
+    name: String,
+    color: RGBColor,
+    key: Key,
+}
+
+/// Where a legend's entries go: in columns as wide as the widest entry, as many as fit the
+/// width; the text shrinks only if one name is wider than the page.
+struct Legend {
+    column: i32,
+    columns: usize,
+    rows: usize,
+    size: f64,
+}
+
+impl Legend {
+    const ROW: i32 = 19;
+    const KEY: i32 = 18;
+    const GAP: i32 = 6;
+    const SPACE: i32 = 22;
+    const MARGIN: i32 = 12;
+
+    fn fit(area: &Area, entries: &[Entry]) -> Result<Self> {
+        let width = area.dim_in_pixel().0 as i32 - 2 * Self::MARGIN;
+        let style: TextStyle = (FONT, TEXT_SIZE).into();
+        let mut widest = 0;
+        for e in entries {
+            widest = widest.max(area.estimate_text_size(&e.name, &style).map_err(drawing)?.0 as i32);
+        }
+        let (mut column, mut size) = (Self::KEY + Self::GAP + widest + Self::SPACE, TEXT_SIZE);
+        if column - Self::SPACE > width {
+            size *= f64::from(width - Self::KEY - Self::GAP) / f64::from(widest.max(1));
+            column = width + Self::SPACE;
+        }
+        let columns = ((width + Self::SPACE) / column.max(1)).max(1) as usize;
+        let columns = columns.min(entries.len().max(1));
+        Ok(Self { column, columns, rows: entries.len().div_ceil(columns), size })
     }
-    s.push_str("</svg>\n");
-    s
+
+    fn height(&self) -> u32 {
+        (self.rows as i32 * Self::ROW + 10) as u32
+    }
+
+    /// Draws the entries in `area`, centred, as one marked group.
+    fn draw(&self, area: &Area, entries: &[Entry], marks: &mut Marks) -> Result<()> {
+        let total = self.columns as i32 * self.column - Self::SPACE;
+        let x0 = ((area.dim_in_pixel().0 as i32 - total) / 2).max(Self::MARGIN);
+        let text = (FONT, self.size).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
+        marks.open("legend", &[])?;
+        for (i, e) in entries.iter().enumerate() {
+            let x = x0 + (i % self.columns) as i32 * self.column;
+            let y = 4 + (i / self.columns) as i32 * Self::ROW + Self::ROW / 2;
+            let stroke = e.color.stroke_width(2);
+            let k = Self::KEY;
+            match e.key {
+                Key::Line => area.draw(&PathElement::new(vec![(x, y), (x + k, y)], stroke)),
+                Key::Bar => {
+                    area.draw(&Rectangle::new([(x + 2, y - 6), (x + k - 2, y + 6)], e.color.filled()))
+                }
+                Key::Circle => area.draw(&Circle::new((x + k / 2, y), 5, stroke)),
+                Key::Triangle => area.draw(&triangle((x + k / 2, y + 4), stroke)),
+            }
+            .map_err(drawing)?;
+            area.draw(&Text::new(e.name.as_str(), (x + k + Self::GAP, y), text.clone())).map_err(drawing)?;
+        }
+        marks.close()
+    }
+}
+
+/// An open triangle with its base's middle at `at` (pixels).
+fn triangle(at: (i32, i32), style: ShapeStyle) -> PathElement<(i32, i32)> {
+    let (x, y) = at;
+    PathElement::new(vec![(x, y - 10), (x + 6, y), (x - 6, y), (x, y - 10)], style)
+}
+
+/// Draws a plot: a white page with `title`, the chart that `body` draws in the area left,
+/// and `legend` below it; returns the SVG with its marks turned into groups.
+fn page<F>(title: &str, legend: &[Entry], body: F) -> Result<String>
+where
+    F: for<'a> FnOnce(&Area<'a>, &mut Marks<'a>) -> Result<()>,
+{
+    let mut svg = String::new();
+    let tags = {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(drawing)?;
+        let rest = root.titled(title, (FONT, TITLE_SIZE)).map_err(drawing)?;
+        let layout = Legend::fit(&rest, legend)?;
+        let height = rest.dim_in_pixel().1;
+        let (plot, below) = rest.split_vertically(height.saturating_sub(layout.height()));
+        let mut marks = Marks { root: root.clone(), tags: Vec::new() };
+        body(&plot, &mut marks)?;
+        layout.draw(&below, legend, &mut marks)?;
+        root.present().map_err(drawing)?;
+        marks.tags
+    };
+    Marks::apply(&svg, &tags)
+}
+
+/// The chart's frame in `area`: room for the tick labels and the axis labels.
+fn chart<'a, 'b>(area: &'b Area<'a>, x: Axis, y: Axis) -> Result<Chart<'a, 'b>> {
+    ChartBuilder::on(area)
+        .margin_top(4)
+        .margin_left(8)
+        .margin_right(30)
+        .x_label_area_size(46)
+        .y_label_area_size(72)
+        .build_cartesian_2d(x, y)
+        .map_err(drawing)
+}
+
+/// The grid at the axes' ticks, under the data.
+fn grid(chart: &mut Chart) -> Result<()> {
+    chart
+        .configure_mesh()
+        .disable_axes()
+        .bold_line_style(BLACK.mix(0.15))
+        .light_line_style(BLACK.mix(0.05))
+        .draw()
+        .map_err(drawing)
+}
+
+/// An axis's label and the text of its tick values.
+struct AxisText<'f> {
+    label: &'f str,
+    tick: &'f dyn Fn(&f64) -> String,
+}
+
+/// The axes over the data, each a marked group holding its label (`g.axis-label`) and its
+/// line, ticks and tick labels (`g.ticks`).
+fn axes(chart: &mut Chart, marks: &mut Marks, x: AxisText, y: AxisText) -> Result<()> {
+    axis(chart, marks, true, x)?;
+    axis(chart, marks, false, y)
+}
+
+fn axis(chart: &mut Chart, marks: &mut Marks, is_x: bool, text: AxisText) -> Result<()> {
+    let style = || (FONT, TEXT_SIZE).into_font();
+    marks.open(if is_x { "x-axis" } else { "y-axis" }, &[])?;
+    marks.open("axis-label", &[])?;
+    let mut mesh = chart.configure_mesh();
+    mesh.disable_mesh().disable_axes().axis_desc_style(style());
+    if is_x {
+        mesh.x_desc(text.label);
+    } else {
+        mesh.y_desc(text.label);
+    }
+    mesh.draw().map_err(drawing)?;
+    marks.close()?;
+    marks.open("ticks", &[])?;
+    let mut mesh = chart.configure_mesh();
+    mesh.disable_mesh().label_style(style());
+    if is_x {
+        mesh.disable_y_axis().x_label_formatter(text.tick);
+    } else {
+        mesh.disable_x_axis().y_label_formatter(text.tick);
+    }
+    mesh.draw().map_err(drawing)?;
+    marks.close()?;
+    marks.close()
+}
+
+/// Opens the group of a plotted series: its name and points.
+fn open_series(marks: &mut Marks, name: &str, points: &[(f64, f64)]) -> Result<()> {
+    marks.open(
+        "series",
+        &[
+            ("name", name.to_owned()),
+            ("x", values(points.iter().map(|p| p.0))),
+            ("y", values(points.iter().map(|p| p.1))),
+        ],
+    )
 }
 
 /// The pooled CDF of rows of (count, [(latency µs, quantile)]): piecewise linear per row
@@ -338,28 +662,35 @@ fn pooled_cdf(rows: &[QuantileRow]) -> Vec<(f64, f64)> {
 }
 
 /// Writes every plot the CSV files in `csv_dir` allow into `out`; returns the files written.
-pub fn plot(csv_dir: &Path, out: &Path) -> Result<Vec<std::path::PathBuf>> {
+pub fn plot(csv_dir: &Path, out: &Path) -> Result<Vec<PathBuf>> {
     let (latency_path, flows_path) = report_paths(csv_dir)?;
     let latency = read_csv(&latency_path)?;
     let flows = read_csv(&flows_path)?;
     std::fs::create_dir_all(out).with_context(|| format!("--out: cannot create {}", out.display()))?;
-    let mut plots = Plots::new(out);
-    let (by_op, split) = read_latency(&latency, &latency_path)?;
-    for (op, segs) in &by_op {
-        plots.save(format!("latency_cdf_{op}.svg"), latency_cdf(op, segs))?;
+    let mut plots = Plots::new(out)?;
+    let read = read_latency(&latency, &latency_path)?;
+    let (per_flow, flow_intervals) = read_flows(&flows, &flows_path)?;
+    let mut intervals = read.intervals.clone();
+    for (s, e) in &flow_intervals {
+        let end = intervals.entry(*s).or_insert(*e);
+        *end = (*end).max(*e);
     }
-    for (op, intervals) in &split {
-        if let Some(svg) = segment_split(op, intervals) {
+    let timeline = Timeline::new(&intervals);
+    for (op, segs) in &read.by_op {
+        plots.save(format!("latency_cdf_{op}.svg"), latency_cdf(op, segs)?)?;
+    }
+    for (op, split) in &read.split {
+        if let Some(svg) = segment_split(op, split, &read.intervals, &timeline)? {
             plots.save(format!("segments_{op}.svg"), svg)?;
         }
     }
-    let (busiest, unit) = busiest_flows(&flows, &flows_path)?;
-    plots.save("flow_throughput.svg".into(), throughput_plot(&busiest, unit))?;
+    let busiest = busiest_flows(per_flow, &flow_intervals);
+    plots.save("flow_throughput.svg".into(), throughput_plot(&busiest, &flow_intervals, &timeline)?)?;
     Ok(plots.written)
 }
 
 /// The latency and flows reports in `csv_dir`; both must be there.
-fn report_paths(csv_dir: &Path) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
+fn report_paths(csv_dir: &Path) -> Result<(PathBuf, PathBuf)> {
     let latency_path = csv_dir.join("latency.csv");
     let flows_path = csv_dir.join("flows.csv");
     if !latency_path.is_file() || !flows_path.is_file() {
@@ -375,14 +706,19 @@ fn report_paths(csv_dir: &Path) -> Result<(std::path::PathBuf, std::path::PathBu
 struct Plots<'a> {
     out: &'a Path,
     options: resvg::usvg::Options<'static>,
-    written: Vec<std::path::PathBuf>,
+    written: Vec<PathBuf>,
 }
 
 impl<'a> Plots<'a> {
-    fn new(out: &'a Path) -> Self {
+    /// Loads the system fonts, registers the one the text is laid out with and makes it
+    /// resvg's sans-serif, so that the PNG's text is the text the layout measured.
+    fn new(out: &'a Path) -> Result<Self> {
         let mut options = resvg::usvg::Options::default();
-        options.fontdb_mut().load_system_fonts();
-        Self { out, options, written: Vec::new() }
+        let db = options.fontdb_mut();
+        db.load_system_fonts();
+        let family = font_family(db)?;
+        db.set_sans_serif_family(family);
+        Ok(Self { out, options, written: Vec::new() })
     }
 
     /// Writes a plot as SVG and, rendered, as PNG (for places that show no SVG).
@@ -398,31 +734,42 @@ impl<'a> Plots<'a> {
     }
 }
 
-/// Per op, per segment: its latency rows.
-type LatencyByOp = BTreeMap<String, BTreeMap<String, Vec<QuantileRow>>>;
-/// Per interval: per segment, (Σ count × p50, Σ count).
-type Split = BTreeMap<u64, BTreeMap<String, (f64, f64)>>;
+/// Renders an SVG of ours to PNG at its own size.
+fn to_png(svg: &str, options: &resvg::usvg::Options<'_>) -> Result<Vec<u8>> {
+    let tree = resvg::usvg::Tree::from_str(svg, options).context("rendering a plot")?;
+    let size = tree.size().to_int_size();
+    let mut pixmap =
+        resvg::tiny_skia::Pixmap::new(size.width(), size.height()).context("a plot with no size")?;
+    resvg::render(&tree, resvg::tiny_skia::Transform::default(), &mut pixmap.as_mut());
+    pixmap.encode_png().context("encoding a plot as PNG")
+}
 
-/// The latency report's rows per op and segment (for the CDFs), and per op the
-/// count-weighted p50 of each segment per interval (for the segment split).
-fn read_latency(
-    latency: &[BTreeMap<String, String>],
-    p: &Path,
-) -> Result<(LatencyByOp, BTreeMap<String, Split>)> {
-    let mut by_op = LatencyByOp::new();
-    let mut split: BTreeMap<String, Split> = BTreeMap::new();
+/// What the plots take from the latency report.
+struct Latency {
+    /// Per op and segment, the rows (for the CDFs).
+    by_op: LatencyByOp,
+    /// Per op, the count-weighted p50 of each segment per interval (for the segment split).
+    split: BTreeMap<String, Split>,
+    /// The report's intervals.
+    intervals: Intervals,
+}
+
+fn read_latency(latency: &[BTreeMap<String, String>], p: &Path) -> Result<Latency> {
+    let mut read = Latency { by_op: LatencyByOp::new(), split: BTreeMap::new(), intervals: Intervals::new() };
     for row in latency {
         let (op, seg) = (field(row, "op", p)?.to_owned(), field(row, "segment", p)?.to_owned());
         let n = number(row, "count", p)?;
         let pts = quantile_points(row, p)?;
-        let start = time(row, "interval_start", p)?;
+        let (start, end) = (time(row, "interval_start", p)?, time(row, "interval_end", p)?);
         let p50 = pts[1].0;
-        by_op.entry(op.clone()).or_default().entry(seg.clone()).or_default().push((n, pts));
-        let e = split.entry(op).or_default().entry(start).or_default().entry(seg).or_default();
+        read.by_op.entry(op.clone()).or_default().entry(seg.clone()).or_default().push((n, pts));
+        let e = read.split.entry(op).or_default().entry(start).or_default().entry(seg).or_default();
         e.0 += n * p50;
         e.1 += n;
+        let last = read.intervals.entry(start).or_insert(end);
+        *last = (*last).max(end);
     }
-    Ok((by_op, split))
+    Ok(read)
 }
 
 /// A latency row's percentiles as (µs, quantile), from min (0) to max (1).
@@ -435,72 +782,119 @@ fn quantile_points(row: &BTreeMap<String, String>, p: &Path) -> Result<Vec<(f64,
     Ok(pts)
 }
 
+/// The lowest latency the log axis shows, in µs: 0 µs is drawn there.
+const LOG_FLOOR_US: f64 = 0.001;
+
 /// An op's latency CDF, one line per segment.
-fn latency_cdf(op: &str, segs: &BTreeMap<String, Vec<QuantileRow>>) -> String {
-    let series: Vec<Series> = segs
-        .iter()
-        .map(|(seg, rows)| Series {
-            name: seg.clone(),
-            // The log axis cannot show 0 µs (an in-capsule write's compute time).
-            points: pooled_cdf(rows).into_iter().map(|(x, q)| (x.max(0.001), q)).collect(),
-        })
+fn latency_cdf(op: &str, segs: &BTreeMap<String, Vec<QuantileRow>>) -> Result<String> {
+    let cdfs: Vec<(String, Vec<(f64, f64)>)> =
+        segs.iter().map(|(seg, rows)| (seg.clone(), pooled_cdf(rows))).collect();
+    let floored = cdfs.iter().any(|(_, pts)| pts.iter().any(|p| p.0 < LOG_FLOOR_US));
+    let series: Vec<(String, Vec<(f64, f64)>)> = cdfs
+        .into_iter()
+        .map(|(seg, pts)| (seg, pts.into_iter().map(|(x, q)| (x.max(LOG_FLOOR_US), q)).collect()))
         .collect();
-    line_plot(&format!("{op} latency CDF by segment"), &series, true, "latency (µs, log)", "fraction of I/Os")
+    let legend: Vec<Entry> = series
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _))| Entry { name: name.clone(), color: COLORS[i % COLORS.len()], key: Key::Line })
+        .collect();
+    let x_label = if floored { "latency (log scale; 0 µs drawn at 1 ns)" } else { "latency (log scale)" };
+    page(&format!("{op} latency CDF by segment"), &legend, |area, marks| {
+        let x = Axis::fit(series.iter().flat_map(|s| s.1.iter().map(|p| p.0)), true, false);
+        let mut c = chart(area, x, Axis::linear(0.0, 1.0))?;
+        grid(&mut c)?;
+        for (i, (name, pts)) in series.iter().enumerate() {
+            let style = COLORS[i % COLORS.len()].stroke_width(2);
+            open_series(marks, name, pts)?;
+            c.draw_series(std::iter::once(PathElement::new(pts.clone(), style))).map_err(drawing)?;
+            if pts.len() == 1 {
+                // One latency: a step from 0 to 1 there, shown as a dot.
+                c.draw_series(pts.iter().map(|p| Circle::new(*p, 3, style.filled()))).map_err(drawing)?;
+            }
+            marks.close()?;
+        }
+        axes(
+            &mut c,
+            marks,
+            AxisText { label: x_label, tick: &|v| latency_text(*v) },
+            AxisText { label: "fraction of samples at or below", tick: &|v| tick_text(*v) },
+        )
+    })
 }
 
 /// An op's segment split over time (NVMe: compute, network, storage); none for an op
 /// without those segments.
-fn segment_split(op: &str, intervals: &Split) -> Option<String> {
+fn segment_split(
+    op: &str,
+    intervals: &Split,
+    ends: &Intervals,
+    timeline: &Timeline,
+) -> Result<Option<String>> {
     let segs = ["compute", "network", "storage"];
     if !intervals.values().any(|m| segs.iter().any(|s| m.contains_key(*s))) {
-        return None;
+        return Ok(None);
     }
-    let t0 = *intervals.keys().next().expect("an interval");
-    let span = (*intervals.keys().last().expect("an interval") - t0) as f64 / 1e9;
-    let unit = time_unit(span);
-    let xs: Vec<f64> = intervals.keys().map(|&t| (t - t0) as f64 / 1e9 * unit.0).collect();
-    let stacks: Vec<[f64; 3]> = intervals
-        .values()
-        .map(|m| segs.map(|s| m.get(s).map_or(0.0, |(sum, n)| if *n > 0.0 { sum / n } else { 0.0 })))
-        .collect();
-    Some(stacked_bars(op, &xs, &stacks, &segs, unit.1))
-}
-
-/// Per flow: bytes, and per interval start: (Gbit/s, retransmissions, CNPs).
-type FlowIntervals = BTreeMap<String, (u64, BTreeMap<u64, (f64, bool, bool)>)>;
-
-/// The busiest flows' points over every interval, and the unit of the time axis.
-fn busiest_flows(flows: &[BTreeMap<String, String>], p: &Path) -> Result<(Vec<FlowLine>, &'static str)> {
-    let (per_flow, starts) = read_flows(flows, p)?;
-    // A flow without a row in an interval carried nothing then.
-    let t0 = starts.first().copied().unwrap_or(0);
-    let span = (starts.last().copied().unwrap_or(0) - t0) as f64 / 1e9;
-    let unit = time_unit(span);
-    let mut busiest: Vec<FlowLine> = per_flow
-        .into_iter()
-        .map(|(name, (bytes, at))| {
-            let pts = starts
-                .iter()
-                .map(|t| {
-                    let (g, retx, cnp) = at.get(t).copied().unwrap_or_default();
-                    ((t - t0) as f64 / 1e9 * unit.0, g, retx, cnp)
-                })
-                .collect();
-            (name, (bytes, pts))
+    // Per interval: where its bar starts and ends on the time axis, and its stack.
+    let bars: Vec<(f64, f64, [f64; 3])> = intervals
+        .iter()
+        .map(|(start, m)| {
+            let end = ends.get(start).copied().unwrap_or(*start);
+            let stack = segs.map(|s| m.get(s).map_or(0.0, |(sum, n)| if *n > 0.0 { sum / n } else { 0.0 }));
+            (timeline.at(*start), timeline.at(end), stack)
         })
         .collect();
-    busiest.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(&b.0)));
-    busiest.truncate(TOP_FLOWS);
-    Ok((busiest, unit.1))
+    let colors = [COLORS[2], COLORS[1], COLORS[0]];
+    let legend: Vec<Entry> = segs
+        .iter()
+        .zip(colors)
+        .map(|(s, color)| Entry { name: (*s).to_owned(), color, key: Key::Bar })
+        .collect();
+    let title = format!("{op}: time per segment, per interval (pairs' medians, weighted by count)");
+    let svg = page(&title, &legend, |area, marks| {
+        let y = Axis::fit(bars.iter().map(|b| b.2.iter().sum::<f64>()), false, true);
+        let mut c = chart(area, timeline.axis(), y)?;
+        grid(&mut c)?;
+        for (k, seg) in segs.iter().enumerate() {
+            let points: Vec<(f64, f64)> = bars.iter().map(|b| (b.0, b.2[k])).collect();
+            open_series(marks, seg, &points)?;
+            c.draw_series(bars.iter().map(|(x0, x1, stack)| {
+                let below: f64 = stack[..k].iter().sum();
+                let gap = (x1 - x0) * 0.08;
+                Rectangle::new([(x0 + gap, below), (x1 - gap, below + stack[k])], colors[k].filled())
+            }))
+            .map_err(drawing)?;
+            marks.close()?;
+        }
+        axes(
+            &mut c,
+            marks,
+            AxisText { label: &timeline.label(), tick: &|v| tick_text(*v) },
+            AxisText { label: "µs (count-weighted mean of p50s)", tick: &|v| tick_text(*v) },
+        )
+    })?;
+    Ok(Some(svg))
 }
 
-/// The flows report per flow and interval, and every interval start seen.
-fn read_flows(
-    flows: &[BTreeMap<String, String>],
-    p: &Path,
-) -> Result<(FlowIntervals, std::collections::BTreeSet<u64>)> {
+/// The busiest flows (the most bytes first) with their throughput in every interval of the
+/// flows report.
+fn busiest_flows(per_flow: FlowIntervals, intervals: &Intervals) -> Vec<FlowLine> {
+    let mut busiest: Vec<(String, (u64, FlowAt))> = per_flow.into_iter().collect();
+    busiest.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(&b.0)));
+    busiest.truncate(TOP_FLOWS);
+    // A flow without a row in an interval carried nothing then.
+    busiest
+        .into_iter()
+        .map(|(name, (_, at))| {
+            (name, intervals.keys().map(|t| at.get(t).copied().unwrap_or_default()).collect())
+        })
+        .collect()
+}
+
+/// The flows report per flow and interval, and the report's intervals.
+fn read_flows(flows: &[BTreeMap<String, String>], p: &Path) -> Result<(FlowIntervals, Intervals)> {
     let mut per_flow = FlowIntervals::new();
-    let mut starts = std::collections::BTreeSet::new();
+    let mut intervals = Intervals::new();
     for row in flows {
         let name = format!(
             "{} {}>{} qp {}",
@@ -509,8 +903,9 @@ fn read_flows(
             field(row, "dst_ip", p)?,
             field(row, "dst_qpn", p)?
         );
-        let t = time(row, "interval_start", p)?;
-        starts.insert(t);
+        let (t, end) = (time(row, "interval_start", p)?, time(row, "interval_end", p)?);
+        let last = intervals.entry(t).or_insert(end);
+        *last = (*last).max(end);
         let e = per_flow.entry(name).or_default();
         e.0 += number(row, "bytes", p)? as u64;
         let at = e.1.entry(t).or_default();
@@ -518,99 +913,60 @@ fn read_flows(
         at.1 |= number(row, "retx_packets", p)? > 0.0;
         at.2 |= number(row, "cnp", p)? > 0.0;
     }
-    Ok((per_flow, starts))
+    Ok((per_flow, intervals))
 }
 
-/// Renders an SVG of ours to PNG at its own size.
-fn to_png(svg: &str, options: &resvg::usvg::Options<'_>) -> Result<Vec<u8>> {
-    let tree = resvg::usvg::Tree::from_str(svg, options).context("rendering a plot")?;
-    let size = tree.size().to_int_size();
-    let mut pixmap =
-        resvg::tiny_skia::Pixmap::new(size.width(), size.height()).context("a plot with no size")?;
-    resvg::render(&tree, resvg::tiny_skia::Transform::default(), &mut pixmap.as_mut());
-    pixmap.encode_png().context("encoding a plot as PNG")
-}
-
-fn stacked_bars(op: &str, xs: &[f64], stacks: &[[f64; 3]], segs: &[&str; 3], unit: &str) -> String {
-    let x = Axis::fit(xs.iter().copied().chain(xs.last().map(|l| l + bar_step(xs))), false, false);
-    let y = Axis::fit(stacks.iter().map(|s| s.iter().sum::<f64>()), false, true);
-    let (mut s, map) = frame(
-        &format!("{op}: time per segment, per interval (pairs' medians, weighted by count)"),
-        x,
-        y,
-        &format!("{unit} since the first interval"),
-        "µs (count-weighted mean of p50s)",
-    );
-    let step = bar_step(xs);
-    for (k, seg) in segs.iter().enumerate() {
-        let color = COLORS[[2, 1, 0][k]];
-        let _ = write!(
-            s,
-            "<g class=\"series\" data-name=\"{seg}\" data-x=\"{}\" data-y=\"{}\">",
-            values(xs.iter().copied()),
-            values(stacks.iter().map(|st| st[k]))
-        );
-        for (xi, st) in xs.iter().zip(stacks) {
-            let below: f64 = st[..k].iter().sum();
-            let (x0, y0) = map(*xi, below + st[k]);
-            let (x1, y1) = map(xi + step * 0.8, below);
-            let _ = write!(
-                s,
-                "<rect x=\"{x0:.2}\" y=\"{y0:.2}\" width=\"{:.2}\" height=\"{:.2}\" fill=\"{color}\"/>",
-                x1 - x0,
-                (y1 - y0).max(0.0)
-            );
-        }
-        s.push_str("</g>\n");
-        legend(&mut s, k, seg, color);
-    }
-    s.push_str("</svg>\n");
-    s
-}
-
-/// The width of an interval on the time axis: the smallest step between intervals.
-fn bar_step(xs: &[f64]) -> f64 {
-    let min = xs.windows(2).map(|w| w[1] - w[0]).filter(|d| *d > 0.0).fold(f64::INFINITY, f64::min);
-    if min.is_finite() {
-        min
-    } else {
-        1.0
-    }
-}
-
-fn throughput_plot(flows: &[FlowLine], unit: &str) -> String {
-    let series: Vec<Series> = flows
+/// The busiest flows' throughput per interval, a point at each interval's middle, with the
+/// intervals that had retransmissions (circles) or CNPs (triangles) marked.
+fn throughput_plot(flows: &[FlowLine], intervals: &Intervals, timeline: &Timeline) -> Result<String> {
+    let max =
+        flows.iter().flat_map(|f| f.1.iter().map(|p| p.0)).filter(|v| v.is_finite()).fold(0.0, f64::max);
+    let (scale, unit) = rate_unit(max);
+    let mids: Vec<f64> =
+        intervals.iter().map(|(s, e)| (timeline.at(*s) + timeline.at(*e.max(s))) / 2.0).collect();
+    let lines: Vec<Vec<(f64, f64)>> =
+        flows.iter().map(|f| mids.iter().zip(&f.1).map(|(x, p)| (*x, p.0 * scale)).collect()).collect();
+    let mut legend: Vec<Entry> = flows
         .iter()
-        .map(|(name, (_, pts))| Series {
-            name: name.clone(),
-            points: pts.iter().map(|p| (p.0, p.1)).collect(),
-        })
+        .enumerate()
+        .map(|(i, f)| Entry { name: f.0.clone(), color: COLORS[i % COLORS.len()], key: Key::Line })
         .collect();
-    let mut s = line_plot(
-        "Busiest flows: throughput per interval (○ retransmissions, △ CNPs)",
-        &series,
-        false,
-        &format!("{unit} since the first interval"),
-        "Gbit/s",
-    );
-    s.truncate(s.len() - "</svg>\n".len());
-    let x = Axis::fit(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)), false, false);
-    let y = Axis::fit(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)), false, true);
-    let (_, map) = frame("", x, y, "", "");
-    for (i, (name, (_, pts))) in flows.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        for &(t, g, retx, cnp) in pts {
-            let (px, py) = map(t, g);
-            if retx {
-                let _ = writeln!(s, "<circle class=\"retx\" data-name=\"{}\" data-x=\"{t}\" cx=\"{px:.2}\" cy=\"{py:.2}\" r=\"5\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"/>", esc(name));
+    legend.push(Entry { name: "retransmissions".into(), color: MARKER_KEY, key: Key::Circle });
+    legend.push(Entry { name: "CNPs".into(), color: MARKER_KEY, key: Key::Triangle });
+    let title = "Busiest flows: throughput per interval, retransmissions and CNPs marked";
+    page(title, &legend, |area, marks| {
+        let y = Axis::fit(lines.iter().flat_map(|l| l.iter().map(|p| p.1)), false, true);
+        let mut c = chart(area, timeline.axis(), y)?;
+        grid(&mut c)?;
+        for (i, ((name, at), pts)) in flows.iter().zip(&lines).enumerate() {
+            let style = COLORS[i % COLORS.len()].stroke_width(2);
+            open_series(marks, name, pts)?;
+            c.draw_series(std::iter::once(PathElement::new(pts.clone(), style))).map_err(drawing)?;
+            if pts.len() <= 60 {
+                c.draw_series(pts.iter().map(|p| Circle::new(*p, 2, style.filled()))).map_err(drawing)?;
             }
-            if cnp {
-                let _ = writeln!(s, "<path class=\"cnp\" data-name=\"{}\" data-x=\"{t}\" d=\"M{px:.2},{:.2} l5,9 h-10 z\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"/>", esc(name), py - 6.0);
+            marks.close()?;
+            for (&(x, y), &(_, retx, cnp)) in pts.iter().zip(at) {
+                if retx {
+                    marks.open("retx", &[("name", name.clone()), ("x", format!("{x}"))])?;
+                    c.draw_series(std::iter::once(Circle::new((x, y), 6, style))).map_err(drawing)?;
+                    marks.close()?;
+                }
+                if cnp {
+                    marks.open("cnp", &[("name", name.clone()), ("x", format!("{x}"))])?;
+                    let mark = EmptyElement::at((x, y)) + triangle((0, -3), style);
+                    c.draw_series(std::iter::once(mark)).map_err(drawing)?;
+                    marks.close()?;
+                }
             }
         }
-    }
-    s.push_str("</svg>\n");
-    s
+        axes(
+            &mut c,
+            marks,
+            AxisText { label: &timeline.label(), tick: &|v| tick_text(*v) },
+            AxisText { label: &format!("throughput ({unit})"), tick: &|v| tick_text(*v) },
+        )
+    })
 }
 
 #[cfg(test)]
@@ -644,5 +1000,77 @@ mod tests {
             (1.0, vec![(20.0, 0.0), (20.0, 0.5), (20.0, 1.0)]),
         ];
         assert_eq!(pooled_cdf(&rows), [(10.0, 0.75), (20.0, 1.0)]);
+    }
+
+    fn texts(ticks: &[f64], text: impl Fn(f64) -> String) -> Vec<String> {
+        ticks.iter().map(|t| text(*t)).collect()
+    }
+
+    #[test]
+    fn linear_axes_end_on_round_steps() {
+        let a = Axis::linear(0.0, 0.8);
+        assert_eq!((a.lo, a.hi), (0.0, 0.8));
+        assert_eq!(texts(&a.ticks, tick_text), ["0", "0.2", "0.4", "0.6", "0.8"]);
+        let a = Axis::linear(0.0, 10.0);
+        assert_eq!(texts(&a.ticks, tick_text), ["0", "2", "4", "6", "8", "10"]);
+        let a = Axis::fit([0.3, 0.7].into_iter(), false, false);
+        assert_eq!(texts(&a.ticks, tick_text), ["0.3", "0.4", "0.5", "0.6", "0.7"]);
+        // One value: an axis of one unit around it.
+        let a = Axis::fit([3.0].into_iter(), false, true);
+        assert_eq!((a.lo, a.hi), (0.0, 3.0));
+        let a = Axis::fit(std::iter::empty(), false, true);
+        assert_eq!((a.lo, a.hi), (0.0, 1.0));
+    }
+
+    #[test]
+    fn log_axes_tick_at_1_2_5_or_at_powers_of_ten() {
+        let a = Axis::fit([2.3, 180.0].into_iter(), true, false);
+        assert_eq!((a.lo, a.hi), (2.0, 200.0));
+        assert_eq!(
+            texts(&a.ticks, latency_text),
+            ["2 µs", "5 µs", "10 µs", "20 µs", "50 µs", "100 µs", "200 µs"]
+        );
+        assert!(a.light.iter().all(|v| *v > 2.0 && *v < 200.0) && a.light.contains(&30.0));
+        // Over more than three decades, the powers of ten alone.
+        let a = Axis::fit([0.001, 0.4, 7000.0].into_iter(), true, false);
+        assert_eq!(
+            texts(&a.ticks, latency_text),
+            ["1 ns", "10 ns", "100 ns", "1 µs", "10 µs", "100 µs", "1 ms", "10 ms"]
+        );
+        // One value: from the 1-2-5 step at or below to the next.
+        let a = Axis::fit([5.0].into_iter(), true, false);
+        assert_eq!((a.lo, a.hi), (5.0, 10.0));
+    }
+
+    #[test]
+    fn the_time_unit_follows_the_span() {
+        let unit = |span_ns: u64| {
+            let t = Timeline::new(&Intervals::from([(1_000, 1_000 + span_ns)]));
+            (t.unit, t.span)
+        };
+        assert_eq!(unit(20_000), ("µs", 20.0));
+        assert_eq!(unit(1_000_000), ("ms", 1.0));
+        assert_eq!(unit(10_000_000_000), ("s", 10.0));
+        assert_eq!(unit(600_000_000_000), ("min", 10.0));
+        assert_eq!(unit(86_400_000_000_000), ("h", 24.0));
+        let t = Timeline::new(&Intervals::from([(1_795_939_200_000_000_000, 1_795_939_200_001_000_000)]));
+        assert_eq!(t.label(), "ms since the first interval (2026-11-29T08:00:00.000000000Z)");
+    }
+
+    #[test]
+    fn rates_take_the_unit_that_fits() {
+        assert_eq!(rate_unit(25.0), (1.0, "Gbit/s"));
+        assert_eq!(rate_unit(0.004), (1e3, "Mbit/s"));
+        assert_eq!(rate_unit(0.0004), (1e6, "kbit/s"));
+        assert_eq!(rate_unit(2e-5), (1e6, "kbit/s"));
+        assert_eq!(rate_unit(0.0), (1e9, "bit/s"));
+    }
+
+    #[test]
+    fn marks_become_groups() {
+        let tags = ["<g class=\"a\">".to_owned(), "</g>".to_owned()];
+        let svg = "<svg>\n<text x=\"0\" font-family=\"roceprobe-mark\">\nmark</text>\n<rect/>\n<text x=\"0\" font-family=\"roceprobe-mark\">\nmark</text>\n</svg>\n";
+        assert_eq!(Marks::apply(svg, &tags).unwrap(), "<svg>\n<g class=\"a\">\n<rect/>\n</g>\n</svg>\n");
+        assert!(Marks::apply("<svg/>", &tags).is_err());
     }
 }
