@@ -84,6 +84,25 @@ fn per_gbps(label: &str) -> f64 {
     }
 }
 
+/// Replays `pcap` into `csv` with `args`, then plots `csv` into `out`.
+fn replay_and_plot(csv: &Path, out: &Path, args: &[&str]) {
+    let o = run(&[&["replay", "-q", "--csv-dir", csv.to_str().unwrap()][..], args].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run(&["plot", "--csv-dir", csv.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// The first interval start of a run and its span to the last interval's end, in ns, over
+/// the latency and flows reports.
+fn run_span(csv: &Path) -> (String, u64) {
+    let rows: Vec<Row> = ["latency.csv", "flows.csv"].iter().flat_map(|f| read(&csv.join(f))).collect();
+    let ns = |s: &str| roceprobe::report::plot::parse_rfc3339(s).unwrap();
+    let first = rows.iter().map(|r| r["interval_start"].clone()).min_by_key(|s| ns(s)).unwrap();
+    let end = rows.iter().map(|r| ns(&r["interval_end"])).max().unwrap();
+    let span = end - ns(&first);
+    (first, span)
+}
+
 #[test]
 fn plots_carry_the_csv_numbers() {
     let dir = tempfile::tempdir().unwrap();
@@ -305,5 +324,206 @@ fn hostile_csv_files_are_one_line_errors_not_panics() {
         } else {
             assert!(needle.is_empty(), "plotted what should be refused ({needle})");
         }
+    }
+}
+
+/// rc_loss_vlan replayed in 20 µs intervals and plotted: (CSV folder, plots folder).
+fn rc_loss_plots(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (csv, out) = (dir.join("csv"), dir.join("plots"));
+    let pcap = fixtures().join("scenarios/rc_loss_vlan/rc_loss_vlan.pcap");
+    let args = ["--interval", "20us", "--vantage", "compute=vlan:10", "--vantage", "storage=vlan:20"];
+    replay_and_plot(&csv, &out, &[&args[..], &[pcap.to_str().unwrap()]].concat());
+    (csv, out)
+}
+
+fn svg_file(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The x extent of the one `rect` under a node, in pixels.
+fn bar(n: roxmltree::Node) -> (f64, f64) {
+    let rects: Vec<_> = n.descendants().filter(|r| r.has_tag_name("rect")).collect();
+    assert_eq!(rects.len(), 1);
+    let attr = |a: &str| rects[0].attribute(a).unwrap().parse::<f64>().unwrap();
+    (attr("x"), attr("x") + attr("width"))
+}
+
+#[test]
+fn a_one_interval_run_draws_one_bar_across_its_interval_on_an_axis_in_seconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, out) = (dir.path().join("csv"), dir.path().join("plots"));
+    let pcap = fixtures().join("scenarios/nvme_vlan/nvme_vlan.pcap");
+    let args = ["--interval", "10s", "--vantage", "compute=vlan:10", "--vantage", "storage=vlan:20"];
+    replay_and_plot(&csv, &out, &[&args[..], &[pcap.to_str().unwrap()]].concat());
+    let (first, span) = run_span(&csv);
+    assert_eq!(span, 10_000_000_000, "one interval of 10 s");
+    let text = svg_file(&out.join("segments_nvme_read.svg"));
+    let (label, ticks) = axis(&text, "x-axis");
+    assert_eq!(label, format!("s since the first interval ({first})"));
+    let names: Vec<&str> = ticks.iter().map(|t| t.0.as_str()).collect();
+    assert_eq!(names, ["0", "2", "4", "6", "8", "10"]);
+    // Each segment's bar spans the interval, tick 0 to tick 10, less a gap at each end.
+    let (x0, x10) = (ticks[0].1, ticks[5].1);
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let bars: Vec<_> = doc.descendants().filter(|n| n.attribute("class") == Some("series")).collect();
+    assert_eq!(bars.len(), 3);
+    for g in bars {
+        assert_eq!(g.attribute("data-x"), Some("0"));
+        let (l, r) = bar(g);
+        assert!(
+            ((l + r) / 2.0 - (x0 + x10) / 2.0).abs() <= 1.5
+                && r - l >= 0.8 * (x10 - x0)
+                && l >= x0
+                && r <= x10,
+            "bar {l}..{r} on an axis {x0}..{x10}"
+        );
+    }
+}
+
+#[test]
+fn a_1ms_interval_run_has_an_axis_in_milliseconds_with_each_bar_in_its_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, out) = (dir.path().join("csv"), dir.path().join("plots"));
+    let t = scenario_truth("nvme_faults");
+    let files: Vec<String> =
+        scenario_files("nvme_faults", &t).iter().map(|p| p.to_str().unwrap().to_owned()).collect();
+    let args: Vec<String> =
+        [vec!["--interval".to_owned(), "1ms".to_owned()], scenario_args(&t), files].concat();
+    replay_and_plot(&csv, &out, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let (first, span) = run_span(&csv);
+    let ms = span / 1_000_000;
+    assert!(span % 1_000_000 == 0 && (2..=5).contains(&ms), "a run of a few 1 ms intervals: {span} ns");
+    let ns = |s: &str| roceprobe::report::plot::parse_rfc3339(s).unwrap();
+    let latency = read(&csv.join("latency.csv"));
+    for op in ["nvme_read", "nvme_write"] {
+        let text = svg_file(&out.join(format!("segments_{op}.svg")));
+        let (label, ticks) = axis(&text, "x-axis");
+        assert_eq!(label, format!("ms since the first interval ({first})"), "{op}");
+        let names: Vec<&str> = ticks.iter().map(|t| t.0.as_str()).collect();
+        let want: Vec<String> = (0..=ms).map(|k| k.to_string()).collect();
+        assert_eq!(names, want, "{op}");
+        // Each interval's bar where the interval is: between the ticks of its start and end.
+        let starts: BTreeSet<u64> = latency
+            .iter()
+            .filter(|r| r["op"] == op)
+            .map(|r| (ns(&r["interval_start"]) - ns(&first)) / 1_000_000)
+            .collect();
+        assert!(!starts.is_empty(), "{op}");
+        let doc = roxmltree::Document::parse(&text).unwrap();
+        for g in doc.descendants().filter(|n| n.attribute("class") == Some("series")) {
+            let x = nums(g.attribute("data-x").unwrap());
+            assert_eq!(x, starts.iter().map(|s| *s as f64).collect::<Vec<_>>(), "{op}");
+            if let [start] = starts.iter().copied().collect::<Vec<_>>()[..] {
+                let (l, r) = bar(g);
+                let (a, b) = (ticks[start as usize].1, ticks[start as usize + 1].1);
+                assert!(l >= a && r <= b && r - l >= 0.8 * (b - a), "{op}: bar {l}..{r}, interval {a}..{b}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_legend_names_every_flow_in_full_within_the_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, out) = rc_loss_plots(dir.path());
+    let text = svg_file(&out.join("flow_throughput.svg"));
+    let plotted = series(&text);
+    assert!(plotted.len() >= 4, "{} flows", plotted.len());
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let legend = texts(group(&doc, "legend"));
+    for name in plotted.keys() {
+        assert!(legend.contains(name), "{name} not in the legend {legend:?}");
+    }
+    // Drawn with the font of the plot's layout, each legend text inside the page and clear
+    // of the others.
+    let mut options = resvg::usvg::Options::default();
+    options.fontdb_mut().load_system_fonts();
+    options.fontdb_mut().set_sans_serif_family("DejaVu Sans");
+    let tree = resvg::usvg::Tree::from_str(&text, &options).unwrap();
+    fn walk(g: &resvg::usvg::Group, out: &mut Vec<(String, resvg::usvg::Rect)>) {
+        for n in g.children() {
+            match n {
+                resvg::usvg::Node::Group(g) => walk(g, out),
+                resvg::usvg::Node::Text(t) => {
+                    let s: String = t.chunks().iter().map(|c| c.text()).collect();
+                    out.push((s.trim().to_owned(), t.abs_bounding_box()));
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut drawn = Vec::new();
+    walk(tree.root(), &mut drawn);
+    let boxes: Vec<_> = drawn.iter().filter(|(s, _)| legend.contains(s)).collect();
+    assert_eq!(boxes.len(), legend.len(), "{drawn:?}");
+    for (i, (s, b)) in boxes.iter().enumerate() {
+        assert!(b.left() >= 0.0 && b.right() <= 800.0 && b.top() >= 0.0 && b.bottom() <= 450.0, "{s}: {b:?}");
+        for (t, c) in &boxes[i + 1..] {
+            let apart = b.right() <= c.left()
+                || c.right() <= b.left()
+                || b.bottom() <= c.top()
+                || c.bottom() <= b.top();
+            assert!(apart, "{s} {b:?} overlaps {t} {c:?}");
+        }
+    }
+}
+
+#[test]
+fn throughput_axes_take_the_unit_that_fits_the_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, fast) = rc_loss_plots(&dir.path().join("fast"));
+    // The connection manager's capture: a few kilobytes over a second.
+    let (csv, slow) = (dir.path().join("slow/csv"), dir.path().join("slow/plots"));
+    replay_and_plot(&csv, &slow, &["--interval", "1s", capture("rdma_cm.pcap").to_str().unwrap()]);
+    for (out, unit) in [(fast, "Gbit/s"), (slow, "kbit/s")] {
+        let text = svg_file(&out.join("flow_throughput.svg"));
+        let (label, ticks) = axis(&text, "y-axis");
+        assert_eq!(label, format!("throughput ({unit})"));
+        let max = series(&text).values().flat_map(|(_, y)| y.iter().copied()).fold(0.0, f64::max);
+        assert!((1.0..1000.0).contains(&max), "{unit}: the busiest interval is {max} {unit}");
+        let top: f64 = ticks.iter().map(|t| t.0.parse::<f64>().unwrap()).fold(0.0, f64::max);
+        assert!(top >= max && top < 2.0 * max + 1.0, "{unit}: ticks up to {top} for {max}");
+    }
+}
+
+#[test]
+fn latency_cdfs_have_log_axes_with_ticks_in_time_units() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, out) = rc_loss_plots(dir.path());
+    let ops: BTreeSet<String> = read(&csv.join("latency.csv")).iter().map(|r| r["op"].clone()).collect();
+    assert!(!ops.is_empty());
+    for op in ops {
+        let text = svg_file(&out.join(format!("latency_cdf_{op}.svg")));
+        let (label, ticks) = axis(&text, "x-axis");
+        assert!(label.starts_with("latency (log scale"), "{op}: {label}");
+        // Each tick 1, 2 or 5 times a power of ten of ns, µs, ms or s.
+        let us: Vec<f64> = ticks
+            .iter()
+            .map(|(t, _)| {
+                let (v, unit) = t.split_once(' ').unwrap_or_else(|| panic!("{op}: tick {t}"));
+                let v: f64 = v.parse().unwrap();
+                let lead = v / 10f64.powf(v.log10().floor());
+                assert!([1.0, 2.0, 5.0].iter().any(|m| (lead - m).abs() < 1e-9), "{op}: tick {t}");
+                v * match unit {
+                    "ns" => 1e-3,
+                    "µs" => 1.0,
+                    "ms" => 1e3,
+                    "s" => 1e6,
+                    _ => panic!("{op}: tick {t}"),
+                }
+            })
+            .collect();
+        assert!(us.len() >= 2 && us.windows(2).all(|w| w[1] > w[0]), "{op}: {ticks:?}");
+        // A log axis: position proportional to the log of the latency.
+        let (p0, l0) = (ticks[0].1, us[0].log10());
+        let px_per_decade = (ticks.last().unwrap().1 - p0) / (us.last().unwrap().log10() - l0);
+        for ((t, p), v) in ticks.iter().zip(&us) {
+            assert!((p - p0 - (v.log10() - l0) * px_per_decade).abs() <= 1.5, "{op}: tick {t} at {p}");
+        }
+        // The ticks span the data.
+        let x: Vec<f64> = series(&text).values().flat_map(|(x, _)| x.iter().copied()).collect();
+        let (lo, hi) =
+            (x.iter().copied().fold(f64::INFINITY, f64::min), x.iter().copied().fold(0.0, f64::max));
+        assert!(us[0] <= lo && *us.last().unwrap() >= hi, "{op}: ticks {us:?} for data {lo}..{hi}");
     }
 }
