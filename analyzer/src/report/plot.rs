@@ -28,7 +28,8 @@
 //! marks become groups afterwards: every plotted series is a `g.series` carrying its data
 //! (`data-name`, `data-x`, `data-y`, in the axes' units), every marker a `g.retx` or `g.cnp`
 //! (`data-name`, `data-x`), the axes `g.x-axis` and `g.y-axis` (each with its `g.axis-label`
-//! and its `g.ticks`) and the legend `g.legend`, so tests compare the plots with the CSV files they came from.
+//! and its `g.ticks`) and the legend `g.legend`, so tests compare the plots with the CSV
+//! files they came from.
 
 use super::time::rfc3339_nanos;
 use anyhow::{anyhow, bail, Context, Result};
@@ -1069,8 +1070,9 @@ mod tests {
     #[test]
     fn marks_become_groups() {
         let tags = ["<g class=\"a\">".to_owned(), "</g>".to_owned()];
-        let svg = "<svg>\n<text x=\"0\" font-family=\"roceprobe-mark\">\nmark</text>\n<rect/>\n<text x=\"0\" font-family=\"roceprobe-mark\">\nmark</text>\n</svg>\n";
-        assert_eq!(Marks::apply(svg, &tags).unwrap(), "<svg>\n<g class=\"a\">\n<rect/>\n</g>\n</svg>\n");
+        let mark = "<text x=\"0\" font-family=\"roceprobe-mark\">\nmark</text>\n";
+        let svg = format!("<svg>\n{mark}<rect/>\n{mark}</svg>\n");
+        assert_eq!(Marks::apply(&svg, &tags).unwrap(), "<svg>\n<g class=\"a\">\n<rect/>\n</g>\n</svg>\n");
         assert!(Marks::apply("<svg/>", &tags).is_err());
     }
 }
