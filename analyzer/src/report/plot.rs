@@ -324,6 +324,7 @@ fn rate_unit(max_gbps: f64) -> (f64, &'static str) {
 /// last interval's end, in a unit chosen from that span.
 struct Timeline {
     t0: u64,
+    empty: bool,
     span: f64,
     unit_ns: f64,
     unit: &'static str,
@@ -345,7 +346,7 @@ impl Timeline {
         } else {
             (3600e9, "h")
         };
-        Self { t0, span: span_ns as f64 / unit_ns, unit_ns, unit }
+        Self { t0, empty: intervals.is_empty(), span: span_ns as f64 / unit_ns, unit_ns, unit }
     }
 
     /// A time of the run on the axis.
@@ -358,6 +359,9 @@ impl Timeline {
     }
 
     fn label(&self) -> String {
+        if self.empty {
+            return format!("{} (the reports have no interval)", self.unit);
+        }
         format!("{} since the first interval ({})", self.unit, rfc3339_nanos(self.t0))
     }
 }
@@ -1056,6 +1060,7 @@ mod tests {
         assert_eq!(unit(86_400_000_000_000), ("h", 24.0));
         let t = Timeline::new(&Intervals::from([(1_795_939_200_000_000_000, 1_795_939_200_001_000_000)]));
         assert_eq!(t.label(), "ms since the first interval (2026-11-29T08:00:00.000000000Z)");
+        assert_eq!(Timeline::new(&Intervals::new()).label(), "µs (the reports have no interval)");
     }
 
     #[test]
