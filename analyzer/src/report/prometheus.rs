@@ -11,15 +11,40 @@
 use super::summary::{FlowSummary, Summary};
 use crate::track::io::SIZE_CLASS_BOUNDS;
 use anyhow::{Context, Result};
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use std::fmt::Write as _;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::Semaphore;
 
-/// Scrapes of the endpoint so far: answered, and failed (the client hung past the timeouts,
-/// or went away).
+/// How long a client has to send its whole request (request line and headers) from the
+/// moment it is accepted. A client that sends half a request is cut off then.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a connection may last in all, the request and the page: a client that reads
+/// the page too slowly is cut off then.
+pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections served at once. A connection beyond them is closed as soon as it is
+/// accepted, and counted as a failed scrape.
+pub const MAX_CONNECTIONS: usize = 256;
+/// The largest request head (request line and headers) read, in bytes: a longer one is
+/// answered 431 and the connection closed. Prometheus sends a few hundred bytes.
+pub const MAX_REQUEST_BYTES: usize = 8192;
+/// The media type of the text exposition format.
+const CONTENT_TYPE_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Scrapes of the endpoint so far. Served: a request answered in full (the page, or a 404
+/// or 405). Failed: a connection that did not get its answer: the client sent no whole
+/// request within the request timeout, sent a request head too large or malformed, went
+/// away before the answer was written, did not read it within the connection timeout, or
+/// came while the bound on connections was reached (it is closed at once). A connection
+/// that closes without sending a byte (a port check) is neither.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ScrapeStats {
     pub served: u64,
@@ -32,20 +57,36 @@ struct Scrapes {
     failed: AtomicU64,
 }
 
+impl Scrapes {
+    fn served(&self) {
+        self.served.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a failed scrape; the first one is told on stderr with its cause.
+    fn failed(&self, peer: &str, cause: &dyn std::fmt::Display) {
+        if self.failed.fetch_add(1, Ordering::Relaxed) == 0 {
+            eprintln!(
+                "roceprobe: warning: a Prometheus scrape from {peer} failed ({cause}); failed scrapes are counted (roceprobe_scrapes_total, summary prometheus) and the next is served"
+            );
+        }
+    }
+}
+
 /// The latest page, shared between the stats thread (writer) and the HTTP thread (reader),
 /// with the HTTP thread's count of scrapes.
 #[derive(Debug, Clone, Default)]
 pub struct Page {
-    text: Arc<Mutex<Arc<String>>>,
+    text: Arc<Mutex<Bytes>>,
     scrapes: Arc<Scrapes>,
 }
 
 impl Page {
     pub fn set(&self, text: String) {
-        *self.text.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(text);
+        *self.text.lock().unwrap_or_else(|e| e.into_inner()) = Bytes::from(text);
     }
-    pub fn get(&self) -> Arc<String> {
-        Arc::clone(&self.text.lock().unwrap_or_else(|e| e.into_inner()))
+    /// The latest page (shared, not copied).
+    pub fn get(&self) -> Bytes {
+        self.text.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
     pub fn scrapes(&self) -> ScrapeStats {
         ScrapeStats {
@@ -84,64 +125,96 @@ pub fn bind(addr: &str) -> Result<TcpListener> {
     TcpListener::bind(addr).with_context(|| format!("--prometheus {addr}: cannot listen there"))
 }
 
-/// Serves `page` at `/metrics` on its own thread for as long as the process lives. A scrape
-/// that fails is counted, the first one told on stderr with its cause, and the next
-/// connection served.
+/// Serves `page` at `/metrics` on its own thread for as long as the process lives.
+///
+/// The thread runs a single-threaded event loop (tokio) with HTTP/1 from hyper: every
+/// connection is a task, so a client that stalls holds a socket and a timer, not the
+/// server. Each connection has [`REQUEST_TIMEOUT`] to send its request and
+/// [`CONNECTION_TIMEOUT`] in all; at most [`MAX_CONNECTIONS`] are open at once, and a
+/// request head may be [`MAX_REQUEST_BYTES`] long. One request per connection, as before
+/// (`Connection: close`). A scrape that fails is counted, the first one told on stderr
+/// with its cause.
 pub fn serve(listener: TcpListener, page: Page) -> Result<()> {
-    std::thread::Builder::new().name("roceprobe-prometheus".into()).spawn(move || {
-        for conn in listener.incoming() {
-            // One request per connection, answered in turn: scrapes are rare and small.
-            let (peer, outcome) = match conn {
-                Ok(c) => (c.peer_addr().map(|a| a.to_string()).unwrap_or_default(), answer(c, &page)),
-                Err(e) => (String::new(), Err(e)),
-            };
-            match outcome {
-                Ok(()) => {
-                    page.scrapes.served.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(e) => {
-                    if page.scrapes.failed.fetch_add(1, Ordering::Relaxed) == 0 {
-                        eprintln!(
-                            "roceprobe: warning: a Prometheus scrape from {peer} failed ({e}); failed scrapes are counted (roceprobe_scrapes_total, summary prometheus) and the next is served"
-                        );
-                    }
-                }
-            }
-        }
-    })?;
+    listener.set_nonblocking(true)?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build()?;
+    // Registered with the event loop here, so that a failure is a start-up error.
+    let listener = {
+        let _entered = rt.enter();
+        tokio::net::TcpListener::from_std(listener)?
+    };
+    std::thread::Builder::new()
+        .name("roceprobe-prometheus".into())
+        .spawn(move || rt.block_on(accept(listener, page)))?;
     Ok(())
 }
 
-fn answer(mut conn: TcpStream, page: &Page) -> std::io::Result<()> {
-    conn.set_read_timeout(Some(Duration::from_secs(2)))?;
-    conn.set_write_timeout(Some(Duration::from_secs(10)))?;
-    let mut req = [0u8; 4096];
-    let mut len = 0;
-    // The request line and headers; the body of a GET is empty.
-    while len < req.len() && !req[..len].windows(4).any(|w| w == b"\r\n\r\n") {
-        match conn.read(&mut req[len..])? {
-            0 => break,
-            n => len += n,
+/// Accepts connections for ever, each served on a task of its own while a slot is free.
+async fn accept(listener: tokio::net::TcpListener, page: Page) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) => {
+                page.scrapes.failed("", &e);
+                // Out of file descriptors, for one: wait a little rather than spin.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            page.scrapes
+                .failed(&peer.to_string(), &format!("{MAX_CONNECTIONS} connections were open already"));
+            continue;
+        };
+        let page = page.clone();
+        tokio::spawn(async move {
+            connection(stream, &peer.to_string(), &page).await;
+            drop(slot);
+        });
+    }
+}
+
+/// Serves one connection (one request) and counts how it went.
+async fn connection(stream: tokio::net::TcpStream, peer: &str, page: &Page) {
+    let asked = AtomicBool::new(false);
+    let service = hyper::service::service_fn(|req: Request<Incoming>| {
+        asked.store(true, Ordering::Relaxed);
+        std::future::ready(Ok::<_, std::convert::Infallible>(respond(&req, page)))
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(REQUEST_TIMEOUT)
+        .max_buf_size(MAX_REQUEST_BYTES)
+        .keep_alive(false)
+        .serve_connection(TokioIo::new(stream), service);
+    match tokio::time::timeout(CONNECTION_TIMEOUT, conn).await {
+        Ok(Ok(())) if asked.load(Ordering::Relaxed) => page.scrapes.served(),
+        // Closed without a request: a port check, not a scrape.
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => page.scrapes.failed(peer, &e),
+        Err(_) => page
+            .scrapes
+            .failed(peer, &format!("the connection was still open after {} s", CONNECTION_TIMEOUT.as_secs())),
+    }
+}
+
+/// The answer to one request: the page for GET or HEAD `/metrics`, 404 for another path,
+/// 405 for another method.
+fn respond(req: &Request<Incoming>, page: &Page) -> Response<Full<Bytes>> {
+    let (status, body) = match (req.method(), req.uri().path()) {
+        (&Method::GET | &Method::HEAD, "/metrics") => (StatusCode::OK, page.get()),
+        (&Method::GET | &Method::HEAD, _) => {
+            (StatusCode::NOT_FOUND, Bytes::from_static(b"only /metrics is served here\n"))
         }
-    }
-    let line = req[..len].split(|&b| b == b'\r').next().unwrap_or_default();
-    let mut parts = line.split(|&b| b == b' ');
-    let (method, path) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
-    let path = path.split(|&b| b == b'?').next().unwrap_or_default();
-    let (status, body): (&str, Arc<String>) = match (method, path) {
-        (b"GET" | b"HEAD", b"/metrics") => ("200 OK", page.get()),
-        (b"GET" | b"HEAD", _) => ("404 Not Found", Arc::new("only /metrics is served here\n".into())),
-        _ => ("405 Method Not Allowed", Arc::new("GET /metrics\n".into())),
+        _ => (StatusCode::METHOD_NOT_ALLOWED, Bytes::from_static(b"GET /metrics\n")),
     };
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    conn.write_all(head.as_bytes())?;
-    if method != b"HEAD" {
-        conn.write_all(body.as_bytes())?;
+    let mut r = Response::new(Full::new(body));
+    *r.status_mut() = status;
+    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE_TEXT));
+    if status == StatusCode::METHOD_NOT_ALLOWED {
+        r.headers_mut().insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
     }
-    conn.flush()
+    r
 }
 
 /// A label value, escaped as the text format requires.
@@ -231,7 +304,7 @@ fn scrape_family(o: &mut String, p: &str, s: &Summary) {
         o,
         "roceprobe_scrapes_total",
         "counter",
-        "Scrapes of this endpoint by outcome (failed: the client hung or went away).",
+        "Scrapes of this endpoint by outcome (failed: connections not answered, see docs/PROMETHEUS.md).",
     );
     for (outcome, n) in [("served", sc.served), ("failed", sc.failed)] {
         let _ = writeln!(o, "roceprobe_scrapes_total{{{p},outcome=\"{outcome}\"}} {n}");
@@ -423,55 +496,150 @@ pub fn host_name() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::Instant;
 
     #[test]
     fn label_values_are_escaped() {
         assert_eq!(esc("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
     }
 
-    #[test]
-    fn a_scrape_gets_the_latest_page_and_only_metrics_is_served() {
+    /// A server of `page` on a free loopback port.
+    fn server(page: &Page) -> std::net::SocketAddr {
         let listener = bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
+        serve(listener, page.clone()).unwrap();
+        addr
+    }
+
+    /// Sends `request` and reads the answer to the end (the server closes after it).
+    fn ask(addr: std::net::SocketAddr, request: &str) -> String {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        c.write_all(request.as_bytes()).unwrap();
+        let mut r = String::new();
+        c.read_to_string(&mut r).unwrap();
+        r
+    }
+
+    /// Waits (ten seconds at most) until the server has counted `want`.
+    fn wait_for_counts(page: &Page, want: impl Fn(ScrapeStats) -> bool) -> ScrapeStats {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !want(page.scrapes()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        page.scrapes()
+    }
+
+    #[test]
+    fn a_scrape_gets_the_latest_page_and_only_metrics_is_served() {
         let page = Page::default();
         page.set("first\n".into());
-        serve(listener, page.clone()).unwrap();
-        page.set("roceprobe_packets_total{probe=\"x\",kind=\"roce\"} 5\n".into());
-        let get = |path: &str| {
-            let mut c = TcpStream::connect(addr).unwrap();
-            write!(c, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-            let mut r = String::new();
-            c.read_to_string(&mut r).unwrap();
-            r
-        };
-        let r = get("/metrics");
+        let addr = server(&page);
+        let text = "roceprobe_packets_total{probe=\"x\",kind=\"roce\"} 5\n";
+        page.set(text.into());
+        let r = ask(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
         assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
-        assert!(r.ends_with("\r\n\r\nroceprobe_packets_total{probe=\"x\",kind=\"roce\"} 5\n"), "{r}");
-        assert!(get("/").starts_with("HTTP/1.1 404"));
+        let (head, body) = r.split_once("\r\n\r\n").unwrap();
+        assert_eq!(body, text);
+        let head = head.to_ascii_lowercase();
+        assert!(head.contains("\r\ncontent-type: text/plain; version=0.0.4; charset=utf-8\r\n"), "{head}");
+        assert!(head.contains(&format!("\r\ncontent-length: {}\r\n", text.len())), "{head}");
+        assert!(head.contains("\r\nconnection: close\r\n"), "{head}");
+        // A query string is not part of the path.
+        assert!(ask(addr, "GET /metrics?x=1 HTTP/1.1\r\nHost: x\r\n\r\n").ends_with(text));
+        // HEAD: the head of the page, without it.
+        let r = ask(addr, "HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(r.starts_with("HTTP/1.1 200 OK\r\n") && r.ends_with("\r\n\r\n"), "{r}");
+        assert!(r.to_ascii_lowercase().contains(&format!("\r\ncontent-length: {}\r\n", text.len())), "{r}");
+        assert!(ask(addr, "GET / HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 404 Not Found\r\n"));
+        let r = ask(addr, "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+        assert!(r.starts_with("HTTP/1.1 405 Method Not Allowed\r\n"), "{r}");
+        assert!(r.to_ascii_lowercase().contains("\r\nallow: get, head\r\n"), "{r}");
+        // An HTTP/1.0 client is answered in its version.
+        assert!(ask(addr, "GET /metrics HTTP/1.0\r\n\r\n").starts_with("HTTP/1.0 200 OK\r\n"));
+        let want = ScrapeStats { served: 6, failed: 0 };
+        assert_eq!(wait_for_counts(&page, |s| s == want), want);
     }
 
     #[test]
     fn a_client_that_hangs_does_not_stop_the_next_scrape() {
-        let listener = bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
         let page = Page::default();
         page.set("up 1\n".into());
-        serve(listener, page.clone()).unwrap();
-        // Connects and never sends a request, nor reads.
+        let addr = server(&page);
+        // Connects and never sends a request, nor reads; another sends half a request.
         let _hanging = TcpStream::connect(addr).unwrap();
+        let mut half = TcpStream::connect(addr).unwrap();
+        half.write_all(b"GET /metr").unwrap();
+        let start = Instant::now();
+        let r = ask(addr, "GET /metrics HTTP/1.0\r\n\r\n");
+        assert!(start.elapsed() < REQUEST_TIMEOUT, "{:?}", start.elapsed());
+        assert!(r.starts_with("HTTP/1.0 200 OK") && r.ends_with("up 1\n"), "{r}");
+        // Both are cut off after the request timeout, and counted.
+        let want = ScrapeStats { served: 1, failed: 2 };
+        assert_eq!(wait_for_counts(&page, |s| s == want), want);
+        let mut rest = Vec::new();
+        half.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let _ = half.read_to_end(&mut rest);
+        assert!(!String::from_utf8_lossy(&rest).contains(" 200 OK"));
+    }
+
+    #[test]
+    fn a_request_head_too_large_is_refused() {
+        let page = Page::default();
+        page.set("up 1\n".into());
+        let addr = server(&page);
         let mut c = TcpStream::connect(addr).unwrap();
-        write!(c, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-        let mut r = String::new();
-        c.read_to_string(&mut r).unwrap();
-        assert!(r.starts_with("HTTP/1.1 200 OK") && r.ends_with("up 1\n"), "{r}");
-        // The hanging scrape was given up (after the 2 s read timeout) and counted; the
-        // server counts a scrape once its connection is closed, so look again for a while.
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut request = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Filler: ".to_vec();
+        request.resize(request.len() + (1 << 20), b'a');
+        request.extend_from_slice(b"\r\n\r\n");
+        // The server stops reading at its bound and closes: the rest may not be taken.
+        let _ = c.write_all(&request);
+        let mut r = Vec::new();
+        let _ = c.read_to_end(&mut r);
+        let r = String::from_utf8_lossy(&r);
+        assert!(r.is_empty() || r.starts_with("HTTP/1.1 431 "), "{r}");
+        assert!(ask(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").ends_with("\r\n\r\nup 1\n"));
         let want = ScrapeStats { served: 1, failed: 1 };
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while page.scrapes() != want && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
+        assert_eq!(wait_for_counts(&page, |s| s == want), want);
+    }
+
+    #[test]
+    fn connections_beyond_the_bound_are_closed_at_once() {
+        let page = Page::default();
+        page.set("up 1\n".into());
+        let addr = server(&page);
+        let hanging: Vec<_> = (0..MAX_CONNECTIONS).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        // One more: closed without an answer, long before the request timeout.
+        let start = Instant::now();
+        let mut extra = TcpStream::connect(addr).unwrap();
+        extra.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let _ = extra.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        let mut r = Vec::new();
+        let _ = extra.read_to_end(&mut r);
+        assert!(r.is_empty(), "{}", String::from_utf8_lossy(&r));
+        assert!(start.elapsed() < REQUEST_TIMEOUT, "{:?}", start.elapsed());
+        let refused = wait_for_counts(&page, |s| s.failed >= 1);
+        assert_eq!(refused, ScrapeStats { served: 0, failed: 1 });
+        // Closed without a request: not scrapes; their slots serve the next.
+        drop(hanging);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let mut c = TcpStream::connect(addr).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            let _ = c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+            let mut r = String::new();
+            let _ = c.read_to_string(&mut r);
+            if r.ends_with("\r\n\r\nup 1\n") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "no slot came free");
+            std::thread::sleep(Duration::from_millis(20));
         }
-        assert_eq!(page.scrapes(), want);
+        let s = wait_for_counts(&page, |s| s.served == 1);
+        assert_eq!(s.served, 1, "{s:?}");
     }
 
     #[test]

@@ -173,8 +173,8 @@ pub struct Summary {
     /// because their file had been removed.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub csv_output: Option<crate::report::csv::CsvHealth>,
-    /// With `--prometheus`: scrapes answered and failed (a client that hung or went away)
-    /// until the run ended.
+    /// With `--prometheus`: scrapes answered and failed (what counts as failed:
+    /// `prometheus::ScrapeStats`) until the run ended.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub prometheus: Option<crate::report::prometheus::ScrapeStats>,
     pub flows: Vec<FlowSummary>,

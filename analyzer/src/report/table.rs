@@ -199,7 +199,7 @@ fn report_losses(out: &mut String, s: &Summary) {
     if let Some(p) = s.prometheus.filter(|p| p.failed > 0) {
         let _ = writeln!(
             out,
-            "  Prometheus: {} scrapes failed (clients that hung or went away), {} served",
+            "  Prometheus: {} scrapes failed (clients that hung, went away, sent a bad request or came with the connections full), {} served",
             p.failed, p.served
         );
     }
