@@ -1,5 +1,6 @@
 //! A real Prometheus server (Debian's `prometheus`, installed by scripts/setup) scrapes the
-//! probe replaying a fixture; its HTTP API then answers with the fixture's truth.
+//! probe replaying a fixture; its HTTP API then answers with the fixture's truth. Clients
+//! that stall or send too much do not delay a scrape, and `promtool` accepts the page.
 
 mod common;
 use common::*;
@@ -181,5 +182,159 @@ fn the_grafana_dashboard_queries_only_exported_series() {
     assert!(queried.len() >= 10, "{queried:?}");
     for q in &queried {
         assert!(exported.contains(q.as_str()), "the dashboard queries {q}, which is not exported");
+    }
+}
+
+/// A probe replaying a generated scenario with `--prometheus` on a free loopback port,
+/// serving its final page; its stderr is read to the end on a thread of its own (so that a
+/// warning it writes later finds the pipe open).
+struct Serving {
+    _probe: Reap,
+    addr: String,
+    stderr: std::sync::mpsc::Receiver<String>,
+}
+
+fn replay_serving(scenario: &str) -> Serving {
+    use std::io::BufRead;
+    let t = scenario_truth(scenario);
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut probe = Command::new(bin())
+        .args(["replay", "-q", "--probe-id", "probe-a", "--prometheus", &addr])
+        .args(scenario_args(&t))
+        .args(scenario_files(scenario, &t))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = std::io::BufReader::new(probe.stderr.take().unwrap()).lines();
+    let (tx, stderr) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let probe = Reap(probe);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match stderr.recv_timeout(left) {
+            Ok(line) if line.contains("serving the final metrics") => break,
+            Ok(_) => {}
+            Err(e) => panic!("{scenario}: the probe did not serve its final metrics ({e})"),
+        }
+    }
+    Serving { _probe: probe, addr, stderr }
+}
+
+/// Sends `request` and reads the answer to the end: its head and its body.
+fn ask(addr: &str, request: &[u8]) -> (String, String) {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    c.write_all(request).unwrap();
+    let mut r = String::new();
+    c.read_to_string(&mut r).unwrap_or_else(|e| panic!("no whole answer within 30 s: {e}"));
+    let (head, body) = r.split_once("\r\n\r\n").unwrap_or((&r, ""));
+    (head.to_owned(), body.to_owned())
+}
+
+/// A whole page: answered 200, with the length it announces, ending with a line.
+fn whole_page(head: &str, body: &str) {
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+    let len = format!("\r\ncontent-length: {}\r\n", body.len());
+    assert!(
+        format!("{}\r\n", head.to_ascii_lowercase()).contains(&len),
+        "{head}\n(body {} bytes)",
+        body.len()
+    );
+    assert!(body.ends_with('\n') && body.contains("roceprobe_flow_bytes_total{"), "{body}");
+}
+
+const SCRAPE: &[u8] = b"GET /metrics HTTP/1.1\r\nHost: probe\r\nAccept: text/plain\r\n\r\n";
+
+/// Fifty clients that each sent half a request and stay connected, and one that sends a
+/// request head of 1 MiB, do not delay a well-behaved scrape: it gets the whole page in
+/// well under a second. The stalled ones are cut off after the request timeout, unanswered.
+#[test]
+fn stalled_and_oversized_clients_do_not_delay_a_scrape() {
+    let probe = replay_serving("nvme_vlan");
+    let (head, page) = ask(&probe.addr, SCRAPE);
+    whole_page(&head, &page);
+
+    let mut stalled: Vec<TcpStream> = (0..50)
+        .map(|_| {
+            let mut c = TcpStream::connect(&probe.addr).unwrap();
+            c.write_all(b"GET /metr").unwrap();
+            c
+        })
+        .collect();
+    let timed = || {
+        let start = Instant::now();
+        let (head, body) = ask(&probe.addr, SCRAPE);
+        (start.elapsed(), head, body)
+    };
+    let (took, head, body) = timed();
+    assert!(took < Duration::from_secs(1), "the scrape behind 50 stalled clients took {took:?}");
+    whole_page(&head, &body);
+    assert_eq!(body, page, "the final page, whole");
+
+    // A request head of 1 MiB: refused (431, or the connection closed under the sender).
+    let mut big = TcpStream::connect(&probe.addr).unwrap();
+    big.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    big.set_write_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut request = b"GET /metrics HTTP/1.1\r\nHost: probe\r\nX-Filler: ".to_vec();
+    request.resize(request.len() + (1 << 20), b'a');
+    request.extend_from_slice(b"\r\n\r\n");
+    let _ = big.write_all(&request);
+    let mut answer = Vec::new();
+    let _ = big.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.is_empty() || answer.starts_with("HTTP/1.1 431 "), "{answer}");
+    let (took, head, body) = timed();
+    assert!(took < Duration::from_secs(1), "the scrape after the oversized request took {took:?}");
+    whole_page(&head, &body);
+    assert_eq!(body, page);
+
+    // The stalled clients are cut off (after 2 s), without an answer.
+    for c in &mut stalled {
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut rest = Vec::new();
+        let _ = c.read_to_end(&mut rest);
+        assert!(!String::from_utf8_lossy(&rest).contains(" 200 OK"));
+    }
+    // The first failure is told once on stderr.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let told = loop {
+        match probe.stderr.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) if line.contains("a Prometheus scrape from") => break line,
+            Ok(_) => {}
+            Err(e) => panic!("no warning of the failed scrapes ({e})"),
+        }
+    };
+    assert!(told.contains("failed scrapes are counted"), "{told}");
+    assert!(probe.stderr.try_iter().all(|l| !l.contains("a Prometheus scrape from")), "told once");
+}
+
+/// `promtool check metrics` (Debian's `prometheus`, installed by scripts/setup) finds
+/// nothing to say about the page of real replays: one with I/O latency, one with loss,
+/// retransmissions and NAKs, one with malformed frames.
+#[test]
+fn promtool_accepts_the_page() {
+    for scenario in ["nvme_vlan", "rc_loss_vlan", "corrupted"] {
+        let probe = replay_serving(scenario);
+        let (head, page) = ask(&probe.addr, SCRAPE);
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+        assert!(page.contains("# TYPE roceprobe_packets_total counter\n"), "{page}");
+        let mut check = Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("promtool is installed (scripts/setup)");
+        check.stdin.take().unwrap().write_all(page.as_bytes()).unwrap();
+        let out = check.wait_with_output().unwrap();
+        let said =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && said.trim().is_empty(), "{scenario}: promtool: {said}\n{page}");
     }
 }
