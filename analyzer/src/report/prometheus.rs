@@ -537,6 +537,8 @@ mod tests {
         let page = Page::default();
         page.set("first\n".into());
         let addr = server(&page);
+        // A port check: connects and closes without a byte. Not a scrape.
+        drop(TcpStream::connect(addr).unwrap());
         let text = "roceprobe_packets_total{probe=\"x\",kind=\"roce\"} 5\n";
         page.set(text.into());
         let r = ask(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
