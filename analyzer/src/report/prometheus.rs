@@ -155,7 +155,7 @@ async fn accept(listener: tokio::net::TcpListener, page: Page) {
         let (stream, peer) = match listener.accept().await {
             Ok(c) => c,
             Err(e) => {
-                page.scrapes.failed("", &e);
+                page.scrapes.failed("a client not accepted", &e);
                 // Out of file descriptors, for one: wait a little rather than spin.
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
