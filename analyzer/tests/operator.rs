@@ -179,43 +179,36 @@ fn slow_key(initiator: &str, target: &str, op: &str, qpn: u64, cid: u64, bytes: 
     format!("{initiator} {target} {op} qpn {qpn} cid {cid} {bytes} B {io_us:.3} µs")
 }
 
+/// The key of an I/O of the truth's or of the summary's (whose QP field is `qpn_field`).
+fn slow_key_of(io: &Value, qpn_field: &str, io_us: f64) -> String {
+    let text = |f: &str| io[f].as_str().unwrap().to_owned();
+    let num = |f: &str| io[f].as_u64().unwrap();
+    slow_key(
+        &text("initiator_ip"),
+        &text("target_ip"),
+        &text("op"),
+        num(qpn_field),
+        num("cid"),
+        num("bytes"),
+        io_us,
+    )
+}
+
 #[test]
 fn the_slowest_ios_are_the_truths_slowest() {
     for name in ["nvme_vlan", "nvme_split"] {
         let t = scenario_truth(name);
         let mut ios = truth_ios(&t);
         ios.sort_by_key(|(ns, _)| std::cmp::Reverse(*ns));
-        let truth_key = |ns: u64, io: &Value| {
-            slow_key(
-                io["initiator_ip"].as_str().unwrap(),
-                io["target_ip"].as_str().unwrap(),
-                io["op"].as_str().unwrap(),
-                io["target_qpn"].as_u64().unwrap(),
-                io["cid"].as_u64().unwrap(),
-                io["bytes"].as_u64().unwrap(),
-                ns as f64 / 1e3,
-            )
-        };
+        let truth_key = |ns: u64, io: &Value| slow_key_of(io, "target_qpn", ns as f64 / 1e3);
         let all: std::collections::HashMap<String, &Value> =
             ios.iter().map(|(ns, io)| (truth_key(*ns, io), *io)).collect();
         let want: Vec<String> = ios.iter().take(10).map(|(ns, io)| truth_key(*ns, io)).collect();
         let dir = tempfile::tempdir().unwrap();
         let (out, s, csv) = replay(name, &["--interval", "50us"], dir.path());
         let slowest = s["ios"]["slowest"].as_array().unwrap();
-        let got: Vec<String> = slowest
-            .iter()
-            .map(|io| {
-                slow_key(
-                    io["initiator_ip"].as_str().unwrap(),
-                    io["target_ip"].as_str().unwrap(),
-                    io["op"].as_str().unwrap(),
-                    io["qpn"].as_u64().unwrap(),
-                    io["cid"].as_u64().unwrap(),
-                    io["bytes"].as_u64().unwrap(),
-                    io["io_us"].as_f64().unwrap(),
-                )
-            })
-            .collect();
+        let got: Vec<String> =
+            slowest.iter().map(|io| slow_key_of(io, "qpn", io["io_us"].as_f64().unwrap())).collect();
         assert_eq!(got, want, "{name}: the run's 10 slowest, slowest first");
         // Each one's segments are the truth's.
         for (io, k) in slowest.iter().zip(&got) {
