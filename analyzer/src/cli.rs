@@ -153,6 +153,14 @@ pub struct CommonArgs {
     /// (summary ios.slowest, the exit report); 0: none.
     #[arg(long, value_name = "K", default_value_t = defaults::SLOW_IOS, value_parser = parse_slow_ios)]
     pub slow_ios: usize,
+    /// A collective job's hosts, named (repeatable): NAME=CIDR[,CIDR...], e.g.
+    /// llm=10.1.0.0/16. Without it, hosts that RC WRITE / SEND traffic (not NVMe) connects
+    /// form one job per connected group, named by their lowest address.
+    #[arg(long = "job", value_name = "NAME=CIDRS")]
+    pub jobs: Vec<crate::metrics::steps::JobRule>,
+    /// A job's step ends when none of its flows has sent for this long.
+    #[arg(long, value_name = "DUR", default_value = defaults::STEP_GAP, value_parser = parse_interval)]
+    pub step_gap: Duration,
     /// Rows of each flow table in the exit report (flows with problems, busiest flows); the
     /// rest are in the summary and the CSV files.
     #[arg(long, value_name = "N", default_value_t = defaults::TOP)]
@@ -502,6 +510,8 @@ fn pipeline_config(
         max_cm_requests: common.max_cm_requests,
         max_announced_flows: common.max_announced_flows,
         slow_ios: common.slow_ios,
+        jobs: common.jobs.clone(),
+        step_gap: common.step_gap,
         workers: common.workers,
         dedicated_rx: false,
         worker_cpus,

@@ -47,6 +47,12 @@ pub const MAX_PENDING_COMMANDS: usize = 65_536;
 /// `--max-cm-requests`: CM ConnectRequests remembered until their reply, per worker.
 pub const MAX_CM_REQUESTS: usize = 1024;
 
+/// `--step-gap`: a job's step ends when none of its flows sent for 2 ms. Within a
+/// collective step flows pause for microseconds between chunks (and a transmission ends
+/// after 1 ms idle); between steps ranks compute for milliseconds.
+pub const STEP_GAP: &str = "2ms";
+pub const STEP_GAP_NS: u64 = 2_000_000;
+
 /// `--slow-ios`: the slowest NVMe I/Os listed per interval (slow_ios.csv) and kept for the
 /// run (the summary).
 pub const SLOW_IOS: usize = 10;
@@ -69,6 +75,7 @@ mod tests {
             (FLOW_EXPIRE, FLOW_EXPIRE_NS),
             (REORDER_WINDOW, REORDER_WINDOW_NS),
             (IO_TIMEOUT, IO_TIMEOUT_NS),
+            (STEP_GAP, STEP_GAP_NS),
         ] {
             assert_eq!(crate::cli::parse_duration(text).unwrap().as_nanos() as u64, ns, "{text}");
         }

@@ -25,7 +25,15 @@ fn run_with(files: &[PathBuf], args: &[String], workers: usize) -> (Value, Vec<V
     let o = Command::new(bin()).args(&a).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let mut rows = Vec::new();
-    for name in ["flows.csv", "transmissions.csv", "latency.csv", "io.csv", "slow_ios.csv"] {
+    for name in [
+        "flows.csv",
+        "transmissions.csv",
+        "latency.csv",
+        "io.csv",
+        "slow_ios.csv",
+        "steps.csv",
+        "stragglers.csv",
+    ] {
         let mut r: Vec<String> =
             std::fs::read_to_string(csv.join(name)).unwrap().lines().map(str::to_owned).collect();
         r.sort();

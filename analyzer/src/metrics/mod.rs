@@ -4,6 +4,7 @@
 
 pub mod latency;
 pub mod snapshot;
+pub mod steps;
 pub mod totals;
 
 pub use snapshot::{GlobalCounters, IntervalSnapshot};

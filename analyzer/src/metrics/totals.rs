@@ -62,6 +62,8 @@ pub struct Totals {
     pub slow_ios: Slowest,
     /// The latest interval reported (its start) and its slowest I/Os, for the dashboard.
     pub latest_slow_ios: (u64, Slowest),
+    /// Collective jobs, their steps and stragglers.
+    pub steps: super::steps::Steps,
 }
 
 /// The same direction of the same QP at the other vantage.
@@ -106,6 +108,7 @@ impl Totals {
                 }
             }
         }
+        self.steps.reported(s.worker, s.end_ns);
         for d in &s.ios.pairs {
             self.ios.entry((d.initiator, d.target, d.op)).or_default().add(&d.counts);
         }
@@ -153,6 +156,7 @@ impl Totals {
 
     pub fn add_transmissions(&mut self, ts: &[Transmission]) {
         for t in ts {
+            self.steps.offer(t);
             let f = self.flows.entry(t.key).or_insert_with(|| FlowTotals::new(t.transport));
             f.transmissions += 1;
             f.last_ns = f.last_ns.max(t.end_ns);

@@ -9,6 +9,7 @@
 use super::time::rfc3339_nanos;
 use crate::capture::SourceStats;
 use crate::metrics::latency::{bucket_stats, interval_hist, IntervalHist};
+use crate::metrics::steps::{Reason, Step, Straggling};
 use crate::metrics::totals::{fabric_loss, other_vantage};
 use crate::metrics::IntervalSnapshot;
 use crate::track::io::{IoDelta, SlowIo, Slowest, SIZE_CLASSES, SIZE_CLASS_BOUNDS};
@@ -30,6 +31,8 @@ pub const LATENCY_HEADER: &str =
     "interval_start,interval_end,initiator_ip,target_ip,op,segment,count,min_us,mean_us,p50_us,p90_us,p99_us,p999_us,max_us";
 
 pub const IO_HEADER: &str = "interval_start,interval_end,initiator_ip,target_ip,op,completed,timed_out,retransmitted,overflowed,unfinished,bytes,iops,mb_per_s,mean_size_bytes";
+pub const STEPS_HEADER: &str = "start,end,job,duration_s,flows,bytes,straggler_src_ip,straggler_dst_ip,straggler_dst_qpn,straggler_host,lag_us,reason,straggler_gbps,median_gbps";
+pub const STRAGGLERS_HEADER: &str = "interval_start,interval_end,job,host,reason,steps,lag_us";
 pub const SLOW_IOS_HEADER: &str = "interval_start,interval_end,rank,completed_at,initiator_ip,target_ip,op,qpn,cid,bytes,io_us,io_compute_us,io_storage_us,compute_us,network_us,storage_us";
 
 /// The size-class columns that end io.csv's header: `size_le_512`, `size_le_1k`, ...,
@@ -238,6 +241,8 @@ pub struct CsvWriter {
     latency: CsvFile,
     io: CsvFile,
     slow_ios: CsvFile,
+    steps: CsvFile,
+    stragglers: CsvFile,
     ports: CsvFile,
     line: String,
     /// Per interval (by its start): its end and the slowest I/Os the workers reported so far.
@@ -248,6 +253,10 @@ pub struct CsvWriter {
     slow_k: usize,
     /// Per worker: the end of the last interval it reported.
     reported_to: Vec<u64>,
+    interval_ns: u64,
+    /// Per interval (by its start, the interval a step ended in): per (job, host, reason),
+    /// the steps that host held back and their lag, until no open step can end in it.
+    straggling: BTreeMap<u64, BTreeMap<(String, std::net::IpAddr, Reason), Straggling>>,
     /// Where an interval's histogram is rebuilt from its buckets for its statistics.
     scratch: IntervalHist,
 }
@@ -271,11 +280,15 @@ impl CsvWriter {
             latency: CsvFile::create(dir, "latency", LATENCY_HEADER.to_owned())?,
             io: CsvFile::create(dir, "io", format!("{IO_HEADER},{}", size_class_columns()))?,
             slow_ios: CsvFile::create(dir, "slow_ios", SLOW_IOS_HEADER.to_owned())?,
+            steps: CsvFile::create(dir, "steps", STEPS_HEADER.to_owned())?,
+            stragglers: CsvFile::create(dir, "stragglers", STRAGGLERS_HEADER.to_owned())?,
             ports: CsvFile::create(dir, "ports", PORTS_HEADER.to_owned())?,
             line: String::with_capacity(512),
             slowest: BTreeMap::new(),
             slow_k: crate::defaults::SLOW_IOS,
             reported_to: Vec::new(),
+            interval_ns: crate::defaults::INTERVAL_NS,
+            straggling: BTreeMap::new(),
             scratch: interval_hist(),
         })
     }
@@ -284,11 +297,74 @@ impl CsvWriter {
         &self.dir
     }
 
-    /// The run's analysis workers, and the slowest I/Os to list per interval.
-    pub fn for_run(mut self, workers: usize, slow_ios: usize) -> Self {
+    /// The run's analysis workers, the slowest I/Os to list per interval, and the interval.
+    pub fn for_run(mut self, workers: usize, slow_ios: usize, interval_ns: u64) -> Self {
         self.reported_to = vec![0; workers.max(1)];
         self.slow_k = slow_ios;
+        self.interval_ns = interval_ns.max(1);
         self
+    }
+
+    /// steps.csv: a row per closed step; stragglers.csv: per interval, job, host and
+    /// reason, once no step still open (none starts before `open_from`) can end in it.
+    pub fn write_steps(&mut self, closed: &[Step], open_from: Option<u64>) -> Result<()> {
+        let mut sorted: Vec<&Step> = closed.iter().collect();
+        sorted.sort_by(|a, b| (&a.job, a.start_ns).cmp(&(&b.job, b.start_ns)));
+        for s in sorted {
+            let d = s.duration_ns();
+            let k = &s.straggler;
+            let l = &mut self.line;
+            l.clear();
+            let _ = write!(l, "{},{},", rfc3339_nanos(s.start_ns), rfc3339_nanos(s.end_ns));
+            field(l, &s.job);
+            let _ = write!(
+                l,
+                ",{}.{:09},{},{},{},{},{},{},{:.3},{},{:.6},{:.6}\r\n",
+                d / 1_000_000_000,
+                d % 1_000_000_000,
+                s.flows,
+                s.bytes,
+                k.src,
+                k.dst,
+                k.dst_qpn,
+                k.src,
+                s.lag_ns() as f64 / 1e3,
+                s.reason.as_str(),
+                s.straggler_gbps,
+                s.median_gbps
+            );
+            self.steps.rows.push_str(l);
+            let at = s.end_ns - s.end_ns % self.interval_ns;
+            let e =
+                self.straggling.entry(at).or_default().entry((s.job.clone(), k.src, s.reason)).or_default();
+            e.steps += 1;
+            e.lag_ns += s.lag_ns();
+        }
+        let first = closed.iter().map(|s| s.start_ns).min().unwrap_or(0);
+        let steps = self.steps.commit(first, &self.rotation, &mut self.health);
+        steps.and(self.write_stragglers(open_from))
+    }
+
+    fn write_stragglers(&mut self, open_from: Option<u64>) -> Result<()> {
+        let mut written = Ok(());
+        while let Some((&start, _)) = self.straggling.first_key_value() {
+            let end = start + self.interval_ns;
+            if open_from.is_some_and(|o| o < end) {
+                break;
+            }
+            let Some((_, rows)) = self.straggling.pop_first() else { break };
+            let (a, b) = (rfc3339_nanos(start), rfc3339_nanos(end));
+            for ((job, host, reason), s) in rows {
+                let l = &mut self.line;
+                l.clear();
+                let _ = write!(l, "{a},{b},");
+                field(l, &job);
+                let _ = write!(l, ",{host},{},{},{:.3}\r\n", reason.as_str(), s.steps, s.lag_ns as f64 / 1e3);
+                self.stragglers.rows.push_str(l);
+            }
+            written = written.and(self.stragglers.commit(start, &self.rotation, &mut self.health));
+        }
+        written
     }
 
     pub fn health(&self) -> CsvHealth {

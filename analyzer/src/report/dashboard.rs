@@ -224,11 +224,13 @@ pub fn draw(f: &mut Frame<'_>, view: Option<&View>, ui: &UiState) {
         }
         _ => 0,
     };
-    let [head, totals, ios, slow, flows] = Layout::vertical([
+    let job_rows = view.map_or(0, |v| v.summary.jobs.len().min(3) as u16);
+    let [head, totals, ios, slow, jobs, flows] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(5),
         Constraint::Fill(1),
         Constraint::Length(if slow_rows > 0 { slow_rows + 3 } else { 0 }),
+        Constraint::Length(if job_rows > 0 { job_rows + 3 } else { 0 }),
         Constraint::Fill(1),
     ])
     .areas(f.area());
@@ -252,6 +254,9 @@ pub fn draw(f: &mut Frame<'_>, view: Option<&View>, ui: &UiState) {
     draw_ios(f, ios, v);
     if slow_rows > 0 {
         draw_slow_ios(f, slow, &v.summary, usize::from(slow_rows));
+    }
+    if job_rows > 0 {
+        draw_jobs(f, jobs, &v.summary, usize::from(job_rows));
     }
     draw_flows(f, flows, v, ui.sort);
 }
@@ -407,6 +412,37 @@ fn draw_ios(f: &mut Frame<'_>, area: Rect, v: &View) {
     let header = &header[..constraints.len()];
     let title = " I/O latency, µs p50/p99 (█ compute ▓ network ░ storage) ".to_owned();
     f.render_widget(table(rows, constraints, header, title), area);
+}
+
+/// Collective jobs (the most steps first): the last step's duration, the p99 over the run,
+/// and who held the last step back, by how much and why.
+fn draw_jobs(f: &mut Frame<'_>, area: Rect, s: &Summary, rows: usize) {
+    let mut jobs: Vec<&crate::report::summary::JobSummary> = s.jobs.iter().collect();
+    jobs.sort_by(|a, b| b.steps.cmp(&a.steps).then(a.name.cmp(&b.name)));
+    let cells: Vec<[String; 7]> = jobs
+        .iter()
+        .take(rows)
+        .map(|j| {
+            let last = j.last_step.as_ref();
+            [
+                j.name.clone(),
+                n(j.steps),
+                last.map_or("-".into(), |l| us(l.duration_us)),
+                us(j.step_p99_us),
+                last.map_or("-".into(), |l| l.straggler_host.clone()),
+                last.map_or("-".into(), |l| us(l.lag_us)),
+                last.map_or("-".into(), |l| l.reason.clone()),
+            ]
+        })
+        .collect();
+    let header = ["job", "steps", "last", "p99", "straggler", "lag", "why"];
+    let widths: Vec<u16> =
+        header.iter().enumerate().map(|(i, h)| widest(h, cells.iter().map(|c| c[i].as_str()))).collect();
+    let shown = columns_that_fit(&widths, 1, area.width.saturating_sub(2), 0);
+    let rows = cells.iter().map(|c| Row::new(c[..shown].to_vec()));
+    let constraints = widths[..shown].iter().map(|&w| Constraint::Length(w)).collect();
+    let title = " collective jobs: step µs, last step's straggler ".to_owned();
+    f.render_widget(table(rows, constraints, &header[..shown], title), area);
 }
 
 /// The slowest I/Os of the latest interval, slowest first, with their segments.

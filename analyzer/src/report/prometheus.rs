@@ -234,6 +234,7 @@ pub fn render(s: &Summary, probe: &str, max_flows: usize) -> String {
     receive_families(&mut o, &p, s);
     latency_family(&mut o, &p, s);
     io_families(&mut o, &p, s);
+    job_families(&mut o, &p, s);
     flow_families(&mut o, &p, s, max_flows);
     o
 }
@@ -428,6 +429,61 @@ fn io_families(o: &mut String, p: &str, s: &Summary) {
         let _ = writeln!(o, "roceprobe_nvme_io_size_bytes_bucket{{{l},le=\"+Inf\"}} {all}");
         let _ = writeln!(o, "roceprobe_nvme_io_size_bytes_sum{{{l}}} {}", c.bytes);
         let _ = writeln!(o, "roceprobe_nvme_io_size_bytes_count{{{l}}} {all}");
+    }
+}
+
+/// Collective jobs: step durations, and the steps each host held back, by reason.
+fn job_families(o: &mut String, p: &str, s: &Summary) {
+    if s.jobs.is_empty() {
+        return;
+    }
+    family(
+        o,
+        "roceprobe_step_duration_seconds",
+        "summary",
+        "Duration of a collective job's steps over the run.",
+    );
+    for j in &s.jobs {
+        let l = format!("{p},job=\"{}\"", esc(&j.name));
+        for (q, us) in [("0.5", j.step_p50_us), ("0.99", j.step_p99_us)] {
+            let _ = writeln!(o, "roceprobe_step_duration_seconds{{{l},quantile=\"{q}\"}} {:.9}", us / 1e6);
+        }
+        let _ = writeln!(o, "roceprobe_step_duration_seconds_count{{{l}}} {}", j.steps);
+    }
+    family(
+        o,
+        "roceprobe_straggler_steps_total",
+        "counter",
+        "Steps of a job a host finished last in, by what its packets showed (loss, nak, congestion, none).",
+    );
+    for j in &s.jobs {
+        for st in &j.stragglers {
+            for (reason, n) in &st.reasons {
+                let _ = writeln!(
+                    o,
+                    "roceprobe_straggler_steps_total{{{p},job=\"{}\",host=\"{}\",reason=\"{reason}\"}} {n}",
+                    esc(&j.name),
+                    esc(&st.host)
+                );
+            }
+        }
+    }
+    family(
+        o,
+        "roceprobe_straggler_lag_seconds_total",
+        "counter",
+        "Time a host finished after its job's median flow, summed over the steps it held back.",
+    );
+    for j in &s.jobs {
+        for st in &j.stragglers {
+            let _ = writeln!(
+                o,
+                "roceprobe_straggler_lag_seconds_total{{{p},job=\"{}\",host=\"{}\"}} {:.9}",
+                esc(&j.name),
+                esc(&st.host),
+                st.lag_us / 1e6
+            );
+        }
     }
 }
 

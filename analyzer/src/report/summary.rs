@@ -15,6 +15,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::net::IpAddr;
 use std::path::Path;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,6 +128,83 @@ impl SlowIoSummary {
     }
 }
 
+/// A collective job over the run (docs/METRICS.md, "Collective steps and stragglers").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobSummary {
+    pub name: String,
+    pub hosts: Vec<String>,
+    pub steps: u64,
+    pub step_p50_us: f64,
+    pub step_p99_us: f64,
+    pub step_max_us: f64,
+    /// The hosts that held steps back: the most steps first, then the most lag.
+    pub stragglers: Vec<StragglerSummary>,
+    /// The latest step: its duration, the host that finished last, its lag and why.
+    pub last_step: Option<LastStep>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LastStep {
+    pub start: String,
+    pub duration_us: f64,
+    pub straggler_host: String,
+    pub lag_us: f64,
+    pub reason: String,
+}
+
+/// A host that held a job's steps back: how often, by how much in all, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StragglerSummary {
+    pub host: String,
+    pub steps: u64,
+    pub lag_us: f64,
+    /// Steps per reason: loss, nak, congestion, none.
+    pub reasons: BTreeMap<String, u64>,
+}
+
+fn jobs(steps: &crate::metrics::steps::Steps) -> Vec<JobSummary> {
+    let us = |ns: u64| (ns as f64 / 1e3 * 1000.0).round() / 1000.0;
+    steps
+        .jobs
+        .iter()
+        .map(|(name, j)| {
+            let mut by_host: BTreeMap<IpAddr, (u64, u64, BTreeMap<String, u64>)> = BTreeMap::new();
+            for ((host, reason), s) in &j.stragglers {
+                let e = by_host.entry(*host).or_default();
+                e.0 += s.steps;
+                e.1 += s.lag_ns;
+                *e.2.entry(reason.as_str().to_owned()).or_insert(0) += s.steps;
+            }
+            let mut stragglers: Vec<StragglerSummary> = by_host
+                .into_iter()
+                .map(|(host, (steps, lag_ns, reasons))| StragglerSummary {
+                    host: host.to_string(),
+                    steps,
+                    lag_us: us(lag_ns),
+                    reasons,
+                })
+                .collect();
+            stragglers.sort_by(|a, b| b.steps.cmp(&a.steps).then(b.lag_us.total_cmp(&a.lag_us)));
+            JobSummary {
+                name: name.clone(),
+                hosts: j.hosts.iter().map(IpAddr::to_string).collect(),
+                steps: j.steps,
+                step_p50_us: us(j.durations.value_at_quantile(0.5)),
+                step_p99_us: us(j.durations.value_at_quantile(0.99)),
+                step_max_us: us(j.durations.max()),
+                stragglers,
+                last_step: j.last.as_ref().map(|l| LastStep {
+                    start: rfc3339_nanos(l.start_ns),
+                    duration_us: us(l.duration_ns()),
+                    straggler_host: l.straggler.src.to_string(),
+                    lag_us: us(l.lag_ns()),
+                    reason: l.reason.as_str().to_owned(),
+                }),
+            }
+        })
+        .collect()
+}
+
 /// What the reorder window could not put in time order.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReorderSummary {
@@ -181,6 +259,12 @@ pub struct Summary {
     /// Latency per (initiator, target, op, segment) over the run (docs/METRICS.md, "I/O quality").
     pub latency: Vec<LatencySummary>,
     pub ios: IosSummary,
+    /// Collective jobs: their steps and the hosts that held them back.
+    #[serde(default)]
+    pub jobs: Vec<JobSummary>,
+    /// Transmissions the step analysis could not take (beyond its bound on hosts).
+    #[serde(default)]
+    pub step_transmissions_dropped: u64,
     /// Receive statistics per source: DPDK port id, or input file index.
     pub ports: BTreeMap<String, SourceStats>,
     /// Where each vantage's packet times came from: `erspan` (the switch's ERSPAN III
@@ -284,6 +368,8 @@ impl Summary {
             flows,
             latency,
             ios,
+            jobs: jobs(&t.steps),
+            step_transmissions_dropped: t.steps.dropped,
             ports,
             time_sources: BTreeMap::new(),
         }

@@ -417,6 +417,8 @@ mod tests {
                 latest_interval_slowest: vec![],
             },
             duration_s: 0.0,
+            jobs: vec![],
+            step_transmissions_dropped: 0,
             time_sources: Default::default(),
             ports: ports.into_iter().enumerate().map(|(i, p)| (i.to_string(), p)).collect(),
         }

@@ -11,6 +11,7 @@ pub mod worker;
 use crate::capture::{Capture, Poll, SourceStats};
 use crate::defaults;
 use crate::metrics::latency::LatencyBatch;
+use crate::metrics::steps::{JobRule, Steps};
 use crate::metrics::{IntervalSnapshot, Totals};
 use crate::report::csv::CsvHealth;
 use crate::report::{Reports, Summary};
@@ -57,6 +58,10 @@ pub struct PipelineConfig {
     pub max_cm_requests: usize,
     /// The slowest NVMe I/Os listed per interval and kept for the run (`--slow-ios`).
     pub slow_ios: usize,
+    /// Collective jobs named by the operator (`--job`); the others are found.
+    pub jobs: Vec<JobRule>,
+    /// A job's step ends after this long without any of its flows sending (`--step-gap`).
+    pub step_gap: Duration,
     /// Bound on flows announced by CM awaiting their first packet (`--max-announced-flows`).
     pub max_announced_flows: usize,
     /// Worker threads (`--workers`): 1 analyses on the capture thread; more dispatch by
@@ -116,6 +121,8 @@ impl PipelineConfig {
             max_pending_commands: defaults::MAX_PENDING_COMMANDS,
             max_cm_requests: defaults::MAX_CM_REQUESTS,
             slow_ios: defaults::SLOW_IOS,
+            jobs: Vec::new(),
+            step_gap: Duration::from_nanos(defaults::STEP_GAP_NS),
             max_announced_flows: defaults::MAX_ANNOUNCED_FLOWS,
             workers: 1,
             dedicated_rx: false,
@@ -421,7 +428,12 @@ fn pipeline(
         (0..workers).map(|_| crossbeam_channel::bounded::<Recycled>(64)).unzip();
     let two_vantages = cfg.vantages.maps_storage();
     let Reports { csv, live } = reports;
-    let mut csv = csv.map(|w| w.for_run(workers, cfg.slow_ios));
+    let interval_ns = cfg.interval.as_nanos() as u64;
+    let mut csv = csv.map(|w| w.for_run(workers, cfg.slow_ios, interval_ns));
+    // A transmission reaches the stats side at most two flow-idle times (found idle) and
+    // an interval (its batch) after it ends.
+    let settle_ns = 2 * cfg.flow_idle.as_nanos() as u64 + 2 * interval_ns;
+    let steps = Steps::new(cfg.jobs.clone(), cfg.step_gap.as_nanos() as u64, settle_ns).for_workers(workers);
     let mut live = Reports { csv: None, live };
     let live_views = !live.live.is_empty();
     let source_times = cfg.source_times.clone();
@@ -437,6 +449,7 @@ fn pipeline(
         let mut totals = Totals {
             max_flows: Some(2 * max_flows * workers),
             slow_ios: Slowest::new(slow_ios),
+            steps,
             ..Totals::default()
         };
         // Whether a CSV write has failed (told once per run; every failure is counted).
@@ -448,7 +461,9 @@ fn pipeline(
             let written = match &msg {
                 ToStats::Interval(s) => {
                     totals.add(s);
-                    csv.as_mut().map(|w| w.write_interval(s, two_vantages))
+                    let closed = totals.steps.take_closed();
+                    let open_from = totals.steps.oldest_pending_ns();
+                    csv.as_mut().map(|w| w.write_interval(s, two_vantages).and(w.write_steps(&closed, open_from)))
                 }
                 ToStats::Transmissions(_, t) => {
                     totals.add_transmissions(t);
@@ -493,8 +508,10 @@ fn pipeline(
                 let _ = back.try_send(r);
             }
         }
+        totals.steps.finish();
+        let closed = totals.steps.take_closed();
         let csv = csv.map(|mut w| {
-            if let Err(e) = w.flush_slow_ios() {
+            if let Err(e) = w.flush_slow_ios().and(w.write_steps(&closed, None)) {
                 eprintln!("roceprobe: warning: writing CSV reports in {} failed ({e:#}); lost rows are counted (summary csv_output)", w.dir().display());
             }
             w.health()

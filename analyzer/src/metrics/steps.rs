@@ -1,0 +1,598 @@
+//! Collective steps and the flows that hold them back (docs/METRICS.md, "Collective steps
+//! and stragglers"), found on the stats side from the transmissions the workers end:
+//!
+//! - a **job** is a set of hosts whose RC RDMA WRITE / SEND traffic (not NVMe) connects
+//!   them, one job per connected group, named by its lowest address; or the hosts of a
+//!   `--job NAME=CIDR[,CIDR…]` rule;
+//! - a **step** of a job is the union of its request flows' transmissions (at the compute
+//!   vantage) that overlap or follow each other by at most `--step-gap`;
+//! - its **straggler** is the flow that finished last; its lag, how long after the median
+//!   flow's finish; its reason, what its packets show: loss (retransmissions, PSN gaps), NAKs
+//!   on the direction answering it, congestion (CNPs, ECN-CE), or none of them.
+//!
+//! Transmissions reach the stats side in batches, in no particular order across flows and
+//! workers, at most two flow-idle times and an interval after they end. A step is therefore
+//! closed once every worker has reported an interval that ends that long after it; at the
+//! end of the run every step is closed.
+
+use crate::track::{FlowKey, Transmission, Vantage};
+use hdrhistogram::Histogram;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::IpAddr;
+
+/// Transmissions waiting for their step to close; beyond it, the oldest step closes early.
+const MAX_PENDING: usize = 262_144;
+/// Hosts in jobs; beyond it, the transmissions of new hosts are not analysed (counted).
+const MAX_HOSTS: usize = 65_536;
+
+/// `--job NAME=CIDR[,CIDR…]`: the hosts of a job, named by the operator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRule {
+    pub name: String,
+    pub nets: Vec<(IpAddr, u8)>,
+}
+
+impl JobRule {
+    fn contains(&self, ip: IpAddr) -> bool {
+        self.nets.iter().any(|&(net, len)| in_net(ip, net, len))
+    }
+}
+
+fn in_net(ip: IpAddr, net: IpAddr, len: u8) -> bool {
+    match (ip, net) {
+        (IpAddr::V4(a), IpAddr::V4(n)) => {
+            let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) };
+            u32::from(a) & mask == u32::from(n) & mask
+        }
+        (IpAddr::V6(a), IpAddr::V6(n)) => {
+            let mask = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len.min(128))) };
+            u128::from(a) & mask == u128::from(n) & mask
+        }
+        _ => false,
+    }
+}
+
+impl std::str::FromStr for JobRule {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (name, nets) = s.split_once('=').ok_or_else(|| format!("'{s}' is not NAME=CIDR[,CIDR...]"))?;
+        if name.is_empty() || name.len() > 64 || name.chars().any(|c| c.is_control() || c == ',') {
+            return Err(format!("'{name}' is not a job name (1 to 64 printable characters)"));
+        }
+        let nets = nets
+            .split(',')
+            .map(|n| {
+                let (ip, len) = n.split_once('/').unwrap_or((n, ""));
+                let ip: IpAddr = ip.parse().map_err(|_| format!("'{n}' is not an address or CIDR"))?;
+                let max = if ip.is_ipv4() { 32 } else { 128 };
+                let len = if len.is_empty() {
+                    max
+                } else {
+                    len.parse::<u8>().map_err(|_| format!("'{n}': bad prefix length"))?
+                };
+                if len > max {
+                    return Err(format!("'{n}': prefix longer than {max}"));
+                }
+                Ok((ip, len))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok(JobRule { name: name.to_owned(), nets })
+    }
+}
+
+/// What the straggler's packets show about why it finished last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Reason {
+    /// Retransmitted packets or PSN gaps.
+    Loss,
+    /// NAKs (sequence error, RNR) on the direction that answers it.
+    Nak,
+    /// CNPs that throttle it, or ECN-CE marks on it.
+    Congestion,
+    /// None of these: the host was late, or it had more to send.
+    None,
+}
+
+impl Reason {
+    pub const ALL: [Reason; 4] = [Reason::Loss, Reason::Nak, Reason::Congestion, Reason::None];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Loss => "loss",
+            Reason::Nak => "nak",
+            Reason::Congestion => "congestion",
+            Reason::None => "none",
+        }
+    }
+}
+
+/// One step of a job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub job: String,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Request flows that sent in it, and their wire bytes.
+    pub flows: usize,
+    pub bytes: u64,
+    /// The flow that finished last, when, and the median flow's finish.
+    pub straggler: FlowKey,
+    pub straggler_finish_ns: u64,
+    pub median_finish_ns: u64,
+    pub reason: Reason,
+    /// The straggler's payload over its own time in the step, and the median flow's, in
+    /// Gbit/s (payload bytes × 8 / (finish − step start)).
+    pub straggler_gbps: f64,
+    pub median_gbps: f64,
+}
+
+impl Step {
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns - self.start_ns
+    }
+
+    pub fn lag_ns(&self) -> u64 {
+        self.straggler_finish_ns - self.median_finish_ns
+    }
+}
+
+/// A host's record as a straggler.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Straggling {
+    pub steps: u64,
+    pub lag_ns: u64,
+}
+
+/// One job over the run.
+#[derive(Debug, Clone)]
+pub struct JobTotals {
+    pub steps: u64,
+    pub durations: Histogram<u64>,
+    /// Per (host, reason): steps it was the straggler in, and its total lag.
+    pub stragglers: BTreeMap<(IpAddr, Reason), Straggling>,
+    pub hosts: Vec<IpAddr>,
+    /// The latest step closed.
+    pub last: Option<Step>,
+}
+
+impl JobTotals {
+    fn new() -> Self {
+        Self {
+            steps: 0,
+            durations: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds"),
+            stragglers: BTreeMap::new(),
+            hosts: Vec::new(),
+            last: None,
+        }
+    }
+}
+
+/// Finds the steps of every job from the transmissions the workers end.
+#[derive(Debug, Clone)]
+pub struct Steps {
+    rules: Vec<JobRule>,
+    gap_ns: u64,
+    /// How long after a step's end its last transmission may still arrive.
+    settle_ns: u64,
+    /// Union-find over the hosts that request flows connect.
+    index: HashMap<IpAddr, usize>,
+    parent: Vec<usize>,
+    ips: Vec<IpAddr>,
+    /// Request flows' transmissions whose step has not closed.
+    pending: Vec<Transmission>,
+    /// Transmissions of the answering direction that carried NAKs, by (from, to) host.
+    naks: Vec<(IpAddr, IpAddr, u64, u64)>,
+    /// Host pairs (lower address first) that carried NVMe capsules: storage, not a job.
+    nvme_pairs: HashSet<(IpAddr, IpAddr)>,
+    /// Per worker: the end of the latest interval it reported.
+    reported_to: Vec<u64>,
+    /// Steps closed since the last [`Steps::take_closed`].
+    closed: Vec<Step>,
+    pub jobs: BTreeMap<String, JobTotals>,
+    /// Transmissions not analysed: beyond the bound on hosts, or pending.
+    pub dropped: u64,
+}
+
+impl Default for Steps {
+    fn default() -> Self {
+        Self::new(Vec::new(), crate::defaults::STEP_GAP_NS, 0)
+    }
+}
+
+impl Steps {
+    pub fn new(rules: Vec<JobRule>, gap_ns: u64, settle_ns: u64) -> Self {
+        Self {
+            rules,
+            gap_ns,
+            settle_ns,
+            index: HashMap::new(),
+            parent: Vec::new(),
+            ips: Vec::new(),
+            pending: Vec::new(),
+            naks: Vec::new(),
+            nvme_pairs: HashSet::new(),
+            reported_to: Vec::new(),
+            closed: Vec::new(),
+            jobs: BTreeMap::new(),
+            dropped: 0,
+        }
+    }
+
+    /// The run's workers: a step waits for each of them.
+    pub fn for_workers(mut self, n: usize) -> Self {
+        self.reported_to = vec![0; n.max(1)];
+        self
+    }
+
+    fn host(&mut self, ip: IpAddr) -> Option<usize> {
+        if let Some(&i) = self.index.get(&ip) {
+            return Some(i);
+        }
+        if self.ips.len() >= MAX_HOSTS {
+            return None;
+        }
+        let i = self.ips.len();
+        self.index.insert(ip, i);
+        self.parent.push(i);
+        self.ips.push(ip);
+        Some(i)
+    }
+
+    fn root(&mut self, mut i: usize) -> usize {
+        while self.parent[i] != i {
+            self.parent[i] = self.parent[self.parent[i]];
+            i = self.parent[i];
+        }
+        i
+    }
+
+    /// A transmission the workers ended. Only the compute vantage's are looked at, so that
+    /// a second vantage changes nothing.
+    pub fn offer(&mut self, t: &Transmission) {
+        if t.key.vantage != Vantage::Compute || t.transport != crate::wire::bth::Transport::Rc {
+            return;
+        }
+        let c = &t.counts;
+        if c.nvme_commands + c.nvme_completions > 0 {
+            // The whole connection is storage traffic, its data transfers too.
+            if self.nvme_pairs.len() < MAX_HOSTS {
+                self.nvme_pairs.insert(pair(t));
+            }
+            return;
+        }
+        if c.messages == 0 {
+            // The answering direction: only its NAKs matter, for the flow it answers.
+            if c.nak_seq + c.nak_rnr > 0 {
+                self.naks.push((t.key.src, t.key.dst, t.start_ns, t.end_ns));
+            }
+            return;
+        }
+        if self.pending.len() >= MAX_PENDING {
+            self.close_oldest();
+        }
+        self.pending.push(t.clone());
+    }
+
+    /// A worker reported the interval ending at `end_ns`: steps every worker is past by the
+    /// settle time close.
+    pub fn reported(&mut self, worker: usize, end_ns: u64) {
+        if self.reported_to.len() <= worker {
+            self.reported_to.resize(worker + 1, 0);
+        }
+        self.reported_to[worker] = self.reported_to[worker].max(end_ns);
+        let done = self.reported_to.iter().copied().min().unwrap_or(0);
+        let settle = self.settle_ns;
+        self.close(move |step_end| step_end.saturating_add(settle) < done);
+    }
+
+    /// The end of the run: every step closes.
+    pub fn finish(&mut self) {
+        self.close(|_| true);
+    }
+
+    /// The steps closed since the last call.
+    pub fn take_closed(&mut self) -> Vec<Step> {
+        std::mem::take(&mut self.closed)
+    }
+
+    /// The earliest start of a transmission whose step has not closed: steps closed later
+    /// all end after it.
+    pub fn oldest_pending_ns(&self) -> Option<u64> {
+        self.pending.iter().map(|t| t.start_ns).min()
+    }
+
+    /// The job of a host: the first `--job` rule that holds it, else its group, named by
+    /// its lowest address.
+    fn job_of(&mut self, ip: IpAddr, names: &HashMap<usize, IpAddr>) -> String {
+        if let Some(r) = self.rules.iter().find(|r| r.contains(ip)) {
+            return r.name.clone();
+        }
+        let Some(&i) = self.index.get(&ip) else { return ip.to_string() };
+        let root = self.root(i);
+        names.get(&root).copied().unwrap_or(ip).to_string()
+    }
+
+    /// Each group's lowest address.
+    fn group_names(&mut self) -> HashMap<usize, IpAddr> {
+        let mut names: HashMap<usize, IpAddr> = HashMap::new();
+        for i in 0..self.ips.len() {
+            let r = self.root(i);
+            let ip = self.ips[i];
+            names.entry(r).and_modify(|n| *n = (*n).min(ip)).or_insert(ip);
+        }
+        names
+    }
+
+    /// Joins the hosts a request flow connects; false beyond the bound on hosts.
+    fn join(&mut self, t: &Transmission) -> bool {
+        let (Some(a), Some(b)) = (self.host(t.key.src), self.host(t.key.dst)) else { return false };
+        let (ra, rb) = (self.root(a), self.root(b));
+        if ra != rb {
+            self.parent[ra.max(rb)] = ra.min(rb);
+        }
+        true
+    }
+
+    /// The pending transmissions by job, each job's in start order. Those of host pairs
+    /// found carrying NVMe meanwhile are dropped here (storage traffic is no job).
+    fn by_job(&mut self) -> BTreeMap<String, Vec<Transmission>> {
+        let mut ts = std::mem::take(&mut self.pending);
+        ts.retain(|t| !self.nvme_pairs.contains(&pair(t)));
+        let mut kept = Vec::with_capacity(ts.len());
+        for t in ts {
+            if self.join(&t) {
+                kept.push(t);
+            } else {
+                self.dropped += 1;
+            }
+        }
+        let names = self.group_names();
+        let mut jobs: BTreeMap<String, Vec<Transmission>> = BTreeMap::new();
+        for t in kept {
+            let job = self.job_of(t.key.src, &names);
+            jobs.entry(job).or_default().push(t);
+        }
+        for v in jobs.values_mut() {
+            v.sort_by_key(|t| (t.start_ns, t.end_ns, t.key));
+        }
+        jobs
+    }
+
+    /// Closes the steps whose end `due` says may close; the rest wait.
+    fn close(&mut self, due: impl Fn(u64) -> bool) {
+        if self.pending.is_empty() {
+            return;
+        }
+        for (job, ts) in self.by_job() {
+            let mut rest = Vec::new();
+            for group in groups(&ts, self.gap_ns) {
+                let end = group.iter().map(|t| t.end_ns).max().unwrap_or(0);
+                if due(end) && rest.is_empty() {
+                    self.record(&job, group);
+                } else {
+                    rest.extend(group.iter().cloned());
+                }
+            }
+            self.pending.extend(rest);
+        }
+        let oldest = self.pending.iter().map(|t| t.start_ns).min().unwrap_or(u64::MAX);
+        self.naks.retain(|n| n.3.saturating_add(self.gap_ns) >= oldest);
+    }
+
+    /// Too many transmissions pending: the job's oldest step closes with what it has.
+    fn close_oldest(&mut self) {
+        let Some(first_end) = self.pending.iter().map(|t| t.end_ns).min() else { return };
+        self.close(|end| end <= first_end);
+    }
+
+    fn record(&mut self, job: &str, group: &[Transmission]) {
+        let step = step_of(job, group, &self.naks);
+        let mut hosts: Vec<IpAddr> = group.iter().flat_map(|t| [t.key.src, t.key.dst]).collect();
+        hosts.sort();
+        hosts.dedup();
+        let j = self.jobs.entry(job.to_owned()).or_insert_with(JobTotals::new);
+        j.steps += 1;
+        let _ = j.durations.record(step.duration_ns().max(1));
+        let s = j.stragglers.entry((step.straggler.src, step.reason)).or_default();
+        s.steps += 1;
+        s.lag_ns += step.lag_ns();
+        for h in hosts {
+            if let Err(at) = j.hosts.binary_search(&h) {
+                j.hosts.insert(at, h);
+            }
+        }
+        if j.last.as_ref().is_none_or(|l| l.start_ns <= step.start_ns) {
+            j.last = Some(step.clone());
+        }
+        self.closed.push(step);
+    }
+}
+
+/// The unordered host pair of a transmission, lower address first.
+fn pair(t: &Transmission) -> (IpAddr, IpAddr) {
+    (t.key.src.min(t.key.dst), t.key.src.max(t.key.dst))
+}
+
+/// Transmissions in start order cut into steps: a gap longer than `gap_ns` after the latest
+/// end so far starts a new one.
+fn groups(ts: &[Transmission], gap_ns: u64) -> Vec<&[Transmission]> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    let mut end = 0u64;
+    for (i, t) in ts.iter().enumerate() {
+        if i > from && t.start_ns > end.saturating_add(gap_ns) {
+            out.push(&ts[from..i]);
+            from = i;
+            end = 0;
+        }
+        end = end.max(t.end_ns);
+    }
+    if from < ts.len() {
+        out.push(&ts[from..]);
+    }
+    out
+}
+
+/// The step a group of transmissions makes: its span, its flows, the straggler and why.
+fn step_of(job: &str, group: &[Transmission], naks: &[(IpAddr, IpAddr, u64, u64)]) -> Step {
+    let start_ns = group.iter().map(|t| t.start_ns).min().unwrap_or(0);
+    let end_ns = group.iter().map(|t| t.end_ns).max().unwrap_or(0);
+    // Per flow: its finish, payload, and what its packets showed.
+    let mut flows: BTreeMap<FlowKey, (u64, u64, crate::track::FlowCounts)> = BTreeMap::new();
+    let mut bytes = 0;
+    for t in group {
+        bytes += t.counts.bytes;
+        let f = flows.entry(t.key).or_insert((0, 0, Default::default()));
+        f.0 = f.0.max(t.end_ns);
+        f.1 += t.counts.payload_bytes.saturating_sub(t.counts.retx_bytes);
+        f.2.add(&t.counts);
+    }
+    let mut finishes: Vec<u64> = flows.values().map(|f| f.0).collect();
+    finishes.sort_unstable();
+    let median_finish_ns = finishes[(finishes.len() - 1) / 2];
+    // The last to finish; among equals, the lowest key (the map's order).
+    let (straggler, (finish, payload, c)) = flows
+        .iter()
+        .fold(None::<(&FlowKey, &(u64, u64, crate::track::FlowCounts))>, |best, (k, f)| match best {
+            Some((_, b)) if b.0 >= f.0 => best,
+            _ => Some((k, f)),
+        })
+        .expect("a step has a flow");
+    let answered_with_nak = naks.iter().any(|&(from, to, s, e)| {
+        from == straggler.dst && to == straggler.src && s <= *finish && e >= start_ns
+    });
+    let reason = if c.retx_packets + c.gap_psns > 0 {
+        Reason::Loss
+    } else if answered_with_nak {
+        Reason::Nak
+    } else if c.cnp + c.ecn_ce > 0 {
+        Reason::Congestion
+    } else {
+        Reason::None
+    };
+    let gbps = |payload: u64, finish: u64| (payload * 8) as f64 / (finish - start_ns).max(1) as f64;
+    let mut rates: Vec<f64> = flows.values().map(|f| gbps(f.1, f.0)).collect();
+    rates.sort_by(f64::total_cmp);
+    Step {
+        job: job.to_owned(),
+        start_ns,
+        end_ns,
+        flows: flows.len(),
+        bytes,
+        straggler: *straggler,
+        straggler_finish_ns: *finish,
+        median_finish_ns,
+        reason,
+        straggler_gbps: gbps(*payload, *finish),
+        median_gbps: rates[(rates.len() - 1) / 2],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::track::FlowCounts;
+    use crate::wire::bth::Transport;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn tx(src: &str, dst: &str, start: u64, end: u64, f: impl Fn(&mut FlowCounts)) -> Transmission {
+        let mut counts = FlowCounts {
+            packets: 10,
+            bytes: 10_000,
+            payload_bytes: 9_000,
+            messages: 2,
+            ..Default::default()
+        };
+        f(&mut counts);
+        Transmission {
+            key: FlowKey { vantage: Vantage::Compute, src: ip(src), dst: ip(dst), dst_qpn: 7 },
+            transport: Transport::Rc,
+            start_ns: start,
+            end_ns: end,
+            counts,
+        }
+    }
+
+    #[test]
+    fn job_rules() {
+        let r: JobRule = "train=10.1.0.0/16,fd00::/8".parse().unwrap();
+        assert_eq!(r.name, "train");
+        assert!(r.contains(ip("10.1.2.3")) && r.contains(ip("fd00::1")) && !r.contains(ip("10.2.0.1")));
+        assert!("x".parse::<JobRule>().is_err());
+        assert!("a=10.0.0.0/33".parse::<JobRule>().is_err());
+        assert!("a=nonsense".parse::<JobRule>().is_err());
+    }
+
+    #[test]
+    fn a_ring_step_its_straggler_and_the_other_job() {
+        let mut s = Steps::new(Vec::new(), 2_000_000, 0);
+        // Job of 10.0.0.1-3, two steps; the second's straggler lost a packet.
+        for (i, (a, b)) in
+            [("10.0.0.1", "10.0.0.2"), ("10.0.0.2", "10.0.0.3"), ("10.0.0.3", "10.0.0.1")].iter().enumerate()
+        {
+            s.offer(&tx(a, b, 1_000, 50_000 + i as u64 * 1_000, |_| {}));
+            let late = if i == 1 { 400_000 } else { 0 };
+            s.offer(&tx(a, b, 10_000_000, 10_050_000 + late, |c| {
+                if i == 1 {
+                    c.retx_packets = 3
+                }
+            }));
+        }
+        // Another job beside it, one step.
+        s.offer(&tx("10.9.0.1", "10.9.0.2", 5_000, 60_000, |c| c.ecn_ce = 2));
+        s.offer(&tx("10.9.0.2", "10.9.0.1", 5_000, 40_000, |_| {}));
+        s.finish();
+        let steps = s.take_closed();
+        assert_eq!(steps.len(), 3);
+        let a: Vec<&Step> = steps.iter().filter(|x| x.job == "10.0.0.1").collect();
+        assert_eq!(a.len(), 2);
+        assert_eq!((a[0].start_ns, a[0].end_ns, a[0].flows), (1_000, 52_000, 3));
+        assert_eq!(a[0].straggler.src, ip("10.0.0.3"));
+        assert_eq!(a[0].lag_ns(), 1_000);
+        assert_eq!(a[0].reason, Reason::None);
+        assert_eq!(a[1].straggler.src, ip("10.0.0.2"));
+        assert_eq!(a[1].lag_ns(), 400_000);
+        assert_eq!(a[1].reason, Reason::Loss);
+        let b = steps.iter().find(|x| x.job == "10.9.0.1").unwrap();
+        assert_eq!((b.straggler.src, b.reason, b.lag_ns()), (ip("10.9.0.1"), Reason::Congestion, 20_000));
+        assert_eq!(s.jobs["10.0.0.1"].steps, 2);
+        assert_eq!(
+            s.jobs["10.0.0.1"].stragglers[&(ip("10.0.0.2"), Reason::Loss)],
+            Straggling { steps: 1, lag_ns: 400_000 }
+        );
+    }
+
+    #[test]
+    fn a_step_waits_until_every_worker_is_past_it() {
+        let mut s = Steps::new(Vec::new(), 2_000_000, 1_000_000).for_workers(2);
+        s.offer(&tx("10.0.0.1", "10.0.0.2", 0, 50_000, |_| {}));
+        s.reported(0, 5_000_000);
+        assert!(s.take_closed().is_empty(), "worker 1 has not reported yet");
+        s.reported(1, 500_000);
+        assert!(s.take_closed().is_empty(), "worker 1 is not past the step's settle time");
+        // A flow of the same step from the slower worker's side comes late.
+        s.offer(&tx("10.0.0.2", "10.0.0.1", 0, 80_000, |_| {}));
+        s.reported(1, 5_000_000);
+        let steps = s.take_closed();
+        assert_eq!(steps.len(), 1);
+        assert_eq!((steps[0].flows, steps[0].end_ns), (2, 80_000));
+    }
+
+    #[test]
+    fn acks_nvme_and_the_storage_vantage_are_not_steps() {
+        let mut s = Steps::new(Vec::new(), 2_000_000, 0);
+        s.offer(&tx("10.0.0.1", "10.0.0.2", 0, 1_000, |c| c.nvme_commands = 1));
+        // The target's RDMA WRITE of read data on the same connection: storage too.
+        s.offer(&tx("10.0.0.2", "10.0.0.1", 500, 900, |_| {}));
+        s.offer(&tx("10.0.0.1", "10.0.0.2", 0, 1_000, |c| c.messages = 0));
+        let mut storage = tx("10.0.0.1", "10.0.0.2", 0, 1_000, |_| {});
+        storage.key.vantage = Vantage::Storage;
+        s.offer(&storage);
+        s.finish();
+        assert!(s.take_closed().is_empty());
+    }
+}
