@@ -147,6 +147,8 @@ fn every_option_refuses_bad_values() {
         ("--prometheus-max-flows", "many"),
         ("--slow-ios", "1001"),
         ("--top", "many"),
+        ("--job", "nonsense"),
+        ("--step-gap", "0"),
     ];
     let live_only: &[(&str, &str)] = &[
         ("--port", "x"),
