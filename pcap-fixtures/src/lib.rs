@@ -156,7 +156,7 @@ pub fn write_scenario(s: &Scenario, dir: &Path) -> Result<truth::Truth> {
         args,
         path_mtu: built.mtu,
     };
-    let t = truth::compute(meta, &built.wire, &delivered, &built.ios);
+    let t = truth::compute(meta, &built.wire, &delivered, &built.ios, built.collectives.as_ref());
     std::fs::write(dir.join("truth.json"), serde_json::to_string_pretty(&t)? + "\n")?;
     Ok(t)
 }

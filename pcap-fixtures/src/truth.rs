@@ -1,6 +1,9 @@
 //! Ground truth, computed from what each tap emitted (not from the probe): per-flow
 //! counters, the PSN analysis of docs/METRICS.md written out plainly, and each NVMe I/O's segment
-//! latencies from the times the probe will see.
+//! latencies from the times the probe will see; for scenarios with collectives, the jobs,
+//! steps and stragglers (see [`collective`]).
+
+pub mod collective;
 
 use crate::render::Delivered;
 use crate::sim::{Packet, Role, Spec, Wire, COMPUTE, STORAGE};
@@ -107,6 +110,10 @@ pub struct Truth {
     /// I/O outcomes the scenario was made to produce (with its `args`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub io_outcomes: Option<crate::scenarios::IoOutcomes>,
+    /// The collectives' jobs and steps at the compute vantage (see [`collective`]), for
+    /// scenarios that have collectives.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<Vec<collective::JobTruth>>,
 }
 
 type Key = (usize, IpAddr, IpAddr, u32);
@@ -493,7 +500,13 @@ fn anchors(io: &IoRecord, wire: &Wire, probe_time: &HashMap<(usize, usize), u64>
     anchors
 }
 
-pub fn compute(meta: Meta, wire: &Wire, delivered: &[Delivered], ios: &[IoRecord]) -> Truth {
+pub fn compute(
+    meta: Meta,
+    wire: &Wire,
+    delivered: &[Delivered],
+    ios: &[IoRecord],
+    collectives: Option<&collective::Collectives>,
+) -> Truth {
     assert!(!meta.args.iter().any(|a| a == "--flow-idle"), "the truth assumes the default --flow-idle");
     let mut tally = Tally { path_mtu: meta.path_mtu, ..Default::default() };
     // Each tap's packets in the order the tap saw them, whatever order the mirror paths
@@ -507,6 +520,7 @@ pub fn compute(meta: Meta, wire: &Wire, delivered: &[Delivered], ios: &[IoRecord
         tally.fabric_loss(wire);
     }
     let ios = ios.iter().map(|io| io_truth(io, wire, &tally.probe_time)).collect();
+    let jobs = collectives.map(|c| collective::jobs(wire, delivered, meta.path_mtu, c));
     Truth {
         scenario: meta.scenario,
         seed: meta.seed,
@@ -520,6 +534,7 @@ pub fn compute(meta: Meta, wire: &Wire, delivered: &[Delivered], ios: &[IoRecord
         flows: tally.flows.into_values().collect(),
         ios,
         io_outcomes: meta.io_outcomes,
+        jobs,
     }
 }
 

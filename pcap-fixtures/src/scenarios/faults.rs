@@ -159,5 +159,5 @@ pub fn nvme_faults(seed: u64) -> Built {
     out.overflowed += (u64::from(burst) - FAULT_MAX_IOS) * 2;
     let args =
         vec!["--io-timeout".into(), FAULT_TIMEOUT.into(), "--max-ios".into(), FAULT_MAX_IOS.to_string()];
-    Built { wire, ios: Vec::new(), mtu: 4096, args, outcomes: Some(out) }
+    Built { wire, ios: Vec::new(), mtu: 4096, args, outcomes: Some(out), collectives: None }
 }

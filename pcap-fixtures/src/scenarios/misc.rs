@@ -271,5 +271,5 @@ pub fn misc(seed: u64) -> Built {
         wire.raw(COMPUTE, udp_frame(a, b, 5353, 53, &[k; 30]), step(&mut rng), None);
         wire.raw(COMPUTE, udp_frame(a, b, 4791, 9999, &[k; 60]), step(&mut rng), None);
     }
-    Built { wire, ios: Vec::new(), mtu, args: vec![], outcomes: None }
+    Built { wire, ios: Vec::new(), mtu, args: vec![], outcomes: None, collectives: None }
 }

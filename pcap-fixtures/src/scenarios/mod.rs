@@ -33,6 +33,9 @@ pub struct Built {
     pub args: Vec<String>,
     /// I/O outcomes the scenario was made to produce, under `args`.
     pub outcomes: Option<IoOutcomes>,
+    /// The collectives' connections and the hosts the scenario held back, for the truth about
+    /// jobs and steps (scenarios with collectives only).
+    pub collectives: Option<crate::truth::collective::Collectives>,
 }
 
 /// I/O outcomes of a scenario, as the probe counts them.

@@ -264,5 +264,12 @@ pub fn nvme(seed: u64) -> Built {
             }
         }
     }
-    Built { wire, ios: ios.into_iter().map(|io| io.rec).collect(), mtu, args: vec![], outcomes: None }
+    Built {
+        wire,
+        ios: ios.into_iter().map(|io| io.rec).collect(),
+        mtu,
+        args: vec![],
+        outcomes: None,
+        collectives: None,
+    }
 }

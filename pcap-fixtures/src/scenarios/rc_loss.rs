@@ -160,5 +160,5 @@ pub fn rc_loss(seed: u64) -> Built {
             d.read_responses(&mut wire, false, psn, &data(len, 9), left + f + rng.range(4_000, 9_000));
         t = last_t + f + rng.range(1_000, 3_000);
     }
-    Built { wire, ios: Vec::new(), mtu, args: vec![], outcomes: None }
+    Built { wire, ios: Vec::new(), mtu, args: vec![], outcomes: None, collectives: None }
 }
