@@ -108,6 +108,7 @@ pub fn all() -> Vec<Scenario> {
         Scenario { name: "misc_erspan2", seed: 3, build: scenarios::misc, delivery: ERSPAN2 },
         Scenario { name: "corrupted", seed: 3, build: scenarios::corrupted, delivery: Delivery::ComputeOnly },
         Scenario { name: "nvme_faults", seed: 4, build: scenarios::nvme_faults, delivery: SPLIT },
+        Scenario { name: "collective_vlan", seed: 5, build: scenarios::collective, delivery: VLAN },
         // The same traffic over skewed, jittery mirror paths: the same results.
         Scenario { name: "nvme_erspan3_skewed", seed: 1, build: scenarios::nvme, delivery: ERSPAN3_SKEWED },
         Scenario { name: "nvme_split_skewed", seed: 1, build: scenarios::nvme, delivery: SPLIT_SKEWED },

@@ -166,3 +166,76 @@ fn skewed_scenarios_are_their_base_traffic_out_of_order_by_up_to_hundreds_of_us(
         assert!((57_000..=311_000).contains(&slowest), "{}: {slowest} ns", s.name);
     }
 }
+
+#[test]
+fn collective_steps_name_each_held_back_host_with_its_cause() {
+    use pcap_fixtures::truth::collective::Cause;
+    let s = pcap_fixtures::all().into_iter().find(|s| s.name == "collective_vlan").unwrap();
+    let built = (s.build)(s.seed);
+    let injections = &built.collectives.as_ref().unwrap().injections;
+    let t = truth("collective_vlan");
+    let jobs = t["jobs"].as_array().unwrap();
+    let names: Vec<&str> = jobs.iter().map(|j| j["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["10.1.0.1", "10.2.0.1"]);
+    let hosts = |j: &serde_json::Value| -> Vec<String> {
+        j["hosts"].as_array().unwrap().iter().map(|h| h.as_str().unwrap().to_owned()).collect()
+    };
+    assert_eq!(hosts(&jobs[0]), (1..=8).map(|i| format!("10.1.0.{i}")).collect::<Vec<_>>());
+    assert_eq!(hosts(&jobs[1]), (1..=4).map(|i| format!("10.2.0.{i}")).collect::<Vec<_>>());
+    // As designed: 30 steps of 8 flows, 36 of 4, every flow in every step.
+    for (job, steps, flows) in [(&jobs[0], 30, 8), (&jobs[1], 36, 4)] {
+        let s = job["steps"].as_array().unwrap();
+        assert_eq!(s.len(), steps, "{}: steps", job["name"]);
+        assert!(s.iter().all(|x| x["flows"] == flows), "{}: flows per step", job["name"]);
+        // The steps are apart by the compute pause, far more than the step gap.
+        for w in s.windows(2) {
+            let gap = w[1]["start_ns"].as_u64().unwrap() - w[0]["end_ns"].as_u64().unwrap();
+            assert!(gap > 4_000_000, "{}: {gap} ns between steps", job["name"]);
+        }
+    }
+    // Each held-back host is its step's straggler, for the reason its cause gives, by far.
+    let mut held = 0;
+    for inj in injections {
+        let host = inj.host.to_string();
+        let job = jobs.iter().find(|j| hosts(j).contains(&host)).unwrap();
+        let step = &job["steps"][inj.step];
+        assert_eq!(step["injected"], inj.cause.name(), "{} step {}", job["name"], inj.step);
+        assert_eq!(step["straggler_host"], host.as_str(), "{} step {}", job["name"], inj.step);
+        assert_eq!(step["straggler"]["src_ip"], host.as_str());
+        assert_eq!(step["reason"], inj.cause.reason(), "{} step {}", job["name"], inj.step);
+        let lag = step["lag_ns"].as_u64().unwrap();
+        assert!(lag >= 100_000, "{} step {}: lag {lag} ns", job["name"], inj.step);
+        held += 1;
+    }
+    let causes = |c: Cause| injections.iter().filter(|i| i.cause == c).count();
+    assert_eq!((causes(Cause::Loss), causes(Cause::Congestion), causes(Cause::SlowHost)), (8, 8, 8));
+    // The other steps: the naturally slowest flow, a few µs behind, for no reason.
+    let mut natural = 0;
+    for job in jobs {
+        for (k, step) in job["steps"].as_array().unwrap().iter().enumerate() {
+            if step["injected"].is_null() {
+                assert_eq!(step["reason"], "none", "{} step {k}", job["name"]);
+                let lag = step["lag_ns"].as_u64().unwrap();
+                assert!(lag < 20_000, "{} step {k}: lag {lag} ns", job["name"]);
+                natural += 1;
+            }
+        }
+    }
+    assert_eq!((held, natural), (24, 30 + 36 - 24));
+    // The per-flow truth saw what each cause does at the compute tap: go-back-N after a NAK,
+    // CNPs and CE marks.
+    let f = flows("collective_vlan");
+    let sum = |pick: &dyn Fn(&FlowTruth) -> u64| -> u64 {
+        f.iter().filter(|x| x.vantage == "compute").map(pick).sum()
+    };
+    assert_eq!(sum(&|x| x.nak_seq), 8, "a NAK for each loss");
+    assert_eq!(sum(&|x| x.retx_packets), 16, "go-back-N resends the lost chunk and the next");
+    assert!(
+        sum(&|x| x.cnp) >= 8 * 3 && sum(&|x| x.ecn_ce) == 4,
+        "CNPs, and a CE mark upstream every other step"
+    );
+    // Four hosts lose a chunk in two steps each; the storage tap misses them.
+    let lossy: Vec<Option<u64>> =
+        f.iter().filter(|x| x.fabric_loss_psns.is_some_and(|n| n > 0)).map(|x| x.fabric_loss_psns).collect();
+    assert_eq!(lossy, [Some(2); 4], "the fabric lost them");
+}

@@ -2,12 +2,14 @@
 //! records that anchor latencies. Deterministic functions of their seed. One file per
 //! scenario family; the helpers they share are here.
 
+mod collective;
 mod corrupted;
 mod faults;
 mod misc;
 mod nvme;
 mod rc_loss;
 
+pub use collective::collective;
 pub use corrupted::{corrupted, malformed_frames};
 pub use faults::nvme_faults;
 pub use misc::misc;
