@@ -6,7 +6,7 @@
 //!   them: one job per connected group of hosts, where two hosts are connected when a
 //!   request flow goes from one to the other. A host pair that carried an NVMe/RDMA command
 //!   or completion capsule (either way) connects nothing. A job is named by its lowest host
-//!   address.
+//!   address; its hosts are listed in numeric order (10.9.0.9 before 10.9.0.10).
 //! - A flow is (vantage, source IP, destination IP, destination QPN), as everywhere in
 //!   roceprobe. Only **request flows** count for steps: flows that carry RC SEND or RDMA
 //!   WRITE request packets (opcodes 0x00-0x0B), not the direction that acknowledges them.
