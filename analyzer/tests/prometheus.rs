@@ -319,7 +319,7 @@ fn stalled_and_oversized_clients_do_not_delay_a_scrape() {
 /// retransmissions and NAKs, one with malformed frames.
 #[test]
 fn promtool_accepts_the_page() {
-    for scenario in ["nvme_vlan", "rc_loss_vlan", "corrupted"] {
+    for scenario in ["nvme_vlan", "rc_loss_vlan", "corrupted", "collective_vlan"] {
         let probe = replay_serving(scenario);
         let (head, page) = ask(&probe.addr, SCRAPE);
         assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");

@@ -511,10 +511,16 @@ pub fn largest_frame(path: &Path) -> Result<usize> {
 
 /// Reads every frame of a file (for tests and tools; allocates per frame).
 pub fn read_all_frames(path: &Path) -> Result<Vec<Vec<u8>>> {
+    Ok(read_all_records(path)?.into_iter().map(|(_, _, data)| data).collect())
+}
+
+/// Reads every record of a file: its time (ns), original length and captured bytes (for
+/// tests and tools; allocates per frame).
+pub fn read_all_records(path: &Path) -> Result<Vec<(u64, u32, Vec<u8>)>> {
     let mut r = FileReader::open(path)?;
     let mut out = Vec::new();
     while r.has_next {
-        out.push(r.next.data.clone());
+        out.push((r.next.ts_ns, r.next.wire_len, r.next.data.clone()));
         r.advance()?;
     }
     Ok(out)

@@ -1,0 +1,207 @@
+//! Collective steps and their stragglers on the generator's ring all-reduce scenario
+//! (pcap-fixtures/scenarios/collective_vlan): every step of both jobs, its straggler, lag
+//! and reason are the truth's; naming the jobs changes nothing else; the storage vantage's
+//! copies change nothing; the dashboard shows the jobs.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+type Row = BTreeMap<String, String>;
+
+fn read_csv(path: &Path) -> Vec<Row> {
+    let mut r = csv::Reader::from_path(path).unwrap();
+    let h: Vec<String> = r.headers().unwrap().iter().map(str::to_owned).collect();
+    r.records().map(|rec| h.iter().cloned().zip(rec.unwrap().iter().map(str::to_owned)).collect()).collect()
+}
+
+/// RFC 3339 with nanoseconds, as the CSV files write it, to ns since the epoch.
+fn ns(t: &str) -> u64 {
+    let (date, frac) = t.trim_end_matches('Z').split_once('.').unwrap();
+    let (d, hms) = date.split_once('T').unwrap();
+    let p: Vec<i64> = d.split('-').chain(hms.split(':')).map(|x| x.parse().unwrap()).collect();
+    // Days from the civil date (Howard Hinnant's algorithm), then seconds.
+    let (y, m, day) = (if p[1] <= 2 { p[0] - 1 } else { p[0] }, p[1], p[2]);
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + p[3] * 3600 + p[4] * 60 + p[5];
+    secs as u64 * 1_000_000_000 + format!("{frac:0<9}").parse::<u64>().unwrap()
+}
+
+/// Replays `files` with `args`; returns the summary and steps.csv's rows.
+fn replay(files: &[PathBuf], args: &[String]) -> (Value, Vec<Row>) {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, summary) = (dir.path().join("csv"), dir.path().join("s.json"));
+    let mut a: Vec<String> =
+        vec!["replay".into(), "-q".into(), "--csv-dir".into(), csv.display().to_string()];
+    a.extend(["--summary".into(), summary.display().to_string()]);
+    a.extend(args.iter().cloned());
+    a.extend(files.iter().map(|f| f.display().to_string()));
+    let o = Command::new(bin()).args(&a).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    (s, read_csv(&csv.join("steps.csv")))
+}
+
+/// Each step of the truth as a line to compare: job, start, end, flows, bytes, straggler
+/// flow and host, lag (ns) and reason.
+fn truth_steps(t: &Value, rename: &BTreeMap<&str, &str>) -> Vec<String> {
+    let mut out = Vec::new();
+    for j in t["jobs"].as_array().unwrap() {
+        let name = j["name"].as_str().unwrap();
+        for s in j["steps"].as_array().unwrap() {
+            let f = &s["straggler"];
+            out.push(format!(
+                "{} {} {} {} {} {}>{} {} {} {} {}",
+                rename.get(name).unwrap_or(&name),
+                s["start_ns"],
+                s["end_ns"],
+                s["flows"],
+                s["bytes"],
+                f["src_ip"].as_str().unwrap(),
+                f["dst_ip"].as_str().unwrap(),
+                f["dst_qpn"],
+                s["straggler_host"].as_str().unwrap(),
+                s["lag_ns"],
+                s["reason"].as_str().unwrap()
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn our_steps(rows: &[Row]) -> Vec<String> {
+    let mut out: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            let lag_ns = (r["lag_us"].parse::<f64>().unwrap() * 1e3).round() as u64;
+            format!(
+                "{} {} {} {} {} {}>{} {} {} {} {}",
+                r["job"],
+                ns(&r["start"]),
+                ns(&r["end"]),
+                r["flows"],
+                r["bytes"],
+                r["straggler_src_ip"],
+                r["straggler_dst_ip"],
+                r["straggler_dst_qpn"],
+                r["straggler_host"],
+                lag_ns,
+                r["reason"]
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn every_step_its_straggler_lag_and_reason_are_the_truths() {
+    let t = scenario_truth("collective_vlan");
+    let files = scenario_files("collective_vlan", &t);
+    let (s, rows) = replay(&files, &scenario_args(&t));
+    let want = truth_steps(&t, &BTreeMap::new());
+    assert_eq!(want.len(), 66, "30 steps of the 8-host ring, 36 of the 4-host one");
+    assert_eq!(our_steps(&rows), want);
+    // The summary: each job's hosts and steps, and its stragglers as the truth counts them.
+    for j in t["jobs"].as_array().unwrap() {
+        let ours = s["jobs"].as_array().unwrap().iter().find(|o| o["name"] == j["name"]).unwrap();
+        assert_eq!(ours["hosts"], j["hosts"]);
+        assert_eq!(ours["steps"], j["steps"].as_array().unwrap().len());
+        let mut held: BTreeMap<(String, String), u64> = BTreeMap::new();
+        for st in j["steps"].as_array().unwrap() {
+            *held
+                .entry((st["straggler_host"].as_str().unwrap().into(), st["reason"].as_str().unwrap().into()))
+                .or_default() += 1;
+        }
+        let mut got: BTreeMap<(String, String), u64> = BTreeMap::new();
+        for h in ours["stragglers"].as_array().unwrap() {
+            for (reason, n) in h["reasons"].as_object().unwrap() {
+                got.insert((h["host"].as_str().unwrap().into(), reason.clone()), n.as_u64().unwrap());
+            }
+        }
+        assert_eq!(got, held, "{}", j["name"]);
+        let last = j["steps"].as_array().unwrap().last().unwrap();
+        assert_eq!(ours["last_step"]["straggler_host"], last["straggler_host"]);
+    }
+    // Every cause the scenario injects is found on the host it held back.
+    let reasons: std::collections::BTreeSet<&str> = rows.iter().map(|r| r["reason"].as_str()).collect();
+    assert!(reasons.is_superset(&["loss", "congestion", "none"].into()), "{reasons:?}");
+}
+
+#[test]
+fn named_jobs_are_the_same_steps_under_their_names() {
+    let t = scenario_truth("collective_vlan");
+    let files = scenario_files("collective_vlan", &t);
+    let mut args = scenario_args(&t);
+    args.extend(["--job", "ring8=10.1.0.0/24", "--job", "ring4=10.2.0.0/29"].map(String::from));
+    let (s, rows) = replay(&files, &args);
+    let rename: BTreeMap<&str, &str> = [("10.1.0.1", "ring8"), ("10.2.0.1", "ring4")].into();
+    assert_eq!(our_steps(&rows), truth_steps(&t, &rename));
+    let names: Vec<&str> =
+        s["jobs"].as_array().unwrap().iter().map(|j| j["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["ring4", "ring8"]);
+}
+
+#[test]
+fn the_storage_vantages_copies_change_nothing() {
+    // The same capture without its storage VLAN (20): one vantage, the same steps.
+    let t = scenario_truth("collective_vlan");
+    let files = scenario_files("collective_vlan", &t);
+    let dir = tempfile::tempdir().unwrap();
+    let compute_only = dir.path().join("compute.pcap");
+    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&compute_only).unwrap()).unwrap();
+    let mut kept = 0;
+    for (ts, len, f) in roceprobe::capture::pcap::read_all_records(&files[0]).unwrap() {
+        // 802.1Q: TPID at 12, the VLAN id in the low 12 bits of 14..16.
+        if f[12..14] == [0x81, 0x00] && u16::from_be_bytes([f[14], f[15]]) & 0x0FFF == 20 {
+            continue;
+        }
+        w.write(ts, &f, len).unwrap();
+        kept += 1;
+    }
+    drop(w);
+    assert!(kept > 8_000);
+    let (_, both) = replay(&files, &scenario_args(&t));
+    let (s, one) = replay(&[compute_only], &["--vantage".into(), "compute=vlan:10".into()]);
+    assert!(s["flows"].as_array().unwrap().iter().all(|f| f["vantage"] == "compute"));
+    assert_eq!(our_steps(&one), our_steps(&both));
+    assert_eq!(our_steps(&one).len(), 66);
+}
+
+#[test]
+fn the_dashboard_shows_the_jobs_in_80x24() {
+    let t = scenario_truth("collective_vlan");
+    let files = scenario_files("collective_vlan", &t);
+    let dir = tempfile::tempdir().unwrap();
+    let command = format!(
+        "{} replay --dashboard -q {} {}; sleep 60",
+        bin(),
+        scenario_args(&t).join(" "),
+        files[0].display()
+    );
+    let term = Tmux::start(dir.path(), &command);
+    let screen = term.wait_for("roceprobe finished", "the dashboard did not finish");
+    assert!(screen.contains("collective jobs"), "{screen}");
+    // Each job's row: its name and step count, then the last step's straggler.
+    for j in t["jobs"].as_array().unwrap() {
+        let steps = j["steps"].as_array().unwrap();
+        let last = steps.last().unwrap();
+        let row = screen
+            .lines()
+            .find(|l| l.trim_start_matches('│').split_whitespace().next() == j["name"].as_str())
+            .unwrap_or_else(|| panic!("no row for {}:\n{screen}", j["name"]));
+        let cells: Vec<&str> = row.trim_matches('│').split_whitespace().collect();
+        assert_eq!(cells[1], steps.len().to_string(), "{row}");
+        assert_eq!(cells[4], last["straggler_host"].as_str().unwrap(), "{row}");
+        assert_eq!(cells[6], last["reason"].as_str().unwrap(), "{row}");
+    }
+    term.keys("q");
+}
