@@ -205,3 +205,73 @@ fn the_dashboard_shows_the_jobs_in_80x24() {
     }
     term.keys("q");
 }
+
+/// The RC packets' times of a real capture as tshark reads them, per flow (source,
+/// destination, BTH destination QP), each marked whether it is a request (SEND, RDMA WRITE,
+/// READ Request, atomics).
+fn tshark_rc_times(pcap: &Path) -> BTreeMap<(String, String, u64), Vec<(u64, bool)>> {
+    let o = Command::new("tshark")
+        .args(["-r", pcap.to_str().unwrap(), "-Y", "infiniband.bth.opcode", "-T", "fields"])
+        .args(["-e", "frame.time_epoch", "-e", "ip.src", "-e", "ip.dst", "-e", "infiniband.bth.opcode"])
+        .args(["-e", "infiniband.bth.destqp", "-E", "occurrence=f"])
+        .output()
+        .expect("tshark (scripts/setup installs it)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut flows: BTreeMap<(String, String, u64), Vec<(u64, bool)>> = BTreeMap::new();
+    for line in String::from_utf8(o.stdout).unwrap().lines() {
+        let c: Vec<&str> = line.split('\t').collect();
+        let op: u64 = c[3].parse().unwrap();
+        if op >> 5 != 0 {
+            continue;
+        }
+        let request = matches!(op & 0x1F, 0x00..=0x0C | 0x13 | 0x14 | 0x16 | 0x17);
+        let (secs, frac) = c[0].split_once('.').unwrap();
+        let t =
+            secs.parse::<u64>().unwrap() * 1_000_000_000 + format!("{frac:0<9}")[..9].parse::<u64>().unwrap();
+        let qp = u64::from_str_radix(c[4].trim_start_matches("0x"), 16).unwrap();
+        flows.entry((c[1].into(), c[2].into(), qp)).or_default().push((t, request));
+    }
+    flows
+}
+
+#[test]
+fn on_the_real_captures_steps_are_the_bursts_tshark_times() {
+    // Each capture is one perftest connection between two hosts: one job. Its steps, from
+    // tshark's packet times: each flow's bursts (1 ms idle ends one; a flow's packets are
+    // its requests and, in a ping-pong, the ACKs it sends back), those with a request,
+    // joined while they overlap or follow within 2 ms.
+    let mut checked = 0;
+    for name in REAL_CAPTURES {
+        let pcap = capture(name);
+        let flows = tshark_rc_times(&pcap);
+        let mut bursts: Vec<(u64, u64)> = Vec::new();
+        for packets in flows.values() {
+            let (mut start, mut requests) = (packets[0].0, packets[0].1);
+            for w in packets.windows(2) {
+                if w[1].0 > w[0].0 + 1_000_000 {
+                    if requests {
+                        bursts.push((start, w[0].0));
+                    }
+                    (start, requests) = (w[1].0, false);
+                }
+                requests |= w[1].1;
+            }
+            if requests {
+                bursts.push((start, packets.last().unwrap().0));
+            }
+        }
+        bursts.sort();
+        let mut want: Vec<(u64, u64)> = Vec::new();
+        for (s, e) in bursts {
+            match want.last_mut() {
+                Some(last) if s <= last.1 + 2_000_000 => last.1 = last.1.max(e),
+                _ => want.push((s, e)),
+            }
+        }
+        let (_, rows) = replay(&[pcap], &[]);
+        let got: Vec<(u64, u64)> = rows.iter().map(|r| (ns(&r["start"]), ns(&r["end"]))).collect();
+        assert_eq!(got, want, "{name}");
+        checked += want.len();
+    }
+    assert!(checked >= 8, "{checked} steps");
+}
