@@ -527,3 +527,181 @@ fn latency_cdfs_have_log_axes_with_ticks_in_time_units() {
         assert!(us[0] <= lo && *us.last().unwrap() >= hi, "{op}: ticks {us:?} for data {lo}..{hi}");
     }
 }
+
+/// The seconds in the unit a time axis label starts with.
+fn unit_s(label: &str) -> f64 {
+    match label.split_whitespace().next().unwrap_or("") {
+        "ns" => 1e-9,
+        "µs" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "min" => 60.0,
+        "h" => 3600.0,
+        _ => panic!("no time unit in {label:?}"),
+    }
+}
+
+/// A straggler marker of the steps plot: (job, x, y, host, reason).
+type Marker = (String, f64, f64, String, String);
+
+fn markers(svg: &str) -> Vec<Marker> {
+    let doc = roxmltree::Document::parse(svg).unwrap();
+    doc.descendants()
+        .filter(|n| n.attribute("class") == Some("straggler"))
+        .map(|n| {
+            let a = |k: &str| n.attribute(k).unwrap_or_else(|| panic!("a marker without {k}")).to_owned();
+            (
+                a("data-name"),
+                a("data-x").parse().unwrap(),
+                a("data-y").parse().unwrap(),
+                a("data-host"),
+                a("data-reason"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_steps_plot_draws_each_jobs_step_durations_with_the_held_back_stragglers_marked() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, out) = (dir.path().join("csv"), dir.path().join("plots"));
+    let t = scenario_truth("collective_vlan");
+    let files: Vec<String> =
+        scenario_files("collective_vlan", &t).iter().map(|p| p.to_str().unwrap().to_owned()).collect();
+    let args = [scenario_args(&t), files].concat();
+    replay_and_plot(&csv, &out, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let steps = read(&csv.join("steps.csv"));
+    assert!(steps.len() >= 60, "{} steps", steps.len());
+    let text = svg_file(&out.join("steps.svg"));
+    assert!(out.join("steps.png").is_file());
+
+    // x: time since the first step, in the axis's unit; y: the duration in the y axis's unit.
+    let ns = |s: &str| roceprobe::report::plot::parse_rfc3339(s).unwrap();
+    let first = steps.iter().map(|r| r["start"].clone()).min_by_key(|s| ns(s)).unwrap();
+    let (x_label, _) = axis(&text, "x-axis");
+    assert!(x_label.ends_with(&format!(" since the first step ({first})")), "{x_label}");
+    let x_unit = unit_s(&x_label);
+    let (y_label, y_ticks) = axis(&text, "y-axis");
+    let unit = y_label.strip_prefix("step duration (").and_then(|l| l.strip_suffix(')')).unwrap();
+    let y_unit = unit_s(unit);
+    let x_of = |r: &Row| (ns(&r["start"]) - ns(&first)) as f64 * 1e-9 / x_unit;
+    let y_of = |r: &Row| f(r, "duration_s") / y_unit;
+    let longest = steps.iter().map(y_of).fold(0.0, f64::max);
+    assert!((1.0..1000.0).contains(&longest), "the longest step is {longest} {unit}");
+    let top = y_ticks.iter().map(|t| t.0.parse::<f64>().unwrap()).fold(0.0, f64::max);
+    assert!(top >= longest, "ticks up to {top} for {longest}");
+
+    // A series per job: its steps in order of start.
+    let plotted = series(&text);
+    let jobs: BTreeSet<String> = steps.iter().map(|r| r["job"].clone()).collect();
+    assert_eq!(plotted.keys().cloned().collect::<BTreeSet<_>>(), jobs);
+    assert_eq!(jobs.len(), 2);
+    for (job, (x, y)) in &plotted {
+        let mut rows: Vec<&Row> = steps.iter().filter(|r| r["job"] == *job).collect();
+        rows.sort_by_key(|r| ns(&r["start"]));
+        let (wx, wy): (Vec<f64>, Vec<f64>) = rows.iter().map(|r| (x_of(r), y_of(r))).unzip();
+        assert_eq!((x.len(), y.len()), (wx.len(), wy.len()), "{job}");
+        assert!(x.iter().zip(&wx).all(|(a, b)| close(*a, *b)), "{job}: x {x:?} vs {wx:?}");
+        assert!(y.iter().zip(&wy).all(|(a, b)| close(*a, *b)), "{job}: y {y:?} vs {wy:?}");
+    }
+
+    // A marker on exactly the steps whose straggler was held back, with its host and reason.
+    let mut marked = markers(&text);
+    let mut want: Vec<Marker> = steps
+        .iter()
+        .filter(|r| r["reason"] != "none")
+        .map(|r| (r["job"].clone(), x_of(r), y_of(r), r["straggler_host"].clone(), r["reason"].clone()))
+        .collect();
+    let order = |a: &Marker, b: &Marker| (&a.0, a.1).partial_cmp(&(&b.0, b.1)).unwrap();
+    marked.sort_by(order);
+    want.sort_by(order);
+    assert_eq!(marked.len(), want.len());
+    for (m, w) in marked.iter().zip(&want) {
+        assert!(
+            m.0 == w.0 && close(m.1, w.1) && close(m.2, w.2) && m.3 == w.3 && m.4 == w.4,
+            "{m:?} vs {w:?}"
+        );
+    }
+
+    // The truth: every step held back by loss or congestion is marked with its reason and host.
+    let t0 = ns(&first);
+    let mut held = 0;
+    for job in t["jobs"].as_array().unwrap() {
+        let name = job["name"].as_str().unwrap();
+        for s in job["steps"].as_array().unwrap() {
+            let reason = s["reason"].as_str().unwrap();
+            if reason != "loss" && reason != "congestion" {
+                continue;
+            }
+            held += 1;
+            let x = (s["start_ns"].as_u64().unwrap() - t0) as f64 * 1e-9 / x_unit;
+            let y = s["duration_ns"].as_u64().unwrap() as f64 * 1e-9 / y_unit;
+            let host = s["straggler_host"].as_str().unwrap();
+            assert!(
+                marked.iter().any(|m| m.0 == name
+                    && close(m.1, x)
+                    && close(m.2, y)
+                    && m.3 == host
+                    && m.4 == reason),
+                "{name}: the step at {x} {reason} by {host} is not marked: {marked:?}"
+            );
+        }
+    }
+    assert!(held >= 8, "the scenario holds {held} steps back");
+
+    // The legend: each job, and each reason used with its stragglers.
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let legend = texts(group(&doc, "legend"));
+    for job in &jobs {
+        assert!(legend.contains(job), "{job} not in {legend:?}");
+    }
+    for reason in ["loss", "congestion"] {
+        let entry = legend
+            .iter()
+            .find(|e| e.starts_with(&format!("held back by {reason}: ")))
+            .unwrap_or_else(|| panic!("no {reason} in {legend:?}"));
+        let host = &want.iter().find(|m| m.4 == reason).unwrap().3;
+        assert!(entry.contains(host.as_str()), "{entry}");
+    }
+    assert!(!legend.iter().any(|e| e.contains("nak")), "{legend:?}");
+}
+
+#[test]
+fn without_steps_there_is_no_steps_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, out) = rc_loss_plots(dir.path());
+    assert!(!out.join("steps.svg").exists());
+    // steps.csv with its header alone: no plot either.
+    let header = "start,end,job,duration_s,flows,bytes,straggler_src_ip,straggler_dst_ip,straggler_dst_qpn,straggler_host,lag_us,reason,straggler_gbps,median_gbps\r\n";
+    std::fs::write(csv.join("steps.csv"), header).unwrap();
+    let again = dir.path().join("again");
+    let o = run(&["plot", "--csv-dir", csv.to_str().unwrap(), "--out", again.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(again.join("flow_throughput.svg").is_file() && !again.join("steps.svg").exists());
+}
+
+#[test]
+fn a_broken_steps_csv_is_a_one_line_error() {
+    let header = "start,end,job,duration_s,flows,bytes,straggler_src_ip,straggler_dst_ip,straggler_dst_qpn,straggler_host,lag_us,reason,straggler_gbps,median_gbps\r\n";
+    let t = "2026-11-29T08:00:00.000000000Z";
+    let row = |duration: &str, reason: &str| {
+        format!("{header}{t},{t},j,{duration},2,100,10.0.0.1,10.0.0.2,7,10.0.0.1,1.000,{reason},1.0,2.0\r\n")
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, _) = rc_loss_plots(dir.path());
+    for (steps, needle) in [
+        (row("x", "loss"), "duration_s 'x' is not a number"),
+        (row("0.000001000", "slow"), "reason 'slow' is not loss, nak, congestion or none"),
+        (format!("{header}yesterday,{t},j\r\n"), "steps.csv"),
+        ("start,end\r\n\"unterminated\r\n,,,".to_owned(), "steps.csv"),
+    ] {
+        std::fs::write(csv.join("steps.csv"), &steps).unwrap();
+        let out = dir.path().join("broken");
+        let o = run(&["plot", "--csv-dir", csv.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{needle}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(needle), "{err}");
+        assert!(!out.join("steps.svg").exists());
+    }
+}

@@ -14,10 +14,16 @@
 //! - `flow_throughput.svg`: the busiest flows' throughput per interval, with the intervals
 //!   that had retransmissions (circles) and CNPs (triangles) marked, in bit/s, kbit/s,
 //!   Mbit/s or Gbit/s, whichever puts the highest value between 1 and 1000.
+//! - `steps.svg`, when steps.csv has rows (a run that saw collective jobs): each job's step
+//!   durations over time, a line with a point at each step's start, in ns, µs, ms or s as
+//!   the longest step needs; each step whose straggler was held back is marked on its point
+//!   by its reason (loss a circle, NAKs a square, congestion a triangle), and the legend
+//!   names, per reason, the hosts that were those stragglers and how many steps each held
+//!   back. Its time axis runs from the first step's start to the last step's end.
 //!
 //! The per-interval plots share one time axis: from the run's first interval's start (named
 //! in the axis label, in UTC) to its last interval's end, in µs, ms, s, min or h chosen from
-//! that span. A bar covers its interval (less a gap at each side); a throughput point sits at
+//! that span; the steps plot's axis is made the same way from its steps. A bar covers its interval (less a gap at each side); a throughput point sits at
 //! its interval's middle. Legends sit below the plot in as many columns as the longest name
 //! allows, every name in full.
 //!
@@ -27,7 +33,8 @@
 //! gives the elements it writes no names, so each plot is marked while it is drawn and the
 //! marks become groups afterwards: every plotted series is a `g.series` carrying its data
 //! (`data-name`, `data-x`, `data-y`, in the axes' units), every marker a `g.retx` or `g.cnp`
-//! (`data-name`, `data-x`), the axes `g.x-axis` and `g.y-axis` (each with its `g.axis-label`
+//! (`data-name`, `data-x`) or a `g.straggler` (`data-name`, the job; `data-x`, `data-y`,
+//! `data-host`, the straggler; `data-reason`), the axes `g.x-axis` and `g.y-axis` (each with its `g.axis-label`
 //! and its `g.ticks`) and the legend `g.legend`, so tests compare the plots with the CSV
 //! files they came from.
 
@@ -320,6 +327,20 @@ fn rate_unit(max_gbps: f64) -> (f64, &'static str) {
     }
 }
 
+/// A unit for durations up to `max_s` seconds, the one that puts it between 1 and 1000 (ns
+/// below 1 µs, s from 1 s): (multiplier from seconds, name).
+fn duration_unit(max_s: f64) -> (f64, &'static str) {
+    if max_s >= 1.0 {
+        (1.0, "s")
+    } else if max_s >= 1e-3 {
+        (1e3, "ms")
+    } else if max_s >= 1e-6 {
+        (1e6, "µs")
+    } else {
+        (1e9, "ns")
+    }
+}
+
 /// The time axis of the per-interval plots: from the run's first interval's start to its
 /// last interval's end, in a unit chosen from that span.
 struct Timeline {
@@ -328,10 +349,13 @@ struct Timeline {
     span: f64,
     unit_ns: f64,
     unit: &'static str,
+    /// What the spans are ("interval", "step"), for the label.
+    what: &'static str,
 }
 
 impl Timeline {
-    fn new(intervals: &Intervals) -> Self {
+    /// The axis over `intervals` (start → end, each an interval or a step: `what`).
+    fn new(intervals: &Intervals, what: &'static str) -> Self {
         let t0 = intervals.keys().next().copied().unwrap_or(0);
         let end = intervals.iter().map(|(s, e)| *s.max(e)).max().unwrap_or(t0);
         let span_ns = end - t0;
@@ -346,7 +370,7 @@ impl Timeline {
         } else {
             (3600e9, "h")
         };
-        Self { t0, empty: intervals.is_empty(), span: span_ns as f64 / unit_ns, unit_ns, unit }
+        Self { t0, empty: intervals.is_empty(), span: span_ns as f64 / unit_ns, unit_ns, unit, what }
     }
 
     /// A time of the run on the axis.
@@ -360,9 +384,9 @@ impl Timeline {
 
     fn label(&self) -> String {
         if self.empty {
-            return format!("{} (the reports have no interval)", self.unit);
+            return format!("{} (the reports have no {})", self.unit, self.what);
         }
-        format!("{} since the first interval ({})", self.unit, rfc3339_nanos(self.t0))
+        format!("{} since the first {} ({})", self.unit, self.what, rfc3339_nanos(self.t0))
     }
 }
 
@@ -460,6 +484,7 @@ enum Key {
     Bar,
     Circle,
     Triangle,
+    Square,
 }
 
 struct Entry {
@@ -523,6 +548,9 @@ impl Legend {
                 }
                 Key::Circle => area.draw(&Circle::new((x + k / 2, y), 5, stroke)),
                 Key::Triangle => area.draw(&triangle((x + k / 2, y + 4), stroke)),
+                Key::Square => {
+                    area.draw(&Rectangle::new([(x + k / 2 - 5, y - 5), (x + k / 2 + 5, y + 5)], stroke))
+                }
             }
             .map_err(drawing)?;
             area.draw(&Text::new(e.name.as_str(), (x + k + Self::GAP, y), text.clone())).map_err(drawing)?;
@@ -671,6 +699,10 @@ pub fn plot(csv_dir: &Path, out: &Path) -> Result<Vec<PathBuf>> {
     let (latency_path, flows_path) = report_paths(csv_dir)?;
     let latency = read_csv(&latency_path)?;
     let flows = read_csv(&flows_path)?;
+    // steps.csv is there only for runs that saw collective jobs; read before anything is
+    // written, so that a broken one leaves no half-written folder.
+    let steps_path = csv_dir.join("steps.csv");
+    let steps = read_steps(&read_csv(&steps_path)?, &steps_path)?;
     std::fs::create_dir_all(out).with_context(|| format!("--out: cannot create {}", out.display()))?;
     let mut plots = Plots::new(out)?;
     let read = read_latency(&latency, &latency_path)?;
@@ -680,7 +712,7 @@ pub fn plot(csv_dir: &Path, out: &Path) -> Result<Vec<PathBuf>> {
         let end = intervals.entry(*s).or_insert(*e);
         *end = (*end).max(*e);
     }
-    let timeline = Timeline::new(&intervals);
+    let timeline = Timeline::new(&intervals, "interval");
     for (op, segs) in &read.by_op {
         plots.save(format!("latency_cdf_{op}.svg"), latency_cdf(op, segs)?)?;
     }
@@ -691,6 +723,9 @@ pub fn plot(csv_dir: &Path, out: &Path) -> Result<Vec<PathBuf>> {
     }
     let busiest = busiest_flows(per_flow, &flow_intervals);
     plots.save("flow_throughput.svg".into(), throughput_plot(&busiest, &flow_intervals, &timeline)?)?;
+    if !steps.is_empty() {
+        plots.save("steps.svg".into(), steps_plot(&steps)?)?;
+    }
     Ok(plots.written)
 }
 
@@ -974,6 +1009,138 @@ fn throughput_plot(flows: &[FlowLine], intervals: &Intervals, timeline: &Timelin
     })
 }
 
+/// What held a step's straggler back, as steps.csv names it, with the marker it gets
+/// (`none` gets no marker).
+const REASONS: [(&str, Key); 3] =
+    [("loss", Key::Circle), ("nak", Key::Square), ("congestion", Key::Triangle)];
+
+/// A step of a collective job, from steps.csv.
+struct StepRow {
+    start: u64,
+    end: u64,
+    duration_s: f64,
+    /// The host that finished last.
+    host: String,
+    /// Index into `REASONS`, none if nothing held the straggler back.
+    reason: Option<usize>,
+}
+
+/// Per job, its steps in order of start.
+type JobSteps = BTreeMap<String, Vec<StepRow>>;
+
+fn read_steps(rows: &[BTreeMap<String, String>], p: &Path) -> Result<JobSteps> {
+    let mut jobs = JobSteps::new();
+    for row in rows {
+        let reason = match field(row, "reason", p)? {
+            "none" => None,
+            r => Some(REASONS.iter().position(|(name, _)| *name == r).with_context(|| {
+                format!("{}: reason '{r}' is not loss, nak, congestion or none", p.display())
+            })?),
+        };
+        let step = StepRow {
+            start: time(row, "start", p)?,
+            end: time(row, "end", p)?,
+            duration_s: number(row, "duration_s", p)?,
+            host: field(row, "straggler_host", p)?.to_owned(),
+            reason,
+        };
+        jobs.entry(field(row, "job", p)?.to_owned()).or_default().push(step);
+    }
+    for steps in jobs.values_mut() {
+        steps.sort_by_key(|s| s.start);
+    }
+    Ok(jobs)
+}
+
+/// A legend name for the steps held back for `reason`: the reason and the hosts that were
+/// the stragglers, the most steps first, with their step counts.
+fn reason_entry(reason: usize, jobs: &JobSteps) -> String {
+    let mut hosts: BTreeMap<&str, usize> = BTreeMap::new();
+    for s in jobs.values().flatten().filter(|s| s.reason == Some(reason)) {
+        *hosts.entry(&s.host).or_default() += 1;
+    }
+    let mut hosts: Vec<(&str, usize)> = hosts.into_iter().collect();
+    hosts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    const SHOWN: usize = 3;
+    let mut text = format!("held back by {}: ", REASONS[reason].0);
+    let named: Vec<String> = hosts.iter().take(SHOWN).map(|(h, n)| format!("{h} ×{n}")).collect();
+    text.push_str(&named.join(", "));
+    if hosts.len() > SHOWN {
+        let _ = write!(text, " and {} more hosts", hosts.len() - SHOWN);
+    }
+    text
+}
+
+/// Step durations over time, a line per collective job, each step whose straggler was held
+/// back (by loss, NAKs or congestion) marked on its point with its reason's shape.
+fn steps_plot(jobs: &JobSteps) -> Result<String> {
+    let spans: Intervals = jobs.values().flatten().fold(Intervals::new(), |mut m, s| {
+        let end = m.entry(s.start).or_insert(s.end);
+        *end = (*end).max(s.end);
+        m
+    });
+    let timeline = Timeline::new(&spans, "step");
+    let max = jobs.values().flatten().map(|s| s.duration_s).filter(|v| v.is_finite()).fold(0.0, f64::max);
+    let (scale, unit) = duration_unit(max);
+    let lines: Vec<Vec<(f64, f64)>> = jobs
+        .values()
+        .map(|steps| steps.iter().map(|s| (timeline.at(s.start), s.duration_s * scale)).collect())
+        .collect();
+    let mut legend: Vec<Entry> = jobs
+        .keys()
+        .enumerate()
+        .map(|(i, job)| Entry { name: job.clone(), color: COLORS[i % COLORS.len()], key: Key::Line })
+        .collect();
+    for (k, (_, key)) in REASONS.iter().enumerate() {
+        if jobs.values().flatten().any(|s| s.reason == Some(k)) {
+            legend.push(Entry { name: reason_entry(k, jobs), color: MARKER_KEY, key: *key });
+        }
+    }
+    let title = "Collective steps: duration per job, held-back stragglers marked";
+    page(title, &legend, |area, marks| {
+        let y = Axis::fit(lines.iter().flat_map(|l| l.iter().map(|p| p.1)), false, true);
+        let mut c = chart(area, timeline.axis(), y)?;
+        grid(&mut c)?;
+        for (i, ((job, steps), pts)) in jobs.iter().zip(&lines).enumerate() {
+            let style = COLORS[i % COLORS.len()].stroke_width(2);
+            open_series(marks, job, pts)?;
+            c.draw_series(std::iter::once(PathElement::new(pts.clone(), style))).map_err(drawing)?;
+            if pts.len() <= 200 {
+                c.draw_series(pts.iter().map(|p| Circle::new(*p, 2, style.filled()))).map_err(drawing)?;
+            }
+            marks.close()?;
+            for (&(x, y), step) in pts.iter().zip(steps) {
+                let Some(k) = step.reason else { continue };
+                let (reason, key) = REASONS[k];
+                let data = [
+                    ("name", job.clone()),
+                    ("x", format!("{x}")),
+                    ("y", format!("{y}")),
+                    ("host", step.host.clone()),
+                    ("reason", reason.to_owned()),
+                ];
+                marks.open("straggler", &data)?;
+                let at = EmptyElement::at((x, y));
+                match key {
+                    Key::Triangle => c.draw_series(std::iter::once(at + triangle((0, -3), style))),
+                    Key::Square => {
+                        c.draw_series(std::iter::once(at + Rectangle::new([(-5, -5), (5, 5)], style)))
+                    }
+                    _ => c.draw_series(std::iter::once(at + Circle::new((0, 0), 6, style))),
+                }
+                .map_err(drawing)?;
+                marks.close()?;
+            }
+        }
+        axes(
+            &mut c,
+            marks,
+            AxisText { label: &timeline.label(), tick: &|v| tick_text(*v) },
+            AxisText { label: &format!("step duration ({unit})"), tick: &|v| tick_text(*v) },
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1050,7 +1217,7 @@ mod tests {
     #[test]
     fn the_time_unit_follows_the_span() {
         let unit = |span_ns: u64| {
-            let t = Timeline::new(&Intervals::from([(1_000, 1_000 + span_ns)]));
+            let t = Timeline::new(&Intervals::from([(1_000, 1_000 + span_ns)]), "interval");
             (t.unit, t.span)
         };
         assert_eq!(unit(20_000), ("µs", 20.0));
@@ -1058,9 +1225,12 @@ mod tests {
         assert_eq!(unit(10_000_000_000), ("s", 10.0));
         assert_eq!(unit(600_000_000_000), ("min", 10.0));
         assert_eq!(unit(86_400_000_000_000), ("h", 24.0));
-        let t = Timeline::new(&Intervals::from([(1_795_939_200_000_000_000, 1_795_939_200_001_000_000)]));
+        let t = Timeline::new(
+            &Intervals::from([(1_795_939_200_000_000_000, 1_795_939_200_001_000_000)]),
+            "interval",
+        );
         assert_eq!(t.label(), "ms since the first interval (2026-11-29T08:00:00.000000000Z)");
-        assert_eq!(Timeline::new(&Intervals::new()).label(), "µs (the reports have no interval)");
+        assert_eq!(Timeline::new(&Intervals::new(), "interval").label(), "µs (the reports have no interval)");
     }
 
     #[test]
@@ -1070,6 +1240,36 @@ mod tests {
         assert_eq!(rate_unit(0.0004), (1e6, "kbit/s"));
         assert_eq!(rate_unit(2e-5), (1e6, "kbit/s"));
         assert_eq!(rate_unit(0.0), (1e9, "bit/s"));
+    }
+
+    #[test]
+    fn durations_take_the_unit_that_fits() {
+        assert_eq!(duration_unit(2.5), (1.0, "s"));
+        assert_eq!(duration_unit(0.052), (1e3, "ms"));
+        assert_eq!(duration_unit(52.766e-6), (1e6, "µs"));
+        assert_eq!(duration_unit(0.0), (1e9, "ns"));
+    }
+
+    #[test]
+    fn the_reason_legend_names_the_stragglers_most_steps_first() {
+        let step =
+            |host: &str, reason| StepRow { start: 0, end: 1, duration_s: 1e-5, host: host.into(), reason };
+        let mut jobs = JobSteps::new();
+        jobs.insert(
+            "a".into(),
+            vec![
+                step("10.0.0.2", Some(0)),
+                step("10.0.0.1", Some(0)),
+                step("10.0.0.2", Some(0)),
+                step("10.0.0.3", None),
+            ],
+        );
+        jobs.insert("b".into(), (1..=5).map(|h| step(&format!("10.0.1.{h}"), Some(2))).collect());
+        assert_eq!(reason_entry(0, &jobs), "held back by loss: 10.0.0.2 ×2, 10.0.0.1 ×1");
+        assert_eq!(
+            reason_entry(2, &jobs),
+            "held back by congestion: 10.0.1.1 ×1, 10.0.1.2 ×1, 10.0.1.3 ×1 and 2 more hosts"
+        );
     }
 
     #[test]
