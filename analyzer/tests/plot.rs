@@ -669,15 +669,21 @@ fn the_steps_plot_draws_each_jobs_step_durations_with_the_held_back_stragglers_m
 #[test]
 fn without_steps_there_is_no_steps_plot() {
     let dir = tempfile::tempdir().unwrap();
-    let (csv, out) = rc_loss_plots(dir.path());
-    assert!(!out.join("steps.svg").exists());
-    // steps.csv with its header alone: no plot either.
+    let (csv, _) = rc_loss_plots(dir.path());
+    // No steps.csv (a folder from before collectives were reported), then steps.csv with its
+    // header alone: the other plots, and no steps plot.
+    std::fs::remove_file(csv.join("steps.csv")).unwrap();
     let header = "start,end,job,duration_s,flows,bytes,straggler_src_ip,straggler_dst_ip,straggler_dst_qpn,straggler_host,lag_us,reason,straggler_gbps,median_gbps\r\n";
-    std::fs::write(csv.join("steps.csv"), header).unwrap();
-    let again = dir.path().join("again");
-    let o = run(&["plot", "--csv-dir", csv.to_str().unwrap(), "--out", again.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(again.join("flow_throughput.svg").is_file() && !again.join("steps.svg").exists());
+    for (k, steps) in [None, Some(header)].into_iter().enumerate() {
+        if let Some(text) = steps {
+            std::fs::write(csv.join("steps.csv"), text).unwrap();
+        }
+        let out = dir.path().join(format!("out{k}"));
+        let o = run(&["plot", "--csv-dir", csv.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(out.join("flow_throughput.svg").is_file(), "{k}");
+        assert!(!out.join("steps.svg").exists() && !out.join("steps.png").exists(), "{k}");
+    }
 }
 
 #[test]

@@ -1061,12 +1061,13 @@ fn reason_entry(reason: usize, jobs: &JobSteps) -> String {
     }
     let mut hosts: Vec<(&str, usize)> = hosts.into_iter().collect();
     hosts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-    const SHOWN: usize = 3;
+    // Up to four hosts by name; beyond, three and how many more.
+    let shown = if hosts.len() <= 4 { hosts.len() } else { 3 };
     let mut text = format!("held back by {}: ", REASONS[reason].0);
-    let named: Vec<String> = hosts.iter().take(SHOWN).map(|(h, n)| format!("{h} ×{n}")).collect();
+    let named: Vec<String> = hosts.iter().take(shown).map(|(h, n)| format!("{h} ×{n}")).collect();
     text.push_str(&named.join(", "));
-    if hosts.len() > SHOWN {
-        let _ = write!(text, " and {} more hosts", hosts.len() - SHOWN);
+    if hosts.len() > shown {
+        let _ = write!(text, " and {} more hosts", hosts.len() - shown);
     }
     text
 }
@@ -1122,7 +1123,7 @@ fn steps_plot(jobs: &JobSteps) -> Result<String> {
                 marks.open("straggler", &data)?;
                 let at = EmptyElement::at((x, y));
                 match key {
-                    Key::Triangle => c.draw_series(std::iter::once(at + triangle((0, -3), style))),
+                    Key::Triangle => c.draw_series(std::iter::once(at + triangle((0, 5), style))),
                     Key::Square => {
                         c.draw_series(std::iter::once(at + Rectangle::new([(-5, -5), (5, 5)], style)))
                     }
@@ -1265,6 +1266,11 @@ mod tests {
             ],
         );
         jobs.insert("b".into(), (1..=5).map(|h| step(&format!("10.0.1.{h}"), Some(2))).collect());
+        jobs.insert("c".into(), (1..=4).map(|h| step(&format!("10.0.2.{h}"), Some(1))).collect());
+        assert_eq!(
+            reason_entry(1, &jobs),
+            "held back by nak: 10.0.2.1 ×1, 10.0.2.2 ×1, 10.0.2.3 ×1, 10.0.2.4 ×1"
+        );
         assert_eq!(reason_entry(0, &jobs), "held back by loss: 10.0.0.2 ×2, 10.0.0.1 ×1");
         assert_eq!(
             reason_entry(2, &jobs),
