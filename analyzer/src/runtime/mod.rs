@@ -511,7 +511,8 @@ fn pipeline(
         totals.steps.finish();
         let closed = totals.steps.take_closed();
         let csv = csv.map(|mut w| {
-            if let Err(e) = w.flush_slow_ios().and(w.write_steps(&closed, None)) {
+            // Told once per run, as during it.
+            if let (Err(e), false) = (w.flush_slow_ios().and(w.write_steps(&closed, None)), csv_failed) {
                 eprintln!("roceprobe: warning: writing CSV reports in {} failed ({e:#}); lost rows are counted (summary csv_output)", w.dir().display());
             }
             w.health()
