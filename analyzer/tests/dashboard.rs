@@ -352,3 +352,25 @@ fn the_real_binary_at_160x48_shows_every_address_whole() {
     assert!(seen >= 2 * t["flows"].as_array().unwrap().len(), "{seen} addresses:\n{screen}");
     term.keys("q");
 }
+
+#[test]
+fn the_jobs_panel_shows_each_jobs_last_step_at_80x24_and_160x48() {
+    let t = truth("collective_vlan");
+    let view = final_view("collective_vlan");
+    for (w, h) in [(80, 24), (160, 48)] {
+        let screen = render_at(&view, UiState::default(), w, h);
+        let rows = panel(&screen, "collective jobs");
+        assert_eq!(rows.len(), 2, "{w}x{h}:\n{}", screen.join("\n"));
+        for j in t["jobs"].as_array().unwrap() {
+            let last = j["steps"].as_array().unwrap().last().unwrap();
+            let row = rows
+                .iter()
+                .find(|r| r.split_whitespace().next() == j["name"].as_str())
+                .unwrap_or_else(|| panic!("{w}x{h}: no row for {}", j["name"]));
+            let cells: Vec<&str> = row.split_whitespace().collect();
+            assert_eq!(cells[1], j["steps"].as_array().unwrap().len().to_string());
+            assert_eq!(cells[4], last["straggler_host"].as_str().unwrap());
+            assert_eq!(cells[6], last["reason"].as_str().unwrap());
+        }
+    }
+}
