@@ -177,7 +177,13 @@ fn the_storage_vantages_copies_change_nothing() {
 }
 
 #[test]
-fn the_dashboard_shows_the_jobs_in_80x24() {
+fn the_dashboard_shows_the_jobs_in_80x24_and_160x48() {
+    for (w, h) in [(80, 24), (160, 48)] {
+        dashboard_shows_the_jobs(w, h);
+    }
+}
+
+fn dashboard_shows_the_jobs(width: u16, height: u16) {
     let t = scenario_truth("collective_vlan");
     let files = scenario_files("collective_vlan", &t);
     let dir = tempfile::tempdir().unwrap();
@@ -187,8 +193,9 @@ fn the_dashboard_shows_the_jobs_in_80x24() {
         scenario_args(&t).join(" "),
         files[0].display()
     );
-    let term = Tmux::start(dir.path(), &command);
+    let term = Tmux::start_sized(dir.path(), &command, width, height);
     let screen = term.wait_for("roceprobe finished", "the dashboard did not finish");
+    assert_eq!(screen.lines().count(), usize::from(height), "{screen}");
     assert!(screen.contains("collective jobs"), "{screen}");
     // Each job's row: its name and step count, then the last step's straggler.
     for j in t["jobs"].as_array().unwrap() {

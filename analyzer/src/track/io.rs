@@ -341,6 +341,12 @@ pub struct IoTracker {
     /// I/Os waiting so, with when they stop, in that order.
     waiting: VecDeque<(Ref, u64)>,
     counts: IoCountsByPair,
+    /// What only intervals read, apart (it is not in the way of the per-packet state).
+    report: Box<Report>,
+}
+
+/// The I/O tracker's hand-over state.
+struct Report {
     /// `counts` as last handed over (see [`IoTracker::drain_interval`]).
     reported: IoCountsByPair,
     /// The slowest I/Os completed since the last hand-over.
@@ -374,14 +380,16 @@ impl IoTracker {
             wait_ns: 0,
             waiting: VecDeque::new(),
             counts: BTreeMap::new(),
-            reported: BTreeMap::new(),
-            slowest: Slowest::new(crate::defaults::SLOW_IOS),
+            report: Box::new(Report {
+                reported: BTreeMap::new(),
+                slowest: Slowest::new(crate::defaults::SLOW_IOS),
+            }),
         }
     }
 
     /// Keeps the `k` slowest I/Os of each interval (`--slow-ios`).
     pub fn with_slow_ios(mut self, k: usize) -> Self {
-        self.slowest = Slowest::new(k);
+        self.report.slowest = Slowest::new(k);
         self
     }
 
@@ -389,13 +397,13 @@ impl IoTracker {
     /// op) that counted something, and the slowest I/Os completed meanwhile.
     pub fn drain_interval(&mut self, pairs: &mut Vec<IoDelta>, slowest: &mut Vec<SlowIo>) {
         for (k, c) in &self.counts {
-            let before = self.reported.get(k).copied().unwrap_or_default();
+            let before = self.report.reported.get(k).copied().unwrap_or_default();
             if *c != before {
                 pairs.push(IoDelta { initiator: k.0, target: k.1, op: k.2, counts: c.since(&before) });
-                self.reported.insert(*k, *c);
+                self.report.reported.insert(*k, *c);
             }
         }
-        self.slowest.drain_into(slowest);
+        self.report.slowest.drain_into(slowest);
     }
 
     /// Two vantages: an I/O complete at the one vantage that saw it so far waits `ns` of
@@ -557,7 +565,7 @@ impl IoTracker {
                     bytes: io.bytes,
                     segments,
                 };
-                self.slowest.offer(slow);
+                self.report.slowest.offer(slow);
             }
         }
         let io = &self.ios[i];
