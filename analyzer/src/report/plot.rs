@@ -662,6 +662,26 @@ fn open_series(marks: &mut Marks, name: &str, points: &[(f64, f64)]) -> Result<(
     )
 }
 
+/// One series as a line in the `index`-th colour, with a dot per point when there are at
+/// most `dots_up_to`, marked for the tests; returns its style for the markers drawn on it.
+fn line_series(
+    c: &mut Chart<'_, '_>,
+    marks: &mut Marks<'_>,
+    name: &str,
+    pts: &[(f64, f64)],
+    index: usize,
+    dots_up_to: usize,
+) -> Result<ShapeStyle> {
+    let style = COLORS[index % COLORS.len()].stroke_width(2);
+    open_series(marks, name, pts)?;
+    c.draw_series(std::iter::once(PathElement::new(pts.to_vec(), style))).map_err(drawing)?;
+    if pts.len() <= dots_up_to {
+        c.draw_series(pts.iter().map(|p| Circle::new(*p, 2, style.filled()))).map_err(drawing)?;
+    }
+    marks.close()?;
+    Ok(style)
+}
+
 /// The pooled CDF of rows of (count, [(latency µs, quantile)]): piecewise linear per row
 /// between its percentile points, averaged with the rows' counts as weights.
 fn pooled_cdf(rows: &[QuantileRow]) -> Vec<(f64, f64)> {
@@ -979,13 +999,7 @@ fn throughput_plot(flows: &[FlowLine], intervals: &Intervals, timeline: &Timelin
         let mut c = chart(area, timeline.axis(), y)?;
         grid(&mut c)?;
         for (i, ((name, at), pts)) in flows.iter().zip(&lines).enumerate() {
-            let style = COLORS[i % COLORS.len()].stroke_width(2);
-            open_series(marks, name, pts)?;
-            c.draw_series(std::iter::once(PathElement::new(pts.clone(), style))).map_err(drawing)?;
-            if pts.len() <= 60 {
-                c.draw_series(pts.iter().map(|p| Circle::new(*p, 2, style.filled()))).map_err(drawing)?;
-            }
-            marks.close()?;
+            let style = line_series(&mut c, marks, name, pts, i, 60)?;
             for (&(x, y), &(_, retx, cnp)) in pts.iter().zip(at) {
                 if retx {
                     marks.open("retx", &[("name", name.clone()), ("x", format!("{x}"))])?;
@@ -1103,13 +1117,7 @@ fn steps_plot(jobs: &JobSteps) -> Result<String> {
         let mut c = chart(area, timeline.axis(), y)?;
         grid(&mut c)?;
         for (i, ((job, steps), pts)) in jobs.iter().zip(&lines).enumerate() {
-            let style = COLORS[i % COLORS.len()].stroke_width(2);
-            open_series(marks, job, pts)?;
-            c.draw_series(std::iter::once(PathElement::new(pts.clone(), style))).map_err(drawing)?;
-            if pts.len() <= 200 {
-                c.draw_series(pts.iter().map(|p| Circle::new(*p, 2, style.filled()))).map_err(drawing)?;
-            }
-            marks.close()?;
+            let style = line_series(&mut c, marks, job, pts, i, 200)?;
             for (&(x, y), step) in pts.iter().zip(steps) {
                 let Some(k) = step.reason else { continue };
                 let (reason, key) = REASONS[k];
