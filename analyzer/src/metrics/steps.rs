@@ -12,15 +12,16 @@
 //!
 //! Transmissions reach the stats side in batches, in no particular order across flows and
 //! workers, at most two flow-idle times and an interval after they end. A step is therefore
-//! closed once every worker has reported an interval that ends that long after it; at the
-//! end of the run every step is closed.
+//! closed once every worker has reported an interval that ends that long after it (see
+//! [`super::totals::Progress`]); at the end of the run every step is closed.
 
 use crate::track::{FlowKey, Transmission, Vantage};
 use hdrhistogram::Histogram;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::IpAddr;
 
-/// Transmissions waiting for their step to close; beyond it, the oldest step closes early.
+/// Transmissions waiting for their step to close; beyond it, each job's oldest step closes
+/// early. Also the bound on the NAK-carrying transmissions kept (beyond it the oldest go).
 const MAX_PENDING: usize = 262_144;
 /// Hosts in jobs; beyond it, the transmissions of new hosts are not analysed (counted).
 const MAX_HOSTS: usize = 65_536;
@@ -181,12 +182,11 @@ pub struct Steps {
     ips: Vec<IpAddr>,
     /// Request flows' transmissions whose step has not closed.
     pending: Vec<Transmission>,
-    /// Transmissions of the answering direction that carried NAKs, by (from, to) host.
-    naks: Vec<(IpAddr, IpAddr, u64, u64)>,
+    /// Transmissions of the answering direction that carried NAKs, by (from, to) host, in
+    /// the order they came.
+    naks: VecDeque<(IpAddr, IpAddr, u64, u64)>,
     /// Host pairs (lower address first) that carried NVMe capsules: storage, not a job.
     nvme_pairs: HashSet<(IpAddr, IpAddr)>,
-    /// Per worker: the end of the latest interval it reported.
-    reported_to: Vec<u64>,
     /// Steps closed since the last [`Steps::take_closed`].
     closed: Vec<Step>,
     pub jobs: BTreeMap<String, JobTotals>,
@@ -210,19 +210,12 @@ impl Steps {
             parent: Vec::new(),
             ips: Vec::new(),
             pending: Vec::new(),
-            naks: Vec::new(),
+            naks: VecDeque::new(),
             nvme_pairs: HashSet::new(),
-            reported_to: Vec::new(),
             closed: Vec::new(),
             jobs: BTreeMap::new(),
             dropped: 0,
         }
-    }
-
-    /// The run's workers: a step waits for each of them.
-    pub fn for_workers(mut self, n: usize) -> Self {
-        self.reported_to = vec![0; n.max(1)];
-        self
     }
 
     fn host(&mut self, ip: IpAddr) -> Option<usize> {
@@ -264,7 +257,10 @@ impl Steps {
         if c.messages == 0 {
             // The answering direction: only its NAKs matter, for the flow it answers.
             if c.nak_seq + c.nak_rnr > 0 {
-                self.naks.push((t.key.src, t.key.dst, t.start_ns, t.end_ns));
+                if self.naks.len() >= MAX_PENDING {
+                    self.naks.pop_front();
+                }
+                self.naks.push_back((t.key.src, t.key.dst, t.start_ns, t.end_ns));
             }
             return;
         }
@@ -274,21 +270,22 @@ impl Steps {
         self.pending.push(t.clone());
     }
 
-    /// A worker reported the interval ending at `end_ns`: steps every worker is past by the
-    /// settle time close.
-    pub fn reported(&mut self, worker: usize, end_ns: u64) {
-        if self.reported_to.len() <= worker {
-            self.reported_to.resize(worker + 1, 0);
-        }
-        self.reported_to[worker] = self.reported_to[worker].max(end_ns);
-        let done = self.reported_to.iter().copied().min().unwrap_or(0);
+    /// Every worker has reported the intervals up to `done_ns`: the steps they are all past
+    /// by the settle time close, and the NAKs no step can use any more go.
+    pub fn advance(&mut self, done_ns: u64) {
         let settle = self.settle_ns;
-        self.close(move |step_end| step_end.saturating_add(settle) < done);
+        self.close(move |_, step_end| step_end.saturating_add(settle) < done_ns);
+        // A transmission still to come ends after `done_ns - settle`; one pending started at
+        // the oldest pending start.
+        let horizon = self.oldest_pending_ns().unwrap_or(u64::MAX).min(done_ns.saturating_sub(settle));
+        let gap = self.gap_ns;
+        self.naks.retain(|n| n.3.saturating_add(gap) >= horizon);
     }
 
     /// The end of the run: every step closes.
     pub fn finish(&mut self) {
-        self.close(|_| true);
+        self.close(|_, _| true);
+        self.naks.clear();
     }
 
     /// The steps closed since the last call.
@@ -359,16 +356,17 @@ impl Steps {
         jobs
     }
 
-    /// Closes the steps whose end `due` says may close; the rest wait.
-    fn close(&mut self, due: impl Fn(u64) -> bool) {
+    /// Closes, in each job's order, the steps `due` (given a step's place in its job's
+    /// pending ones and its end) says may close; from the first that may not, the rest wait.
+    fn close(&mut self, due: impl Fn(usize, u64) -> bool) {
         if self.pending.is_empty() {
             return;
         }
         for (job, ts) in self.by_job() {
             let mut rest = Vec::new();
-            for group in groups(&ts, self.gap_ns) {
+            for (i, group) in groups(&ts, self.gap_ns).into_iter().enumerate() {
                 let end = group.iter().map(|t| t.end_ns).max().unwrap_or(0);
-                if due(end) && rest.is_empty() {
+                if rest.is_empty() && due(i, end) {
                     self.record(&job, group);
                 } else {
                     rest.extend(group.iter().cloned());
@@ -376,14 +374,12 @@ impl Steps {
             }
             self.pending.extend(rest);
         }
-        let oldest = self.pending.iter().map(|t| t.start_ns).min().unwrap_or(u64::MAX);
-        self.naks.retain(|n| n.3.saturating_add(self.gap_ns) >= oldest);
     }
 
-    /// Too many transmissions pending: the job's oldest step closes with what it has.
+    /// Too many transmissions pending: each job's oldest step closes with what it has, so
+    /// that the bound holds even for a job that never pauses.
     fn close_oldest(&mut self) {
-        let Some(first_end) = self.pending.iter().map(|t| t.end_ns).min() else { return };
-        self.close(|end| end <= first_end);
+        self.close(|i, _| i == 0);
     }
 
     fn record(&mut self, job: &str, group: &[Transmission]) {
@@ -435,7 +431,7 @@ fn groups(ts: &[Transmission], gap_ns: u64) -> Vec<&[Transmission]> {
 }
 
 /// The step a group of transmissions makes: its span, its flows, the straggler and why.
-fn step_of(job: &str, group: &[Transmission], naks: &[(IpAddr, IpAddr, u64, u64)]) -> Step {
+fn step_of(job: &str, group: &[Transmission], naks: &VecDeque<(IpAddr, IpAddr, u64, u64)>) -> Step {
     let start_ns = group.iter().map(|t| t.start_ns).min().unwrap_or(0);
     let end_ns = group.iter().map(|t| t.end_ns).max().unwrap_or(0);
     // Per flow: its finish, payload, and what its packets showed.
@@ -568,18 +564,35 @@ mod tests {
 
     #[test]
     fn a_step_waits_until_every_worker_is_past_it() {
-        let mut s = Steps::new(Vec::new(), 2_000_000, 1_000_000).for_workers(2);
+        let mut progress = crate::metrics::totals::Progress::new(2);
+        let mut s = Steps::new(Vec::new(), 2_000_000, 1_000_000);
         s.offer(&tx("10.0.0.1", "10.0.0.2", 0, 50_000, |_| {}));
-        s.reported(0, 5_000_000);
+        progress.note(0, 5_000_000);
+        s.advance(progress.done());
         assert!(s.take_closed().is_empty(), "worker 1 has not reported yet");
-        s.reported(1, 500_000);
+        progress.note(1, 500_000);
+        s.advance(progress.done());
         assert!(s.take_closed().is_empty(), "worker 1 is not past the step's settle time");
         // A flow of the same step from the slower worker's side comes late.
         s.offer(&tx("10.0.0.2", "10.0.0.1", 0, 80_000, |_| {}));
-        s.reported(1, 5_000_000);
+        progress.note(1, 5_000_000);
+        s.advance(progress.done());
         let steps = s.take_closed();
         assert_eq!(steps.len(), 1);
         assert_eq!((steps[0].flows, steps[0].end_ns), (2, 80_000));
+    }
+
+    #[test]
+    fn a_job_that_never_pauses_stays_within_the_bound() {
+        let mut s = Steps::new(Vec::new(), 2_000_000, 0);
+        // Transmissions overlapping one another without end: one step that never closes.
+        for k in 0..(MAX_PENDING as u64 + 10) {
+            s.offer(&tx("10.0.0.1", "10.0.0.2", k * 1_000, k * 1_000 + 5_000, |_| {}));
+            assert!(s.pending.len() <= MAX_PENDING);
+        }
+        let closed = s.take_closed();
+        assert_eq!(closed.len(), 1, "the oldest step closed early once");
+        assert_eq!(closed[0].start_ns, 0);
     }
 
     #[test]

@@ -35,6 +35,32 @@ impl FlowTotals {
     }
 }
 
+/// How far every worker has reported: per worker, the end of the latest interval it handed
+/// over. What waits for the workers' late contributions (an interval's slowest I/Os, a
+/// collective step) is complete once [`Progress::done`] has passed it.
+#[derive(Debug, Clone, Default)]
+pub struct Progress {
+    ends: Vec<u64>,
+}
+
+impl Progress {
+    pub fn new(workers: usize) -> Self {
+        Self { ends: vec![0; workers.max(1)] }
+    }
+
+    pub fn note(&mut self, worker: usize, end_ns: u64) {
+        if self.ends.len() <= worker {
+            self.ends.resize(worker + 1, 0);
+        }
+        self.ends[worker] = self.ends[worker].max(end_ns);
+    }
+
+    /// The end of the intervals every worker has reported.
+    pub fn done(&self) -> u64 {
+        self.ends.iter().copied().min().unwrap_or(0)
+    }
+}
+
 #[derive(Default)]
 pub struct Totals {
     /// Whole-run latency histograms per series.
@@ -64,6 +90,8 @@ pub struct Totals {
     pub latest_slow_ios: (u64, Slowest),
     /// Collective jobs, their steps and stragglers.
     pub steps: super::steps::Steps,
+    /// How far the workers have reported.
+    pub progress: Progress,
 }
 
 /// The same direction of the same QP at the other vantage.
@@ -108,7 +136,8 @@ impl Totals {
                 }
             }
         }
-        self.steps.reported(s.worker, s.end_ns);
+        self.progress.note(s.worker, s.end_ns);
+        self.steps.advance(self.progress.done());
         for d in &s.ios.pairs {
             self.ios.entry((d.initiator, d.target, d.op)).or_default().add(&d.counts);
         }

@@ -247,12 +247,10 @@ pub struct CsvWriter {
     line: String,
     /// Per interval (by its start): its end and the slowest I/Os the workers reported so far.
     /// With several workers each reports its own; an interval's rows are written once every
-    /// worker has reported a later one (or at the end).
+    /// worker has reported up to its end (or at the end of the run).
     slowest: BTreeMap<u64, (u64, Slowest)>,
     /// How many to list per interval (`--slow-ios`).
     slow_k: usize,
-    /// Per worker: the end of the last interval it reported.
-    reported_to: Vec<u64>,
     interval_ns: u64,
     /// Per interval (by its start, the interval a step ended in): per (job, host, reason),
     /// the steps that host held back and their lag, until no open step can end in it.
@@ -286,7 +284,6 @@ impl CsvWriter {
             line: String::with_capacity(512),
             slowest: BTreeMap::new(),
             slow_k: crate::defaults::SLOW_IOS,
-            reported_to: Vec::new(),
             interval_ns: crate::defaults::INTERVAL_NS,
             straggling: BTreeMap::new(),
             scratch: interval_hist(),
@@ -297,9 +294,8 @@ impl CsvWriter {
         &self.dir
     }
 
-    /// The run's analysis workers, the slowest I/Os to list per interval, and the interval.
-    pub fn for_run(mut self, workers: usize, slow_ios: usize, interval_ns: u64) -> Self {
-        self.reported_to = vec![0; workers.max(1)];
+    /// The slowest I/Os to list per interval, and the interval.
+    pub fn for_run(mut self, slow_ios: usize, interval_ns: u64) -> Self {
         self.slow_k = slow_ios;
         self.interval_ns = interval_ns.max(1);
         self
@@ -373,7 +369,9 @@ impl CsvWriter {
 
     /// One row per flow active in the interval. Fabric loss compares the flow's gaps with
     /// the same flow's at the other vantage in the same interval (empty with one vantage).
-    pub fn write_interval(&mut self, s: &IntervalSnapshot, two_vantages: bool) -> Result<()> {
+    /// `done`: the end of the intervals every worker has reported, after which an interval's
+    /// slowest I/Os are complete.
+    pub fn write_interval(&mut self, s: &IntervalSnapshot, two_vantages: bool, done: u64) -> Result<()> {
         let gaps: HashMap<FlowKey, u64> = s.flows.iter().map(|d| (d.key, d.counts.gap_psns)).collect();
         let (start, end) = (rfc3339_nanos(s.start_ns), rfc3339_nanos(s.end_ns));
         let mut rows: Vec<_> = s.flows.iter().collect();
@@ -441,7 +439,7 @@ impl CsvWriter {
         }
         let latency = self.latency.commit(s.start_ns, &self.rotation, &mut self.health);
         let io = self.write_io(s);
-        let slow = self.note_slow_ios(s);
+        let slow = self.note_slow_ios(s, done);
         flows.and(latency).and(io).and(slow)
     }
 
@@ -485,8 +483,8 @@ impl CsvWriter {
     }
 
     /// Keeps a worker's slowest I/Os of an interval with the other workers', and writes the
-    /// intervals every worker has reported past.
-    fn note_slow_ios(&mut self, s: &IntervalSnapshot) -> Result<()> {
+    /// intervals every worker has reported (up to `done`).
+    fn note_slow_ios(&mut self, s: &IntervalSnapshot, done: u64) -> Result<()> {
         if self.slow_k == 0 {
             return Ok(());
         }
@@ -495,11 +493,6 @@ impl CsvWriter {
         for io in &s.ios.slowest {
             list.offer(*io);
         }
-        if self.reported_to.len() <= s.worker {
-            self.reported_to.resize(s.worker + 1, 0);
-        }
-        self.reported_to[s.worker] = self.reported_to[s.worker].max(s.end_ns);
-        let done = self.reported_to.iter().copied().min().unwrap_or(0);
         let mut written = Ok(());
         while let Some((&start, &(end, _))) = self.slowest.first_key_value() {
             if end > done && self.slowest.len() <= SLOW_IOS_PENDING {

@@ -12,6 +12,7 @@ use crate::capture::{Capture, Poll, SourceStats};
 use crate::defaults;
 use crate::metrics::latency::LatencyBatch;
 use crate::metrics::steps::{JobRule, Steps};
+use crate::metrics::totals::Progress;
 use crate::metrics::{IntervalSnapshot, Totals};
 use crate::report::csv::CsvHealth;
 use crate::report::{Reports, Summary};
@@ -429,11 +430,11 @@ fn pipeline(
     let two_vantages = cfg.vantages.maps_storage();
     let Reports { csv, live } = reports;
     let interval_ns = cfg.interval.as_nanos() as u64;
-    let mut csv = csv.map(|w| w.for_run(workers, cfg.slow_ios, interval_ns));
+    let mut csv = csv.map(|w| w.for_run(cfg.slow_ios, interval_ns));
     // A transmission reaches the stats side at most two flow-idle times (found idle) and
     // an interval (its batch) after it ends.
     let settle_ns = 2 * cfg.flow_idle.as_nanos() as u64 + 2 * interval_ns;
-    let steps = Steps::new(cfg.jobs.clone(), cfg.step_gap.as_nanos() as u64, settle_ns).for_workers(workers);
+    let steps = Steps::new(cfg.jobs.clone(), cfg.step_gap.as_nanos() as u64, settle_ns);
     let mut live = Reports { csv: None, live };
     let live_views = !live.live.is_empty();
     let source_times = cfg.source_times.clone();
@@ -450,6 +451,7 @@ fn pipeline(
             max_flows: Some(2 * max_flows * workers),
             slow_ios: Slowest::new(slow_ios),
             steps,
+            progress: Progress::new(workers),
             ..Totals::default()
         };
         // Whether a CSV write has failed (told once per run; every failure is counted).
@@ -463,7 +465,9 @@ fn pipeline(
                     totals.add(s);
                     let closed = totals.steps.take_closed();
                     let open_from = totals.steps.oldest_pending_ns();
-                    csv.as_mut().map(|w| w.write_interval(s, two_vantages).and(w.write_steps(&closed, open_from)))
+                    let done = totals.progress.done();
+                    csv.as_mut()
+                        .map(|w| w.write_interval(s, two_vantages, done).and(w.write_steps(&closed, open_from)))
                 }
                 ToStats::Transmissions(_, t) => {
                     totals.add_transmissions(t);
