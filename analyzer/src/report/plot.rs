@@ -313,32 +313,22 @@ fn latency_text(us: f64) -> String {
     format!("{} {unit}", tick_text(v))
 }
 
-/// A unit for throughputs up to `max_gbps`, the one that puts it between 1 and 1000:
-/// (multiplier from Gbit/s, name).
-fn rate_unit(max_gbps: f64) -> (f64, &'static str) {
-    if max_gbps >= 1.0 {
-        (1.0, "Gbit/s")
-    } else if max_gbps >= 1e-3 {
-        (1e3, "Mbit/s")
-    } else if max_gbps >= 1e-6 {
-        (1e6, "kbit/s")
-    } else {
-        (1e9, "bit/s")
-    }
+/// Of four units a thousand apart (`names`, largest first, the first the one `max` is in),
+/// the one that puts `max` between 1 and 1000, the smallest below that: (multiplier, name).
+fn thousands_unit(max: f64, names: [&'static str; 4]) -> (f64, &'static str) {
+    let k = [1.0, 1e-3, 1e-6].iter().position(|&low| max >= low).unwrap_or(3);
+    (1e3f64.powi(k as i32), names[k])
 }
 
-/// A unit for durations up to `max_s` seconds, the one that puts it between 1 and 1000 (ns
-/// below 1 µs, s from 1 s): (multiplier from seconds, name).
+/// A unit for throughputs up to `max_gbps`: (multiplier from Gbit/s, name).
+fn rate_unit(max_gbps: f64) -> (f64, &'static str) {
+    thousands_unit(max_gbps, ["Gbit/s", "Mbit/s", "kbit/s", "bit/s"])
+}
+
+/// A unit for durations up to `max_s` seconds (ns below 1 µs, s from 1 s): (multiplier
+/// from seconds, name).
 fn duration_unit(max_s: f64) -> (f64, &'static str) {
-    if max_s >= 1.0 {
-        (1.0, "s")
-    } else if max_s >= 1e-3 {
-        (1e3, "ms")
-    } else if max_s >= 1e-6 {
-        (1e6, "µs")
-    } else {
-        (1e9, "ns")
-    }
+    thousands_unit(max_s, ["s", "ms", "µs", "ns"])
 }
 
 /// The time axis of the per-interval plots: from the run's first interval's start to its
