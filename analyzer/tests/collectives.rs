@@ -10,14 +10,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-type Row = BTreeMap<String, String>;
-
-fn read_csv(path: &Path) -> Vec<Row> {
-    let mut r = csv::Reader::from_path(path).unwrap();
-    let h: Vec<String> = r.headers().unwrap().iter().map(str::to_owned).collect();
-    r.records().map(|rec| h.iter().cloned().zip(rec.unwrap().iter().map(str::to_owned)).collect()).collect()
-}
-
 /// RFC 3339 with nanoseconds, as the CSV files write it, to ns since the epoch.
 fn ns(t: &str) -> u64 {
     let (date, frac) = t.trim_end_matches('Z').split_once('.').unwrap();

@@ -9,15 +9,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-type Row = BTreeMap<String, String>;
 /// Per (initiator, target, op): completed I/Os, bytes, and I/Os per size class.
 type Volumes = BTreeMap<(String, String, String), (u64, u64, [u64; 13])>;
-
-fn read_csv(path: &Path) -> Vec<Row> {
-    let mut r = csv::Reader::from_path(path).unwrap();
-    let h: Vec<String> = r.headers().unwrap().iter().map(str::to_owned).collect();
-    r.records().map(|rec| h.iter().cloned().zip(rec.unwrap().iter().map(str::to_owned)).collect()).collect()
-}
 
 /// Replays a scenario with its options and `extra`; returns stdout, the summary and the CSV folder.
 fn replay(name: &str, extra: &[&str], dir: &Path) -> (String, Value, PathBuf) {

@@ -5,14 +5,6 @@ use common::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-type Row = BTreeMap<String, String>;
-
-fn read(path: &Path) -> Vec<Row> {
-    let mut r = csv::Reader::from_path(path).unwrap();
-    let h: Vec<String> = r.headers().unwrap().iter().map(str::to_owned).collect();
-    r.records().map(|rec| h.iter().cloned().zip(rec.unwrap().iter().map(str::to_owned)).collect()).collect()
-}
-
 fn f(row: &Row, k: &str) -> f64 {
     row[k].parse().unwrap()
 }
@@ -95,7 +87,7 @@ fn replay_and_plot(csv: &Path, out: &Path, args: &[&str]) {
 /// The first interval start of a run and its span to the last interval's end, in ns, over
 /// the latency and flows reports.
 fn run_span(csv: &Path) -> (String, u64) {
-    let rows: Vec<Row> = ["latency.csv", "flows.csv"].iter().flat_map(|f| read(&csv.join(f))).collect();
+    let rows: Vec<Row> = ["latency.csv", "flows.csv"].iter().flat_map(|f| read_csv(&csv.join(f))).collect();
     let ns = |s: &str| roceprobe::report::plot::parse_rfc3339(s).unwrap();
     let first = rows.iter().map(|r| r["interval_start"].clone()).min_by_key(|s| ns(s)).unwrap();
     let end = rows.iter().map(|r| ns(&r["interval_end"])).max().unwrap();
@@ -140,7 +132,7 @@ fn plots_carry_the_csv_numbers() {
 
     // Throughput: the busiest flows, each interval's throughput in the axis's unit (0 where
     // the flow had no row), and a circle per interval with retransmissions.
-    let flows = read(&csv.join("flows.csv"));
+    let flows = read_csv(&csv.join("flows.csv"));
     let starts: BTreeSet<&str> = flows.iter().map(|r| r["interval_start"].as_str()).collect();
     assert!(starts.len() >= 5, "{} intervals", starts.len());
     let name =
@@ -183,7 +175,7 @@ fn plots_carry_the_csv_numbers() {
     assert!(retx_marks > 0, "the fixture has retransmissions");
 
     // Latency CDFs: one line per segment of the op, rising to 1.
-    let latency = read(&csv.join("latency.csv"));
+    let latency = read_csv(&csv.join("latency.csv"));
     let ops: BTreeSet<&str> = latency.iter().map(|r| r["op"].as_str()).collect();
     for op in &ops {
         let plotted = series(&svg(&format!("latency_cdf_{op}.svg")));
@@ -213,7 +205,7 @@ fn the_segment_split_is_the_count_weighted_mean_of_the_pairs_medians_per_interva
     let o = run(&[&args[..], &["--vantage", "storage=vlan:20", pcap.to_str().unwrap()]].concat());
     assert!(o.status.success());
     assert!(run(&["plot", "--csv-dir", c, "--out", out.to_str().unwrap()]).status.success());
-    let latency = read(&csv.join("latency.csv"));
+    let latency = read_csv(&csv.join("latency.csv"));
     let plotted = series(&std::fs::read_to_string(out.join("segments_nvme_read.svg")).unwrap());
     let starts: BTreeSet<&str> =
         latency.iter().filter(|r| r["op"] == "nvme_read").map(|r| r["interval_start"].as_str()).collect();
@@ -394,7 +386,7 @@ fn a_1ms_interval_run_has_an_axis_in_milliseconds_with_each_bar_in_its_interval(
     let ms = span / 1_000_000;
     assert!(span % 1_000_000 == 0 && (2..=5).contains(&ms), "a run of a few 1 ms intervals: {span} ns");
     let ns = |s: &str| roceprobe::report::plot::parse_rfc3339(s).unwrap();
-    let latency = read(&csv.join("latency.csv"));
+    let latency = read_csv(&csv.join("latency.csv"));
     for op in ["nvme_read", "nvme_write"] {
         let text = svg_file(&out.join(format!("segments_{op}.svg")));
         let (label, ticks) = axis(&text, "x-axis");
@@ -490,7 +482,7 @@ fn throughput_axes_take_the_unit_that_fits_the_data() {
 fn latency_cdfs_have_log_axes_with_ticks_in_time_units() {
     let dir = tempfile::tempdir().unwrap();
     let (csv, out) = rc_loss_plots(dir.path());
-    let ops: BTreeSet<String> = read(&csv.join("latency.csv")).iter().map(|r| r["op"].clone()).collect();
+    let ops: BTreeSet<String> = read_csv(&csv.join("latency.csv")).iter().map(|r| r["op"].clone()).collect();
     assert!(!ops.is_empty());
     for op in ops {
         let text = svg_file(&out.join(format!("latency_cdf_{op}.svg")));
@@ -570,7 +562,7 @@ fn the_steps_plot_draws_each_jobs_step_durations_with_the_held_back_stragglers_m
         scenario_files("collective_vlan", &t).iter().map(|p| p.to_str().unwrap().to_owned()).collect();
     let args = [scenario_args(&t), files].concat();
     replay_and_plot(&csv, &out, &args.iter().map(String::as_str).collect::<Vec<_>>());
-    let steps = read(&csv.join("steps.csv"));
+    let steps = read_csv(&csv.join("steps.csv"));
     assert!(steps.len() >= 60, "{} steps", steps.len());
     let text = svg_file(&out.join("steps.svg"));
     assert!(out.join("steps.png").is_file());

@@ -229,3 +229,13 @@ pub fn truth_series(t: &serde_json::Value, keep: &[&str]) -> std::collections::B
     }
     out
 }
+
+/// A CSV report's row: column name → value.
+pub type Row = std::collections::BTreeMap<String, String>;
+
+/// The rows of a CSV report.
+pub fn read_csv(path: &Path) -> Vec<Row> {
+    let mut r = csv::Reader::from_path(path).unwrap();
+    let h: Vec<String> = r.headers().unwrap().iter().map(str::to_owned).collect();
+    r.records().map(|rec| h.iter().cloned().zip(rec.unwrap().iter().map(str::to_owned)).collect()).collect()
+}
