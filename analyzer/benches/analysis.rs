@@ -12,7 +12,7 @@
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use roceprobe::capture::pcap::Replay;
 use roceprobe::capture::{Capture, Frame, Poll, BURST};
-use roceprobe::runtime::{recycle, PipelineConfig, Worker};
+use roceprobe::runtime::{worker_with_draining_stats, PipelineConfig, Worker};
 use roceprobe::track::VantageMap;
 use roceprobe::wire::decode_frame;
 use std::hint::black_box;
@@ -71,27 +71,22 @@ fn bench(c: &mut Criterion) {
     // The default options (1 s interval, ICRC unchecked, 1 ms reorder window: one vantage
     // in time order, so frames are not held), then with --check-icrc, then with
     // --reorder-window 0, then with a second vantage mapped (that matches nothing here), so
-    // that every frame is held for the window (what holding costs).
+    // that every frame is held for the window (what holding costs), then with `--flow-idle
+    // 1h` (what ending a transmission per packet costs on sparse traffic).
     let default = PipelineConfig::new(VantageMap::default());
     let rule: roceprobe::track::vantage::Rule = "storage=vlan:4094".parse().unwrap();
     let two = VantageMap::new(&[rule], roceprobe::track::vantage::SourceKind::File, &[0]).unwrap();
-    for (name, check_icrc, reorder_window, vantages) in [
-        ("decode+track", false, default.reorder_window, VantageMap::default()),
-        ("decode+track+icrc", true, default.reorder_window, VantageMap::default()),
-        ("decode+track+no-reorder", false, Duration::ZERO, VantageMap::default()),
-        ("decode+track+held", false, default.reorder_window, two),
+    let idle = default.flow_idle;
+    let hour = Duration::from_secs(3600);
+    for (name, check_icrc, reorder_window, flow_idle, vantages) in [
+        ("decode+track", false, default.reorder_window, idle, VantageMap::default()),
+        ("decode+track+icrc", true, default.reorder_window, idle, VantageMap::default()),
+        ("decode+track+no-reorder", false, Duration::ZERO, idle, VantageMap::default()),
+        ("decode+track+held", false, default.reorder_window, idle, two),
+        ("decode+track+idle-1h", false, default.reorder_window, hour, VantageMap::default()),
     ] {
-        let cfg = PipelineConfig { check_icrc, reorder_window, ..PipelineConfig::new(vantages) };
-        let (tx, rx) = crossbeam_channel::bounded(1024);
-        let (back_tx, back_rx) = crossbeam_channel::bounded(64);
-        let drain = std::thread::spawn(move || {
-            for m in rx {
-                if let Some(r) = recycle(m) {
-                    let _ = back_tx.try_send(r);
-                }
-            }
-        });
-        let mut worker = Worker::with_recycling(0, &cfg, tx, back_rx);
+        let cfg = PipelineConfig { check_icrc, reorder_window, flow_idle, ..PipelineConfig::new(vantages) };
+        let (mut worker, drain) = worker_with_draining_stats(&cfg);
         let mut pass = 0u64;
         g.bench_function(name, |b| {
             b.iter(|| {

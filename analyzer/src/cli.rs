@@ -6,7 +6,8 @@ use crate::capture::dpdk::{DpdkCapture, StopWhen};
 use crate::capture::pcap::Replay;
 use crate::capture::Capture;
 use crate::defaults;
-use crate::report::csv::{CsvWriter, Rotation};
+use crate::report::csv::{Compression, CsvWriter, Rotation};
+use crate::report::csv_files::size_text;
 use crate::report::dashboard::{self, View, ViewBuilder};
 use crate::report::prometheus::{self, Exporter, Page};
 use crate::report::summary::{Summary, SummarySink};
@@ -78,15 +79,31 @@ pub struct CommonArgs {
     #[arg(long, value_name = "DIR")]
     pub csv_dir: Option<PathBuf>,
     /// Start a new CSV file before one would grow past SIZE bytes (suffixes K, M, G); the
-    /// full one is renamed <name>-<time of its first row>.csv.
+    /// full one is renamed <name>-<time of its first row>.csv, then compressed
+    /// (--csv-compress). At most --csv-retain/8. [default: 64M, or --csv-retain/16 when
+    /// smaller]
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub csv_rotate_size: Option<u64>,
     /// Start a new CSV file when the current one's first row is DUR of packet time old.
-    #[arg(long, value_name = "DUR", value_parser = parse_interval)]
-    pub csv_rotate_age: Option<Duration>,
+    #[arg(long, value_name = "DUR", default_value = defaults::CSV_ROTATE_AGE, value_parser = parse_interval)]
+    pub csv_rotate_age: Duration,
+    /// Compress rotated CSV files: none, gzip (<name>-<time>.csv.gz) or zstd (.csv.zst); the
+    /// current <name>.csv stays plain.
+    #[arg(long, value_name = "MODE", default_value = defaults::CSV_COMPRESS, value_parser = parse_compress)]
+    pub csv_compress: Compression,
+    /// The CSV files in --csv-dir (current and rotated, compressed or not, of every report)
+    /// take at most SIZE bytes (suffixes K, M, G; at least 16K): the oldest rotated files
+    /// are removed first (summary csv_output.files_removed).
+    #[arg(long, value_name = "SIZE", default_value = defaults::CSV_RETAIN, value_parser = parse_retain)]
+    pub csv_retain: u64,
     /// A transmission (burst) of a flow ends after this long without a packet of it.
     #[arg(long, value_name = "DUR", default_value = defaults::FLOW_IDLE, value_parser = parse_interval)]
     pub flow_idle: Duration,
+    /// A transmission of fewer packets is not written to transmissions.csv: flows.csv and
+    /// the summary count it per flow and interval (short_transmissions, their packets and
+    /// bytes). 1 writes every transmission.
+    #[arg(long, value_name = "N", default_value_t = defaults::MIN_TRANSMISSION_PACKETS, value_parser = parse_min_packets)]
+    pub min_transmission_packets: u64,
     /// When the flow table is full, a flow without a packet for this long (packet time)
     /// gives its slot to a new flow (summary: forgotten.idle_flows).
     #[arg(long, value_name = "DUR", default_value = defaults::FLOW_EXPIRE, value_parser = parse_interval)]
@@ -101,6 +118,12 @@ pub struct CommonArgs {
     /// arrival order. Packets later than this are counted in late_packets. At most 1s
     #[arg(long, value_name = "DUR", default_value = defaults::REORDER_WINDOW, value_parser = parse_window)]
     pub reorder_window: Duration,
+    /// A packet with a lower TTL than its flow's packets had at most this long before, and
+    /// (for a request) a PSN the flow saw already, is the mirror's second copy of one
+    /// counted already (both ports of a routed hop mirrored): counted in
+    /// mirror_duplicates, and nothing else. 0: every copy counts. At most 1s
+    #[arg(long, value_name = "DUR", default_value = defaults::DUPLICATE_WINDOW, value_parser = parse_window)]
+    pub duplicate_window: Duration,
     /// An NVMe I/O without a completion after this long (packet time) is counted as timed out.
     #[arg(long, value_name = "DUR", default_value = defaults::IO_TIMEOUT, value_parser = parse_interval)]
     pub io_timeout: Duration,
@@ -109,7 +132,7 @@ pub struct CommonArgs {
     #[arg(long, value_name = "N", default_value_t = defaults::MAX_IOS, value_parser = parse_table_bound)]
     pub max_ios: usize,
     /// Most latency series, (initiator, target, op, segment), per worker over the run
-    /// (~135 KiB each on the worker, up to 270 KiB in the totals); samples of further series
+    /// (a few KiB each on the worker, up to 270 KiB in the totals); samples of further series
     /// are counted in latency_samples_dropped. Also bounds the (initiator, target, op) keys
     /// of the I/O counts (further pairs are counted under 0.0.0.0).
     #[arg(long, value_name = "N", default_value_t = defaults::MAX_LATENCY_SERIES, value_parser = parse_table_bound)]
@@ -204,9 +227,25 @@ pub struct LiveArgs {
     #[arg(long)]
     pub rx_core: bool,
     /// Time every frame by the probe's clock when it is received, ignoring NIC (and
-    /// net_pcap file) timestamps: for NICs whose timestamps are not trusted.
+    /// net_pcap file) timestamps: for NICs whose timestamps are not trusted. The NIC's
+    /// timestamp offload is then left off.
     #[arg(long)]
     pub probe_clock: bool,
+    /// The largest frame to receive whole, Ethernet header to FCS: sets each port's MTU and
+    /// receives larger-than-mbuf frames in chains (scatter). The default takes 4 KiB RoCE
+    /// frames inside ERSPAN and 9 KiB jumbo frames.
+    #[arg(long, value_name = "BYTES", default_value_t = defaults::MAX_FRAME, value_parser = parse_max_frame)]
+    pub max_frame: u32,
+    /// Ethernet flow control on the probe's ports: off (a probe that falls behind drops,
+    /// counted in imissed, rather than send PAUSE frames to the mirror port) or keep (as
+    /// the driver set it).
+    #[arg(long, value_name = "off|keep", default_value = "off", value_parser = parse_flow_control)]
+    pub flow_control: crate::capture::dpdk::FlowControl,
+    /// CPUs for the threads that do not touch packets (reports, CSV writer, Prometheus,
+    /// dashboard), e.g. 1 or 4-7 or 2,3 (default: those this process may use that are not
+    /// EAL lcores).
+    #[arg(long, value_name = "LIST", value_parser = parse_cpu_list)]
+    pub control_cpus: Option<CpuList>,
     /// DPDK EAL arguments, after `--` (e.g. -l 0 --no-huge -m 128 --no-pci --vdev ...).
     #[arg(last = true, value_name = "EAL ARGS")]
     pub eal_args: Vec<String>,
@@ -244,6 +283,45 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// A frame size the capture can reassemble: 64 bytes to 16 KiB.
+fn parse_max_frame(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(n) if (64..=16_384).contains(&n) => Ok(n),
+        _ => Err(format!("'{s}' is not a frame size (64 to 16384 bytes)")),
+    }
+}
+
+fn parse_flow_control(s: &str) -> Result<crate::capture::dpdk::FlowControl, String> {
+    use crate::capture::dpdk::FlowControl;
+    match s {
+        "off" => Ok(FlowControl::Off),
+        "keep" => Ok(FlowControl::Keep),
+        _ => Err(format!("'{s}' is not a flow control setting (off or keep)")),
+    }
+}
+
+/// CPUs by number, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+/// A CPU list as taskset and EAL's -l write it: 1, 4-7, 2,3,8-9.
+pub fn parse_cpu_list(s: &str) -> Result<CpuList, String> {
+    let bad = || format!("'{s}' is not a CPU list (e.g. 1, 4-7 or 2,3)");
+    let mut cpus = Vec::new();
+    for part in s.split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (usize, usize) =
+            (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
+        if a > b || b >= 1024 {
+            return Err(bad());
+        }
+        cpus.extend(a..=b);
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(CpuList(cpus))
+}
+
 /// 0 (DPDK's default) or room for the headroom and a minimal frame.
 fn parse_mbuf_size(s: &str) -> Result<u16, String> {
     match s.parse::<u16>() {
@@ -269,7 +347,7 @@ fn parse_probe_id(s: &str) -> Result<String, String> {
 }
 
 /// Bytes, with an optional K, M or G (powers of 1024); at least 1 KiB.
-fn parse_size(s: &str) -> Result<u64, String> {
+pub fn parse_size(s: &str) -> Result<u64, String> {
     let (num, mult) = match s.char_indices().last() {
         Some((i, 'K' | 'k')) => (&s[..i], 1u64 << 10),
         Some((i, 'M' | 'm')) => (&s[..i], 1 << 20),
@@ -281,6 +359,20 @@ fn parse_size(s: &str) -> Result<u64, String> {
         Some(_) => Err(format!("'{s}' is too small (at least 1K)")),
         None => Err(format!("'{s}' is not a size (a number of bytes, optionally with K, M or G)")),
     }
+}
+
+/// `--csv-retain`: a size of at least 16 KiB (the eight reports' current files need room).
+fn parse_retain(s: &str) -> Result<u64, String> {
+    match parse_size(s)? {
+        b if b < defaults::CSV_RETAIN_MIN_BYTES => {
+            Err(format!("'{s}' is too small (at least {})", defaults::CSV_RETAIN_MIN))
+        }
+        b => Ok(b),
+    }
+}
+
+fn parse_compress(s: &str) -> Result<Compression, String> {
+    Compression::parse(s).ok_or_else(|| format!("'{s}' is not a compression (none, gzip or zstd)"))
 }
 
 fn parse_interval(s: &str) -> Result<Duration, String> {
@@ -320,6 +412,14 @@ fn parse_rule(s: &str) -> Result<Rule, String> {
     s.parse()
 }
 
+fn parse_min_packets(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(n) if (1..=1 << 32).contains(&n) => Ok(n),
+        Ok(n) => Err(format!("{n} is out of range 1-{}", 1u64 << 32)),
+        Err(_) => Err(format!("'{s}' is not a whole number")),
+    }
+}
+
 fn parse_table_bound(s: &str) -> Result<usize, String> {
     let n: usize = s.parse().map_err(|_| format!("'{s}' is not a whole number"))?;
     if n == 0 || n > 1 << 26 {
@@ -330,6 +430,7 @@ fn parse_table_bound(s: &str) -> Result<usize, String> {
 
 /// Runs the command line; returns the process exit code.
 pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
+    crate::capture::dpdk::return_large_blocks();
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
@@ -376,22 +477,31 @@ impl Outputs {
         if common.dashboard && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
             bail!("--dashboard needs a terminal, and stdout is not one");
         }
+        let rotation = csv_rotation(common)?;
         Ok(Self {
             sink: common.summary.as_deref().map(SummarySink::open).transpose()?,
-            csv: common
-                .csv_dir
-                .as_deref()
-                .map(|d| {
-                    let rotation = Rotation {
-                        max_bytes: common.csv_rotate_size,
-                        max_age_ns: common.csv_rotate_age.map(|d| d.as_nanos() as u64),
-                    };
-                    CsvWriter::create(d, rotation)
-                })
-                .transpose()?,
+            csv: common.csv_dir.as_deref().map(|d| CsvWriter::create(d, rotation)).transpose()?,
             prometheus: common.prometheus.as_deref().map(prometheus::bind).transpose()?,
         })
     }
+}
+
+/// What becomes of the CSV files as they grow (checked before any work starts).
+fn csv_rotation(common: &CommonArgs) -> Result<Rotation> {
+    let retain = common.csv_retain;
+    if let Some(size) = common.csv_rotate_size.filter(|s| *s > retain / 8) {
+        bail!(
+            "--csv-rotate-size {} is larger than an eighth of --csv-retain {} (the eight reports' current files must fit in it): give a smaller --csv-rotate-size or a larger --csv-retain",
+            size_text(size),
+            size_text(retain)
+        );
+    }
+    Ok(Rotation {
+        max_bytes: Some(common.csv_rotate_size.unwrap_or(defaults::csv_rotate_size(retain))),
+        max_age_ns: Some(common.csv_rotate_age.as_nanos() as u64),
+        compression: common.csv_compress,
+        retain_bytes: Some(retain),
+    })
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -412,8 +522,9 @@ enum Mode {
     /// Files: workers wait for the stats side, so that nothing is lost.
     Replay,
     /// DPDK ports: nothing ever waits for reports (what finds no room is dropped and
-    /// counted); workers are pinned to these CPUs in turn.
-    Live { worker_cpus: Vec<usize> },
+    /// counted); workers are pinned to these CPUs in turn, the threads that do not touch
+    /// packets to `control_cpus` (none: where they start).
+    Live { worker_cpus: Vec<usize>, control_cpus: Vec<usize> },
 }
 
 fn replay(a: ReplayArgs) -> Result<()> {
@@ -451,6 +562,39 @@ fn live(a: LiveArgs) -> Result<()> {
     let queues = if a.rss { a.common.workers as u16 } else { 1 };
     // The CPUs the process may use, before EAL pins this thread to its main lcore.
     let allowed = crate::capture::dpdk::thread_cpus().unwrap_or_default();
+    // EAL first (it pins this thread to the main lcore), to check its lcores against the
+    // workers before any port starts.
+    crate::capture::dpdk::eal_init(&a.eal_args)?;
+    let cpus = crate::capture::dpdk::eal_worker_cpus();
+    // Every worker (and the analysis with --rx-core) on an lcore of its own.
+    let needed = if a.rss || a.rx_core || a.common.workers > 1 { a.common.workers } else { 0 };
+    if cpus.len() < needed {
+        bail!(
+            "--workers {}{} needs {} EAL lcores (the capture thread's and one per worker), -l gives {}: e.g. -l 0-{needed}, or --lcores to map several onto one CPU",
+            a.common.workers,
+            if a.rx_core { " --rx-core" } else if a.rss { " --rss" } else { "" },
+            needed + 1,
+            cpus.len() + 1
+        );
+    }
+    let control = match a.control_cpus.as_ref().map(|c| &c.0) {
+        Some(given) => {
+            let main = crate::capture::dpdk::thread_cpus().unwrap_or_default();
+            if let Some(c) = given.iter().find(|c| cpus.contains(c) || main == [**c]) {
+                bail!("--control-cpus {c} is an EAL lcore's CPU: the control threads would take time from capture or analysis");
+            }
+            if let Some(c) = given.iter().find(|c| !allowed.contains(c)) {
+                bail!("--control-cpus {c} is not a CPU this process may use (allowed: {allowed:?})");
+            }
+            given.clone()
+        }
+        None => runtime::control_cpus(&allowed, &cpus),
+    };
+    let setup = crate::capture::dpdk::PortSetup {
+        max_frame: a.max_frame,
+        flow_control: a.flow_control,
+        probe_clock: a.probe_clock,
+    };
     let mut cap = DpdkCapture::start(
         &a.eal_args,
         &a.ports,
@@ -458,7 +602,7 @@ fn live(a: LiveArgs) -> Result<()> {
         a.mbufs,
         mbuf_size,
         queues,
-        a.probe_clock,
+        setup,
     )?;
     let ids: Vec<u16> = cap.ports().iter().map(|p| p.id()).collect();
     let vantages = VantageMap::new(&a.common.vantages, SourceKind::Port, &ids)?;
@@ -466,10 +610,8 @@ fn live(a: LiveArgs) -> Result<()> {
         // Fine for a service; noted so a script that forgot a stop condition is not a mystery.
         eprintln!("roceprobe: capturing until SIGINT / SIGTERM");
     }
-    let cpus = crate::capture::dpdk::eal_worker_cpus();
-    let control = runtime::control_cpus(&allowed, &cpus);
     let times = cap.expected_time_sources();
-    let mode = Mode::Live { worker_cpus: cpus };
+    let mode = Mode::Live { worker_cpus: cpus, control_cpus: control.clone() };
     let r = execute(&a.common, vantages, out, mode, times, |cfg, stop, reports| {
         let cfg = PipelineConfig { dedicated_rx: a.rx_core, control_cpus: control, ..cfg.clone() };
         if a.rss {
@@ -492,7 +634,7 @@ fn pipeline_config(
 ) -> PipelineConfig {
     let (never_wait, worker_cpus) = match mode {
         Mode::Replay => (false, Vec::new()),
-        Mode::Live { worker_cpus } => (true, worker_cpus),
+        Mode::Live { worker_cpus, .. } => (true, worker_cpus),
     };
     PipelineConfig {
         interval: common.interval,
@@ -500,10 +642,12 @@ fn pipeline_config(
         vantages,
         check_icrc: common.check_icrc,
         flow_idle: common.flow_idle,
+        min_transmission_packets: common.min_transmission_packets,
         flow_expire: common.flow_expire,
         mtu: common.mtu,
         io_timeout: common.io_timeout,
         reorder_window: common.reorder_window,
+        duplicate_window: common.duplicate_window,
         max_ios: common.max_ios,
         max_latency_series: common.max_latency_series,
         max_pending_commands: common.max_pending_commands,
@@ -647,7 +791,24 @@ fn execute(
     let replaying = matches!(mode, Mode::Replay);
     let stop = stop_flag()?;
     let Outputs { mut sink, csv, prometheus: listener } = out;
-    let live = LiveOutputs::start(common, listener, &stop)?;
+    if let Some(w) = &csv {
+        eprintln!("{}", w.describe());
+    }
+    // The Prometheus and dashboard threads start where this thread runs: on the control
+    // CPUs, not on the capture lcore EAL pinned this thread to.
+    let control = match &mode {
+        Mode::Live { control_cpus, .. } => control_cpus.clone(),
+        Mode::Replay => Vec::new(),
+    };
+    let home = crate::capture::dpdk::thread_cpus();
+    if !control.is_empty() {
+        crate::capture::dpdk::pin_thread(&control);
+    }
+    let live = LiveOutputs::start(common, listener, &stop);
+    if let (false, Some(home)) = (control.is_empty(), home) {
+        crate::capture::dpdk::pin_thread(&home);
+    }
+    let live = live?;
     let exporter = live.exporter.clone();
     let cfg = pipeline_config(common, vantages, mode, source_times);
     let reports = Reports { csv, live: live.subscribers() };

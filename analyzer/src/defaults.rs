@@ -12,6 +12,13 @@ pub const INTERVAL_NS: u64 = 1_000_000_000;
 pub const FLOW_IDLE: &str = "1ms";
 pub const FLOW_IDLE_NS: u64 = 1_000_000;
 
+/// `--min-transmission-packets`: a transmission of one packet is counted in its flow's
+/// interval (flows.csv, the summary), not written to transmissions.csv. Its duration is
+/// one packet time by definition, so its throughput is the link's and says nothing; on a
+/// fabric whose QPs each send a message every few milliseconds every packet would be one
+/// (docs/METRICS.md, "Short transmissions").
+pub const MIN_TRANSMISSION_PACKETS: u64 = 2;
+
 /// `--flow-expire`: a flow without a packet for this long (packet time) gives its slot to
 /// a new flow when the table is full.
 pub const FLOW_EXPIRE: &str = "60s";
@@ -22,11 +29,17 @@ pub const FLOW_EXPIRE_NS: u64 = 60_000_000_000;
 pub const REORDER_WINDOW: &str = "1ms";
 pub const REORDER_WINDOW_NS: u64 = 1_000_000;
 
+/// `--duplicate-window`: how long after a flow's packet its mirror's second copy (TTL one
+/// less, from the other mirrored port of a routed hop) may come: a switch's latency
+/// including its queueing.
+pub const DUPLICATE_WINDOW: &str = "1ms";
+pub const DUPLICATE_WINDOW_NS: u64 = 1_000_000;
+
 /// `--io-timeout`: an NVMe I/O without its completion after this long has timed out.
 pub const IO_TIMEOUT: &str = "1s";
 pub const IO_TIMEOUT_NS: u64 = 1_000_000_000;
 
-/// `--max-flows`: flows tracked at once per worker, about 94 MiB allocated up front with
+/// `--max-flows`: flows tracked at once per worker, about 100 MiB allocated up front with
 /// the indexes (`FlowTable::allocated_bytes`; pages are touched as flows arrive).
 pub const MAX_FLOWS: usize = 65_536;
 
@@ -37,8 +50,9 @@ pub const MAX_ANNOUNCED_FLOWS: usize = 8_192;
 /// `--max-ios`: NVMe I/Os awaiting their completion per worker.
 pub const MAX_IOS: usize = 65_536;
 
-/// `--max-latency-series`: latency series per worker, each a ~135 KiB histogram (1 ns to
-/// 1 h at 3 significant digits, 32-bit counts).
+/// `--max-latency-series`: latency series per worker, each an interval's samples on the
+/// worker (8 KiB: 512 values and 256 histogram buckets, grown once if more) and a
+/// whole-run histogram on the stats side (1 ns to 1 h at 3 significant digits, up to 270 KiB).
 pub const MAX_LATENCY_SERIES: usize = 1024;
 
 /// `--max-pending-commands`: NVMe commands awaiting their completion per worker.
@@ -63,6 +77,44 @@ pub const TOP: usize = 20;
 /// `--prometheus-max-flows`: flows exported to Prometheus (those with the most bytes).
 pub const PROMETHEUS_MAX_FLOWS: usize = 1000;
 
+/// `--csv-retain`: the CSV reports in `--csv-dir` (current and rotated files, compressed or
+/// not) take at most 1 GiB; the oldest rotated files are removed first.
+pub const CSV_RETAIN: &str = "1G";
+pub const CSV_RETAIN_BYTES: u64 = 1 << 30;
+
+/// `--csv-retain`'s least value: room for the eight reports' current files (their headers
+/// alone take 1.4 KiB).
+pub const CSV_RETAIN_MIN: &str = "16K";
+pub const CSV_RETAIN_MIN_BYTES: u64 = 16 << 10;
+
+/// `--csv-rotate-size`: a CSV file is rotated before it grows past 64 MiB, or past a
+/// sixteenth of `--csv-retain` when that is smaller (so that the eight reports' current
+/// files take at most half of it). Given, it may be at most an eighth of `--csv-retain`.
+pub const CSV_ROTATE_SIZE_MAX: &str = "64M";
+pub const CSV_ROTATE_SIZE_MAX_BYTES: u64 = 64 << 20;
+
+/// The default `--csv-rotate-size` for a `--csv-retain` of `retain` bytes.
+pub const fn csv_rotate_size(retain: u64) -> u64 {
+    let share = retain / 16;
+    if share < CSV_ROTATE_SIZE_MAX_BYTES {
+        share
+    } else {
+        CSV_ROTATE_SIZE_MAX_BYTES
+    }
+}
+
+/// `--csv-rotate-age`: a CSV file is rotated once its first row is an hour of packet time
+/// old.
+pub const CSV_ROTATE_AGE: &str = "1h";
+pub const CSV_ROTATE_AGE_NS: u64 = 3_600_000_000_000;
+
+/// `--csv-compress`: rotated CSV files are compressed with zstd (level 3).
+pub const CSV_COMPRESS: &str = "zstd";
+
+/// `--max-frame`: a 4 KiB RoCE frame (4,158 bytes) inside ERSPAN III, and 9 KiB jumbo
+/// frames (9,216 bytes, the largest most switches forward).
+pub const MAX_FRAME: u32 = 9216;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,10 +126,29 @@ mod tests {
             (FLOW_IDLE, FLOW_IDLE_NS),
             (FLOW_EXPIRE, FLOW_EXPIRE_NS),
             (REORDER_WINDOW, REORDER_WINDOW_NS),
+            (DUPLICATE_WINDOW, DUPLICATE_WINDOW_NS),
             (IO_TIMEOUT, IO_TIMEOUT_NS),
             (STEP_GAP, STEP_GAP_NS),
+            (CSV_ROTATE_AGE, CSV_ROTATE_AGE_NS),
         ] {
             assert_eq!(crate::cli::parse_duration(text).unwrap().as_nanos() as u64, ns, "{text}");
         }
+    }
+
+    #[test]
+    fn each_size_is_its_text() {
+        for (text, bytes) in [
+            (CSV_RETAIN, CSV_RETAIN_BYTES),
+            (CSV_RETAIN_MIN, CSV_RETAIN_MIN_BYTES),
+            (CSV_ROTATE_SIZE_MAX, CSV_ROTATE_SIZE_MAX_BYTES),
+        ] {
+            assert_eq!(crate::cli::parse_size(text), Ok(bytes), "{text}");
+        }
+        assert_eq!(csv_rotate_size(CSV_RETAIN_BYTES), 64 << 20);
+        assert_eq!(csv_rotate_size(8 << 20), 512 << 10);
+        assert_eq!(
+            crate::report::csv::Compression::parse(CSV_COMPRESS),
+            Some(crate::report::csv::Compression::Zstd)
+        );
     }
 }

@@ -69,6 +69,8 @@ pub fn worker(data: &[u8]) {
                 assert_eq!(c.packets, c.roce_packets + c.non_roce_packets + c.decode_error_total());
                 seen += c.packets;
                 tracked += s.flows.iter().map(|f| f.counts.packets).sum::<u64>();
+                // Transmissions too short to be reported are counted in their flow's interval.
+                in_transmissions += s.flows.iter().map(|f| f.short.packets).sum::<u64>();
             }
             ToStats::Transmissions(_, t) => {
                 in_transmissions += t.iter().map(|t| t.counts.packets).sum::<u64>()

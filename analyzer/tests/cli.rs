@@ -131,11 +131,16 @@ fn every_option_refuses_bad_values() {
         ("--csv-dir", "/proc/no-such/csv"),
         ("--csv-rotate-size", "10"),
         ("--csv-rotate-age", "soon"),
+        ("--csv-compress", "brotli"),
+        ("--csv-retain", "0x"),
+        ("--csv-retain", "8K"),
         ("--flow-idle", "x"),
+        ("--min-transmission-packets", "0"),
         ("--flow-expire", "0"),
         ("--mtu", "1000"),
         ("--io-timeout", "0"),
         ("--reorder-window", "2s"),
+        ("--duplicate-window", "2s"),
         ("--max-ios", "0"),
         ("--max-latency-series", "0"),
         ("--max-pending-commands", "0"),
@@ -157,6 +162,11 @@ fn every_option_refuses_bad_values() {
         ("--mbufs", "x"),
         ("--mbuf-size", "10"),
         ("--mbuf-size", "70000"),
+        ("--max-frame", "63"),
+        ("--max-frame", "20000"),
+        ("--flow-control", "auto"),
+        ("--control-cpus", "1-"),
+        ("--control-cpus", "3-1"),
     ];
     // Every option that takes a value is in these tables.
     let covered =
@@ -190,6 +200,77 @@ fn every_option_refuses_bad_values() {
     }
     assert_one_line_error(&["plot", "--csv-dir", "/no/such", "--out", "/tmp/x"], "--csv-dir /no/such");
     assert_one_line_error(&["plot", "--csv-dir", "/no/such"], "--out");
+}
+
+/// A rotation size the retained total cannot hold eight times over: one line naming both
+/// options, before any work (no CSV folder made).
+#[test]
+fn a_rotation_size_beyond_an_eighth_of_the_retained_total() {
+    let c = capture("rdma_write_bw.pcap");
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("csv");
+    let needle = "--csv-rotate-size 256K is larger than an eighth of --csv-retain 1M";
+    let csv_args = ["--csv-dir", csv.to_str().unwrap(), "--csv-retain", "1M", "--csv-rotate-size", "256K"];
+    assert_one_line_error(&[&["replay"], &csv_args[..], &[c.to_str().unwrap()]].concat(), needle);
+    let eal = eal_args(&[&c]);
+    let mut live = vec!["live", "--idle-exit", "1s"];
+    live.extend_from_slice(&csv_args);
+    live.push("--");
+    live.extend(eal.iter().map(String::as_str));
+    assert_one_line_error(&live, needle);
+    assert!(!csv.exists(), "refused before any work");
+    // An eighth is allowed.
+    let o = replay_with_csv(&csv, &["--csv-retain", "1M", "--csv-rotate-size", "128K"], &c);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// `roceprobe replay -q --csv-dir CSV EXTRA... CAPTURE`.
+fn replay_with_csv(csv: &Path, extra: &[&str], capture: &Path) -> std::process::Output {
+    let mut args = vec!["replay", "-q", "--csv-dir", csv.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    args.push(capture.to_str().unwrap());
+    run(&args)
+}
+
+/// `--help` shows the CSV files' defaults, and a run with `--csv-dir` tells them in one line.
+#[test]
+fn the_csv_defaults_are_shown_and_announced() {
+    let help = String::from_utf8(run(&["replay", "--help"]).stdout).unwrap();
+    let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    for shown in [
+        "--csv-rotate-size <SIZE>",
+        "[default: 64M, or --csv-retain/16 when smaller]",
+        "--csv-rotate-age <DUR>",
+        "[default: 1h]",
+        "--csv-compress <MODE>",
+        "[default: zstd]",
+        "--csv-retain <SIZE>",
+        "[default: 1G]",
+    ] {
+        assert!(flat.contains(shown), "--help lacks {shown}: {help}");
+    }
+    let c = capture("rdma_write_bw.pcap");
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("csv");
+    let o = replay_with_csv(&csv, &[], &c);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "roceprobe: CSV reports in {}: a new file at 64M or after 1h of packet time, rotated files compressed with zstd, at most 1G kept in all (the oldest rotated files removed first)",
+            csv.display()
+        )
+    );
+    let o = replay_with_csv(
+        &csv,
+        &["--csv-retain", "8M", "--csv-compress", "none", "--csv-rotate-age", "10m"],
+        &c,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("a new file at 512K or after 10m of packet time, rotated files not compressed, at most 8M kept in all"), "{err}");
+    // No announcement without --csv-dir.
+    assert!(run(&["replay", "-q", c.to_str().unwrap()]).stderr.is_empty());
 }
 
 #[test]
@@ -228,18 +309,28 @@ fn a_taken_prometheus_port() {
 #[test]
 fn rss_options_that_cannot_work() {
     let c = capture("rdma_write_bw.pcap");
-    let live = |extra: &[&str], needle: &str| {
+    let live = |extra: &[&str], lcores: usize, needle: &str| {
         let mut args: Vec<String> = ["live", "--idle-exit", "1s"].iter().map(|s| s.to_string()).collect();
         args.extend(extra.iter().map(|s| s.to_string()));
         args.push("--".into());
-        args.extend(eal_args(&[&c]));
+        args.extend(with_lcores(eal_args(&[&c]), lcores));
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         assert_one_line_error(&refs, needle);
     };
-    live(&["--rss"], "--rss needs --workers 2");
-    live(&["--rss", "--workers", "2", "--vantage", "storage=erspan:1"], "ERSPAN");
+    live(&["--rss"], 2, "--rss needs --workers 2");
+    live(&["--rss", "--workers", "2", "--vantage", "storage=erspan:1"], 3, "ERSPAN");
     // A port with one rx_pcap file has one RX queue.
-    live(&["--rss", "--workers", "2"], "has at most 1 RX queues, 2 asked");
+    live(&["--rss", "--workers", "2"], 3, "has at most 1 RX queues, 2 asked");
+    // Every worker needs an lcore of its own besides the capture thread's.
+    live(
+        &["--rss", "--workers", "2"],
+        2,
+        "--workers 2 --rss needs 3 EAL lcores (the capture thread's and one per worker), -l gives 2",
+    );
+    live(&["--workers", "3"], 1, "--workers 3 needs 4 EAL lcores");
+    live(&["--rx-core"], 1, "--workers 1 --rx-core needs 2 EAL lcores");
+    // The control threads' CPUs must not be an lcore's.
+    live(&["--control-cpus", "0"], 1, "--control-cpus 0 is an EAL lcore's CPU");
 }
 
 #[test]

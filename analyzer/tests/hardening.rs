@@ -97,7 +97,26 @@ fn the_dashboards_q_mid_capture_writes_every_report_whole() {
     let term = Tmux::start(dir.path(), &command);
     wait_for(&csv.join("flows.csv"), "the probe did not start");
     term.wait_for("RoCEv2", "the dashboard did not show");
-    std::thread::sleep(Duration::from_millis(1500));
+    // Quit once the dashboard has counted a good many packets (on a loaded machine that
+    // takes longer than the usual second or two).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let screen = term.screen();
+        let counted = screen
+            .split_whitespace()
+            .skip_while(|w| *w != "RoCEv2")
+            .nth(1)
+            .and_then(|n| n.replace(',', "").parse::<u64>().ok())
+            .unwrap_or(0);
+        if counted > 20_000 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the dashboard counted {counted} RoCEv2 packets in a minute:\n{screen}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     term.keys("q");
     term.wait_for("EXIT=0", "q did not end the capture");
     reports_are_whole(&csv, &summary);
@@ -362,12 +381,13 @@ fn a_silent_link_still_closes_intervals() {
         }
         args.extend(["--workers".into(), workers.into(), "--csv-dir".into(), csv.display().to_string()]);
         args.extend(["--summary".into(), summary.display().to_string(), "--".into()]);
+        let lcores = 1 + if workers == "1" { 0 } else { workers.parse::<usize>().unwrap() };
         if rss {
-            args.extend(eal_args(&[]));
+            args.extend(with_lcores(eal_args(&[]), lcores));
             args.push("--vdev".into());
             args.push(format!("net_pcap0,rx_pcap={0},rx_pcap={0}", pcap.display()));
         } else {
-            args.extend(eal_args(&[&pcap]));
+            args.extend(with_lcores(eal_args(&[&pcap]), lcores));
         }
         let frames = if rss { 120 } else { 60 };
         let o = Command::new(bin()).args(&args).output().unwrap();

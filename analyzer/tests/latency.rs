@@ -59,7 +59,14 @@ const ALL: [&str; 5] = ["io@compute", "io@storage", "compute", "network", "stora
 #[test]
 fn every_segment_matches_the_truth_through_vlan_split_files_and_erspan_iii() {
     // The _skewed scenarios: the same traffic over mirror paths of different delay and jitter.
-    for name in ["nvme_vlan", "nvme_split", "nvme_erspan3", "nvme_split_skewed", "nvme_erspan3_skewed"] {
+    for name in [
+        "nvme_vlan",
+        "nvme_split",
+        "nvme_erspan3",
+        "nvme_split_skewed",
+        "nvme_erspan3_skewed",
+        "nvme_erspan3_ns",
+    ] {
         let t = truth(name);
         let fs = files(name, &t);
         let refs: Vec<&Path> = fs.iter().map(PathBuf::as_path).collect();

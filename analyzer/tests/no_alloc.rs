@@ -5,7 +5,7 @@
 
 mod common;
 use common::*;
-use roceprobe::capture::dpdk::{DpdkCapture, StopWhen};
+use roceprobe::capture::dpdk::{DpdkCapture, FlowControl, PortSetup, StopWhen};
 use roceprobe::capture::pcap::read_all_frames;
 use roceprobe::capture::{Capture, Frame, Poll};
 use roceprobe::runtime::{PipelineConfig, Worker};
@@ -13,6 +13,12 @@ use roceprobe::track::VantageMap;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::time::Duration;
+
+const PORT_SETUP: PortSetup = PortSetup {
+    max_frame: roceprobe::defaults::MAX_FRAME,
+    flow_control: FlowControl::Off,
+    probe_clock: false,
+};
 
 struct Counting;
 
@@ -172,7 +178,8 @@ fn dpdk_rx_loop_allocates_nothing_per_packet() {
     let mut eal = eal_args(&[]);
     eal.push("--vdev".into());
     eal.push(format!("net_pcap0,rx_pcap={},infinite_rx=1", path.display()));
-    let mut cap = DpdkCapture::start(&eal, &[], StopWhen::default(), 0, 0, 1, false).expect("DPDK start");
+    let mut cap =
+        DpdkCapture::start(&eal, &[], StopWhen::default(), 0, 0, 1, PORT_SETUP).expect("DPDK start");
     let (tx, _rx) = crossbeam_channel::unbounded();
     let mut worker = Worker::new(0, &config(), tx);
     let mut received = 0u64;

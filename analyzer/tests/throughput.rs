@@ -92,9 +92,7 @@ fn tshark_transmissions(path: &Path) -> BTreeMap<Key, Vec<(u64, u64, u64, u64)>>
     let mut per_flow: BTreeMap<Key, Vec<(u64, u64)>> = BTreeMap::new();
     for line in String::from_utf8(out.stdout).unwrap().lines() {
         let f: Vec<&str> = line.split(',').collect();
-        let (s, frac) = f[0].split_once('.').unwrap();
-        let ns =
-            s.parse::<u64>().unwrap() * 1_000_000_000 + format!("{frac:0<9}")[..9].parse::<u64>().unwrap();
+        let ns = epoch_ns(f[0]);
         let qpn = u64::from_str_radix(f[3].trim_start_matches("0x"), 16).unwrap();
         let k = ("compute".to_owned(), f[1].to_owned(), f[2].to_owned(), qpn.to_string());
         per_flow.entry(k).or_default().push((ns, f[4].parse().unwrap()));
@@ -124,7 +122,8 @@ fn transmissions_and_throughput_agree_with_the_capture_timestamps() {
     for name in REAL_CAPTURES {
         let path = capture(name);
         let want = tshark_transmissions(&path);
-        let (_, _, rows) = run_with_csv(&[&path], &[]);
+        // Every transmission, however short (the default counts one-packet ones per flow).
+        let (_, _, rows) = run_with_csv(&[&path], &["--min-transmission-packets", "1"]);
         let mut got: BTreeMap<Key, Vec<&csv::StringRecord>> = BTreeMap::new();
         for r in &rows {
             got.entry(key(r)).or_default().push(r);
@@ -169,7 +168,7 @@ fn csv_deltas_sum_to_the_summary_and_transmissions_cover_every_packet() {
         let refs: Vec<&Path> = paths.iter().map(|p| p.as_path()).collect();
         // Short intervals and idle so that there are many rows of each.
         let mut args = extra.clone();
-        args.extend(["--interval", "100us", "--flow-idle", "20us"]);
+        args.extend(["--interval", "100us", "--flow-idle", "20us", "--min-transmission-packets", "1"]);
         let (s, flows, tx) = run_with_csv(&refs, &args);
         assert!(flows.len() > 20 && tx.len() > 20, "{scenario}: {} / {} rows", flows.len(), tx.len());
         let cols = [
@@ -230,6 +229,64 @@ fn csv_deltas_sum_to_the_summary_and_transmissions_cover_every_packet() {
             );
         }
     }
+}
+
+#[test]
+fn short_transmissions_are_counted_per_flow_and_interval() {
+    // By default a one-packet transmission is not a transmissions.csv row: its flow's
+    // flows.csv row counts it (short_transmissions and their packets and bytes) in the
+    // interval it ended in. Per flow, rows plus counted ones are the generator's
+    // transmissions, and their packets every packet of the flow.
+    let mut short_seen = 0;
+    for scenario in ["misc", "rc_loss_vlan", "nvme_vlan", "collective_vlan"] {
+        let t = scenario_truth(scenario);
+        let files = scenario_files(scenario, &t);
+        let refs: Vec<&Path> = files.iter().map(|p| p.as_path()).collect();
+        let args = scenario_args(&t);
+        let extra: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (s, flows, tx) = run_with_csv(&refs, &extra);
+        let mut fh: Vec<&str> = FLOWS_HEADER.split(',').collect();
+        fh.extend(roceprobe::report::csv::FLOWS_EXTRA.split(','));
+        let col = |name: &str| fh.iter().position(|h| *h == name).unwrap();
+        let txh: Vec<&str> = TRANSMISSIONS_HEADER.split(',').collect();
+        let tcol = |name: &str| txh.iter().position(|h| *h == name).unwrap();
+        // Per flow: (transmissions, packets, bytes) from the rows and from the counts.
+        let mut got: BTreeMap<Key, (u64, u64, u64)> = BTreeMap::new();
+        for r in &tx {
+            let e = got.entry(key(r)).or_default();
+            let n = |c: &str| r[tcol(c)].parse::<u64>().unwrap();
+            assert!(n("packets") >= 2, "{scenario}: a one-packet transmission was written");
+            *e = (e.0 + 1, e.1 + n("packets"), e.2 + n("bytes"));
+        }
+        for r in &flows {
+            let e = got.entry(key(r)).or_default();
+            let n = |c: &str| r[col(c)].parse::<u64>().unwrap();
+            let short = n("short_transmissions");
+            assert!(n("short_transmission_packets") == short, "{scenario}: one packet each");
+            short_seen += short;
+            *e = (e.0 + short, e.1 + n("short_transmission_packets"), e.2 + n("short_transmission_bytes"));
+        }
+        for f in t["flows"].as_array().unwrap() {
+            let k: Key = (
+                f["vantage"].as_str().unwrap().into(),
+                f["src_ip"].as_str().unwrap().into(),
+                f["dst_ip"].as_str().unwrap().into(),
+                f["dst_qpn"].to_string(),
+            );
+            let want = (
+                f["transmissions"].as_u64().unwrap(),
+                f["packets"].as_u64().unwrap(),
+                f["bytes"].as_u64().unwrap(),
+            );
+            assert_eq!(got.get(&k).copied().unwrap_or_default(), want, "{scenario} {k:?}");
+        }
+        let summed: u64 =
+            s["flows"].as_array().unwrap().iter().map(|f| f["transmissions"].as_u64().unwrap()).sum();
+        let truth: u64 =
+            t["flows"].as_array().unwrap().iter().map(|f| f["transmissions"].as_u64().unwrap()).sum();
+        assert_eq!(summed, truth, "{scenario}: the summary's transmissions include the short ones");
+    }
+    assert!(short_seen >= 5, "{short_seen} short transmissions");
 }
 
 #[test]

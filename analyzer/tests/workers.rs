@@ -126,7 +126,7 @@ fn live_rss_queues_per_worker_match_one_worker() {
         .map(|s| s.to_string())
         .collect();
     a.push("--".into());
-    let mut eal = eal_args(&[]);
+    let mut eal = with_lcores(eal_args(&[]), 3);
     eal.push("--vdev".into());
     eal.push(format!("net_pcap0,rx_pcap={},rx_pcap={}", queues[0].display(), queues[1].display()));
     a.extend(eal);

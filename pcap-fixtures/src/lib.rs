@@ -19,6 +19,7 @@ pub mod truth;
 use anyhow::{Context, Result};
 use render::{Delivery, MirrorPath, DIRECT};
 use roceprobe::capture::pcap::Writer;
+use roceprobe::wire::erspan::Granularity;
 use std::path::{Path, PathBuf};
 
 /// The folder of this crate.
@@ -64,14 +65,34 @@ const ERSPAN3: Delivery = Delivery::Erspan {
     // Each switch's clock is its own; both mirror paths take 7 µs.
     clock_offset_ns: [3_000_000_017, 77_000_000_500],
     mirror: [MirrorPath::fixed(7_000), MirrorPath::fixed(7_000)],
+    granularity: Granularity::Nanos100,
+};
+/// Type III stamped in nanoseconds without the seconds (the 32-bit stamp wraps every 4.29 s).
+const ERSPAN3_NS: Delivery = Delivery::Erspan {
+    erspan_type: 3,
+    sessions: [101, 202],
+    clock_offset_ns: [3_000_000_017, 77_000_000_500],
+    mirror: [MirrorPath::fixed(7_000), MirrorPath::fixed(7_000)],
+    granularity: Granularity::Ieee1588,
+};
+/// Type I (GRE without sequence number, no ERSPAN header), one probe port per tap.
+const ERSPAN1: Delivery = Delivery::Erspan {
+    erspan_type: 1,
+    sessions: [0, 0],
+    clock_offset_ns: [0, 0],
+    mirror: [MirrorPath::fixed(4_000), MirrorPath::fixed(9_000)],
+    granularity: Granularity::Micros100,
 };
 const ERSPAN2: Delivery = Delivery::Erspan {
     erspan_type: 2,
     sessions: [11, 22],
     clock_offset_ns: [0, 0],
     mirror: [MirrorPath::fixed(4_000), MirrorPath::fixed(9_000)],
+    granularity: Granularity::Nanos100,
 };
 const VLAN: Delivery = Delivery::Vlan { compute: 10, storage: 20 };
+/// Both ports of a routed hop mirrored: each packet twice, 0.5-2 µs apart.
+const ROUTED: Delivery = Delivery::RoutedHop { egress_ns: (500, 2_000) };
 const SPLIT: Delivery = Delivery::Split { mirror: DIRECT };
 /// Mirror paths as ERSPAN takes them to the probe over ECMP: the storage mirror's 50 µs
 /// longer than the compute mirror's; every packet waits up to 4 µs more, and 1 % of them
@@ -89,6 +110,7 @@ const ERSPAN3_SKEWED: Delivery = Delivery::Erspan {
     sessions: [101, 202],
     clock_offset_ns: [3_000_000_017, 77_000_000_500],
     mirror: SKEWED,
+    granularity: Granularity::Nanos100,
 };
 /// Two capture ports stamped by the switches' synchronised clocks, reached over skewed paths.
 const SPLIT_SKEWED: Delivery = Delivery::Split { mirror: SKEWED_PORTS };
@@ -104,8 +126,12 @@ pub fn all() -> Vec<Scenario> {
         Scenario { name: "nvme_erspan3", seed: 1, build: scenarios::nvme, delivery: ERSPAN3 },
         Scenario { name: "rc_loss_split", seed: 2, build: scenarios::rc_loss, delivery: SPLIT },
         Scenario { name: "rc_loss_vlan", seed: 2, build: scenarios::rc_loss, delivery: VLAN },
+        Scenario { name: "rc_loss_routed", seed: 2, build: scenarios::rc_loss, delivery: ROUTED },
         Scenario { name: "misc", seed: 3, build: scenarios::misc, delivery: Delivery::ComputeOnly },
         Scenario { name: "misc_erspan2", seed: 3, build: scenarios::misc, delivery: ERSPAN2 },
+        Scenario { name: "misc_erspan1", seed: 3, build: scenarios::misc, delivery: ERSPAN1 },
+        // Ten seconds of silence in the middle, across which the nanosecond stamps wrap.
+        Scenario { name: "nvme_erspan3_ns", seed: 1, build: scenarios::nvme_silent, delivery: ERSPAN3_NS },
         Scenario { name: "corrupted", seed: 3, build: scenarios::corrupted, delivery: Delivery::ComputeOnly },
         Scenario { name: "nvme_faults", seed: 4, build: scenarios::nvme_faults, delivery: SPLIT },
         Scenario { name: "collective_vlan", seed: 5, build: scenarios::collective, delivery: VLAN },

@@ -6,6 +6,7 @@ use crate::rng::Rng;
 use crate::sim::{Packet, Wire, COMPUTE, STORAGE};
 use roceprobe::wire::build::erspan_wrap;
 use roceprobe::wire::erspan::{self, Granularity};
+use roceprobe::wire::ipv4;
 use std::net::Ipv4Addr;
 
 /// The path from a tap to the probe: a constant delay, and a delay of its own for each
@@ -55,10 +56,23 @@ pub enum Delivery {
     Split { mirror: [MirrorPath; 2] },
     /// Only the compute tap, in one file (a probe with one vantage).
     ComputeOnly,
-    /// One file of ERSPAN-encapsulated mirrors, one session per tap. Type III carries the
-    /// switch's timestamp (100 ns units, each switch with its own clock offset); the
-    /// frame reaches the probe over `mirror[tap]`, which gives its capture time.
-    Erspan { erspan_type: u8, sessions: [u16; 2], clock_offset_ns: [u64; 2], mirror: [MirrorPath; 2] },
+    /// Only the compute tap, mirrored at both ports of a routed hop: every RoCE packet
+    /// twice, the copy the router received and, `egress_ns` (a range) later, the copy it
+    /// sent on, with the TTL (hop limit) one less and the router's MACs.
+    RoutedHop { egress_ns: (u64, u64) },
+    /// ERSPAN-encapsulated mirrors. Types II and III: one file, one session per tap.
+    /// Type III carries the switch's timestamp (in `granularity`'s units: 100 ns, or 1 ns
+    /// as IEEE 1588 without the seconds; each switch with its own clock offset). Type I has
+    /// no header (no session to tell the taps apart): one file per tap, as two probe ports
+    /// would receive them. The frame reaches the probe over `mirror[tap]`, which gives its
+    /// capture time.
+    Erspan {
+        erspan_type: u8,
+        sessions: [u16; 2],
+        clock_offset_ns: [u64; 2],
+        mirror: [MirrorPath; 2],
+        granularity: Granularity,
+    },
 }
 
 /// The same traffic delivered over mirror paths of equal, constant delay (what a delivery
@@ -66,12 +80,15 @@ pub enum Delivery {
 pub fn without_skew(d: Delivery) -> Delivery {
     match d {
         Delivery::Split { .. } => Delivery::Split { mirror: DIRECT },
-        Delivery::Erspan { erspan_type, sessions, clock_offset_ns, mirror } => Delivery::Erspan {
-            erspan_type,
-            sessions,
-            clock_offset_ns,
-            mirror: [MirrorPath::fixed(mirror[COMPUTE].delay_ns); 2],
-        },
+        Delivery::Erspan { erspan_type, sessions, clock_offset_ns, mirror, granularity } => {
+            Delivery::Erspan {
+                erspan_type,
+                sessions,
+                clock_offset_ns,
+                mirror: [MirrorPath::fixed(mirror[COMPUTE].delay_ns); 2],
+                granularity,
+            }
+        }
         other => other,
     }
 }
@@ -93,6 +110,39 @@ pub struct Delivered {
     pub tap_ns: u64,
     /// When the frame reached the probe (the files' order).
     pub arrival_ns: u64,
+    /// The mirror's second copy of the packet (see [`Delivery::RoutedHop`]).
+    pub duplicate: bool,
+}
+
+/// The MACs of the router whose ports are mirrored, and of its next hop.
+pub const ROUTER_MAC: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0xfe, 0x01];
+pub const NEXT_HOP_MAC: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0xfe, 0x02];
+
+/// The frame a router sends on: its own MAC as the source, the next hop's as the
+/// destination, the IPv4 TTL (and header checksum) or IPv6 hop limit one less. The ICRC
+/// leaves both out, so it stays right.
+pub fn routed(frame: &[u8]) -> Vec<u8> {
+    let mut f = frame.to_vec();
+    f[0..6].copy_from_slice(&NEXT_HOP_MAC);
+    f[6..12].copy_from_slice(&ROUTER_MAC);
+    let mut at = 12;
+    while matches!(u16::from_be_bytes([f[at], f[at + 1]]), 0x8100 | 0x88a8) {
+        at += 4;
+    }
+    let l3 = at + 2;
+    match u16::from_be_bytes([f[at], f[at + 1]]) {
+        0x0800 => {
+            f[l3 + 8] -= 1;
+            // The header's checksum, recomputed with the TTL one less.
+            let hl = usize::from(f[l3] & 0x0F) * 4;
+            f[l3 + 10..l3 + 12].fill(0);
+            let c = ipv4::checksum(&f[l3..l3 + hl]);
+            f[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+        }
+        0x86DD => f[l3 + 7] -= 1,
+        other => panic!("a routed copy of ethertype {other:#06x}"),
+    }
+    f
 }
 
 /// The mirror paths of a delivery, if it has any.
@@ -116,14 +166,14 @@ pub fn tag(frame: &[u8], vid: u16) -> Vec<u8> {
 impl Delivery {
     pub fn files(&self) -> usize {
         match self {
-            Delivery::Split { .. } => 2,
+            Delivery::Split { .. } | Delivery::Erspan { erspan_type: 1, .. } => 2,
             _ => 1,
         }
     }
 
     pub fn taps(&self) -> &'static [usize] {
         match self {
-            Delivery::ComputeOnly => &[COMPUTE],
+            Delivery::ComputeOnly | Delivery::RoutedHop { .. } => &[COMPUTE],
             _ => &[COMPUTE, STORAGE],
         }
     }
@@ -134,8 +184,8 @@ impl Delivery {
             Delivery::Vlan { compute, storage } => {
                 vec![format!("compute=vlan:{compute}"), format!("storage=vlan:{storage}")]
             }
-            Delivery::Split { .. } => vec!["storage=file:1".into()],
-            Delivery::ComputeOnly => vec![],
+            Delivery::Split { .. } | Delivery::Erspan { erspan_type: 1, .. } => vec!["storage=file:1".into()],
+            Delivery::ComputeOnly | Delivery::RoutedHop { .. } => vec![],
             Delivery::Erspan { sessions, .. } => {
                 vec![format!("compute=erspan:{}", sessions[0]), format!("storage=erspan:{}", sessions[1])]
             }
@@ -193,32 +243,51 @@ impl Delivery {
                         (0, t, f, t, t)
                     }
                     Delivery::Split { mirror } => (tap, t, frame, t, t + mirror[tap].delay(&mut paths)),
-                    Delivery::ComputeOnly => (0, t, frame, t, t),
-                    Delivery::Erspan { erspan_type, sessions, clock_offset_ns, mirror } => {
+                    Delivery::ComputeOnly | Delivery::RoutedHop { .. } => (0, t, frame, t, t),
+                    Delivery::Erspan { erspan_type, sessions, clock_offset_ns, mirror, granularity } => {
                         let switch_ns = t + clock_offset_ns[tap];
+                        let unit_ns = granularity.unit_ns().expect("a granularity of fixed units");
                         let h = erspan::Repr {
                             erspan_type,
                             vlan: 0,
                             cos: 0,
                             session: sessions[tap],
                             index: tap as u32,
-                            timestamp: (switch_ns / 100) as u32,
-                            granularity: Granularity::Nanos100,
+                            timestamp: (switch_ns / unit_ns) as u32,
+                            granularity,
                             hw_id: 1,
                             platform: None,
                         };
+                        let h = if erspan_type == 1 { erspan::Repr::type_i() } else { h };
                         seq[tap] = seq[tap].wrapping_add(1);
                         let switch = Ipv4Addr::new(192, 168, 100, 1 + tap as u8);
                         let f = erspan_wrap(&frame, &h, switch, Ipv4Addr::new(192, 168, 100, 10), seq[tap]);
                         let capture = t + mirror[tap].delay(&mut paths);
-                        // Type III: the probe uses the switch clock (100 ns ticks).
-                        let probe = if erspan_type == 3 { (switch_ns / 100) * 100 } else { capture };
-                        (0, capture, f, probe, capture)
+                        // Type III: the probe uses the switch clock (in its ticks).
+                        let probe = if erspan_type == 3 { (switch_ns / unit_ns) * unit_ns } else { capture };
+                        let file = if erspan_type == 1 { tap } else { 0 };
+                        (file, capture, f, probe, capture)
                     }
                 };
                 let wire_len =
                     if matches!(self, Delivery::Erspan { .. }) { wire_len } else { frame.len() as u32 };
 
+                if let (Delivery::RoutedHop { egress_ns: (lo, hi) }, Packet::Roce { .. }) = (*self, p) {
+                    let at = t + paths.range(lo, hi);
+                    let copy = routed(&frame);
+                    out.push(Delivered {
+                        file,
+                        capture_ns: at,
+                        wire_len: copy.len() as u32,
+                        frame: copy,
+                        tap,
+                        packet: index,
+                        probe_ns: at,
+                        tap_ns: t,
+                        arrival_ns: at,
+                        duplicate: true,
+                    });
+                }
                 out.push(Delivered {
                     file,
                     capture_ns,
@@ -229,12 +298,13 @@ impl Delivery {
                     probe_ns,
                     tap_ns: t,
                     arrival_ns,
+                    duplicate: false,
                 });
             }
         }
         self.queue(&mut out);
         // Arrival order per file; a stable sort keeps creation order for equal times.
-        out.sort_by_key(|d| (d.file, d.arrival_ns, d.tap_ns));
+        out.sort_by_key(|d| (d.file, d.arrival_ns, d.tap_ns, d.duplicate));
         out
     }
 }

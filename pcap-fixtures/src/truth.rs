@@ -44,6 +44,10 @@ pub struct FlowTruth {
     pub nvme_completions: u64,
     /// Bursts: runs of packets no more than `--flow-idle` (1 ms) apart.
     pub transmissions: u64,
+    /// The mirror's second copies of this flow's packets (a routed hop mirrored at both
+    /// ports), counted nowhere else; absent where there are none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub mirror_duplicates: u64,
     /// Fabric loss (docs/METRICS.md): gap PSNs at this tap that the same flow at the other tap did
     /// not have; absent for a flow seen at one tap only.
     pub fabric_loss_psns: Option<u64>,
@@ -51,6 +55,10 @@ pub struct FlowTruth {
     /// taps, counted at the tap that missed them. A loss shows as a gap (and so as fabric
     /// loss) only if a later packet arrives before the lost one is sent again.
     pub dropped_between_taps: Option<u64>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// An NVMe I/O as the scenario made it: the wire packets that anchor its segments.
@@ -287,6 +295,14 @@ struct Tally {
 
 impl Tally {
     fn count(&mut self, d: &Delivered, wire: &Wire) {
+        if d.duplicate {
+            // Counted as a frame, and as its flow's duplicate: nothing else.
+            let Packet::Roce { spec, .. } = &wire.packets[d.packet] else { unreachable!("copies are RoCE") };
+            self.roce += 1;
+            let key: Key = (d.tap, spec.src, spec.dst, spec.bth.dest_qp);
+            self.flow(key, spec.bth.opcode).mirror_duplicates += 1;
+            return;
+        }
         self.probe_time.insert((d.tap, d.packet), d.probe_ns);
         let (spec, ecn) = match &wire.packets[d.packet] {
             Packet::Raw { error: Some(kind), .. } => {
@@ -512,7 +528,7 @@ pub fn compute(
     // Each tap's packets in the order the tap saw them, whatever order the mirror paths
     // delivered them in.
     let mut in_tap_order: Vec<&Delivered> = delivered.iter().collect();
-    in_tap_order.sort_by_key(|d| (d.tap, d.tap_ns, d.packet));
+    in_tap_order.sort_by_key(|d| (d.tap, d.tap_ns, d.packet, d.duplicate));
     for d in in_tap_order {
         tally.count(d, wire);
     }

@@ -10,6 +10,7 @@
 //! burst is freed.
 
 use super::nic_clock::{self, NicClock, Sample};
+use super::port_plan::{self, Capabilities, PortPlan, Wanted};
 use super::{Capture, Frame, Poll, SourceStats, BURST};
 use anyhow::{anyhow, bail, Result};
 use dpdk_sys as ffi;
@@ -278,6 +279,58 @@ fn symmetric_rss_key(key: &mut [u8]) {
     }
 }
 
+/// What port `id`'s device can do, read before it is configured.
+pub fn capabilities(id: u16) -> Result<Capabilities> {
+    // SAFETY (whole block): `id` is checked with rte_eth_dev_is_valid_port first; the
+    // out-structs are zeroed locals.
+    unsafe {
+        if ffi::rte_eth_dev_is_valid_port(id) != 1 {
+            bail!("DPDK port {id} does not exist (EAL found ports {:?})", available_ports());
+        }
+        let mut info: ffi::rte_eth_dev_info = std::mem::zeroed();
+        check(ffi::rte_eth_dev_info_get(id, &mut info), || format!("port {id}: reading device info"))?;
+        let driver = if info.driver_name.is_null() {
+            "unknown".to_owned()
+        } else {
+            CStr::from_ptr(info.driver_name).to_string_lossy().into_owned()
+        };
+        let mut ticks = 0u64;
+        Ok(Capabilities {
+            driver,
+            flow_type_rss_offloads: info.flow_type_rss_offloads,
+            rx_offload_capa: info.rx_offload_capa,
+            max_rx_pktlen: info.max_rx_pktlen,
+            min_mtu: info.min_mtu,
+            max_mtu: info.max_mtu,
+            max_rx_queues: info.max_rx_queues,
+            hash_key_size: info.hash_key_size,
+            reta_size: info.reta_size,
+            read_clock: ffi::rte_eth_read_clock(id, &mut ticks) == 0,
+        })
+    }
+}
+
+/// Ethernet flow control on the probe's ports (`--flow-control`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowControl {
+    /// Turned off: a probe that falls behind drops (counted in imissed) rather than send
+    /// PAUSE frames to the switch's mirror port.
+    Off,
+    /// Left as the driver set it.
+    Keep,
+}
+
+/// A flow control mode's name.
+fn fc_mode_name(mode: ffi::rte_eth_fc_mode) -> &'static str {
+    match mode {
+        ffi::rte_eth_fc_mode_RTE_ETH_FC_NONE => "off",
+        ffi::rte_eth_fc_mode_RTE_ETH_FC_RX_PAUSE => "rx pause",
+        ffi::rte_eth_fc_mode_RTE_ETH_FC_TX_PAUSE => "tx pause",
+        ffi::rte_eth_fc_mode_RTE_ETH_FC_FULL => "rx+tx pause",
+        _ => "unknown",
+    }
+}
+
 /// A started ethdev port with `rx_queues` RX queues and no TX queue.
 pub struct Port {
     id: u16,
@@ -285,54 +338,46 @@ pub struct Port {
     name: String,
     /// The NIC stamps received frames with its clock (RX timestamp offload enabled).
     timestamps: bool,
+    /// The line that tells how the port was set up.
+    setup: String,
 }
 
 impl Port {
-    pub fn start(id: u16, rx_queues: u16, pool: &Mempool, rx_desc: u16) -> Result<Self> {
-        // SAFETY (whole block): `id` is checked with rte_eth_dev_is_valid_port first;
-        // every struct passed by pointer is a live, zero-initialised local.
+    pub fn start(
+        id: u16,
+        caps: &Capabilities,
+        plan: &PortPlan,
+        rx_queues: u16,
+        pool: &Mempool,
+        rx_desc: u16,
+        flow_control: FlowControl,
+    ) -> Result<Self> {
+        let name = caps.driver.clone();
+        // SAFETY (whole block): `id` was checked by `capabilities`; every struct passed by
+        // pointer is a live, zero-initialised local.
         unsafe {
-            if ffi::rte_eth_dev_is_valid_port(id) != 1 {
-                bail!("DPDK port {id} does not exist (EAL found ports {:?})", available_ports());
-            }
-            let mut info: ffi::rte_eth_dev_info = std::mem::zeroed();
-            check(ffi::rte_eth_dev_info_get(id, &mut info), || format!("port {id}: reading device info"))?;
-            let name = if info.driver_name.is_null() {
-                "unknown".to_owned()
-            } else {
-                CStr::from_ptr(info.driver_name).to_string_lossy().into_owned()
-            };
-            if rx_queues > info.max_rx_queues {
-                bail!("port {id} ({name}) has at most {} RX queues, {rx_queues} asked", info.max_rx_queues);
-            }
             let mut conf: ffi::rte_eth_conf = std::mem::zeroed();
-            let timestamps = info.rx_offload_capa & ffi::roceprobe_rx_offload_timestamp() != 0;
-            if timestamps {
+            conf.rxmode.mtu = u32::from(plan.mtu);
+            if plan.scatter {
+                conf.rxmode.offloads |= port_plan::flags::RX_OFFLOAD_SCATTER;
+            }
+            if plan.timestamps {
                 conf.rxmode.offloads |= ffi::roceprobe_rx_offload_timestamp();
             }
             // Several queues: RSS on the IP pair alone (RoCEv2's UDP source port differs per
             // QP and per direction), with a symmetric key so both directions hash alike.
-            let hf = ffi::roceprobe_rss_hf_ip() & info.flow_type_rss_offloads;
+            let hf = plan.rss_hf;
             let mut key = [0u8; 64];
-            if rx_queues > 1 {
-                if hf == 0 && name != "net_pcap" {
-                    bail!(
-                        "port {id} ({name}) cannot spread frames over RX queues by IP pair; \
-                         use software dispatch (without --rss)"
-                    );
-                }
-                if hf != 0 {
-                    let len = usize::from(info.hash_key_size).clamp(40, key.len());
-                    symmetric_rss_key(&mut key[..len]);
-                    conf.rxmode.mq_mode = ffi::rte_eth_rx_mq_mode_RTE_ETH_MQ_RX_RSS;
-                    conf.rx_adv_conf.rss_conf.rss_hf = hf;
-                    conf.rx_adv_conf.rss_conf.rss_key = key.as_mut_ptr();
-                    conf.rx_adv_conf.rss_conf.rss_key_len = len as u8;
-                }
-                // net_pcap cannot hash: its queues are its rx_pcap files, split beforehand.
+            if rx_queues > 1 && hf != 0 {
+                let len = usize::from(caps.hash_key_size).clamp(40, key.len());
+                symmetric_rss_key(&mut key[..len]);
+                conf.rxmode.mq_mode = ffi::rte_eth_rx_mq_mode_RTE_ETH_MQ_RX_RSS;
+                conf.rx_adv_conf.rss_conf.rss_hf = hf;
+                conf.rx_adv_conf.rss_conf.rss_key = key.as_mut_ptr();
+                conf.rx_adv_conf.rss_conf.rss_key_len = len as u8;
             }
             check(ffi::rte_eth_dev_configure(id, rx_queues, 0, &conf), || {
-                format!("port {id} ({name}): configuring {rx_queues} RX queues")
+                format!("port {id} ({name}): configuring {rx_queues} RX queues, MTU {}", plan.mtu)
             })?;
             let mut nb_rxd = rx_desc;
             let mut nb_txd = 0u16;
@@ -350,18 +395,18 @@ impl Port {
             // A mirror port must accept frames for every MAC; some vdevs cannot and need not.
             let _ = ffi::rte_eth_promiscuous_enable(id);
             check(ffi::rte_eth_dev_start(id), || format!("port {id} ({name}): starting"))?;
-            if rx_queues > 1 && hf != 0 && info.reta_size > 0 {
+            if rx_queues > 1 && hf != 0 && caps.reta_size > 0 {
                 // The same redirection table on every port (entry i -> queue i mod N), so a
                 // host pair lands on the same queue index at every vantage.
                 let mut reta: Vec<ffi::rte_eth_rss_reta_entry64> =
-                    (0..usize::from(info.reta_size).div_ceil(64)).map(|_| std::mem::zeroed()).collect();
+                    (0..usize::from(caps.reta_size).div_ceil(64)).map(|_| std::mem::zeroed()).collect();
                 for (g, group) in reta.iter_mut().enumerate() {
                     group.mask = u64::MAX;
                     for (j, q) in group.reta.iter_mut().enumerate() {
                         *q = ((g * 64 + j) % usize::from(rx_queues)) as u16;
                     }
                 }
-                let ret = ffi::rte_eth_dev_rss_reta_update(id, reta.as_mut_ptr(), info.reta_size);
+                let ret = ffi::rte_eth_dev_rss_reta_update(id, reta.as_mut_ptr(), caps.reta_size);
                 if ret != 0 {
                     // PMDs default to the same table; say so rather than refuse to run.
                     eprintln!(
@@ -370,8 +415,42 @@ impl Port {
                     );
                 }
             }
-            Ok(Self { id, rx_queues, name, timestamps })
+            // Flow control: what the port does now, turned off if asked and possible.
+            let mut fc: ffi::rte_eth_fc_conf = std::mem::zeroed();
+            let flow = match ffi::rte_eth_dev_flow_ctrl_get(id, &mut fc) {
+                0 if fc.mode == ffi::rte_eth_fc_mode_RTE_ETH_FC_NONE => "off".to_owned(),
+                0 if flow_control == FlowControl::Keep => format!("{} (kept)", fc_mode_name(fc.mode)),
+                0 => {
+                    let was = fc_mode_name(fc.mode);
+                    fc.mode = ffi::rte_eth_fc_mode_RTE_ETH_FC_NONE;
+                    match ffi::rte_eth_dev_flow_ctrl_set(id, &mut fc) {
+                        0 => format!("off (was {was})"),
+                        e => format!("{was} (the driver refused to turn it off: {})", strerror(-e)),
+                    }
+                }
+                _ => "not reported by the driver".to_owned(),
+            };
+            let mut mtu = 0u16;
+            let mtu = if ffi::rte_eth_dev_get_mtu(id, &mut mtu) == 0 { mtu } else { plan.mtu };
+            let rss = if rx_queues > 1 && hf != 0 {
+                format!("RSS {} (symmetric key)", port_plan::rss_names(hf))
+            } else {
+                "no RSS".to_owned()
+            };
+            let setup = format!(
+                "roceprobe: port {id}: {name}, MTU {mtu} (frames up to {} bytes{}), {rx_queues} RX queue{}, {rss}, {}, flow control {flow}",
+                plan.max_frame,
+                if plan.scatter { ", scatter" } else { "" },
+                if rx_queues == 1 { "" } else { "s" },
+                plan.times,
+            );
+            Ok(Self { id, rx_queues, name, timestamps: plan.timestamps, setup })
         }
+    }
+
+    /// How the port was set up, in one line.
+    pub fn setup_line(&self) -> &str {
+        &self.setup
     }
 
     pub fn id(&self) -> u16 {
@@ -480,6 +559,11 @@ impl NicTime {
             return Self::Tsc;
         }
         let first = read_nic_clock(port.id, tsc);
+        if first.is_some_and(nic_clock::is_unix_time) {
+            // A clock on Unix time (mlx5 in real-time mode, REAL_TIME_CLOCK_ENABLE): its
+            // stamps are nanoseconds since the epoch, used as they are.
+            return Self::Unit(1);
+        }
         std::thread::sleep(Duration::from_nanos(2 * nic_clock::MIN_SPAN_NS));
         match (first, read_nic_clock(port.id, tsc)) {
             (Some(a), Some(b)) => NicClock::from_samples(a, b).map_or(Self::Tsc, Self::Ticks),
@@ -578,6 +662,16 @@ impl Rx {
                     };
                     let ts = match (stamp, nic) {
                         (Some(t), NicTime::Unit(unit)) => t.saturating_mul(unit),
+                        // The first stamp of a port whose clock reads as free-running ticks:
+                        // stamps on Unix time (mlx5 in real-time mode while its clock reads
+                        // the free-running counter) are used as they are from then on.
+                        (Some(t), NicTime::Ticks(_))
+                            if !self.saw_nic_ts[pi]
+                                && nic_clock::is_unix_time(Sample { ticks: t, ns: now_ns }) =>
+                        {
+                            self.nic_time[pi] = NicTime::Unit(1);
+                            t
+                        }
                         (Some(t), NicTime::Ticks(c)) => c.to_ns(t),
                         _ => now_ns,
                     };
@@ -699,6 +793,16 @@ fn vdev_specs(eal_args: &[String]) -> impl Iterator<Item = &str> {
     })
 }
 
+/// What the ports are asked for besides queues and mbufs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortSetup {
+    /// The largest frame to receive whole (`--max-frame`).
+    pub max_frame: u32,
+    pub flow_control: FlowControl,
+    /// `--probe-clock`: frames timed by the probe at receive, the timestamp offload off.
+    pub probe_clock: bool,
+}
+
 /// Live capture from DPDK ports. Source ids are port ids. With one RX queue per port it is
 /// polled as a whole; with N (`--rss`), [`DpdkCapture::queue`] gives each worker its queue
 /// index of every port.
@@ -712,8 +816,8 @@ pub struct DpdkCapture {
 impl DpdkCapture {
     /// Initialises EAL with `eal_args`, then starts `ports` (all EAL found, if empty).
     /// `mbufs`: the pool's size (0: enough for every RX ring); `mbuf_size`: each mbuf's data
-    /// room (0: DPDK's default); `probe_clock`: time every frame by the TSC at RX, whatever
-    /// the port stamps.
+    /// room (0: DPDK's default); `setup`: the largest frame, flow control, and whether every
+    /// frame is timed by the TSC at RX, whatever the port stamps.
     pub fn start(
         eal_args: &[String],
         ports: &[u16],
@@ -721,8 +825,9 @@ impl DpdkCapture {
         mbufs: u32,
         mbuf_size: u16,
         rx_queues: u16,
-        probe_clock: bool,
+        setup: PortSetup,
     ) -> Result<Self> {
+        let probe_clock = setup.probe_clock;
         eal_init(eal_args)?;
         let ids = if ports.is_empty() { available_ports() } else { ports.to_vec() };
         if ids.is_empty() {
@@ -736,10 +841,32 @@ impl DpdkCapture {
         let mbufs = if mbufs > 0 { mbufs } else { (rings * 1024 + rings * BURST as u32 + 512).max(4095) };
         // SAFETY: no preconditions after EAL init.
         let socket = unsafe { ffi::rte_socket_id() } as i32;
+        // Every port's plan before anything is configured: a port that cannot do what is
+        // asked stops the start with its reason.
+        // SAFETY: returns a compile-time constant.
+        let data_room =
+            if mbuf_size == 0 { unsafe { ffi::roceprobe_mbuf_default_buf_size() } } else { mbuf_size };
+        let wanted = Wanted {
+            rx_queues: rx_queues.max(1),
+            max_frame: setup.max_frame,
+            mbuf_frame: u32::from(data_room).saturating_sub(MBUF_HEADROOM as u32),
+            probe_clock,
+        };
+        let mut plans = Vec::with_capacity(ids.len());
+        for &id in &ids {
+            let caps = capabilities(id)?;
+            let plan = port_plan::plan(&caps, &wanted).map_err(|e| anyhow!("port {id}: {e}"))?;
+            for w in &plan.warnings {
+                eprintln!("roceprobe: warning: port {id}: {w}");
+            }
+            plans.push((id, caps, plan));
+        }
         let pool = Mempool::create("roceprobe_rx", mbufs, mbuf_size, socket)?;
         let mut started = Vec::with_capacity(ids.len());
-        for &id in &ids {
-            started.push(Port::start(id, rx_queues.max(1), &pool, 1024)?);
+        for (id, caps, plan) in &plans {
+            let port = Port::start(*id, caps, plan, rx_queues.max(1), &pool, 1024, setup.flow_control)?;
+            eprintln!("{}", port.setup_line());
+            started.push(port);
         }
         let mut offset: c_int = -1;
         let mut flag: u64 = 0;
@@ -936,6 +1063,19 @@ pub fn thread_cpus() -> Option<Vec<usize>> {
     }
 }
 
+/// Large allocations (128 KiB and up: the buffers of interval snapshots and transmission
+/// batches) are always mapped on their own and given back to the system when freed. glibc's
+/// default raises that threshold to the size of each large block freed, after which such
+/// blocks come from the heap and stay resident once freed: a backlog of the stats side
+/// (the worker allocates rather than wait) would leave resident memory higher after every
+/// hiccup, for months.
+pub fn return_large_blocks() {
+    // SAFETY: mallopt only sets an allocator parameter; called before any thread starts.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
+    }
+}
+
 /// CPUs online.
 pub fn online_cpus() -> usize {
     // SAFETY: sysconf has no preconditions.
@@ -1017,5 +1157,29 @@ impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: unmaps exactly the mapping made in `of`, after its last use.
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::port_plan::flags::*;
+    use dpdk_sys as ffi;
+
+    #[test]
+    fn the_port_plans_flags_are_dpdks() {
+        // SAFETY: each returns a compile-time constant of the DPDK headers.
+        let (ip, udp, l3, scatter, timestamp) = unsafe {
+            (
+                ffi::roceprobe_rss_hf_ip(),
+                ffi::roceprobe_rss_hf_udp(),
+                ffi::roceprobe_rss_hf_l3_src_dst_only(),
+                ffi::roceprobe_rx_offload_scatter(),
+                ffi::roceprobe_rx_offload_timestamp(),
+            )
+        };
+        assert_eq!(ip, RSS_IP);
+        assert_eq!(udp, RSS_NONFRAG_IPV4_UDP | RSS_NONFRAG_IPV6_UDP | RSS_IPV6_UDP_EX);
+        assert_eq!(l3, RSS_L3_SRC_ONLY | RSS_L3_DST_ONLY);
+        assert_eq!((scatter, timestamp), (RX_OFFLOAD_SCATTER, RX_OFFLOAD_TIMESTAMP));
     }
 }

@@ -6,6 +6,7 @@
 pub mod dpdk;
 pub mod nic_clock;
 pub mod pcap;
+pub mod port_plan;
 
 /// Frames handed to the pipeline per poll (DPDK's customary RX burst).
 pub const BURST: usize = 32;

@@ -21,6 +21,13 @@ pub const MIN_SPAN_NS: u64 = 10_000_000;
 /// How often the mapping is refreshed.
 pub const REFRESH_NS: u64 = 1_000_000_000;
 
+/// Whether a device clock reading is Unix time in nanoseconds: within a minute of the
+/// probe's own clock read with it (a free-running counter counts from the device's start
+/// and is nowhere near 1.7e18).
+pub fn is_unix_time(s: Sample) -> bool {
+    s.ticks.abs_diff(s.ns) < 60_000_000_000
+}
+
 /// Maps device-clock ticks onto nanoseconds of the TSC time base.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct NicClock {
@@ -77,6 +84,16 @@ mod tests {
     /// `ppm` fast against the TSC.
     fn device(hz: f64, ticks0: u64, ns0: u64, ppm: f64) -> impl Fn(u64) -> u64 {
         move |ns| ticks0 + ((ns - ns0) as f64 * hz / 1e9 * (1.0 + ppm * 1e-6)) as u64
+    }
+
+    #[test]
+    fn unix_time_stamps_are_told_from_free_running_ticks() {
+        let now = 1_795_939_200_000_000_000u64;
+        // mlx5 in real-time mode: the device's PTP-disciplined clock, 40 µs off the host's.
+        assert!(is_unix_time(Sample { ticks: now - 40_000, ns: now }));
+        // A 156.25 MHz counter a month after power-on, or a 1 GHz one a year after.
+        assert!(!is_unix_time(Sample { ticks: 156_250_000 * 86_400 * 30, ns: now }));
+        assert!(!is_unix_time(Sample { ticks: 1_000_000_000 * 86_400 * 365, ns: now }));
     }
 
     #[test]

@@ -1,10 +1,13 @@
-//! Latency series: one HDR histogram (nanoseconds, 3 significant digits) per (initiator,
-//! target, op, segment). The worker records into its own; at every interval it copies the
-//! non-empty buckets of the ones with samples into a [`LatencyBatch`] and clears them; the
-//! stats side merges the batch into whole-run totals and hands it back emptied, so
-//! recording never allocates in a steady state (a new series takes a spare, or allocates
-//! once) and a series costs one dense histogram on the worker, not two.
+//! Latency series: HDR histograms (nanoseconds, 3 significant digits) per (initiator,
+//! target, op, segment). The worker keeps each series' samples of the interval as values,
+//! and beyond a few hundred as the non-empty buckets of the histogram they would make
+//! (bucketed by one histogram's arithmetic, [`LatencyRecorder`]); at every interval it hands
+//! them over in a [`LatencyBatch`]; the stats side merges the batch into whole-run histograms
+//! and hands it back emptied, so recording never allocates in a steady state (a new series
+//! takes a spare, or allocates once) and a series costs a few KiB on the worker, not a
+//! dense histogram of ~135 KiB that every interval would clear whole.
 
+use crate::track::bounded::Refused;
 use hdrhistogram::Histogram;
 use std::collections::HashMap;
 use std::fmt;
@@ -39,28 +42,31 @@ pub struct LatencyBatch {
     buckets: Vec<(u64, u64)>,
 }
 
+/// Adds `n` samples of bucket `value` to ascending buckets, the last of which (if at `from`
+/// or after) may be that bucket already.
+fn add_bucket(buckets: &mut Vec<(u64, u64)>, from: usize, value: u64, n: u64) {
+    let len = buckets.len();
+    match buckets.last_mut() {
+        Some((last, count)) if len > from && *last == value => *count += n,
+        _ => buckets.push((value, n)),
+    }
+}
+
 impl LatencyBatch {
-    /// Appends the non-empty buckets of `h` as series `key`.
-    pub fn push(&mut self, key: SeriesKey, h: &IntervalHist) {
+    /// Appends buckets (value, count), ascending, as series `key`.
+    pub fn push_buckets(&mut self, key: SeriesKey, buckets: &[(u64, u64)]) {
         let start = self.buckets.len();
-        self.buckets
-            .extend(h.iter_recorded().map(|v| (v.value_iterated_to(), u64::from(v.count_at_value()))));
+        self.buckets.extend_from_slice(buckets);
         self.series.push((key, start, self.buckets.len()));
     }
 
     /// Appends raw samples as series `key`, bucketed as `like` buckets them, so that the
-    /// result is what [`LatencyBatch::push`] gives for a histogram holding them. Sorts
-    /// `values`.
+    /// result is the non-empty buckets of a histogram holding them. Sorts `values`.
     pub fn push_values(&mut self, key: SeriesKey, like: &IntervalHist, values: &mut [u64]) {
         let start = self.buckets.len();
         values.sort_unstable();
         for &v in values.iter() {
-            let b = like.highest_equivalent(v);
-            let len = self.buckets.len();
-            match self.buckets.last_mut() {
-                Some((last, n)) if len > start && *last == b => *n += 1,
-                _ => self.buckets.push((b, 1)),
-            }
+            add_bucket(&mut self.buckets, start, like.highest_equivalent(v), 1);
         }
         self.series.push((key, start, self.buckets.len()));
     }
@@ -88,14 +94,52 @@ impl LatencyBatch {
     }
 }
 
-/// Statistics of one series' buckets, rebuilt in `scratch` (which ends cleared).
-pub fn bucket_stats(scratch: &mut IntervalHist, buckets: &[(u64, u64)]) -> Stats {
-    for &(v, n) in buckets {
-        scratch.saturating_record_n(v, n.min(u64::from(u32::MAX)) as u32);
+/// Statistics of one series' buckets (value, count), ascending, as a histogram `like` would
+/// give them holding those counts ([`stats`]), computed from the buckets alone: hdrhistogram's
+/// rules (the quantile: the first bucket whose running count reaches ⌈q × count⌉; the mean
+/// of each bucket's middle value, summed in order) without filling and clearing a histogram
+/// of ~135 KiB per series and interval.
+pub fn bucket_stats(like: &IntervalHist, buckets: &[(u64, u64)]) -> Stats {
+    // An interval histogram counts at most u32::MAX per bucket.
+    let count = |n: u64| n.min(u64::from(u32::MAX));
+    let total: u64 = buckets.iter().map(|&(_, n)| count(n)).sum();
+    let (Some(&(first, _)), Some(&(last, _))) = (buckets.first(), buckets.last()) else {
+        return Stats {
+            count: 0,
+            min_us: 0.0,
+            mean_us: 0.0,
+            p50_us: 0.0,
+            p90_us: 0.0,
+            p99_us: 0.0,
+            p999_us: 0.0,
+            max_us: 0.0,
+        };
+    };
+    let quantile = |q: f64| {
+        let target = ((q * total as f64).ceil() as u64).max(1);
+        let mut running = 0;
+        for &(v, n) in buckets {
+            running += count(n);
+            if running >= target {
+                return like.highest_equivalent(v);
+            }
+        }
+        0
+    };
+    let mean = buckets.iter().fold(0.0_f64, |sum, &(v, n)| {
+        sum + like.median_equivalent(v) as f64 * count(n) as f64 / total as f64
+    });
+    let us = |ns: u64| ns as f64 / 1000.0;
+    Stats {
+        count: total,
+        min_us: us(like.lowest_equivalent(first)),
+        mean_us: mean / 1000.0,
+        p50_us: us(quantile(0.50)),
+        p90_us: us(quantile(0.90)),
+        p99_us: us(quantile(0.99)),
+        p999_us: us(quantile(0.999)),
+        max_us: us(like.highest_equivalent(last)),
     }
-    let s = stats(scratch);
-    scratch.reset();
-    s
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -162,33 +206,54 @@ pub struct SeriesKey {
     pub segment: Segment,
 }
 
-/// Samples of a series kept as they are before they go into its histogram. Recording is
-/// then an append; the buffer goes into the histogram sorted, one sweep through the counts
-/// (a sample at a time, each would touch a line of a ~135 KiB histogram at random, a cache
-/// miss per sample when many series are busy); and a series that saw no more than this in
-/// an interval is handed over from its sorted values, without walking or clearing the
-/// histogram at all.
+/// Samples of a series kept as they are before they are bucketed. Recording is then an
+/// append; a full buffer is sorted and merged into the series' buckets in one sweep; and a
+/// series that saw no more than this in an interval is handed over from its sorted values.
 const FEW: usize = 512;
+/// Buckets a series has room for from the start (a series whose samples of an interval
+/// fill more grows its list once, and keeps it).
+const BUCKETS: usize = 256;
 
-/// One series on the worker: its interval's samples, the last ones as values, the rest in
-/// the histogram.
+/// Room for a series' samples (values) and buckets (value, count).
+type Room = (Vec<u64>, Vec<(u64, u64)>);
+
+/// One series on the worker: its interval's samples, the last ones as values, the rest as
+/// buckets.
 struct Series {
     key: SeriesKey,
     few: Vec<u64>,
-    hist: IntervalHist,
-    /// Some of the interval's samples went into `hist`.
-    spilled: bool,
+    /// The interval's other samples as the non-empty buckets of their histogram: (the
+    /// bucket's highest equivalent value, count), ascending.
+    spilled: Vec<(u64, u64)>,
 }
 
 impl Series {
-    /// Moves the buffered values into the histogram, in order.
-    fn spill(&mut self) {
+    /// Room for a series' samples and buckets.
+    fn room() -> Room {
+        (Vec::with_capacity(FEW), Vec::with_capacity(BUCKETS))
+    }
+
+    /// Merges the buffered values into the buckets, through `merged` (a scratch buffer),
+    /// bucketed as `like` buckets them.
+    fn spill(&mut self, like: &IntervalHist, merged: &mut Vec<(u64, u64)>) {
         self.few.sort_unstable();
+        merged.clear();
+        let mut old = self.spilled.iter().copied().peekable();
         for &x in &self.few {
-            self.hist.saturating_record(x);
+            let b = like.highest_equivalent(x);
+            while let Some((v, n)) = old.next_if(|&(v, _)| v < b) {
+                add_bucket(merged, 0, v, n);
+            }
+            add_bucket(merged, 0, b, 1);
         }
+        for (v, n) in old {
+            add_bucket(merged, 0, v, n);
+        }
+        // Copied back rather than swapped, so that each series' buffer keeps the room it
+        // grew to (and stops growing).
+        self.spilled.clear();
+        self.spilled.extend_from_slice(merged);
         self.few.clear();
-        self.spilled = true;
     }
 }
 
@@ -200,24 +265,33 @@ pub struct LatencyRecorder {
     /// Slots with samples in the open interval: draining visits only these.
     dirty: Vec<u32>,
     max_series: usize,
-    /// Storage for new series, allocated at start-up: a histogram and room for its few.
-    spares: Vec<(IntervalHist, Vec<u64>)>,
+    /// Storage for new series, allocated at start-up: room for their few and their buckets.
+    spares: Vec<Room>,
+    /// The bucket arithmetic of every series (never recorded into).
+    like: IntervalHist,
+    /// Scratch for merging a series' values into its buckets.
+    merged: Vec<(u64, u64)>,
     /// Samples of series beyond the bound.
     pub dropped_samples: u64,
+    /// The series beyond the bound (see [`LatencyRecorder::needed`]).
+    refused: Refused,
 }
 
 impl LatencyRecorder {
-    /// Room for `max_series` series; `spares` histograms for new series are allocated now
-    /// (series beyond them allocate theirs when they are first recorded).
+    /// Room for `max_series` series; `spares` sample buffers for new series are allocated
+    /// now (series beyond them allocate theirs when they are first recorded).
     pub fn new(max_series: usize, spares: usize) -> Self {
-        let pool = (0..spares.min(max_series)).map(|_| (interval_hist(), Vec::with_capacity(FEW))).collect();
+        let pool = (0..spares.min(max_series)).map(|_| Series::room()).collect();
         Self {
             index: HashMap::with_capacity_and_hasher(max_series, ahash::RandomState::new()),
             series: Vec::with_capacity(max_series),
             dirty: Vec::with_capacity(max_series),
             max_series,
             spares: pool,
+            like: interval_hist(),
+            merged: Vec::with_capacity(FEW + BUCKETS),
             dropped_samples: 0,
+            refused: Refused::default(),
         }
     }
 
@@ -227,13 +301,22 @@ impl LatencyRecorder {
             return Some(i);
         }
         if self.series.len() >= self.max_series {
+            self.refused.note_key(&key);
             return None;
         }
-        let (hist, few) = self.spares.pop().unwrap_or_else(|| (interval_hist(), Vec::with_capacity(FEW)));
+        let (few, spilled) = self.spares.pop().unwrap_or_else(Series::room);
         let i = self.series.len() as u32;
-        self.series.push(Series { key, few, hist, spilled: false });
+        self.series.push(Series { key, few, spilled });
         self.index.insert(key, i);
         Some(i)
+    }
+
+    /// The bound on series that would have kept every series: 0 when none was turned away.
+    pub fn needed(&self) -> u64 {
+        match self.refused.estimate() {
+            0 => 0,
+            n => self.max_series as u64 + n,
+        }
     }
 
     /// Records a sample of series `key`.
@@ -250,11 +333,11 @@ impl LatencyRecorder {
     pub fn record_at(&mut self, slot: u32, ns: u64) {
         let v = ns.clamp(1, MAX_NS);
         let s = &mut self.series[slot as usize];
-        if !s.spilled && s.few.is_empty() {
+        if s.spilled.is_empty() && s.few.is_empty() {
             self.dirty.push(slot);
         }
         if s.few.len() == FEW {
-            s.spill();
+            s.spill(&self.like, &mut self.merged);
         }
         s.few.push(v);
     }
@@ -263,14 +346,15 @@ impl LatencyRecorder {
     pub fn drain(&mut self, out: &mut LatencyBatch) {
         for &i in &self.dirty {
             let s = &mut self.series[i as usize];
-            if s.spilled {
-                s.spill();
-                out.push(s.key, &s.hist);
-                s.hist.reset();
-                s.spilled = false;
-            } else {
-                out.push_values(s.key, &s.hist, &mut s.few);
+            if s.spilled.is_empty() {
+                out.push_values(s.key, &self.like, &mut s.few);
                 s.few.clear();
+            } else {
+                if !s.few.is_empty() {
+                    s.spill(&self.like, &mut self.merged);
+                }
+                out.push_buckets(s.key, &s.spilled);
+                s.spilled.clear();
             }
         }
         self.dirty.clear();
@@ -308,6 +392,15 @@ pub fn stats<T: hdrhistogram::Counter>(h: &Histogram<T>) -> Stats {
 mod tests {
     use super::*;
 
+    /// hdrhistogram's own non-empty buckets of `h`, as series `key`: the second opinion.
+    fn push_histogram(batch: &mut LatencyBatch, key: SeriesKey, h: &IntervalHist) {
+        let start = batch.buckets.len();
+        batch
+            .buckets
+            .extend(h.iter_recorded().map(|v| (v.value_iterated_to(), u64::from(v.count_at_value()))));
+        batch.series.push((key, start, batch.buckets.len()));
+    }
+
     fn key(seg: Segment) -> SeriesKey {
         SeriesKey {
             initiator: "10.0.0.1".parse().unwrap(),
@@ -329,9 +422,7 @@ mod tests {
         let mut out = LatencyBatch::default();
         r.drain(&mut out);
         out.sort();
-        let mut scratch = interval_hist();
-        let s = bucket_stats(&mut scratch, out.iter().next().unwrap().1);
-        assert!(scratch.is_empty());
+        let s = bucket_stats(&interval_hist(), out.iter().next().unwrap().1);
         // Values come back as their bucket's bounds: within 0.1 % (3 significant digits).
         assert_eq!(s.count, 3);
         assert!((s.min_us - 1.0).abs() <= 1e-3 && (s.max_us - 3.0).abs() <= 3e-3, "{s:?}");
@@ -363,10 +454,45 @@ mod tests {
             let mut got = LatencyBatch::default();
             r.drain(&mut got);
             let mut want = LatencyBatch::default();
-            want.push(key(Segment::Network), &h);
+            push_histogram(&mut want, key(Segment::Network), &h);
             let got: Vec<_> = got.iter().map(|(k, b)| (k, b.to_vec())).collect();
             let want: Vec<_> = want.iter().map(|(k, b)| (k, b.to_vec())).collect();
             assert_eq!(got, want, "{n} samples");
+        }
+    }
+
+    #[test]
+    fn bucket_stats_are_what_the_histogram_says() {
+        // hdrhistogram itself is the second opinion: the same samples recorded into a
+        // histogram give the same count, min, mean, percentiles and max.
+        let like = interval_hist();
+        let mut seed = 0x9E37_79B9_7F4A_7C15_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for case in 0..200 {
+            let n = 1 + next() % 3000;
+            let scale = [10, 1_000, 100_000, 10_000_000, MAX_NS][case % 5];
+            let mut h = interval_hist();
+            let mut values: Vec<u64> = (0..n).map(|_| (next() % scale).max(1)).collect();
+            for &v in &values {
+                h.record(v).unwrap();
+            }
+            let mut batch = LatencyBatch::default();
+            batch.push_values(key(Segment::Storage), &like, &mut values);
+            let buckets = batch.iter().next().unwrap().1;
+            assert_eq!(bucket_stats(&like, buckets), stats(&h), "case {case}: {n} samples below {scale}");
+        }
+        // One sample; samples in one bucket.
+        for values in [vec![1], vec![5_000_000; 7]] {
+            let mut h = interval_hist();
+            values.iter().for_each(|&v| h.record(v).unwrap());
+            let mut batch = LatencyBatch::default();
+            batch.push_values(key(Segment::Storage), &like, &mut values.clone());
+            assert_eq!(bucket_stats(&like, batch.iter().next().unwrap().1), stats(&h));
         }
     }
 

@@ -21,6 +21,9 @@ pub struct GlobalCounters {
     /// Frames analysed before the reorder window had passed them, for want of room to hold
     /// them (the window was shorter for a while).
     pub released_early: u64,
+    /// ERSPAN III packets whose timestamp has a granularity the probe cannot convert
+    /// (platform specific): timed by the capture instead.
+    pub erspan_untimed: u64,
 }
 
 impl GlobalCounters {
@@ -35,6 +38,7 @@ impl GlobalCounters {
             *a += b;
         }
         self.released_early += o.released_early;
+        self.erspan_untimed += o.erspan_untimed;
     }
 
     pub fn decode_error_total(&self) -> u64 {
@@ -97,6 +101,138 @@ impl Forgotten {
     }
 }
 
+/// Per bounded table, the bound that would have lost nothing (so far, per worker): 0 while
+/// nothing was lost; `u64::MAX` when entries were forgotten but none of them was answered
+/// later, so that no larger bound would have kept more. The others are estimates from
+/// above (see `track::bounded`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Needed {
+    pub max_flows: u64,
+    pub max_latency_series: u64,
+    pub max_pending_commands: u64,
+    pub max_cm_requests: u64,
+    pub max_announced_flows: u64,
+    pub max_ios: u64,
+}
+
+impl Needed {
+    /// `u64::MAX` for "no bound would have helped".
+    pub fn of(needed: Option<u64>) -> u64 {
+        needed.unwrap_or(u64::MAX)
+    }
+
+    /// The larger of each (workers have a bound each).
+    pub fn max(&mut self, o: &Needed) {
+        let m = |a: &mut u64, b: u64| {
+            // A worker that needed a number beats one for which nothing helped.
+            *a = match (*a, b) {
+                (u64::MAX, 0) | (0, u64::MAX) => u64::MAX,
+                (u64::MAX, b) => b,
+                (a, u64::MAX) => a,
+                (a, b) => a.max(b),
+            }
+        };
+        m(&mut self.max_flows, o.max_flows);
+        m(&mut self.max_latency_series, o.max_latency_series);
+        m(&mut self.max_pending_commands, o.max_pending_commands);
+        m(&mut self.max_cm_requests, o.max_cm_requests);
+        m(&mut self.max_announced_flows, o.max_announced_flows);
+        m(&mut self.max_ios, o.max_ios);
+    }
+}
+
+/// A bound that lost something, for the operator: the option, its value, what it lost and
+/// the value that would have lost nothing.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BoundAdvice {
+    /// The option that sets the bound, e.g. `--max-latency-series`.
+    pub option: String,
+    /// Its value in this run (per worker).
+    pub limit: u64,
+    /// How much was lost, and what (`packets untracked`, `latency samples dropped`,
+    /// `commands forgotten`...).
+    pub lost: u64,
+    pub what: String,
+    /// The value that would have lost nothing (an estimate from above); absent when what
+    /// was forgotten was never answered later, so that no value would have kept more.
+    pub needed: Option<u64>,
+}
+
+impl BoundAdvice {
+    /// The bounds that lost something: `limits` their values, `needed` what would have
+    /// sufficed, and what each lost.
+    pub fn list(limits: &Needed, needed: &Needed, untracked: u64, samples: u64, f: &Forgotten) -> Vec<Self> {
+        [
+            (
+                "--max-flows",
+                limits.max_flows,
+                needed.max_flows,
+                untracked,
+                "RoCE packets of flows not tracked",
+            ),
+            (
+                "--max-latency-series",
+                limits.max_latency_series,
+                needed.max_latency_series,
+                samples,
+                "latency samples dropped",
+            ),
+            (
+                "--max-pending-commands",
+                limits.max_pending_commands,
+                needed.max_pending_commands,
+                f.nvme_commands,
+                "NVMe commands forgotten",
+            ),
+            (
+                "--max-cm-requests",
+                limits.max_cm_requests,
+                needed.max_cm_requests,
+                f.cm_requests,
+                "CM requests forgotten",
+            ),
+            (
+                "--max-announced-flows",
+                limits.max_announced_flows,
+                needed.max_announced_flows,
+                f.announced_flows,
+                "announced flows forgotten",
+            ),
+            (
+                "--max-ios",
+                limits.max_ios,
+                needed.max_ios,
+                f.io_connections,
+                "NVMe connections' state forgotten",
+            ),
+        ]
+        .into_iter()
+        .filter(|&(_, _, _, lost, _)| lost > 0)
+        .map(|(option, limit, n, lost, what)| BoundAdvice {
+            option: option.into(),
+            limit,
+            lost,
+            what: what.into(),
+            needed: (n != u64::MAX).then_some(n.max(limit + 1)),
+        })
+        .collect()
+    }
+
+    /// One line: what was lost and what to do.
+    pub fn line(&self) -> String {
+        match self.needed {
+            Some(n) => format!(
+                "{} {}: {} {}; {} {n} would have kept them (docs/RELIABILITY.md has what each costs)",
+                self.option, self.limit, self.lost, self.what, self.option
+            ),
+            None => format!(
+                "{} {}: {} {}, none of them answered later, so a larger bound would not have kept them",
+                self.option, self.limit, self.lost, self.what
+            ),
+        }
+    }
+}
+
 /// Everything one worker measured in [start_ns, end_ns).
 #[derive(Debug, Clone, Default)]
 pub struct IntervalSnapshot {
@@ -122,6 +258,8 @@ pub struct IntervalSnapshot {
     pub dropped_latency_samples: u64,
     /// Entries of bounded tables forgotten in this interval.
     pub forgotten: Forgotten,
+    /// The bounds that would have lost nothing, so far.
+    pub needed: Needed,
     /// Where this worker's packet times came from so far, per vantage (cumulative).
     pub time_use: [TimeUse; 2],
 }

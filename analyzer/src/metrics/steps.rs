@@ -177,7 +177,7 @@ pub struct Steps {
     /// How long after a step's end its last transmission may still arrive.
     settle_ns: u64,
     /// Union-find over the hosts that request flows connect.
-    index: HashMap<IpAddr, usize>,
+    index: HashMap<IpAddr, usize, ahash::RandomState>,
     parent: Vec<usize>,
     ips: Vec<IpAddr>,
     /// Request flows' transmissions whose step has not closed.
@@ -186,7 +186,7 @@ pub struct Steps {
     /// the order they came.
     naks: VecDeque<(IpAddr, IpAddr, u64, u64)>,
     /// Host pairs (lower address first) that carried NVMe capsules: storage, not a job.
-    nvme_pairs: HashSet<(IpAddr, IpAddr)>,
+    nvme_pairs: HashSet<(IpAddr, IpAddr), ahash::RandomState>,
     /// Steps closed since the last [`Steps::take_closed`].
     closed: Vec<Step>,
     pub jobs: BTreeMap<String, JobTotals>,
@@ -206,12 +206,12 @@ impl Steps {
             rules,
             gap_ns,
             settle_ns,
-            index: HashMap::new(),
+            index: HashMap::default(),
             parent: Vec::new(),
             ips: Vec::new(),
             pending: Vec::new(),
             naks: VecDeque::new(),
-            nvme_pairs: HashSet::new(),
+            nvme_pairs: HashSet::default(),
             closed: Vec::new(),
             jobs: BTreeMap::new(),
             dropped: 0,
@@ -301,7 +301,7 @@ impl Steps {
 
     /// The job of a host: the first `--job` rule that holds it, else its group, named by
     /// its lowest address.
-    fn job_of(&mut self, ip: IpAddr, names: &HashMap<usize, IpAddr>) -> String {
+    fn job_of(&mut self, ip: IpAddr, names: &HashMap<usize, IpAddr, ahash::RandomState>) -> String {
         if let Some(r) = self.rules.iter().find(|r| r.contains(ip)) {
             return r.name.clone();
         }
@@ -311,8 +311,8 @@ impl Steps {
     }
 
     /// Each group's lowest address.
-    fn group_names(&mut self) -> HashMap<usize, IpAddr> {
-        let mut names: HashMap<usize, IpAddr> = HashMap::new();
+    fn group_names(&mut self) -> HashMap<usize, IpAddr, ahash::RandomState> {
+        let mut names: HashMap<usize, IpAddr, ahash::RandomState> = HashMap::default();
         for i in 0..self.ips.len() {
             let r = self.root(i);
             let ip = self.ips[i];

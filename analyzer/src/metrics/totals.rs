@@ -4,7 +4,7 @@
 use super::latency::{total_hist, SeriesKey, TotalHist};
 use super::snapshot::{GlobalCounters, IntervalSnapshot};
 use crate::track::io::{IoCountsByPair, Slowest};
-use crate::track::{FlowCounts, FlowKey, Transmission, Vantage};
+use crate::track::{FlowCounts, FlowKey, ShortTransmissions, Transmission, Vantage};
 use crate::wire::bth::Transport;
 use std::collections::{BTreeMap, HashMap};
 
@@ -16,8 +16,10 @@ pub struct FlowTotals {
     pub opcodes: BTreeMap<u8, u64>,
     /// Packets whose opcode could not be kept per opcode (see `OpcodeCounts`).
     pub other_opcodes: u64,
-    /// Transmissions that ended.
+    /// Transmissions that ended, short ones included.
     pub transmissions: u64,
+    /// Transmissions too short to be reported one by one.
+    pub short: ShortTransmissions,
     /// End of the last interval with packets of the flow.
     pub last_ns: u64,
 }
@@ -30,6 +32,7 @@ impl FlowTotals {
             opcodes: BTreeMap::new(),
             other_opcodes: 0,
             transmissions: 0,
+            short: ShortTransmissions::default(),
             last_ns: 0,
         }
     }
@@ -67,6 +70,8 @@ pub struct Totals {
     pub latency: HashMap<SeriesKey, TotalHist, ahash::RandomState>,
     pub counters: GlobalCounters,
     pub untracked_packets: u64,
+    /// The mirrors' second copies of packets, per vantage (compute, storage).
+    pub mirror_duplicates: [u64; 2],
     pub flows: HashMap<FlowKey, FlowTotals, ahash::RandomState>,
     /// Bound on `flows` (`None`: unbounded). Beyond it, the flows idle longest leave the
     /// whole-run table (counted in `forgotten.summary_flows`).
@@ -77,6 +82,10 @@ pub struct Totals {
     pub dropped_batches: u64,
     pub dropped_latency_samples: u64,
     pub forgotten: super::snapshot::Forgotten,
+    /// The bounds of the run (`--max-flows`, ...), and those that would have lost nothing
+    /// (the largest any worker needed).
+    pub limits: super::snapshot::Needed,
+    pub needed: super::snapshot::Needed,
     /// Where the packet times came from, per vantage (compute, storage).
     pub time_use: [super::snapshot::TimeUse; 2],
     /// Earliest and latest frame timestamp of the run.
@@ -116,6 +125,7 @@ impl Totals {
         self.dropped_batches += s.dropped_batches;
         self.dropped_latency_samples += s.dropped_latency_samples;
         self.forgotten.add(&s.forgotten);
+        self.needed.max(&s.needed);
         for (t, u) in self.time_use.iter_mut().zip(s.time_use.iter()) {
             t.merge(u);
         }
@@ -153,11 +163,15 @@ impl Totals {
             }
         }
         for d in &s.flows {
+            self.mirror_duplicates[d.key.vantage as usize] += d.counts.mirror_duplicates;
             let t = self.flows.entry(d.key).or_insert_with(|| FlowTotals::new(d.transport));
             if t.transport == Transport::Cnp {
                 t.transport = d.transport;
             }
             t.counts.add(&d.counts);
+            // Transmissions too short to be reported one by one end here.
+            t.short.add(&d.short);
+            t.transmissions += d.short.count;
             t.last_ns = t.last_ns.max(s.end_ns);
             t.other_opcodes += d.opcodes.other;
             for (op, n) in d.opcodes.iter() {
@@ -193,6 +207,17 @@ impl Totals {
         self.trim_flows();
     }
 
+    /// The bounds that lost something so far, each with the value that would not have.
+    pub fn bounds(&self) -> Vec<super::snapshot::BoundAdvice> {
+        super::snapshot::BoundAdvice::list(
+            &self.limits,
+            &self.needed,
+            self.untracked_packets,
+            self.dropped_latency_samples,
+            &self.forgotten,
+        )
+    }
+
     /// Fabric loss of a flow over the whole run (see [`fabric_loss`]).
     pub fn fabric_loss(&self, k: &FlowKey) -> Option<u64> {
         let here = self.flows.get(k)?.counts.gap_psns;
@@ -224,6 +249,7 @@ mod tests {
                 },
                 transport: Transport::Rc,
                 counts: FlowCounts { packets: 1, ..Default::default() },
+                short: ShortTransmissions::default(),
                 opcodes: OpcodeCounts::new(0x04),
             })
             .collect();

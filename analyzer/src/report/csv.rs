@@ -6,7 +6,7 @@
 //! a header row, fields quoted when they hold a comma, quote or line break. Times are RFC 3339 UTC with nanoseconds, rates Gbit/s.
 //! The contract's columns come first, in their documented order; more are only appended.
 
-use super::time::rfc3339_nanos;
+use super::time::{rfc3339_nanos, write_rfc3339_nanos};
 use crate::capture::SourceStats;
 use crate::metrics::latency::{bucket_stats, interval_hist, IntervalHist};
 use crate::metrics::steps::{Reason, Step, Straggling};
@@ -17,13 +17,11 @@ use crate::track::{FlowCounts, FlowKey, Transmission};
 use anyhow::{Context, Result};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
-use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 pub const FLOWS_HEADER: &str = "interval_start,interval_end,vantage,src_ip,dst_ip,dst_qpn,transport,packets,bytes,payload_bytes,retx_packets,retx_bytes,gap_psns,nak_seq,nak_rnr,nak_other,cnp,ecn_ce,throughput_gbps";
 /// Appended after the contract's columns.
-pub const FLOWS_EXTRA: &str = "fabric_loss_psns,messages,retx_episodes,out_of_window,cnp_unattributed,icrc_errors,nvme_commands,nvme_completions,late_packets";
+pub const FLOWS_EXTRA: &str = "fabric_loss_psns,messages,retx_episodes,out_of_window,cnp_unattributed,icrc_errors,nvme_commands,nvme_completions,late_packets,short_transmissions,short_transmission_packets,short_transmission_bytes,mirror_duplicates";
 pub const TRANSMISSIONS_HEADER: &str = "start,end,vantage,src_ip,dst_ip,dst_qpn,transport,duration_s,packets,bytes,payload_bytes,retx_packets,retx_bytes,retx_rate,gap_psns,nak_seq,nak_rnr,cnp,ecn_ce,effective_gbps,raw_gbps";
 pub const TRANSMISSIONS_EXTRA: &str = "messages,nak_other,icrc_errors";
 pub const PORTS_HEADER: &str = "interval_start,interval_end,source,ipackets,ibytes,imissed,ierrors,rx_nombuf";
@@ -91,146 +89,75 @@ fn field(out: &mut String, s: &str) {
     }
 }
 
+/// The flow's columns. Addresses, numbers and the names here never need quoting, so they
+/// are written as they are, without a string of their own per field.
 fn key_fields(out: &mut String, k: &FlowKey, transport: &str) {
-    for s in [k.vantage.as_str(), &k.src.to_string(), &k.dst.to_string(), &k.dst_qpn.to_string(), transport] {
-        field(out, s);
-        out.push(',');
-    }
+    let _ = write!(out, "{},{},{},{},{},", k.vantage.as_str(), k.src, k.dst, k.dst_qpn, transport);
 }
 
-/// When a CSV file is closed and a new one started (`--csv-rotate-size`, `--csv-rotate-age`).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Rotation {
-    /// A file that would grow past this many bytes is rotated first (a file holds at least
-    /// one write, however large).
-    pub max_bytes: Option<u64>,
-    /// A file whose first row is this much packet time older than the rows to come is
-    /// rotated first.
-    pub max_age_ns: Option<u64>,
-}
+pub use super::csv_files::{open_report, report_files, Compression, Rotation};
+use super::csv_files::{Job, Link};
 
-/// One report file, `<stem>.csv`: rows are written whole, one write per batch, so a crash
-/// never leaves a partial row. Rotated, it is renamed `<stem>-<time of its first row>.csv`
-/// and a new `<stem>.csv` starts with the header.
+/// One report's rows on the stats thread: the row-formatting code pushes whole rows into
+/// `rows`, and [`CsvFile::commit`] hands them to the `roceprobe-csv` thread, which writes
+/// them to `<stem>.csv` in one write, rotates, compresses and keeps the directory under
+/// `--csv-retain` (`report/csv_files.rs`).
 struct CsvFile {
-    dir: PathBuf,
-    stem: &'static str,
-    header: String,
-    file: File,
-    /// Bytes in the current file, and the packet time of its first row.
-    bytes: u64,
-    first_ns: Option<u64>,
+    /// The report's index on the writer thread.
+    id: usize,
     /// Rows waiting for [`CsvFile::commit`].
     rows: String,
+    link: Link,
 }
 
 impl CsvFile {
-    fn create(dir: &Path, stem: &'static str, header: String) -> Result<Self> {
-        let (file, bytes) = Self::start(dir, stem, &header)?;
-        Ok(Self { dir: dir.to_owned(), stem, header, file, bytes, first_ns: None, rows: String::new() })
-    }
-
-    fn start(dir: &Path, stem: &str, header: &str) -> Result<(File, u64)> {
-        let path = dir.join(format!("{stem}.csv"));
-        let mut f =
-            File::create(&path).with_context(|| format!("--csv-dir: cannot write {}", path.display()))?;
-        let head = format!("{header}\r\n");
-        f.write_all(head.as_bytes())
-            .with_context(|| format!("--csv-dir: cannot write {}", path.display()))?;
-        Ok((f, head.len() as u64))
-    }
-
-    /// Writes the pending rows, which belong to packet time `ts_ns`, rotating first if due.
-    /// Rows that cannot be written are counted in `health` as lost; the next commit tries
-    /// again (into a new file if this one was removed).
-    fn commit(&mut self, ts_ns: u64, rot: &Rotation, health: &mut CsvHealth) -> Result<()> {
+    /// Hands the pending rows, which belong to packet time `ts_ns`, to the writer thread
+    /// (waiting while its queue is full), and takes an emptied buffer back for the next
+    /// ones. The writer thread rotates by `Rotation` and counts its failures in its own
+    /// health; `health` here counts rows that could not be handed over (the writer thread
+    /// gone).
+    fn commit(&mut self, ts_ns: u64, _rot: &Rotation, health: &mut CsvHealth) -> Result<()> {
         if self.rows.is_empty() {
             return Ok(());
         }
-        let written = self.write_rows(ts_ns, rot, health);
-        if written.is_err() {
+        if let Err(rows) = self.link.send(self.id, ts_ns, &mut self.rows) {
             health.failed_writes += 1;
-            health.rows_lost += self.rows.matches("\r\n").count() as u64;
+            health.rows_lost += rows.matches("\r\n").count() as u64;
+            anyhow::bail!("the CSV writer thread has stopped");
         }
-        self.rows.clear();
-        written
-    }
-
-    fn write_rows(&mut self, ts_ns: u64, rot: &Rotation, health: &mut CsvHealth) -> Result<()> {
-        let path = self.dir.join(format!("{}.csv", self.stem));
-        if !path.exists() {
-            // Removed (with its folder, perhaps) while open: rows written to the open file
-            // would vanish with it, so start the report again.
-            std::fs::create_dir_all(&self.dir)
-                .with_context(|| format!("cannot create {}", self.dir.display()))?;
-            (self.file, self.bytes) = Self::start(&self.dir, self.stem, &self.header)?;
-            self.first_ns = None;
-            health.files_recreated += 1;
-        }
-        if let Some(first) = self.first_ns {
-            let too_big = rot.max_bytes.is_some_and(|m| self.bytes + self.rows.len() as u64 > m);
-            let too_old = rot.max_age_ns.is_some_and(|m| ts_ns.saturating_sub(first) >= m);
-            if too_big || too_old {
-                self.rotate(first)?;
-            }
-        }
-        if let Err(e) = self.file.write_all(self.rows.as_bytes()) {
-            // A short write (disk full) would leave half a row: cut the file back to its
-            // last whole row.
-            let _ = self.file.set_len(self.bytes);
-            return Err(e.into());
-        }
-        self.bytes += self.rows.len() as u64;
-        self.first_ns.get_or_insert(ts_ns);
-        Ok(())
-    }
-
-    fn rotate(&mut self, first_ns: u64) -> Result<()> {
-        let stamp = rfc3339_nanos(first_ns).replace(':', "");
-        let mut to = self.dir.join(format!("{}-{stamp}.csv", self.stem));
-        let mut n = 1;
-        while to.exists() {
-            n += 1;
-            to = self.dir.join(format!("{}-{stamp}-{n}.csv", self.stem));
-        }
-        let from = self.dir.join(format!("{}.csv", self.stem));
-        std::fs::rename(&from, &to)
-            .with_context(|| format!("rotating {} to {}", from.display(), to.display()))?;
-        (self.file, self.bytes) = Self::start(&self.dir, self.stem, &self.header)?;
-        self.first_ns = None;
         Ok(())
     }
 }
 
-/// The files of one report in `dir`, oldest first: the rotated `<stem>-*.csv` by name (their
-/// first row's time), then `<stem>.csv`.
-pub fn report_files(dir: &Path, stem: &str) -> Result<Vec<PathBuf>> {
-    let prefix = format!("{stem}-");
-    let mut rotated: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot read {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".csv"))
-        })
-        .collect();
-    rotated.sort();
-    let current = dir.join(format!("{stem}.csv"));
-    if current.is_file() {
-        rotated.push(current);
-    }
-    Ok(rotated)
-}
-
-/// How CSV writing went: writes that failed (their rows lost, the run going on) and reports
-/// started again because their file had been removed.
+/// How CSV writing went: writes that failed (their rows lost, the run going on), reports
+/// started again because their file had been removed, and rotated files removed to stay
+/// under `--csv-retain`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CsvHealth {
     pub failed_writes: u64,
     pub rows_lost: u64,
     pub files_recreated: u64,
+    /// Rotated files removed, oldest first, to keep the directory under `--csv-retain`.
+    #[serde(default)]
+    pub files_removed: u64,
+    /// Their bytes.
+    #[serde(default)]
+    pub bytes_removed: u64,
 }
+
+impl CsvHealth {
+    fn add(&mut self, o: &CsvHealth) {
+        self.failed_writes += o.failed_writes;
+        self.rows_lost += o.rows_lost;
+        self.files_recreated += o.files_recreated;
+        self.files_removed += o.files_removed;
+        self.bytes_removed += o.bytes_removed;
+    }
+}
+
+/// The report files, in the order of their index on the writer thread.
+const STEMS: [&str; 8] =
+    ["flows", "transmissions", "latency", "io", "slow_ios", "steps", "stragglers", "ports"];
 
 pub struct CsvWriter {
     dir: PathBuf,
@@ -255,8 +182,12 @@ pub struct CsvWriter {
     /// Per interval (by its start, the interval a step ended in): per (job, host, reason),
     /// the steps that host held back and their lag, until no open step can end in it.
     straggling: BTreeMap<u64, BTreeMap<(String, std::net::IpAddr, Reason), Straggling>>,
-    /// Where an interval's histogram is rebuilt from its buckets for its statistics.
-    scratch: IntervalHist,
+    /// The latency histograms' bucket arithmetic, for an interval's statistics from its
+    /// buckets (never recorded into).
+    like: IntervalHist,
+    /// The `roceprobe-csv` thread, until [`CsvWriter::finish`]: it returns its health.
+    writer: Option<std::thread::JoinHandle<CsvHealth>>,
+    link: Link,
 }
 
 impl CsvWriter {
@@ -265,29 +196,73 @@ impl CsvWriter {
     pub fn create(dir: &Path, rotation: Rotation) -> Result<Self> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("--csv-dir: cannot create {}", dir.display()))?;
+        let headers = [
+            format!("{FLOWS_HEADER},{FLOWS_EXTRA}"),
+            format!("{TRANSMISSIONS_HEADER},{TRANSMISSIONS_EXTRA}"),
+            LATENCY_HEADER.to_owned(),
+            format!("{IO_HEADER},{}", size_class_columns()),
+            SLOW_IOS_HEADER.to_owned(),
+            STEPS_HEADER.to_owned(),
+            STRAGGLERS_HEADER.to_owned(),
+            PORTS_HEADER.to_owned(),
+        ];
+        let (link, writer) =
+            super::csv_files::start_writer(dir, rotation, STEMS.into_iter().zip(headers).collect())?;
+        let file = |stem: &str| CsvFile {
+            id: STEMS.iter().position(|s| *s == stem).expect("a report's stem"),
+            rows: String::new(),
+            link: link.clone(),
+        };
         Ok(Self {
             dir: dir.to_owned(),
             rotation,
             health: CsvHealth::default(),
-            flows: CsvFile::create(dir, "flows", format!("{FLOWS_HEADER},{FLOWS_EXTRA}"))?,
-            transmissions: CsvFile::create(
-                dir,
-                "transmissions",
-                format!("{TRANSMISSIONS_HEADER},{TRANSMISSIONS_EXTRA}"),
-            )?,
-            latency: CsvFile::create(dir, "latency", LATENCY_HEADER.to_owned())?,
-            io: CsvFile::create(dir, "io", format!("{IO_HEADER},{}", size_class_columns()))?,
-            slow_ios: CsvFile::create(dir, "slow_ios", SLOW_IOS_HEADER.to_owned())?,
-            steps: CsvFile::create(dir, "steps", STEPS_HEADER.to_owned())?,
-            stragglers: CsvFile::create(dir, "stragglers", STRAGGLERS_HEADER.to_owned())?,
-            ports: CsvFile::create(dir, "ports", PORTS_HEADER.to_owned())?,
+            flows: file("flows"),
+            transmissions: file("transmissions"),
+            latency: file("latency"),
+            io: file("io"),
+            slow_ios: file("slow_ios"),
+            steps: file("steps"),
+            stragglers: file("stragglers"),
+            ports: file("ports"),
             line: String::with_capacity(512),
             slowest: BTreeMap::new(),
             slow_k: crate::defaults::SLOW_IOS,
             interval_ns: crate::defaults::INTERVAL_NS,
             straggling: BTreeMap::new(),
-            scratch: interval_hist(),
+            like: interval_hist(),
+            writer: Some(writer),
+            link,
         })
+    }
+
+    /// The line that tells the operator where the reports go and how they are bounded.
+    pub fn describe(&self) -> String {
+        self.rotation.describe(&self.dir)
+    }
+
+    /// Pins the writer thread to these CPUs (the stats thread's, away from capture).
+    pub fn pin_writer(&self, cpus: &[usize]) {
+        self.link.control(Job::Pin(cpus.to_vec()));
+    }
+
+    /// Waits until the writer thread has written every row handed to it, ends it, and
+    /// returns how writing went over the run.
+    pub fn finish(mut self) -> CsvHealth {
+        let mut health = self.health;
+        if let Some(h) = self.stop_writer() {
+            health.add(&h);
+        }
+        health
+    }
+
+    fn stop_writer(&mut self) -> Option<CsvHealth> {
+        let writer = self.writer.take()?;
+        self.link.control(Job::Finish);
+        match writer.join() {
+            Ok(h) => Some(h),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
     }
 
     pub fn dir(&self) -> &Path {
@@ -311,7 +286,10 @@ impl CsvWriter {
             let k = &s.straggler;
             let l = &mut self.line;
             l.clear();
-            let _ = write!(l, "{},{},", rfc3339_nanos(s.start_ns), rfc3339_nanos(s.end_ns));
+            write_rfc3339_nanos(l, s.start_ns);
+            l.push(',');
+            write_rfc3339_nanos(l, s.end_ns);
+            l.push(',');
             field(l, &s.job);
             let _ = write!(
                 l,
@@ -363,16 +341,17 @@ impl CsvWriter {
         written
     }
 
-    pub fn health(&self) -> CsvHealth {
-        self.health
-    }
-
     /// One row per flow active in the interval. Fabric loss compares the flow's gaps with
     /// the same flow's at the other vantage in the same interval (empty with one vantage).
     /// `done`: the end of the intervals every worker has reported, after which an interval's
     /// slowest I/Os are complete.
     pub fn write_interval(&mut self, s: &IntervalSnapshot, two_vantages: bool, done: u64) -> Result<()> {
-        let gaps: HashMap<FlowKey, u64> = s.flows.iter().map(|d| (d.key, d.counts.gap_psns)).collect();
+        // Only two vantages compare a flow's gaps with its other vantage's.
+        let gaps: HashMap<FlowKey, u64, ahash::RandomState> = if two_vantages {
+            s.flows.iter().map(|d| (d.key, d.counts.gap_psns)).collect()
+        } else {
+            HashMap::default()
+        };
         let (start, end) = (rfc3339_nanos(s.start_ns), rfc3339_nanos(s.end_ns));
         let mut rows: Vec<_> = s.flows.iter().collect();
         rows.sort_by_key(|d| d.key);
@@ -404,7 +383,7 @@ impl CsvWriter {
             }
             let _ = write!(
                 l,
-                ",{},{},{},{},{},{},{},{}\r\n",
+                ",{},{},{},{},{},{},{},{},{},{},{},{}\r\n",
                 c.messages,
                 c.retx_episodes,
                 c.out_of_window,
@@ -412,7 +391,11 @@ impl CsvWriter {
                 c.icrc_errors,
                 c.nvme_commands,
                 c.nvme_completions,
-                c.late_packets
+                c.late_packets,
+                d.short.count,
+                d.short.packets,
+                d.short.bytes,
+                c.mirror_duplicates
             );
             self.flows.rows.push_str(l);
         }
@@ -420,16 +403,12 @@ impl CsvWriter {
         let mut series: Vec<_> = s.latency.iter().collect();
         series.sort_by_key(|(k, _)| *k);
         for (k, buckets) in series {
-            let st = bucket_stats(&mut self.scratch, buckets);
+            let st = bucket_stats(&self.like, buckets);
             let l = &mut self.line;
             l.clear();
             let _ = write!(l, "{start},{end},");
-            for f in
-                [k.initiator.to_string().as_str(), &k.target.to_string(), k.op.as_str(), k.segment.as_str()]
-            {
-                field(l, f);
-                l.push(',');
-            }
+            // Addresses and these names never need quoting (see `key_fields`).
+            let _ = write!(l, "{},{},{},{},", k.initiator, k.target, k.op.as_str(), k.segment.as_str());
             let _ = write!(
                 l,
                 "{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3}\r\n",
@@ -454,10 +433,7 @@ impl CsvWriter {
             let l = &mut self.line;
             l.clear();
             let _ = write!(l, "{start},{end},");
-            for f in [d.initiator.to_string().as_str(), &d.target.to_string(), d.op.as_str()] {
-                field(l, f);
-                l.push(',');
-            }
+            let _ = write!(l, "{},{},{},", d.initiator, d.target, d.op.as_str());
             let _ = write!(
                 l,
                 "{},{},{},{},{},{},{:.3},{:.6},",
@@ -515,19 +491,25 @@ impl CsvWriter {
 
     fn write_slow_ios(&mut self, start_ns: u64, end_ns: u64, list: &Slowest) -> Result<()> {
         let (start, end) = (rfc3339_nanos(start_ns), rfc3339_nanos(end_ns));
-        let us = |ns: Option<u64>| ns.map(|v| format!("{:.3}", v as f64 / 1e3)).unwrap_or_default();
         for (rank, io) in list.sorted().iter().enumerate() {
             let SlowIo { io_ns, completed_ns, initiator, target, op, qpn, cid, bytes, segments } = *io;
             let l = &mut self.line;
             l.clear();
-            let _ = write!(l, "{start},{end},{},{},", rank + 1, rfc3339_nanos(completed_ns));
-            for f in [initiator.to_string().as_str(), &target.to_string(), op.as_str()] {
-                field(l, f);
-                l.push(',');
-            }
-            let _ = write!(l, "{qpn},{cid},{bytes},{}", us(Some(io_ns)));
+            let _ = write!(l, "{start},{end},{},", rank + 1);
+            write_rfc3339_nanos(l, completed_ns);
+            l.push(',');
+            let _ = write!(
+                l,
+                "{initiator},{target},{},{qpn},{cid},{bytes},{:.3}",
+                op.as_str(),
+                io_ns as f64 / 1e3
+            );
             for v in segments {
-                let _ = write!(l, ",{}", us(v));
+                match v {
+                    Some(ns) => write!(l, ",{:.3}", ns as f64 / 1e3),
+                    None => write!(l, ","),
+                }
+                .ok();
             }
             l.push_str("\r\n");
             self.slow_ios.rows.push_str(l);
@@ -555,7 +537,10 @@ impl CsvWriter {
             let d = duration_ns(t.start_ns, t.end_ns, c);
             let l = &mut self.line;
             l.clear();
-            let _ = write!(l, "{},{},", rfc3339_nanos(t.start_ns), rfc3339_nanos(t.end_ns));
+            write_rfc3339_nanos(l, t.start_ns);
+            l.push(',');
+            write_rfc3339_nanos(l, t.end_ns);
+            l.push(',');
             key_fields(l, &t.key, t.transport.as_str());
             let retx_rate = if c.packets == 0 { 0.0 } else { c.retx_packets as f64 / c.packets as f64 };
             let _ = write!(
@@ -586,6 +571,15 @@ impl CsvWriter {
             self.transmissions.commit(first.start_ns, &self.rotation, &mut self.health)?;
         }
         Ok(())
+    }
+}
+
+impl Drop for CsvWriter {
+    /// Nothing handed to the writer thread is lost: it writes everything before it ends.
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            self.stop_writer();
+        }
     }
 }
 

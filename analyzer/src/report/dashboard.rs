@@ -294,14 +294,16 @@ fn draw_totals(f: &mut Frame<'_>, area: Rect, s: &Summary) {
         s.time_sources.iter().map(|(v, names)| format!("{v} {}", names.join("+"))).collect();
     let lines = vec![
         Line::from(format!(
-            "frames {}  RoCEv2 {}  other {}  malformed {}  untracked {}  late {}/{}",
+            "frames {}  RoCEv2 {}  other {}  malformed {}  untracked {}  late {}/{}  dup {}/{}",
             n(s.packets),
             n(s.roce_packets),
             n(s.non_roce_packets),
             n(malformed),
             n(s.untracked_packets),
             n(s.reorder.late_packets.compute),
-            n(s.reorder.late_packets.storage)
+            n(s.reorder.late_packets.storage),
+            n(s.mirror_duplicates.compute),
+            n(s.mirror_duplicates.storage)
         )),
         Line::from(vec![Span::styled(
             format!(
@@ -320,12 +322,24 @@ fn draw_totals(f: &mut Frame<'_>, area: Rect, s: &Summary) {
             ))];
             // A bound was reached: what did not fit is not measured (RELIABILITY.md).
             let forgotten = s.forgotten.total();
-            if forgotten + s.latency_samples_dropped > 0 {
+            if forgotten + s.latency_samples_dropped > 0 || !s.bounds.is_empty() {
+                // Each bound that lost something: the option, and the value that would have
+                // lost nothing (the exit report says more).
+                let raise: Vec<String> = s
+                    .bounds
+                    .iter()
+                    .map(|b| match b.needed {
+                        Some(v) => format!("{} {} -> {v}", b.option, b.limit),
+                        None => format!("{} {} (unanswered)", b.option, b.limit),
+                    })
+                    .collect();
                 spans.push(Span::styled(
                     format!(
-                        "  limits: {} forgotten, {} samples dropped",
+                        "  limits: {} forgotten, {} samples dropped{}{}",
                         n(forgotten),
-                        n(s.latency_samples_dropped)
+                        n(s.latency_samples_dropped),
+                        if raise.is_empty() { "" } else { "; raise " },
+                        raise.join(", ")
                     ),
                     Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
                 ));

@@ -2,6 +2,7 @@
 //! per-flow table printed at exit, and the time format they share.
 
 pub mod csv;
+pub mod csv_files;
 pub mod dashboard;
 pub mod plot;
 pub mod prometheus;

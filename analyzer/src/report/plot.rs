@@ -107,16 +107,26 @@ pub fn parse_rfc3339(s: &str) -> Option<u64> {
     u64::try_from(secs).ok().map(|s| s * 1_000_000_000 + nanos)
 }
 
-/// The rows of a report (its rotated files, oldest first, then the current one) as maps
-/// from column name to value.
+/// The rows of a report (its rotated files, compressed or not, oldest first, then the
+/// current one) as maps from column name to value.
 fn read_csv(path: &Path) -> Result<Vec<BTreeMap<String, String>>> {
     let (dir, stem) =
         (path.parent().unwrap_or(Path::new(".")), path.file_stem().and_then(|s| s.to_str()).unwrap_or(""));
     let mut rows = Vec::new();
     for file in super::csv::report_files(dir, stem)? {
-        let mut r =
-            csv::Reader::from_path(&file).with_context(|| format!("cannot read {}", file.display()))?;
-        let header: Vec<String> = r.headers()?.iter().map(str::to_owned).collect();
+        let text = match super::csv::open_report(&file) {
+            Ok(t) => t,
+            // Removed since it was listed (a running probe keeping under --csv-retain).
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),
+        };
+        let mut r = csv::Reader::from_reader(text);
+        let header: Vec<String> = r
+            .headers()
+            .with_context(|| format!("cannot read {}", file.display()))?
+            .iter()
+            .map(str::to_owned)
+            .collect();
         for rec in r.records() {
             let rec = rec.with_context(|| format!("{}: a malformed row", file.display()))?;
             rows.push(header.iter().cloned().zip(rec.iter().map(str::to_owned)).collect());

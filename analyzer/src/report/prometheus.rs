@@ -278,6 +278,16 @@ fn reorder_families(o: &mut String, p: &str, s: &Summary) {
         "Frames analysed before the reorder window had passed them, for want of room.",
     );
     let _ = writeln!(o, "roceprobe_reorder_released_early_total{{{p}}} {}", s.reorder.released_early);
+    family(
+        o,
+        "roceprobe_mirror_duplicates_total",
+        "counter",
+        "Second copies of packets from one mirror (both ports of a routed hop), counted once, by vantage.",
+    );
+    let d = s.mirror_duplicates;
+    for (vantage, n) in [("compute", d.compute), ("storage", d.storage)] {
+        let _ = writeln!(o, "roceprobe_mirror_duplicates_total{{{p},vantage=\"{vantage}\"}} {n}");
+    }
 }
 
 /// What the reports and the latency series could not keep.
@@ -528,7 +538,7 @@ fn busiest_flows(s: &Summary, max_flows: usize) -> (Vec<&FlowSummary>, usize) {
 type FlowCounter = fn(&crate::track::FlowCounts) -> u64;
 
 /// The per-flow counter families: name, help and the counter.
-const FLOW_COUNTERS: [(&str, &str, FlowCounter); 9] = [
+const FLOW_COUNTERS: [(&str, &str, FlowCounter); 10] = [
     ("roceprobe_flow_packets_total", "Packets of the flow.", |c| c.packets),
     ("roceprobe_flow_bytes_total", "Frame bytes of the flow.", |c| c.bytes),
     ("roceprobe_flow_payload_bytes_total", "RDMA payload bytes of the flow.", |c| c.payload_bytes),
@@ -538,6 +548,9 @@ const FLOW_COUNTERS: [(&str, &str, FlowCounter); 9] = [
     ("roceprobe_flow_nak_rnr_total", "RNR NAKs.", |c| c.nak_rnr),
     ("roceprobe_flow_cnp_total", "Congestion notification packets for the flow.", |c| c.cnp),
     ("roceprobe_flow_ecn_ce_total", "Packets marked ECN CE.", |c| c.ecn_ce),
+    ("roceprobe_flow_mirror_duplicates_total", "Second copies of the flow's packets from one mirror.", |c| {
+        c.mirror_duplicates
+    }),
 ];
 
 /// The host name, for `--probe-id`'s default.

@@ -8,8 +8,8 @@ use crate::metrics::snapshot::TimeUse;
 use crate::metrics::Totals;
 use crate::report::time::rfc3339_nanos;
 use crate::track::io::{IoCounts, IoCountsByPair, SlowIo};
-use crate::track::FlowCounts;
 use crate::track::Vantage;
+use crate::track::{FlowCounts, ShortTransmissions};
 use crate::wire::DecodeError;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -35,8 +35,12 @@ pub struct FlowSummary {
     /// Gap PSNs here that the other vantage did not have: lost between the two taps.
     /// Absent when the flow was seen at one vantage only.
     pub fabric_loss_psns: Option<u64>,
-    /// Transmissions (bursts) of this flow.
+    /// Transmissions (bursts) of this flow that ended, those too short to be written to
+    /// transmissions.csv (`short_transmissions`) included.
     pub transmissions: u64,
+    /// short_transmissions, short_transmission_packets, short_transmission_bytes.
+    #[serde(flatten)]
+    pub short: ShortTransmissions,
 }
 
 /// One latency series over the whole run, in microseconds (3 decimals).
@@ -216,6 +220,7 @@ pub struct ReorderSummary {
     pub released_early: u64,
 }
 
+/// A count per vantage.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LateByVantage {
     pub compute: u64,
@@ -245,10 +250,23 @@ pub struct Summary {
     /// What the reorder window (`--reorder-window`) could not put in time order.
     #[serde(default)]
     pub reorder: ReorderSummary,
+    /// The mirrors' second copies of packets (both ports of a routed hop mirrored), per
+    /// vantage: counted in their flows' `mirror_duplicates`, nowhere else.
+    #[serde(default)]
+    pub mirror_duplicates: LateByVantage,
+    /// ERSPAN III packets whose timestamp granularity is platform specific: timed by the
+    /// capture instead of the switch.
+    #[serde(default)]
+    pub erspan_untimed_packets: u64,
     /// Entries of bounded tables forgotten to make room for newer ones, per table.
     pub forgotten: crate::metrics::snapshot::Forgotten,
-    /// With `--csv-dir`: writes that failed (their rows lost) and reports started again
-    /// because their file had been removed.
+    /// Each bound that lost something: its option and value, what it lost, and the value
+    /// that would have lost nothing (absent when no value would have).
+    #[serde(default)]
+    pub bounds: Vec<crate::metrics::snapshot::BoundAdvice>,
+    /// With `--csv-dir`: writes that failed (their rows lost), reports started again
+    /// because their file had been removed, and rotated files removed to stay under
+    /// `--csv-retain`.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub csv_output: Option<crate::report::csv::CsvHealth>,
     /// With `--prometheus`: scrapes answered and failed (what counts as failed:
@@ -337,6 +355,7 @@ impl Summary {
                     opcodes,
                     fabric_loss_psns: t.fabric_loss(k),
                     transmissions: f.transmissions,
+                    short: f.short,
                 }
             })
             .collect();
@@ -362,7 +381,13 @@ impl Summary {
                 },
                 released_early: t.counters.released_early,
             },
+            erspan_untimed_packets: t.counters.erspan_untimed,
+            mirror_duplicates: LateByVantage {
+                compute: t.mirror_duplicates[0],
+                storage: t.mirror_duplicates[1],
+            },
             forgotten: t.forgotten,
+            bounds: t.bounds(),
             csv_output: None,
             prometheus: None,
             flows,

@@ -214,6 +214,9 @@ fn table_bounds(out: &mut String, s: &Summary) {
             s.latency_samples_dropped
         );
     }
+    for b in &s.bounds {
+        let _ = writeln!(out, "  bound reached: {}", b.line());
+    }
     let f = s.forgotten;
     if f.total() > 0 {
         let _ = writeln!(
@@ -405,7 +408,10 @@ mod tests {
             report_drops: 0,
             latency_samples_dropped: 0,
             reorder: Default::default(),
+            erspan_untimed_packets: 0,
+            mirror_duplicates: Default::default(),
             forgotten: Default::default(),
+            bounds: Vec::new(),
             csv_output: None,
             prometheus: None,
             flows: vec![],

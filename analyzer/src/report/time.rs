@@ -2,12 +2,27 @@
 
 /// Formats Unix nanoseconds as `YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ`.
 pub fn rfc3339_nanos(ns: u64) -> String {
+    let mut s = String::with_capacity(30);
+    write_rfc3339_nanos(&mut s, ns);
+    s
+}
+
+/// Appends `ns` as [`rfc3339_nanos`] formats it, without a string of its own (a CSV row's
+/// times).
+pub fn write_rfc3339_nanos(out: &mut String, ns: u64) {
+    use std::fmt::Write as _;
     let secs = ns / 1_000_000_000;
     let frac = ns % 1_000_000_000;
     let days = (secs / 86_400) as i64;
     let sod = secs % 86_400;
     let (y, m, d) = civil_from_days(days);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{frac:09}Z", sod / 3600, (sod / 60) % 60, sod % 60)
+    let _ = write!(
+        out,
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{frac:09}Z",
+        sod / 3600,
+        (sod / 60) % 60,
+        sod % 60
+    );
 }
 
 /// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar
@@ -37,5 +52,8 @@ mod tests {
         // date -u -d @1700000000: 2023-11-14T22:13:20Z.
         assert_eq!(rfc3339_nanos(1_700_000_000_123_456_789), "2023-11-14T22:13:20.123456789Z");
         assert_eq!(rfc3339_nanos(4_102_444_799_999_999_999), "2099-12-31T23:59:59.999999999Z");
+        let mut row = String::from("a,");
+        write_rfc3339_nanos(&mut row, 1_700_000_000_123_456_789);
+        assert_eq!(row, "a,2023-11-14T22:13:20.123456789Z");
     }
 }

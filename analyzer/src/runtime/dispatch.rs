@@ -264,13 +264,16 @@ impl Dispatcher {
     fn route(&mut self, f: &Frame<'_>) -> (usize, u64, bool) {
         let workers = self.lanes.len();
         match decode_frame(f.data) {
-            Decoded::Roce(p) => match p.mirror.and_then(|m| m.time.map(|t| (m.session, t))) {
-                Some((session, t)) => {
-                    self.switch_clock = true;
-                    (owner((p.ip.src, p.ip.dst), workers), self.clocks.time(session, t, f.ts_ns), true)
+            Decoded::Roce(p) => {
+                let lane = owner((p.ip.src, p.ip.dst), workers);
+                match p.mirror.and_then(|m| m.timed()) {
+                    Some((session, t)) => {
+                        self.switch_clock = true;
+                        (lane, self.clocks.time(session, t, f.ts_ns), true)
+                    }
+                    None => (lane, f.ts_ns, false),
                 }
-                None => (owner((p.ip.src, p.ip.dst), workers), f.ts_ns, false),
-            },
+            }
             // Frames that are not RoCE are counted by worker 0.
             _ => (0, f.ts_ns, false),
         }

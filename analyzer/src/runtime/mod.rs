@@ -38,6 +38,9 @@ pub struct PipelineConfig {
     pub check_icrc: bool,
     /// A transmission ends after this long without a packet of its flow (`--flow-idle`).
     pub flow_idle: Duration,
+    /// Transmissions of fewer packets are counted per flow and interval, not reported one
+    /// by one (`--min-transmission-packets`).
+    pub min_transmission_packets: u64,
     /// A flow without a packet for this long gives its slot to a new flow when the table is
     /// full (`--flow-expire`).
     pub flow_expire: Duration,
@@ -48,6 +51,9 @@ pub struct PipelineConfig {
     /// Frames are analysed in packet-time order within this window (`--reorder-window`);
     /// zero: in arrival order.
     pub reorder_window: Duration,
+    /// A lower-TTL copy of a packet this soon after its flow's last is the mirror's second
+    /// (`--duplicate-window`); zero: never.
+    pub duplicate_window: Duration,
     /// Bound on I/Os awaiting their completion (`--max-ios`).
     pub max_ios: usize,
     /// Bound on latency series, (initiator, target, op, segment), and on the I/O counts'
@@ -92,11 +98,13 @@ impl PipelineConfig {
             max_flows: self.max_flows,
             flow_idle_ns: self.flow_idle.as_nanos() as u64,
             flow_expire_ns: self.flow_expire.as_nanos() as u64,
+            min_transmission_packets: self.min_transmission_packets,
             mtu: self.mtu,
             max_announced_flows: self.max_announced_flows,
             max_ios: self.max_ios,
             io_timeout_ns: self.io_timeout.as_nanos() as u64,
             reorder_window_ns: self.reorder_window.as_nanos() as u64,
+            duplicate_window_ns: self.duplicate_window.as_nanos() as u64,
             max_latency_series: self.max_latency_series,
             max_pending_commands: self.max_pending_commands,
             max_cm_requests: self.max_cm_requests,
@@ -114,9 +122,11 @@ impl PipelineConfig {
             check_icrc: false,
             flow_idle: Duration::from_nanos(defaults::FLOW_IDLE_NS),
             flow_expire: Duration::from_nanos(defaults::FLOW_EXPIRE_NS),
+            min_transmission_packets: defaults::MIN_TRANSMISSION_PACKETS,
             mtu: None,
             io_timeout: Duration::from_nanos(defaults::IO_TIMEOUT_NS),
             reorder_window: Duration::from_nanos(defaults::REORDER_WINDOW_NS),
+            duplicate_window: Duration::from_nanos(defaults::DUPLICATE_WINDOW_NS),
             max_ios: defaults::MAX_IOS,
             max_latency_series: defaults::MAX_LATENCY_SERIES,
             max_pending_commands: defaults::MAX_PENDING_COMMANDS,
@@ -219,6 +229,22 @@ pub struct RunResult {
     pub ios: IoCountsByPair,
     /// Where the packet times of each vantage (compute, storage) came from.
     pub time_use: [worker::TimeUse; 2],
+}
+
+/// A worker whose stats side does nothing but hand every buffer back at once (a stats side
+/// that keeps up), for measuring the analysis alone: the worker, and the thread that ends
+/// when the worker is dropped.
+pub fn worker_with_draining_stats(cfg: &PipelineConfig) -> (Worker, std::thread::JoinHandle<()>) {
+    let (tx, rx) = crossbeam_channel::bounded(1024);
+    let (back_tx, back_rx) = crossbeam_channel::bounded(64);
+    let drain = std::thread::spawn(move || {
+        for m in rx {
+            if let Some(r) = recycle(m) {
+                let _ = back_tx.try_send(r);
+            }
+        }
+    });
+    (Worker::with_recycling(0, cfg, tx, back_rx), drain)
 }
 
 /// Empties a message's buffers for the worker that sent it to use again (`None` for a
@@ -440,15 +466,30 @@ fn pipeline(
     let source_times = cfg.source_times.clone();
     let max_flows = cfg.max_flows;
     let slow_ios = cfg.slow_ios;
+    let limits = crate::metrics::snapshot::Needed {
+        max_flows: cfg.max_flows as u64,
+        max_latency_series: cfg.max_latency_series as u64,
+        max_pending_commands: cfg.max_pending_commands as u64,
+        max_cm_requests: cfg.max_cm_requests as u64,
+        max_announced_flows: cfg.max_announced_flows as u64,
+        max_ios: cfg.max_ios as u64,
+    };
+    // Each bound that loses something is told once on stderr, when it first does.
+    let mut told = std::collections::HashSet::new();
     let control = cfg.control_cpus.clone();
     let stats = std::thread::Builder::new().name("roceprobe-stats".into()).spawn(move || {
         if !control.is_empty() {
             crate::capture::dpdk::pin_thread(&control);
+            // The CSV writer thread, started with the files, goes where this one does.
+            if let Some(w) = &csv {
+                w.pin_writer(&control);
+            }
         }
         // Whole-run flows: room for every flow the workers can track, twice over, so that
         // flows whose slots were taken by new ones stay in the summary for a while.
         let mut totals = Totals {
             max_flows: Some(2 * max_flows * workers),
+            limits,
             slow_ios: Slowest::new(slow_ios),
             steps,
             progress: Progress::new(workers),
@@ -492,6 +533,16 @@ fn pipeline(
                     csv_failed = true;
                 }
             }
+            if let ToStats::Interval(_) = &msg {
+                for b in totals.bounds() {
+                    if told.insert(b.option.clone()) {
+                        eprintln!(
+                            "roceprobe: warning: {} (told once; the summary's bounds and the exit report give the final figures)",
+                            b.line()
+                        );
+                    }
+                }
+            }
             match &msg {
                 // The live outputs (dashboard, Prometheus), once per interval (when the first
                 // worker reports it).
@@ -519,7 +570,8 @@ fn pipeline(
             if let (Err(e), false) = (w.flush_slow_ios().and(w.write_steps(&closed, None)), csv_failed) {
                 eprintln!("roceprobe: warning: writing CSV reports in {} failed ({e:#}); lost rows are counted (summary csv_output)", w.dir().display());
             }
-            w.health()
+            // Everything handed to the writer thread is written before it ends.
+            w.finish()
         });
         (totals, csv)
     })?;

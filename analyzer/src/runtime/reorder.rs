@@ -87,9 +87,14 @@ impl Reorder {
         Self::with_room(window_ns, RING_BYTES, MAX_HELD).keeping(if whole { usize::MAX } else { KEPT_BYTES })
     }
 
-    /// Keeps the first `bytes` of each frame.
+    /// Keeps the first `bytes` of each frame. Frames kept whole (for their ICRC) are four
+    /// times and more the bytes of their headers: the whole ring is in use from the start,
+    /// as a part of it that has wrapped round cannot grow.
     pub fn keeping(mut self, bytes: usize) -> Self {
         self.kept = bytes;
+        if bytes > KEPT_BYTES {
+            self.limit = self.ring.len();
+        }
         self
     }
 

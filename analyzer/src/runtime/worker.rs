@@ -6,7 +6,7 @@ use crate::capture::{Frame, BURST};
 use crate::metrics::latency::LatencyBatch;
 use crate::metrics::snapshot::Forgotten;
 use crate::metrics::{GlobalCounters, IntervalSnapshot};
-use crate::track::flow::{is_response, FlowDelta, FlowEvent, Transmission};
+use crate::track::flow::{FlowDelta, FlowEvent, Transmission};
 use crate::track::index::KeyHash;
 use crate::track::io::{IoBatch, IoCountsByPair};
 use crate::track::{Analyzer, Seen};
@@ -138,6 +138,9 @@ struct Staged<'a> {
 }
 
 pub use crate::metrics::snapshot::TimeUse;
+
+/// Packets between the steps of a burst's prefetching pipeline (see `Worker::burst`).
+const PIPE: usize = 2;
 
 /// Moves frames into its [`Analyzer`] and reports out: interval snapshots at interval
 /// boundaries of packet time, ended transmissions in batches.
@@ -351,7 +354,12 @@ impl Worker {
             self.burst(std::iter::once(Incoming { f, stamped: Some(switch), observe: None, late: true }));
         } else {
             r.push(f, ts, switch, &mut |r| {
-                self.counters.released_early += self.release(r, false) as u64;
+                // Frames the window has passed go first (a batch that moved time on, say
+                // past a silence, holds them until its end); only if none has, the oldest
+                // goes before its time.
+                if self.release(r, true) == 0 {
+                    self.counters.released_early += self.release(r, false) as u64;
+                }
             });
         }
     }
@@ -407,32 +415,40 @@ impl Worker {
                 None => self.analyzer.packet_time(&decoded, f.ts_ns),
             };
             let hash = match &decoded {
-                Decoded::Roce(p) => Some(self.analyzer.prefetch_bucket(p, f.source)),
+                Decoded::Roce(p) => Some(self.analyzer.flow_hash(p, f.source)),
                 _ => None,
             };
             staged[n] = Some(Staged { f, decoded, ts, switch, observe, late, hash, slot: None });
             n += 1;
         }
-        // 2: the entries the buckets name.
-        for s in staged[..n].iter_mut().flatten() {
-            if let (Some(h), Decoded::Roce(p)) = (s.hash, &s.decoded) {
-                s.slot = self.analyzer.flows().prefetch_entry(h, p.bth.opcode());
-            }
-        }
-        // 3: the flows that responses answer.
-        for s in staged[..n].iter().flatten() {
-            if let (Decoded::Roce(p), Some(slot)) = (&s.decoded, s.slot) {
-                if is_response(p.bth.opcode()) {
-                    self.analyzer.flows().prefetch_peer(slot);
+        // 2-4, pipelined: a packet's index bucket is prefetched `PIPE` packets before the
+        // entry that bucket names, which is `PIPE` packets before what the packet touches
+        // next (its request's ring slot; for a response, the flow it answers), which is
+        // `PIPE` packets before the packet is tracked, in order. Only a few packets' misses
+        // are in flight at once: prefetching a whole burst at each step asks for more lines
+        // than the CPU has miss buffers, and the prefetches beyond them come to nothing.
+        for k in 0..n + 3 * PIPE {
+            if let Some(Some(s)) = staged[..n].get(k) {
+                if let Some(h) = s.hash {
+                    self.analyzer.flows().prefetch_index(h);
                 }
             }
-        }
-        // 4: track, in order.
-        for s in staged[..n].iter().flatten() {
-            if let Some(now) = s.observe {
-                self.observe_time(now);
+            if let Some(Some(s)) = k.checked_sub(PIPE).and_then(|j| staged[..n].get_mut(j)) {
+                if let (Some(h), Decoded::Roce(p)) = (s.hash, &s.decoded) {
+                    s.slot = self.analyzer.flows().prefetch_entry(h, p.bth.opcode());
+                }
             }
-            self.process(&s.decoded, s.f, s.ts, s.switch, s.late, s.hash);
+            if let Some(Some(s)) = k.checked_sub(2 * PIPE).and_then(|j| staged[..n].get(j)) {
+                if let (Decoded::Roce(p), Some(slot)) = (&s.decoded, s.slot) {
+                    self.analyzer.flows().prefetch_next(slot, p.bth.opcode(), p.bth.psn());
+                }
+            }
+            if let Some(Some(s)) = k.checked_sub(3 * PIPE).and_then(|j| staged[..n].get(j)) {
+                if let Some(now) = s.observe {
+                    self.observe_time(now);
+                }
+                self.process(&s.decoded, s.f, s.ts, s.switch, s.late, s.hash);
+            }
         }
     }
 
@@ -451,6 +467,9 @@ impl Worker {
         match decoded {
             Decoded::Roce(p) => {
                 self.counters.roce_packets += 1;
+                if p.mirror.is_some_and(|m| m.erspan_type == 3 && m.time.is_none()) {
+                    self.counters.erspan_untimed += 1;
+                }
                 if late {
                     let v = self.analyzer.vantage_of(p, f.source);
                     self.counters.late_packets[v as usize] += 1;
@@ -510,6 +529,7 @@ impl Worker {
             dropped_batches,
             dropped_latency_samples,
             forgotten,
+            needed: self.analyzer.needed(),
             time_use: self.analyzer.time_use(),
             flows,
             latency,

@@ -6,21 +6,21 @@
 
 use super::bounded::FifoMap;
 use super::clock::MirrorClocks;
-use super::flow::{acked_psn, FlowDelta, FlowEvent};
+use super::flow::{acked_psn, FlowDelta, FlowEvent, Recorded};
 use super::index::KeyHash;
 use super::io::{At, IoBatch, IoCountsByPair, IoTracker};
 use super::nvme::{NvmeRecognizer, PendingKey};
 use super::{FlowKey, FlowTable, Vantage, VantageMap};
 use crate::metrics::latency::{LatencyBatch, LatencyRecorder};
-use crate::metrics::snapshot::{Forgotten, TimeUse};
+use crate::metrics::snapshot::{Forgotten, Needed, TimeUse};
 use crate::wire::bth::opcode as op;
 use crate::wire::cm::{CmMessage, GSI_QPN};
 use crate::wire::nvme::{classify, Capsule};
 use crate::wire::{icrc, Decoded, RocePacket};
 use std::net::IpAddr;
 
-/// Latency histograms allocated at start-up for the first new series.
-const SPARE_HISTOGRAMS: usize = 64;
+/// Latency sample buffers allocated at start-up for the first new series.
+const SPARE_SERIES: usize = 64;
 
 /// How a packet was seen.
 #[derive(Debug, Clone, Copy)]
@@ -36,7 +36,7 @@ pub struct Seen {
     /// The packet came after the reorder window had passed it: counted in its flow, but
     /// analysed no further (its PSN, answers and capsules would be judged out of order).
     pub late: bool,
-    /// The flow key's hash, if computed already (`prefetch_bucket`).
+    /// The flow key's hash, if computed already (`flow_hash`).
     pub hash: Option<KeyHash>,
 }
 
@@ -57,6 +57,8 @@ pub struct AnalyzerConfig {
     pub max_flows: usize,
     pub flow_idle_ns: u64,
     pub flow_expire_ns: u64,
+    /// Transmissions shorter than this many packets are counted per flow, not reported.
+    pub min_transmission_packets: u64,
     pub mtu: Option<u32>,
     pub max_announced_flows: usize,
     pub max_ios: usize,
@@ -64,6 +66,8 @@ pub struct AnalyzerConfig {
     /// How long packets may come out of time order (`--reorder-window`): with two
     /// vantages, how long an I/O seen at one waits for the other's copies.
     pub reorder_window_ns: u64,
+    /// `--duplicate-window` (see `FlowTable::with_duplicate_window`).
+    pub duplicate_window_ns: u64,
     pub max_latency_series: usize,
     pub max_pending_commands: usize,
     pub max_cm_requests: usize,
@@ -96,14 +100,16 @@ impl Analyzer {
             time_use: [TimeUse::default(); 2],
             flows: FlowTable::new(cfg.max_flows, cfg.flow_idle_ns, cfg.mtu)
                 .with_announced(cfg.max_announced_flows)
-                .with_expiry(cfg.flow_expire_ns),
+                .with_expiry(cfg.flow_expire_ns)
+                .with_min_transmission_packets(cfg.min_transmission_packets)
+                .with_duplicate_window(cfg.duplicate_window_ns),
             ios: IoTracker::new(cfg.max_ios, cfg.io_timeout_ns)
                 .with_max_pairs(cfg.max_latency_series)
                 .with_slow_ios(cfg.slow_ios)
                 .with_vantage_wait(if cfg.vantages.maps_storage() { cfg.reorder_window_ns } else { 0 }),
             vantages: cfg.vantages.clone(),
             clocks: MirrorClocks::default(),
-            latency: LatencyRecorder::new(cfg.max_latency_series, SPARE_HISTOGRAMS),
+            latency: LatencyRecorder::new(cfg.max_latency_series, SPARE_SERIES),
             nvme: NvmeRecognizer::new(cfg.max_pending_commands),
             cm_requests: FifoMap::new(cfg.max_cm_requests),
             check_icrc: cfg.check_icrc,
@@ -123,7 +129,7 @@ impl Analyzer {
     pub fn packet_time(&mut self, decoded: &Decoded<'_>, capture_ns: u64) -> (u64, bool) {
         let switch = match decoded {
             Decoded::Roce(RocePacket { mirror: Some(m), .. }) if !self.stamped => {
-                m.time.map(|t| self.clocks.time(m.session, t, capture_ns))
+                m.timed().map(|(session, t)| self.clocks.time(session, t, capture_ns))
             }
             _ => None,
         };
@@ -133,7 +139,7 @@ impl Analyzer {
     /// A RoCE packet's vantage.
     #[inline]
     pub fn vantage_of(&self, p: &RocePacket<'_>, source: u16) -> Vantage {
-        self.vantages.resolve(source, p.outer_vlan(), p.mirror.map(|m| m.session))
+        self.vantages.resolve(source, p.outer_vlan(), p.mirror.and_then(|m| m.session))
     }
 
     /// A RoCE packet's flow.
@@ -153,10 +159,10 @@ impl Analyzer {
         &self.flows
     }
 
-    /// Prefetch step 1 for a RoCE packet: its flow's index bucket.
+    /// The hash of a RoCE packet's flow key (for prefetching, and the flow lookup).
     #[inline]
-    pub fn prefetch_bucket(&self, p: &RocePacket<'_>, source: u16) -> KeyHash {
-        self.flows.prefetch_bucket(&self.key_of(p, source))
+    pub fn flow_hash(&self, p: &RocePacket<'_>, source: u16) -> KeyHash {
+        self.flows.hash(&self.key_of(p, source))
     }
 
     /// Packet time moved on to `ts`: I/Os older than `--io-timeout` end.
@@ -232,12 +238,17 @@ impl Analyzer {
             u.capture_sources |= 1 << source.min(63);
         }
         let key = FlowKey { vantage, src: p.ip.src, dst: p.ip.dst, dst_qpn: p.bth.dest_qp() };
-        let slot = self.flows.record(key, p, seen, &mut self.latency, out);
+        let slot = match self.flows.record(key, p, seen, &mut self.latency, out) {
+            Recorded::Flow(slot) => Some(slot),
+            Recorded::Untracked => None,
+            // The mirror's second copy of a packet counted already.
+            Recorded::Duplicate => return,
+        };
         let opcode = p.bth.opcode();
         let psn = p.bth.psn();
         if let Some(slot) = slot {
             if self.check_icrc && icrc::check(&p.icrc) == Some(false) {
-                self.flows.counts_mut(slot).icrc_errors += 1;
+                self.flows.count_icrc_error(slot);
             }
         }
         if late {
@@ -328,6 +339,18 @@ impl Analyzer {
                 self.cm_requests.remove(&(vantage, remote_comm_id));
             }
             _ => {}
+        }
+    }
+
+    /// The bounds that would have lost nothing so far (see [`Needed`]).
+    pub fn needed(&self) -> Needed {
+        Needed {
+            max_flows: self.flows.needed(),
+            max_latency_series: self.latency.needed(),
+            max_pending_commands: Needed::of(self.nvme.needed()),
+            max_cm_requests: Needed::of(self.cm_requests.needed()),
+            max_announced_flows: Needed::of(self.flows.announced_needed()),
+            max_ios: Needed::of(self.ios.connections_needed()),
         }
     }
 

@@ -36,6 +36,103 @@ impl<K, V> Linked for Slot<K, V> {
     }
 }
 
+/// What a table that forgets would have needed: the entries it forgot that were answered
+/// later (a lookup for them came) tell that a larger table would have kept them. Each
+/// forgotten key leaves a tag in a small direct-mapped table (a ghost); an answer that finds
+/// its ghost removes it. The table would have needed its bound plus the most ghosts alive
+/// at once, with an eighth to spare: an upper bound (ghosts never answered count too, up
+/// to `GHOST_SLOTS`), and
+/// `None` when no forgotten entry was ever answered, as a larger table would then have
+/// kept nothing more. Allocated at start; touched only once something was forgotten.
+struct Ghosts {
+    tags: Vec<u32>,
+    live: u32,
+    peak: u32,
+    answered: u64,
+}
+
+const GHOST_SLOTS: usize = 16384;
+
+impl Ghosts {
+    fn new() -> Self {
+        Self { tags: vec![0; GHOST_SLOTS], live: 0, peak: 0, answered: 0 }
+    }
+
+    fn at(hash: u64) -> (usize, u32) {
+        ((hash as usize) & (GHOST_SLOTS - 1), (hash >> 32) as u32 | 1)
+    }
+
+    fn forgot(&mut self, hash: u64) {
+        let (i, tag) = Self::at(hash);
+        if self.tags[i] == 0 {
+            self.live += 1;
+            self.peak = self.peak.max(self.live);
+        }
+        self.tags[i] = tag;
+    }
+
+    fn looked_up(&mut self, hash: u64) {
+        let (i, tag) = Self::at(hash);
+        if self.tags[i] == tag {
+            self.tags[i] = 0;
+            self.live -= 1;
+            self.answered += 1;
+        }
+    }
+}
+
+/// Distinct keys a table that refuses new entries when full turned away, estimated from a
+/// bitmap of their hashes (linear counting: exact while they are few, within a few per
+/// cent up to several times its 65,536 bits). Allocated at start (8 KiB).
+pub struct Refused {
+    bits: Vec<u64>,
+    set: u32,
+}
+
+const REFUSED_BITS: usize = 1 << 16;
+
+impl Default for Refused {
+    fn default() -> Self {
+        Self { bits: vec![0; REFUSED_BITS / 64], set: 0 }
+    }
+}
+
+impl Refused {
+    /// A key with this hash was turned away.
+    #[inline]
+    pub fn note(&mut self, hash: u64) {
+        let b = (hash as usize) & (REFUSED_BITS - 1);
+        let (w, m) = (b / 64, 1u64 << (b % 64));
+        if self.bits[w] & m == 0 {
+            self.bits[w] |= m;
+            self.set += 1;
+        }
+    }
+
+    /// A key was turned away: noted by a hash of fixed seeds, so that the same keys give
+    /// the same estimate in every run (a replay is deterministic).
+    #[inline]
+    pub fn note_key<K: std::hash::Hash>(&mut self, key: &K) {
+        const SEEDS: [u64; 4] =
+            [0x243f_6a88_85a3_08d3, 0x1319_8a2e_0370_7344, 0xa409_3822_299f_31d0, 0x082e_fa98_ec4e_6c89];
+        self.note(ahash::RandomState::with_seeds(SEEDS[0], SEEDS[1], SEEDS[2], SEEDS[3]).hash_one(key));
+    }
+
+    /// About how many distinct keys were turned away, from above: exact while they are a
+    /// few hundred (the estimate's error is a fraction of one), with a thirty-second to
+    /// spare beyond (ten times its error, about 0.3 %, up to 65,536 keys).
+    pub fn estimate(&self) -> u64 {
+        let m = REFUSED_BITS as f64;
+        let zero = (m - self.set as f64).max(1.0);
+        let n = (m * (m / zero).ln()).round() as u64;
+        if n < 256 {
+            n
+        } else {
+            n + n / 32
+        }
+    }
+}
+
 pub struct FifoMap<K, V> {
     index: HashMap<K, u32, ahash::RandomState>,
     slots: Vec<Slot<K, V>>,
@@ -45,6 +142,7 @@ pub struct FifoMap<K, V> {
     max: usize,
     /// Entries forgotten to make room.
     pub forgotten: u64,
+    ghosts: Ghosts,
 }
 
 impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
@@ -61,6 +159,29 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
             order: List::default(),
             max,
             forgotten: 0,
+            ghosts: Ghosts::new(),
+        }
+    }
+
+    /// The bound that would have kept every forgotten entry that was answered later:
+    /// 0 when nothing was forgotten, `None` when no forgotten entry was answered.
+    pub fn needed(&self) -> Option<u64> {
+        match (self.forgotten, self.ghosts.answered) {
+            (0, _) => Some(0),
+            (_, 0) => None,
+            // An eighth more: a ghost that lands on another's slot takes its place, so
+            // the count of ghosts alive at once can come out a little low.
+            _ => Some(self.max as u64 + u64::from(self.ghosts.peak) * 9 / 8 + 1),
+        }
+    }
+
+    /// A key not in the map was looked up or inserted: the answer to a forgotten one, if
+    /// its ghost is there.
+    #[inline]
+    fn missed(&mut self, k: &K) {
+        if self.forgotten > 0 {
+            let h = self.index.hasher().hash_one(k);
+            self.ghosts.looked_up(h);
         }
     }
 
@@ -85,9 +206,11 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
         if self.index.len() >= self.max && !self.index.contains_key(k) {
             let Some(oldest) = self.order.head() else { return };
             self.unlink(oldest);
-            self.index.remove(&self.slots[oldest as usize].key);
+            let key = self.slots[oldest as usize].key;
+            self.index.remove(&key);
             self.free.push(oldest);
             self.forgotten += 1;
+            self.ghosts.forgot(self.index.hasher().hash_one(key));
         }
     }
 
@@ -96,6 +219,7 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
     /// the newest or left where it is, as `existing` says. A new entry is the newest.
     fn upsert(&mut self, k: K, f: impl FnOnce() -> V, existing: Existing) -> &mut V {
         self.make_room(&k);
+        let mut new = false;
         let i = match self.index.entry(k) {
             Entry::Occupied(o) => {
                 let i = *o.get();
@@ -108,6 +232,7 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
                 i
             }
             Entry::Vacant(e) => {
+                new = true;
                 let slot = Slot { key: k, value: f(), links: Links::default() };
                 let i = match self.free.pop() {
                     Some(i) => {
@@ -124,6 +249,10 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
             }
         };
         self.link_tail(i);
+        if new {
+            // A new key may be the answer to a forgotten one (see `Ghosts`).
+            self.missed(&k);
+        }
         &mut self.slots[i as usize].value
     }
 
@@ -146,7 +275,10 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
 
     /// The entry for `k`, made the newest (see [`get_or_insert_recent`](Self::get_or_insert_recent)).
     pub fn get_mut_recent(&mut self, k: &K) -> Option<&mut V> {
-        let i = *self.index.get(k)?;
+        let Some(&i) = self.index.get(k) else {
+            self.missed(k);
+            return None;
+        };
         self.unlink(i);
         self.link_tail(i);
         Some(&mut self.slots[i as usize].value)
@@ -157,12 +289,18 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
     }
 
     pub fn get_mut(&mut self, k: &K) -> Option<&mut V> {
-        let i = *self.index.get(k)?;
+        let Some(&i) = self.index.get(k) else {
+            self.missed(k);
+            return None;
+        };
         Some(&mut self.slots[i as usize].value)
     }
 
     pub fn remove(&mut self, k: &K) -> Option<V> {
-        let i = self.index.remove(k)?;
+        let Some(i) = self.index.remove(k) else {
+            self.missed(k);
+            return None;
+        };
         self.unlink(i);
         self.free.push(i);
         Some(self.slots[i as usize].value)
@@ -176,6 +314,45 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_forgetting_table_would_have_needed() {
+        let mut m = FifoMap::new(2);
+        assert_eq!(m.needed(), Some(0));
+        for k in 1..=5 {
+            m.insert(k, ());
+        }
+        // 1, 2 and 3 forgotten, none answered yet: a larger table would have kept nothing.
+        assert_eq!((m.forgotten, m.needed()), (3, None));
+        // Their answers come: five at once would have kept them all.
+        for k in 1..=5 {
+            m.remove(&k);
+        }
+        // Two plus the three alive at once, and an eighth to spare (rounded up).
+        assert_eq!(m.needed(), Some(6));
+        // An answer to something never seen is not one.
+        assert_eq!(m.remove(&9), None);
+        assert_eq!(m.needed(), Some(6));
+    }
+
+    #[test]
+    fn refused_keys_are_counted_once_each() {
+        let mut r = Refused::default();
+        let h = ahash::RandomState::with_seeds(1, 2, 3, 4);
+        for round in 0..3 {
+            for k in 0..1000u32 {
+                r.note(h.hash_one(k));
+            }
+            let e = r.estimate();
+            assert!((1000..=1060).contains(&e), "round {round}: {e}");
+        }
+        assert_eq!(Refused::default().estimate(), 0);
+        let mut few = Refused::default();
+        for k in 0..20u32 {
+            few.note(h.hash_one(k));
+        }
+        assert_eq!(few.estimate(), 20);
+    }
 
     #[test]
     fn the_oldest_gives_way_and_is_counted() {

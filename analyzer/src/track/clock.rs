@@ -1,8 +1,11 @@
-//! Switch clocks of ERSPAN III sessions. A 32-bit timestamp in 100 ns units wraps every
-//! 7 minutes, so it is unwrapped per session; a relative counter is anchored to the capture
-//! time of the session's first packet, so intervals stay near wall time while every
-//! difference within a session is in the switch's own clock (which is what the segment
-//! latencies subtract). IEEE 1588 time is absolute and used as it is.
+//! Switch clocks of ERSPAN III sessions. A 32-bit timestamp wraps: every 7 minutes in
+//! 100 ns units, every 4.29 s in nanoseconds. It is unwrapped per session, with the capture
+//! time (the probe's own clock) telling how many times it went round since the session's
+//! previous packet: a session silent for longer than half a turn (2.1 s in nanoseconds)
+//! comes back at the right time. A relative counter is anchored to the capture time of the
+//! session's first packet, so intervals stay near wall time while every difference within
+//! a session is in the switch's own clock (which is what the segment latencies subtract).
+//! IEEE 1588 time is absolute and used as it is.
 
 use crate::wire::erspan::SwitchTime;
 
@@ -14,6 +17,8 @@ struct SessionClock {
     unit_ns: u64,
     bits: u8,
     last_raw: u64,
+    /// Capture time of the previous packet.
+    last_capture_ns: u64,
     /// Unwrapped ticks since the first packet.
     ticks: i128,
     /// Nanoseconds at tick 0 (the first packet's capture time).
@@ -47,6 +52,7 @@ impl MirrorClocks {
                     unit_ns,
                     bits,
                     last_raw: ticks,
+                    last_capture_ns: capture_ns,
                     ticks: 0,
                     anchor_ns: i128::from(capture_ns),
                 });
@@ -56,12 +62,19 @@ impl MirrorClocks {
         let delta: i128 = if bits >= 64 {
             i128::from(ticks) - i128::from(c.last_raw)
         } else {
-            // The shortest way round the 32-bit circle: forward across a wrap, or a little
-            // back for a reordered packet.
-            i128::from((ticks as u32).wrapping_sub(c.last_raw as u32) as i32)
+            // Round the 32-bit circle as many times as the capture clock says went by, to
+            // the nearest turn: forward across wraps, or a little back for a reordered
+            // packet. Right while the two clocks disagree by less than half a turn over the
+            // silence (2.1 s in nanoseconds).
+            const TURN: i128 = 1 << 32;
+            let short = i128::from((ticks as u32).wrapping_sub(c.last_raw as u32) as i32);
+            let elapsed = (i128::from(capture_ns) - i128::from(c.last_capture_ns)) / i128::from(c.unit_ns);
+            let turns = (elapsed - short + TURN / 2).div_euclid(TURN);
+            short + turns * TURN
         };
         c.ticks += delta;
         c.last_raw = ticks;
+        c.last_capture_ns = capture_ns;
         let ns = c.anchor_ns + c.ticks * i128::from(c.unit_ns);
         ns.clamp(0, i128::from(u64::MAX)) as u64
     }
@@ -83,10 +96,10 @@ mod tests {
         // 20 ticks later, across the wrap: 2 µs.
         assert_eq!(c.time(5, t32(9), base + 999_999), base + 2_000);
         // A reordered packet 5 ticks earlier.
-        assert_eq!(c.time(5, t32(4), 0), base + 1_500);
+        assert_eq!(c.time(5, t32(4), base + 999_999), base + 1_500);
         // Another session is anchored on its own capture time.
         assert_eq!(c.time(6, t32(7), base + 42), base + 42);
-        assert_eq!(c.time(6, t32(8), 0), base + 142);
+        assert_eq!(c.time(6, t32(8), base + 150), base + 142);
     }
 
     #[test]
@@ -96,10 +109,10 @@ mod tests {
         let mut raw: u32 = 0;
         let mut expect: u64 = 1_000;
         for _ in 0..10 {
-            // 3e9 ticks (300 s) per step: less than half the circle, so it is forward.
+            // 1.5e9 ticks (150 s) per step.
             raw = raw.wrapping_add(3_000_000_000 / 2);
             expect += 1_500_000_000 * 100;
-            assert_eq!(c.time(1, t32(raw), 0), expect);
+            assert_eq!(c.time(1, t32(raw), expect + 3_000), expect);
         }
     }
 
@@ -110,5 +123,30 @@ mod tests {
         let t = |ticks| SwitchTime::Counter { ticks, bits: 64, unit_ns: 100_000 };
         assert_eq!(c.time(2, t(1 << 40), 9_000), 9_000);
         assert_eq!(c.time(2, t((1 << 40) + 3), 0), 309_000);
+    }
+
+    #[test]
+    fn nanoseconds_across_silences_longer_than_half_a_turn() {
+        let ns = |ticks: u64| SwitchTime::Counter { ticks: ticks & 0xFFFF_FFFF, bits: 32, unit_ns: 1 };
+        let mut c = MirrorClocks::default();
+        let (switch0, capture0) = (123_456_789_u64, 1_700_000_000_000_000_000_u64);
+        assert_eq!(c.time(9, ns(switch0), capture0), capture0);
+        // Silences of 10 s (two turns and 1.41 s: the shortest way round says 1.41 s),
+        // 2.5 s, 4.3 s and 100 s, each packet reaching the probe 2 to 900 µs after the
+        // switch stamped it.
+        let mut switch = switch0;
+        for (silence, path) in [
+            (10_000_000_000, 2_000),
+            (2_500_000_000, 900_000),
+            (4_300_000_000, 7_000),
+            (100_000_000_000, 50_000),
+        ] {
+            switch += silence;
+            let capture = capture0 + (switch - switch0) + path;
+            assert_eq!(c.time(9, ns(switch), capture), capture0 + (switch - switch0), "after {silence} ns");
+            // And the next packet 300 ns later, captured a little earlier (less queueing).
+            switch += 300;
+            assert_eq!(c.time(9, ns(switch), capture - 1_000), capture0 + (switch - switch0));
+        }
     }
 }

@@ -6,6 +6,7 @@ macro_rules! flow_counts {
     ($( $(#[$doc:meta])* $field:ident ),* $(,)?) => {
         /// Counters of a flow (cumulative, or the difference between two points in time).
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+        #[serde(default)]
         pub struct FlowCounts {
             $( $(#[$doc])* pub $field: u64, )*
         }
@@ -61,4 +62,29 @@ flow_counts! {
     /// Packets that reached the probe after the reorder window had passed them: counted
     /// (packets, bytes, opcodes, ECN) but left out of PSN analysis, latencies and I/Os.
     late_packets,
+    /// Second copies of a packet from the same mirror (the copy a mirrored router sent on,
+    /// TTL one less, after the copy it received): counted here, nowhere else.
+    mirror_duplicates,
+}
+
+/// Transmissions too short to be reported one by one (fewer packets than
+/// `--min-transmission-packets`), counted per flow: how many ended, and their packets and
+/// wire bytes (docs/METRICS.md, "Short transmissions").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct ShortTransmissions {
+    #[serde(rename = "short_transmissions")]
+    pub count: u64,
+    #[serde(rename = "short_transmission_packets")]
+    pub packets: u64,
+    #[serde(rename = "short_transmission_bytes")]
+    pub bytes: u64,
+}
+
+impl ShortTransmissions {
+    pub fn add(&mut self, o: &ShortTransmissions) {
+        self.count += o.count;
+        self.packets += o.packets;
+        self.bytes += o.bytes;
+    }
 }

@@ -2,22 +2,23 @@
 //! (docs/METRICS.md, "Per flow"), with
 //! each flow's counters, PSN analysis, open transmission and QP pairing.
 //!
-//! Capacity is fixed at start-up (`--max-flows`): entries live in a slab allocated once. A
-//! new flow in a full table takes the slot of a flow idle for `--flow-expire` that has
-//! handed over everything it counted, if a short sweep finds one; else its packets are
-//! counted as untracked. The indexes get twice the room they hold at most, so removals
+//! Capacity is fixed at start-up (`--max-flows`): entries live in two slabs allocated once,
+//! by slot: the two cache lines nearly every packet touches ([`Hot`]) and the rest
+//! ([`Cold`]). A new flow in a full table takes the slot of a flow idle for `--flow-expire`
+//! that has handed over everything it counted, if a short sweep finds one; else its packets
+//! are counted as untracked. The indexes get twice the room they hold at most, so removals
 //! never make them grow: the per-packet path never allocates. Flows with an open
-//! transmission are kept in a list (intrusive, through the slab) in the order they were
-//! queued, so ending idle transmissions looks at the list's head only: no scan of the table
-//! per packet, and no move per packet either (see [`FlowTable::expire`]).
+//! transmission are queued (`track::queue`) in the order they were queued, so ending idle
+//! transmissions looks at the oldest entries only: no scan of the table per packet, and no
+//! move per packet either (see [`FlowTable::expire`]).
 
 use super::analyzer::Seen;
-use super::bounded::FifoMap;
-use super::counts::FlowCounts;
+use super::bounded::{FifoMap, Refused};
+use super::counts::{FlowCounts, ShortTransmissions};
 use super::index::{FlowIndex, KeyHash};
-use super::list::{Linked, Links, List};
 use super::memory;
 use super::psn::{Outcome, PsnTracker, Span};
+use super::queue::{Queue, Queued};
 use super::vantage::Vantage;
 use crate::metrics::latency::{LatencyRecorder, Op, Segment, SeriesKey};
 use crate::wire::bth::{opcode as op, Transport};
@@ -58,8 +59,9 @@ const FOREIGN_SLOTS: usize = 4;
 pub struct OpcodeCounts {
     group: u8,
     own: [u64; 32],
-    foreign: [(u8, u64); FOREIGN_SLOTS],
+    foreign_ops: [u8; FOREIGN_SLOTS],
     foreign_used: u8,
+    foreign: [u64; FOREIGN_SLOTS],
     /// Packets whose opcode found no slot.
     pub other: u64,
 }
@@ -69,8 +71,9 @@ impl OpcodeCounts {
         Self {
             group: first_opcode >> 5,
             own: [0; 32],
-            foreign: [(0, 0); FOREIGN_SLOTS],
+            foreign_ops: [0; FOREIGN_SLOTS],
             foreign_used: 0,
+            foreign: [0; FOREIGN_SLOTS],
             other: 0,
         }
     }
@@ -82,10 +85,11 @@ impl OpcodeCounts {
             return;
         }
         let used = usize::from(self.foreign_used);
-        if let Some(slot) = self.foreign[..used].iter_mut().find(|(o, _)| *o == opcode) {
-            slot.1 += 1;
+        if let Some(at) = self.foreign_ops[..used].iter().position(|&o| o == opcode) {
+            self.foreign[at] += 1;
         } else if used < FOREIGN_SLOTS {
-            self.foreign[used] = (opcode, 1);
+            self.foreign_ops[used] = opcode;
+            self.foreign[used] = 1;
             self.foreign_used += 1;
         } else {
             self.other += 1;
@@ -100,7 +104,7 @@ impl OpcodeCounts {
             .enumerate()
             .filter(|(_, &n)| n > 0)
             .map(move |(i, &n)| (base | i as u8, n))
-            .chain(self.foreign[..usize::from(self.foreign_used)].iter().copied())
+            .chain(self.foreign_ops.iter().copied().zip(self.foreign).take(usize::from(self.foreign_used)))
     }
 
     /// A flow whose first packet was a CNP takes the transport of its first other packet.
@@ -123,6 +127,8 @@ pub struct FlowDelta {
     pub key: FlowKey,
     pub transport: Transport,
     pub counts: FlowCounts,
+    /// Transmissions too short to be reported that ended in the interval.
+    pub short: ShortTransmissions,
     pub opcodes: OpcodeCounts,
 }
 
@@ -165,19 +171,6 @@ impl Pending {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default)]
-struct PendingRing {
-    slots: [Pending; PENDING],
-    next: u8,
-}
-
-impl PendingRing {
-    fn push(&mut self, p: Pending) {
-        self.slots[usize::from(self.next)] = p;
-        self.next = (self.next + 1) % PENDING as u8;
-    }
-}
-
 /// An ended transmission (docs/METRICS.md, "Transmissions"): a burst of one flow, from its
 /// first to its last packet.
 #[derive(Debug, Clone)]
@@ -189,61 +182,243 @@ pub struct Transmission {
     pub counts: FlowCounts,
 }
 
-/// One flow. `repr(C)` keeps the fields in this order, and entries start on a cache line:
-/// what nearly every packet touches comes first (about 9 cache lines: key, links, PSN
-/// state, times, counters, the rings of requests awaiting an answer), so that prefetching
-/// the start of an entry brings in what its packet needs; what only intervals and
-/// transmissions read comes last.
-#[derive(Debug)]
+/// What nearly every packet of a flow reads or writes: two cache lines, `repr(C)` so that
+/// the fields stay where this says. The first line holds the key (compact), the times, the
+/// pairing, the latency series' slots, the PSN state and the flags; the second the four counters every
+/// packet adds to, and their values when the open transmission began. Everything else is in
+/// [`Cold`], which a packet touches only for what it needs there (its opcode's counter, the
+/// ring of requests awaiting an answer, a rare counter).
+#[derive(Debug, Clone, Copy)]
 #[repr(C, align(64))]
-struct FlowEntry {
-    key: FlowKey,
+struct Hot {
+    /// An IPv4 key's source (high half) and destination addresses; 0 for any other key,
+    /// whose addresses are compared in [`Cold::key`].
+    addrs: u64,
+    last_ts: u64,
+    /// When the flow was last put at the tail of the list of open transmissions (see
+    /// [`FlowTable::expire`]).
+    queued_ts: u64,
+    /// The open transmission's first packet time.
+    tx_start: u64,
+    /// The destination QPN (24 bits), the vantage (bit 24) and whether the addresses are
+    /// not an IPv4 pair (bit 25, see `addrs`).
+    tag: u32,
     /// The QPN that sends this flow's packets (the paired direction's destination QPN).
     peer_qpn: u32,
     /// The paired direction's slot, once both are in the table (cleared when that slot is
     /// given to another flow).
     peer_slot: u32,
-    /// Path MTU of the QP, 0 while unknown.
-    mtu: u32,
     /// Slots of this flow's latency series in the recorder (`rc_ack`, `rdma_read`), once
     /// known.
     series: [u32; 2],
-    /// Place in the list of flows with an open transmission, in the order they were queued.
-    links: Links,
-    transport: Transport,
-    in_pair_index: bool,
-    /// NVMe/RDMA capsules were counted on this flow (its RDMA latencies, and its paired
-    /// flow's, are then the I/O tracker's).
-    capsules: bool,
-    /// The open transmission: first packet time and `totals` at its start.
-    tx_open: bool,
-    /// Counted something since the last interval was handed over (it is in the table's
-    /// list of flows to hand over).
-    changed: bool,
     psn: PsnTracker,
-    tx_start: u64,
-    last_ts: u64,
-    /// When the flow was last put at the tail of the list of open transmissions (see
-    /// [`FlowTable::expire`]).
-    queued_ts: u64,
-    totals: FlowCounts,
-    /// Message ends awaiting an ACK, and READ Requests awaiting their last response.
-    acks: PendingRing,
-    reads: PendingRing,
-    opcodes: OpcodeCounts,
-    tx_base: FlowCounts,
-    /// `totals` when the last interval was handed over.
-    reported: FlowCounts,
+    /// Path MTU of the QP as its base-2 logarithm (256 to 4096 bytes), 0 while unknown.
+    mtu_log2: u8,
+    /// The highest IP TTL of the flow's packets at the latest of them (see
+    /// [`FlowTable::mirror_duplicate`]).
+    ttl_max: u8,
+    /// The transport (low three bits) and the flags below.
+    bits: u8,
+    /// The next slot of the `acks` ring (low half) and of the `reads` ring (high half).
+    rings: u8,
+    /// packets, bytes, payload bytes and messages since the flow began ([`HOT_COUNTS`]),
+    /// and their values when the open transmission began.
+    counts: [u64; 4],
+    tx_base: [u64; 4],
 }
 
-impl Linked for FlowEntry {
-    fn links(&mut self) -> &mut Links {
-        &mut self.links
+/// The counters kept in [`Hot`], in this order (the others are in [`Cold::rest`]).
+const HOT_COUNTS: usize = 4;
+
+/// Flags in [`Hot::bits`].
+/// A transmission is open.
+const TX_OPEN: u8 = 1 << 3;
+/// Counted something since the last interval was handed over (it is in the table's list of
+/// flows to hand over).
+const CHANGED: u8 = 1 << 4;
+/// NVMe/RDMA capsules were counted on this flow (its RDMA latencies, and its paired
+/// flow's, are then the I/O tracker's).
+const CAPSULES: u8 = 1 << 5;
+/// The flow is in the index of request flows per host pair.
+const IN_PAIR_INDEX: u8 = 1 << 6;
+/// `Cold::tx_base` holds `Cold::rest` as it was when the open transmission began. A
+/// transmission starts without it, and the first change to `rest` while it is open saves
+/// it first: a transmission that changes none of those counters (nearly all) never
+/// touches the cold part.
+const COLD_BASE: u8 = 1 << 7;
+const TRANSPORT_BITS: u8 = 0b111;
+
+/// How far ahead in the queue of open transmissions the flows are prefetched.
+const QUEUE_LOOKAHEAD: usize = 8;
+
+/// Cache lines of [`Hot`].
+const HOT_LINES: usize = 2;
+
+/// Bits of [`Hot::tag`].
+const QPN_MASK: u32 = 0x00FF_FFFF;
+const STORAGE_TAG: u32 = 1 << 24;
+const WIDE_TAG: u32 = 1 << 25;
+
+const TRANSPORTS: [Transport; 6] =
+    [Transport::Rc, Transport::Uc, Transport::Rd, Transport::Ud, Transport::Cnp, Transport::Xrc];
+
+fn transport_bits(t: Transport) -> u8 {
+    TRANSPORTS.iter().position(|&x| x == t).unwrap_or(0) as u8
+}
+
+/// A RoCE path MTU (a power of two, 256 to 4096 bytes) as its base-2 logarithm; 0 for
+/// unknown (0).
+fn mtu_log2(mtu: u32) -> u8 {
+    if mtu == 0 {
+        0
+    } else {
+        mtu.next_power_of_two().trailing_zeros().min(12) as u8
     }
 }
 
-/// Cache lines at the start of an entry that a packet touches (see [`FlowEntry`]).
-const HOT_LINES: usize = 9;
+/// The compact form of a key kept in [`Hot`]: (`addrs`, `tag`).
+#[inline]
+fn compact(k: &FlowKey) -> (u64, u32) {
+    let v = match k.vantage {
+        Vantage::Compute => 0,
+        Vantage::Storage => STORAGE_TAG,
+    };
+    match (k.src, k.dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) if k.dst_qpn <= QPN_MASK => {
+            ((u64::from(u32::from(s)) << 32) | u64::from(u32::from(d)), k.dst_qpn | v)
+        }
+        _ => (0, (k.dst_qpn & QPN_MASK) | v | WIDE_TAG),
+    }
+}
+
+impl Hot {
+    fn new(key: &FlowKey, transport: Transport, peer_qpn: u32, mtu: u32) -> Self {
+        let (addrs, tag) = compact(key);
+        Self {
+            addrs,
+            last_ts: 0,
+            queued_ts: 0,
+            tx_start: 0,
+            tag,
+            peer_qpn,
+            peer_slot: NONE,
+            series: [NONE; 2],
+            psn: PsnTracker::default(),
+            mtu_log2: mtu_log2(mtu),
+            ttl_max: 0,
+            bits: transport_bits(transport),
+            rings: 0,
+            counts: [0; HOT_COUNTS],
+            tx_base: [0; HOT_COUNTS],
+        }
+    }
+    #[inline]
+    fn has(&self, flag: u8) -> bool {
+        self.bits & flag != 0
+    }
+    /// Path MTU in bytes, 0 while unknown.
+    #[inline]
+    fn mtu(&self) -> u32 {
+        if self.mtu_log2 == 0 {
+            0
+        } else {
+            1 << self.mtu_log2
+        }
+    }
+    #[inline]
+    fn set(&mut self, flag: u8, on: bool) {
+        if on {
+            self.bits |= flag;
+        } else {
+            self.bits &= !flag;
+        }
+    }
+    #[inline]
+    fn transport(&self) -> Transport {
+        TRANSPORTS[usize::from(self.bits & TRANSPORT_BITS)]
+    }
+    fn set_transport(&mut self, t: Transport) {
+        self.bits = (self.bits & !TRANSPORT_BITS) | transport_bits(t);
+    }
+    #[inline]
+    fn dst_qpn(&self) -> u32 {
+        self.tag & QPN_MASK
+    }
+    #[inline]
+    fn vantage(&self) -> Vantage {
+        if self.tag & STORAGE_TAG != 0 {
+            Vantage::Storage
+        } else {
+            Vantage::Compute
+        }
+    }
+    /// The key, when it is an IPv4 one (else it is in [`Cold::key`]).
+    #[inline]
+    fn narrow_key(&self) -> Option<FlowKey> {
+        (self.tag & WIDE_TAG == 0).then(|| FlowKey {
+            vantage: self.vantage(),
+            src: IpAddr::V4(((self.addrs >> 32) as u32).into()),
+            dst: IpAddr::V4((self.addrs as u32).into()),
+            dst_qpn: self.dst_qpn(),
+        })
+    }
+    /// The slot of the `acks` (0) or `reads` (1) ring a new request goes to, moving on.
+    fn next_ring_slot(&mut self, ring: usize) -> usize {
+        let shift = 4 * ring;
+        let at = (self.rings >> shift) & 0xF;
+        let next = (at + 1) % PENDING as u8;
+        self.rings = (self.rings & !(0xF << shift)) | (next << shift);
+        usize::from(at)
+    }
+    fn peek_ring_slot(&self, ring: usize) -> usize {
+        usize::from((self.rings >> (4 * ring)) & 0xF)
+    }
+}
+
+/// The rest of a flow: what only some packets, the intervals and the transmissions read.
+#[derive(Debug, Clone)]
+#[repr(C, align(64))]
+struct Cold {
+    /// Message ends awaiting an ACK, and READ Requests awaiting their last response (each
+    /// two cache lines; the next slot of each is in [`Hot::rings`]).
+    acks: [Pending; PENDING],
+    reads: [Pending; PENDING],
+    key: FlowKey,
+    opcodes: OpcodeCounts,
+    /// Every counter but the four in [`Hot`] (which stay 0 here), since the flow began.
+    rest: FlowCounts,
+    /// `rest` when the open transmission began, while [`COLD_BASE`] says so.
+    tx_base: FlowCounts,
+    /// The totals when the last interval was handed over.
+    reported: FlowCounts,
+    /// Short transmissions that ended since then (see [`FlowTable::with_min_transmission_packets`]):
+    /// how many, their packets and their bytes.
+    short: (u32, u32, u64),
+}
+
+impl Cold {
+    fn new(key: FlowKey, opcode: u8) -> Self {
+        Self {
+            acks: [Pending::default(); PENDING],
+            reads: [Pending::default(); PENDING],
+            key,
+            opcodes: OpcodeCounts::new(opcode),
+            rest: FlowCounts::default(),
+            tx_base: FlowCounts::default(),
+            reported: FlowCounts::default(),
+            short: (0, 0, 0),
+        }
+    }
+}
+
+/// `rest` with the four hot counters put in.
+fn with_hot(mut c: FlowCounts, hot: &[u64; HOT_COUNTS]) -> FlowCounts {
+    c.packets = hot[0];
+    c.bytes = hot[1];
+    c.payload_bytes = hot[2];
+    c.messages = hot[3];
+    c
+}
 
 /// Request operations: their PSNs advance the requester's sequence (docs/METRICS.md, "PSN
 /// analysis").
@@ -298,7 +473,9 @@ pub fn is_response(opcode: u8) -> bool {
 
 pub struct FlowTable {
     index: FlowIndex,
-    slab: Vec<FlowEntry>,
+    /// The flows, by slot: what packets touch, and the rest.
+    hot: Vec<Hot>,
+    cold: Vec<Cold>,
     max_flows: usize,
     idle_ns: u64,
     /// `--mtu`: overrides what is learned.
@@ -309,7 +486,7 @@ pub struct FlowTable {
     /// and the MTU, per direction.
     announced: FifoMap<FlowKey, (u32, u32)>,
     /// Flows with an open transmission, in the order they were queued.
-    open: List,
+    open: Queue,
     /// The latest time `expire` was given: a transmission idle for `--flow-idle` before it
     /// has ended, whether or not the lazy queue has reached it yet.
     horizon: u64,
@@ -317,23 +494,45 @@ pub struct FlowTable {
     changed: Vec<u32>,
     /// `--flow-expire`.
     expire_ns: u64,
+    /// `--min-transmission-packets`: shorter transmissions are counted, not reported.
+    min_tx_packets: u64,
     /// Where the sweep for an expired flow goes on from.
     hand: u32,
     /// Packets of flows that did not fit (the table was full).
     pub untracked_packets: u64,
+    /// The flows that did not fit (see [`FlowTable::needed`]).
+    untracked_flows: Refused,
     /// Flows whose slot went to a new flow after `--flow-expire` without a packet.
     pub expired_flows: u64,
+    /// `--duplicate-window`: how long after a flow's packet a copy with a lower TTL can be
+    /// its mirror's second copy (0: never).
+    duplicate_window_ns: u64,
+}
+
+/// What [`FlowTable::record`] made of a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recorded {
+    /// Counted in the flow of this slot.
+    Flow(u32),
+    /// The table was full: counted as untracked.
+    Untracked,
+    /// A second copy of a packet the flow counted already (see
+    /// [`FlowTable::mirror_duplicate`]): counted as such, and nothing else.
+    Duplicate,
 }
 
 impl FlowTable {
     pub fn new(max_flows: usize, idle_ns: u64, forced_mtu: Option<u32>) -> Self {
         let h = || ahash::RandomState::new();
-        let slab = Vec::with_capacity(max_flows);
-        memory::advise_huge(&slab);
+        let hot = Vec::with_capacity(max_flows);
+        let cold = Vec::with_capacity(max_flows);
+        memory::advise_huge(&hot);
+        memory::advise_huge(&cold);
         Self {
             // The index sizes itself at twice the flows (see `FlowIndex::new`).
             index: FlowIndex::new(max_flows),
-            slab,
+            hot,
+            cold,
             max_flows,
             idle_ns: idle_ns.max(1),
             forced_mtu,
@@ -342,14 +541,24 @@ impl FlowTable {
             // entries use up the spare room.
             pairs: HashMap::with_capacity_and_hasher(2 * max_flows, h()),
             announced: FifoMap::new(crate::defaults::MAX_ANNOUNCED_FLOWS),
-            open: List::default(),
+            open: Queue::new(max_flows),
             horizon: 0,
             changed: Vec::with_capacity(max_flows),
             expire_ns: crate::defaults::FLOW_EXPIRE_NS,
+            min_tx_packets: 1,
             hand: 0,
             untracked_packets: 0,
+            untracked_flows: Refused::default(),
             expired_flows: 0,
+            duplicate_window_ns: 0,
         }
+    }
+
+    /// A packet whose copy with a higher TTL the flow had within `ns` before can be that
+    /// copy's second (see [`FlowTable::mirror_duplicate`]); 0 never.
+    pub fn with_duplicate_window(mut self, ns: u64) -> Self {
+        self.duplicate_window_ns = ns;
+        self
     }
 
     /// A flow without a packet for `ns` of packet time gives its slot to a new flow when
@@ -359,11 +568,34 @@ impl FlowTable {
         self
     }
 
+    /// Transmissions of fewer than `n` packets end without a [`FlowEvent::Ended`]: the
+    /// flow counts them (`short_transmissions` and their packets and bytes) in its
+    /// interval instead. 1 (the table's own default) reports every transmission.
+    pub fn with_min_transmission_packets(mut self, n: u64) -> Self {
+        self.min_tx_packets = n;
+        self
+    }
+
     /// Room for `n` flows announced by CM before their first packet (the oldest is
     /// forgotten beyond it).
     pub fn with_announced(mut self, n: usize) -> Self {
         self.announced = FifoMap::new(n);
         self
+    }
+
+    /// The `--max-flows` that would have tracked every flow (0: every flow was tracked).
+    /// An upper bound: flows that left would have made room for some.
+    pub fn needed(&self) -> u64 {
+        match self.untracked_flows.estimate() {
+            0 => 0,
+            n => self.max_flows as u64 + n,
+        }
+    }
+
+    /// The `--max-announced-flows` that would have kept every announced flow that came
+    /// (see [`FifoMap::needed`]).
+    pub fn announced_needed(&self) -> Option<u64> {
+        self.announced.needed()
     }
 
     /// Announced flows forgotten to make room.
@@ -376,13 +608,14 @@ impl FlowTable {
     /// of two at most 7/8 full, each bucket an entry and a control byte).
     pub const fn allocated_bytes(max_flows: usize) -> usize {
         let buckets = (2 * max_flows * 8 / 7).next_power_of_two();
-        max_flows * std::mem::size_of::<FlowEntry>()
+        max_flows * (std::mem::size_of::<Hot>() + std::mem::size_of::<Cold>())
             + FlowIndex::allocated_bytes(max_flows)
+            + Queue::allocated_bytes(max_flows)
             + buckets * (std::mem::size_of::<((Vantage, IpAddr, IpAddr), [u32; PAIR_SLOTS])>() + 1)
     }
 
     pub fn len(&self) -> usize {
-        self.slab.len()
+        self.hot.len()
     }
 
     /// The slot of a tracked flow.
@@ -391,25 +624,42 @@ impl FlowTable {
         self.find_hashed(self.index.hash(key), key)
     }
 
-    /// The slot of a tracked flow whose key's hash is `hash`.
+    /// The slot of a tracked flow whose key's hash is `hash`: the compact key in the hot
+    /// line decides, and for a key that is not an IPv4 pair the full key in the cold part.
     #[inline]
     fn find_hashed(&self, hash: KeyHash, key: &FlowKey) -> Option<u32> {
-        self.index.find(hash, |i| self.slab[i as usize].key == *key)
+        let (addrs, tag) = compact(key);
+        self.index.find(hash, |i| {
+            let h = &self.hot[i as usize];
+            h.addrs == addrs && h.tag == tag && (tag & WIDE_TAG == 0 || self.cold[i as usize].key == *key)
+        })
+    }
+
+    /// The key of flow `i`.
+    #[inline]
+    fn key(&self, i: u32) -> FlowKey {
+        self.hot[i as usize].narrow_key().unwrap_or_else(|| self.cold[i as usize].key)
     }
 
     // --- prefetching, for a burst of packets ---------------------------------------------
     //
     // A worker handed a burst looks at all its packets before it tracks any (the l3fwd
-    // pattern): it prefetches each packet's index bucket, then the entry that bucket names,
-    // then the paired flow an answer will touch, so that the cache misses of the burst
-    // overlap instead of following one another. Hints only: nothing here changes state.
+    // pattern): it prefetches each packet's index bucket, then the hot lines of the flow
+    // that bucket names and the line that counts the packet's opcode, then what the packet
+    // will touch next (the slot of the ring its request goes to; for a response, the
+    // paired flow and its ring), so that the burst's cache misses overlap instead of
+    // following one another. Hints only: nothing here changes state.
 
-    /// Step 1: the index bucket of `key`.
+    /// A key's hash.
     #[inline]
-    pub fn prefetch_bucket(&self, key: &FlowKey) -> KeyHash {
-        let h = self.index.hash(key);
-        self.index.prefetch(h);
-        h
+    pub fn hash(&self, key: &FlowKey) -> KeyHash {
+        self.index.hash(key)
+    }
+
+    /// Step 1: the index bucket of a key's hash.
+    #[inline]
+    pub fn prefetch_index(&self, hash: KeyHash) {
+        self.index.prefetch(hash);
     }
 
     /// Step 2: the hot lines of the entry the bucket names (after step 1 has had time),
@@ -417,74 +667,158 @@ impl FlowTable {
     #[inline]
     pub fn prefetch_entry(&self, hash: KeyHash, opcode: u8) -> Option<u32> {
         let i = self.index.peek(hash)?;
-        let e = self.slab.get(i as usize)?;
-        memory::prefetch(e as *const FlowEntry, HOT_LINES);
-        memory::prefetch(&e.opcodes.group as *const u8, 1);
-        memory::prefetch(&e.opcodes.own[usize::from(opcode & 0x1F)] as *const u64, 1);
+        let h = self.hot.get(i as usize)?;
+        memory::prefetch(h as *const Hot, HOT_LINES);
+        let c = &self.cold[i as usize];
+        memory::prefetch(&c.opcodes.group as *const u8, 1);
+        memory::prefetch(&c.opcodes.own[usize::from(opcode & 0x1F)] as *const u64, 1);
         Some(i)
     }
 
-    /// Step 3, for a response: the requests of the paired flow it answers.
+    /// Step 3 (after step 2 has had time): for a response, the paired flow's hot line and
+    /// the ring it answers; for an RC request that ends a message or reads, the ring slot it
+    /// goes to; for a request out of sequence, the counters it will change.
     #[inline]
-    pub fn prefetch_peer(&self, slot: u32) {
-        let Some(e) = self.slab.get(slot as usize) else { return };
-        if let Some(p) = self.slab.get(e.peer_slot as usize) {
-            memory::prefetch(p as *const FlowEntry, HOT_LINES);
+    pub fn prefetch_next(&self, slot: u32, opcode: u8, psn: u32) {
+        let Some(h) = self.hot.get(slot as usize) else { return };
+        let low = opcode & 0x1F;
+        if is_request(opcode) && !h.psn.expects(psn) {
+            // A retransmission or a gap: the counters it changes, and the transmission's
+            // base of them that the first change saves.
+            let c = &self.cold[slot as usize];
+            memory::prefetch(&c.rest as *const FlowCounts, 3);
+            memory::prefetch(&c.tx_base as *const FlowCounts, 3);
+        }
+        if is_response(opcode) {
+            if let Some(p) = self.hot.get(h.peer_slot as usize) {
+                memory::prefetch(p as *const Hot, 1);
+                let c = &self.cold[h.peer_slot as usize];
+                let ring = if low == op::ACKNOWLEDGE { &c.acks } else { &c.reads };
+                memory::prefetch(ring.as_ptr(), 2);
+            }
+        } else if opcode >> 5 == 0 && ends_message(low) {
+            let (ring, which) = if low == op::READ_REQUEST {
+                (&self.cold[slot as usize].reads, 1)
+            } else {
+                (&self.cold[slot as usize].acks, 0)
+            };
+            memory::prefetch(&ring[h.peek_ring_slot(which)] as *const Pending, 1);
         }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.slab.is_empty()
+        self.hot.is_empty()
     }
 
     // --- the list of flows with an open transmission -------------------------------------
 
-    fn unlink(&mut self, i: u32) {
-        self.open.unlink(&mut self.slab, i);
+    /// Whether a queue entry is its flow's open transmission (else it went stale when the
+    /// transmission ended another way).
+    #[inline]
+    fn is_queued(&self, q: Queued) -> bool {
+        let h = &self.hot[q.slot as usize];
+        h.has(TX_OPEN) && h.queued_ts == q.ts
     }
 
-    fn push_tail(&mut self, i: u32) {
-        self.open.push_tail(&mut self.slab, i);
+    /// Queues flow `i` at time `ts` (its `queued_ts`), dropping the stale entries first if
+    /// the queue is full. The queue has room for twice the flows the table holds, and a
+    /// flow has one live entry at most, so there is always room then.
+    #[inline]
+    fn enqueue(&mut self, i: u32, ts: u64) {
+        self.hot[i as usize].queued_ts = ts;
+        if self.open.is_full() {
+            let hot = &self.hot;
+            self.open.compact(|q| {
+                let h = &hot[q.slot as usize];
+                h.has(TX_OPEN) && h.queued_ts == q.ts
+            });
+        }
+        self.open.push(Queued { slot: i, ts });
+    }
+
+    /// The counters of flow `i` since it began.
+    fn totals(&self, i: u32) -> FlowCounts {
+        with_hot(self.cold[i as usize].rest, &self.hot[i as usize].counts)
+    }
+
+    /// The counters of `i`'s open transmission.
+    fn tx_counts(&self, i: u32) -> FlowCounts {
+        let h = &self.hot[i as usize];
+        let mut hot = [0; HOT_COUNTS];
+        for (d, (now, base)) in hot.iter_mut().zip(h.counts.iter().zip(&h.tx_base)) {
+            *d = now - base;
+        }
+        let rest = if h.has(COLD_BASE) {
+            let c = &self.cold[i as usize];
+            c.rest.since(&c.tx_base)
+        } else {
+            FlowCounts::default()
+        };
+        with_hot(rest, &hot)
+    }
+
+    /// The counters of flow `i` that are not in its hot part, to add to (saving their value
+    /// at the start of an open transmission first, see [`COLD_BASE`]).
+    #[inline]
+    fn rest_mut(&mut self, i: u32) -> &mut FlowCounts {
+        let h = &mut self.hot[i as usize];
+        let c = &mut self.cold[i as usize];
+        if h.has(TX_OPEN) && !h.has(COLD_BASE) {
+            c.tx_base = c.rest;
+            h.set(COLD_BASE, true);
+        }
+        &mut c.rest
     }
 
     fn close_transmission(&mut self, i: u32, out: &mut impl FnMut(FlowEvent)) {
-        self.unlink(i);
-        let e = &mut self.slab[i as usize];
-        e.tx_open = false;
-        out(FlowEvent::Ended(Transmission {
-            key: e.key,
-            transport: e.transport,
-            start_ns: e.tx_start,
-            end_ns: e.last_ts,
-            counts: e.totals.since(&e.tx_base),
-        }));
+        let counts = self.tx_counts(i);
+        let h = &mut self.hot[i as usize];
+        h.set(TX_OPEN, false);
+        if counts.packets < self.min_tx_packets {
+            // Too short to say anything of its own (see `with_min_transmission_packets`):
+            // counted in the flow's interval, where its packets are already.
+            let s = &mut self.cold[i as usize].short;
+            s.0 = s.0.saturating_add(1);
+            s.1 = s.1.saturating_add(counts.packets as u32);
+            s.2 += counts.bytes;
+            self.note_change(i);
+            return;
+        }
+        let (transport, start_ns, end_ns) = (h.transport(), h.tx_start, h.last_ts);
+        out(FlowEvent::Ended(Transmission { key: self.key(i), transport, start_ns, end_ns, counts }));
     }
 
     /// Ends the transmissions of flows idle for `--flow-idle` at packet time `now`.
     ///
-    /// A packet does not move its flow in the list (that would touch two other flows'
-    /// entries, cache misses on a large table): the list stays in the order flows were
-    /// queued, and `queued_ts <= last_ts`. So while the head was queued more than
-    /// `--flow-idle` ago, it is either idle (its transmission ends) or had packets since
-    /// (it goes to the tail, queued at its last packet); once the head was queued within
-    /// `--flow-idle`, every flow behind it was too, and none is idle. Each flow is looked
-    /// at most once per `--flow-idle` of its activity.
+    /// A packet does not move its flow in the queue (that would touch other flows' entries,
+    /// cache misses on a large table): the queue stays in the order flows were queued, and
+    /// `queued_ts <= last_ts`. So while the oldest entry was queued more than `--flow-idle`
+    /// ago, its flow is either idle (its transmission ends) or had packets since (it is
+    /// queued again, at its last packet); once the oldest was queued within `--flow-idle`,
+    /// every flow behind it was too, and none is idle. Each flow is looked at most once per
+    /// `--flow-idle` of its activity. Stale entries (see `track::queue`) are skipped.
     #[inline]
     pub fn expire(&mut self, now: u64, out: &mut impl FnMut(FlowEvent)) {
         self.horizon = self.horizon.max(now);
-        while let Some(h) = self.open.head() {
-            let e = &self.slab[h as usize];
-            if e.queued_ts.saturating_add(self.idle_ns) >= now {
-                break;
-            }
-            if e.last_ts.saturating_add(self.idle_ns) >= now {
-                let last = e.last_ts;
-                self.unlink(h);
-                self.slab[h as usize].queued_ts = last;
-                self.push_tail(h);
+        while let Some(q) = self.open.front() {
+            if !self.is_queued(q) {
+                self.open.pop();
                 continue;
             }
-            self.close_transmission(h, out);
+            if q.ts.saturating_add(self.idle_ns) >= now {
+                break;
+            }
+            self.open.pop();
+            // The flows queued next will be looked at soon: bring them in now.
+            if let Some(a) = self.open.ahead(QUEUE_LOOKAHEAD) {
+                memory::prefetch(&self.hot[a.slot as usize] as *const Hot, 1);
+            }
+            let last = self.hot[q.slot as usize].last_ts;
+            if last.saturating_add(self.idle_ns) >= now {
+                self.enqueue(q.slot, last);
+                continue;
+            }
+            self.close_transmission(q.slot, out);
         }
     }
 
@@ -494,8 +828,8 @@ impl FlowTable {
     /// every result is what ending each transmission as soon as it went idle would give.
     #[inline]
     fn went_idle(&self, i: u32) -> bool {
-        let e = &self.slab[i as usize];
-        e.tx_open && self.horizon > e.last_ts.saturating_add(self.idle_ns)
+        let e = &self.hot[i as usize];
+        e.has(TX_OPEN) && self.horizon > e.last_ts.saturating_add(self.idle_ns)
     }
 
     /// Ends flow `i`'s transmission if it went idle (see `went_idle`).
@@ -508,8 +842,11 @@ impl FlowTable {
 
     /// Ends every open transmission (end of input, shutdown).
     pub fn close_all(&mut self, out: &mut impl FnMut(FlowEvent)) {
-        while let Some(h) = self.open.head() {
-            self.close_transmission(h, out);
+        while let Some(q) = self.open.front() {
+            self.open.pop();
+            if self.is_queued(q) {
+                self.close_transmission(q.slot, out);
+            }
         }
     }
 
@@ -528,39 +865,29 @@ impl FlowTable {
         if let Some(i) = self.find_hashed(hash, &key) {
             return Some(i);
         }
-        let reuse = if self.slab.len() < self.max_flows { None } else { Some(self.reclaim(now, out)?) };
-        let (peer_qpn, mtu) = self.announced.remove(&key).unwrap_or((NONE, 0));
-        let e = FlowEntry {
-            key,
-            transport,
-            totals: FlowCounts::default(),
-            reported: FlowCounts::default(),
-            opcodes: OpcodeCounts::new(opcode),
-            psn: PsnTracker::default(),
-            peer_qpn,
-            peer_slot: NONE,
-            mtu,
-            in_pair_index: false,
-            capsules: false,
-            series: [NONE; 2],
-            tx_open: false,
-            changed: false,
-            tx_start: 0,
-            tx_base: FlowCounts::default(),
-            last_ts: 0,
-            queued_ts: 0,
-            links: Links::default(),
-            acks: PendingRing::default(),
-            reads: PendingRing::default(),
+        let reuse = if self.hot.len() < self.max_flows {
+            None
+        } else {
+            match self.reclaim(now, out) {
+                Some(i) => Some(i),
+                None => {
+                    self.untracked_flows.note_key(&key);
+                    return None;
+                }
+            }
         };
+        let (peer_qpn, mtu) = self.announced.remove(&key).unwrap_or((NONE, 0));
+        let (hot, cold) = (Hot::new(&key, transport, peer_qpn, mtu), Cold::new(key, opcode));
         let i = match reuse {
             Some(i) => {
-                self.slab[i as usize] = e;
+                self.hot[i as usize] = hot;
+                self.cold[i as usize] = cold;
                 i
             }
             None => {
-                self.slab.push(e);
-                (self.slab.len() - 1) as u32
+                self.hot.push(hot);
+                self.cold.push(cold);
+                (self.hot.len() - 1) as u32
             }
         };
         self.index.insert(hash, i);
@@ -571,16 +898,20 @@ impl FlowTable {
     /// stopped, whose flow has had no packet for `--flow-expire`, has no open transmission
     /// and has handed over all it counted. Its pairing and index entries are removed.
     fn reclaim(&mut self, now: u64, out: &mut impl FnMut(FlowEvent)) -> Option<u32> {
-        let n = self.slab.len() as u32;
+        let n = self.hot.len() as u32;
         for _ in 0..RECLAIM_PROBES.min(n as usize) {
             let i = self.hand % n;
             self.hand = (i + 1) % n;
             self.settle(i, out);
-            let e = &self.slab[i as usize];
-            if e.tx_open || e.last_ts.saturating_add(self.expire_ns) >= now || e.totals != e.reported {
+            let e = &self.hot[i as usize];
+            if e.has(TX_OPEN)
+                || e.last_ts.saturating_add(self.expire_ns) >= now
+                || self.totals(i) != self.cold[i as usize].reported
+                || self.cold[i as usize].short.0 > 0
+            {
                 continue;
             }
-            let (key, peer, paired) = (e.key, e.peer_slot, e.in_pair_index);
+            let (key, peer, paired) = (self.key(i), e.peer_slot, e.has(IN_PAIR_INDEX));
             self.index.remove(self.index.hash(&key), i);
             if peer != NONE {
                 self.unpair_from(peer, i);
@@ -603,15 +934,15 @@ impl FlowTable {
     }
 
     fn reverse_index(&self, i: u32) -> Option<u32> {
-        let e = &self.slab[i as usize];
+        let e = &self.hot[i as usize];
         if e.peer_slot != NONE {
             return Some(e.peer_slot);
         }
         if e.peer_qpn == NONE {
             return None;
         }
-        let k = FlowKey { vantage: e.key.vantage, src: e.key.dst, dst: e.key.src, dst_qpn: e.peer_qpn };
-        self.find(&k)
+        let k = self.key(i);
+        self.find(&FlowKey { vantage: k.vantage, src: k.dst, dst: k.src, dst_qpn: e.peer_qpn })
     }
 
     /// The path MTU for a QP's READ spans: `--mtu`, else learned on either direction.
@@ -619,30 +950,30 @@ impl FlowTable {
         if self.forced_mtu.is_some() {
             return self.forced_mtu;
         }
-        let own = self.slab[i as usize].mtu;
+        let own = self.hot[i as usize].mtu();
         if own != 0 {
             return Some(own);
         }
-        self.reverse_index(i).map(|r| self.slab[r as usize].mtu).filter(|&m| m != 0)
+        self.reverse_index(i).map(|r| self.hot[r as usize].mtu()).filter(|&m| m != 0)
     }
 
     /// Links two slots as the two directions of a QP pair, unlinking whatever either was
     /// linked to before (a QPN reused by a new connection), so links are always two-way.
     fn link_slots(&mut self, a: u32, b: u32) {
         for (x, y) in [(a, b), (b, a)] {
-            let old = self.slab[x as usize].peer_slot;
+            let old = self.hot[x as usize].peer_slot;
             if old != NONE && old != y {
                 self.unpair_from(old, x);
             }
-            self.slab[x as usize].peer_slot = y;
+            self.hot[x as usize].peer_slot = y;
         }
     }
 
     /// `x` loses its pair `from` (which now pairs with another flow, or leaves the table):
     /// its link, and its peer QPN if that named `from`, so that it is not linked back.
     fn unpair_from(&mut self, x: u32, from: u32) {
-        let q = self.slab[from as usize].key.dst_qpn;
-        let e = &mut self.slab[x as usize];
+        let q = self.hot[from as usize].dst_qpn();
+        let e = &mut self.hot[x as usize];
         if e.peer_slot == from {
             e.peer_slot = NONE;
         }
@@ -652,23 +983,23 @@ impl FlowTable {
     }
 
     fn set_pair(&mut self, a: u32, b: u32) {
-        let (qa, qb) = (self.slab[a as usize].key.dst_qpn, self.slab[b as usize].key.dst_qpn);
-        self.slab[a as usize].peer_qpn = qb;
-        self.slab[b as usize].peer_qpn = qa;
+        let (qa, qb) = (self.hot[a as usize].dst_qpn(), self.hot[b as usize].dst_qpn());
+        self.hot[a as usize].peer_qpn = qb;
+        self.hot[b as usize].peer_qpn = qa;
         self.link_slots(a, b);
-        let m = self.slab[a as usize].mtu.max(self.slab[b as usize].mtu);
-        self.slab[a as usize].mtu = m;
-        self.slab[b as usize].mtu = m;
+        let m = self.hot[a as usize].mtu_log2.max(self.hot[b as usize].mtu_log2);
+        self.hot[a as usize].mtu_log2 = m;
+        self.hot[b as usize].mtu_log2 = m;
     }
 
     /// Learns the pair of a response flow from the PSN it acknowledges: the one request
     /// flow between the same hosts (the other way) whose next PSN is just past it.
     fn learn_pair(&mut self, resp: u32, psn: u32) {
-        let k = self.slab[resp as usize].key;
+        let k = self.key(resp);
         let Some(slots) = self.pairs.get(&(k.vantage, k.dst, k.src)) else { return };
         let mut found = NONE;
         for &c in slots.iter().filter(|&&c| c != NONE) {
-            let Some(next) = self.slab[c as usize].psn.next_expected() else { continue };
+            let Some(next) = self.hot[c as usize].psn.next_expected() else { continue };
             let behind = next.wrapping_sub(psn) & 0x00FF_FFFF;
             if (1..=ACK_WINDOW).contains(&behind) {
                 if found != NONE {
@@ -683,8 +1014,8 @@ impl FlowTable {
     }
 
     fn index_request_flow(&mut self, i: u32) {
-        let k = self.slab[i as usize].key;
-        self.slab[i as usize].in_pair_index = true;
+        let k = self.key(i);
+        self.hot[i as usize].set(IN_PAIR_INDEX, true);
         let slots = self.pairs.entry((k.vantage, k.src, k.dst)).or_insert([NONE; PAIR_SLOTS]);
         if let Some(s) = slots.iter_mut().find(|s| **s == NONE) {
             *s = i;
@@ -695,7 +1026,7 @@ impl FlowTable {
     fn attribute_cnp(&mut self, i: u32, out: &mut impl FnMut(FlowEvent)) {
         let target = self.reverse_index(i).or_else(|| {
             // Without a known pair, the one request flow between the hosts, if there is one.
-            let k = self.slab[i as usize].key;
+            let k = self.key(i);
             let slots = self.pairs.get(&(k.vantage, k.dst, k.src))?;
             let mut it = slots.iter().filter(|&&c| c != NONE);
             match (it.next(), it.next()) {
@@ -710,16 +1041,39 @@ impl FlowTable {
                 if t != i {
                     self.settle(t, out);
                 }
-                self.slab[t as usize].totals.cnp += 1;
+                self.rest_mut(t).cnp += 1;
                 self.note_change(t);
             }
-            None => self.slab[i as usize].totals.cnp_unattributed += 1,
+            None => self.rest_mut(i).cnp_unattributed += 1,
         }
+    }
+
+    /// Whether a packet of flow `i` is the second copy of one the flow counted already: a
+    /// mirror that takes both the copy a router received and the copy it sent on (both
+    /// ports of a routed hop mirrored) delivers each packet twice, the second with a TTL
+    /// one less. A packet is such a copy when its TTL is lower than the flow's packets had
+    /// just before (the last at most `--duplicate-window` earlier) and, for a request, its
+    /// PSN was seen already (a request whose first copy the mirror lost is counted). A
+    /// retransmission, which crosses the mirrored router again, comes with the higher TTL
+    /// again and counts as one. Otherwise the packet's TTL becomes the flow's.
+    #[inline]
+    fn mirror_duplicate(&mut self, i: u32, p: &RocePacket<'_>, opcode: u8, ts: u64) -> bool {
+        let window = self.duplicate_window_ns;
+        let e = &mut self.hot[i as usize];
+        if p.ttl < e.ttl_max
+            && window > 0
+            && ts.saturating_sub(e.last_ts) <= window
+            && (!is_request(opcode) || e.psn.is_behind(p.bth.psn()))
+        {
+            return true;
+        }
+        e.ttl_max = p.ttl;
+        false
     }
 
     /// Counts one RoCE packet of flow `key`, seen as `seen` says (its time, length, and the
     /// key's hash if computed already), first ending transmissions that went idle. Returns
-    /// the flow's slot (`None` if the table is full and the flow untracked).
+    /// the flow's slot, or why there is none.
     #[inline]
     pub fn record(
         &mut self,
@@ -728,111 +1082,77 @@ impl FlowTable {
         seen: Seen,
         rec: &mut LatencyRecorder,
         out: &mut impl FnMut(FlowEvent),
-    ) -> Option<u32> {
+    ) -> Recorded {
         let Seen { wire_len, ts, hash, .. } = seen;
         self.expire(ts, out);
         let opcode = p.bth.opcode();
         let Some(i) = self.slot(key, hash, p.bth.transport(), opcode, ts, out) else {
             self.untracked_packets += 1;
-            return None;
+            return Recorded::Untracked;
         };
         self.note_change(i);
+        if self.mirror_duplicate(i, p, opcode, ts) {
+            self.rest_mut(i).mirror_duplicates += 1;
+            return Recorded::Duplicate;
+        }
         // The transmission may have gone idle without the lazy queue reaching it yet: it
         // ends before this packet counts (`expire(ts)` above made `ts` part of the horizon).
         self.settle(i, out);
-        let e = &mut self.slab[i as usize];
-        if !e.tx_open {
-            e.tx_open = true;
+        let e = &mut self.hot[i as usize];
+        if !e.has(TX_OPEN) {
+            e.set(TX_OPEN, true);
+            e.set(COLD_BASE, false);
             e.tx_start = ts;
-            e.tx_base = e.totals;
-            e.queued_ts = ts;
-            self.push_tail(i);
+            e.tx_base = e.counts;
+            self.enqueue(i, ts);
         }
-        if self.slab[i as usize].peer_slot == NONE && self.slab[i as usize].peer_qpn != NONE {
+        let e = &self.hot[i as usize];
+        if e.peer_slot == NONE && e.peer_qpn != NONE {
             // Paired by CM before both directions were in the table: link the slots now,
             // unless the other direction has since paired with another flow.
             if let Some(r) = self.reverse_index(i) {
-                let other = &self.slab[r as usize];
-                if other.peer_slot == NONE || other.peer_qpn == self.slab[i as usize].key.dst_qpn {
+                let other = &self.hot[r as usize];
+                if other.peer_slot == NONE || other.peer_qpn == self.hot[i as usize].dst_qpn() {
                     self.set_pair(i, r);
                 }
             }
         }
-        let e = &mut self.slab[i as usize];
+        let e = &mut self.hot[i as usize];
         e.last_ts = e.last_ts.max(ts);
-        if e.transport == Transport::Cnp && opcode != op::CNP {
-            e.transport = p.bth.transport();
-            e.opcodes.regroup(opcode);
+        if e.transport() == Transport::Cnp && opcode != op::CNP {
+            e.set_transport(p.bth.transport());
+            self.cold[i as usize].opcodes.regroup(opcode);
         }
-        let c = &mut e.totals;
-        c.packets += 1;
-        c.bytes += u64::from(wire_len);
-        c.payload_bytes += u64::from(p.payload_len);
-        if p.ecn == 3 {
-            c.ecn_ce += 1;
-        }
-        e.opcodes.add(opcode);
+        let e = &mut self.hot[i as usize];
+        e.counts[0] += 1;
+        e.counts[1] += u64::from(wire_len);
+        e.counts[2] += u64::from(p.payload_len);
         if full_size(opcode) && (256..=4096).contains(&p.payload_len) && p.payload_len.is_power_of_two() {
-            e.mtu = p.payload_len;
+            e.mtu_log2 = mtu_log2(p.payload_len);
+        }
+        self.cold[i as usize].opcodes.add(opcode);
+        if p.ecn == 3 {
+            self.rest_mut(i).ecn_ce += 1;
         }
         if seen.late {
-            e.totals.late_packets += 1;
-            return Some(i);
+            self.rest_mut(i).late_packets += 1;
+            return Recorded::Flow(i);
         }
 
         if opcode == op::CNP {
             self.attribute_cnp(i, out);
         } else if is_request(opcode) {
-            let low = opcode & 0x1F;
-            let span = if low == op::READ_REQUEST {
-                let len = p.exts.reth.map_or(0, |r| r.dma_len);
-                Span::read(len, self.mtu_of(i))
-            } else {
-                Span::ONE
-            };
-            let e = &mut self.slab[i as usize];
-            let c = &mut e.totals;
-            if ends_message(low) {
-                c.messages += 1;
-            }
-            let psn = p.bth.psn();
-            // Latency of RDMA on RC: a READ to its last response, a message's last packet to
-            // the ACK that covers it (NVMe/RDMA connections are left to the I/O tracker when
-            // the answer comes, by which time they are known to carry capsules).
-            if opcode >> 5 == 0 {
-                let e = &mut self.slab[i as usize];
-                if low == op::READ_REQUEST {
-                    e.reads.push(Pending::new(psn, span.max, ts));
-                } else if ends_message(low) && !matches!(low, op::COMPARE_SWAP | op::FETCH_ADD) {
-                    e.acks.push(Pending::new(psn, 1, ts));
-                }
-            }
-            let e = &mut self.slab[i as usize];
-            let c = &mut e.totals;
-            match e.psn.observe(psn, span) {
-                Outcome::InOrder => {}
-                Outcome::Retransmission { episode } => {
-                    c.retx_packets += 1;
-                    c.retx_bytes += u64::from(p.payload_len);
-                    c.retx_episodes += u64::from(episode);
-                }
-                Outcome::Gap { skipped } => c.gap_psns += u64::from(skipped),
-                Outcome::OutOfWindow => c.out_of_window += 1,
-            }
-            if !e.in_pair_index && e.key.dst_qpn != 1 {
-                self.index_request_flow(i);
-            }
+            self.request(i, p, opcode, ts);
         } else if is_response(opcode) {
             let ack = acked_psn(opcode, &p.exts, p.bth.psn());
-            let c = &mut self.slab[i as usize].totals;
             match ack {
-                Some((_, AckKind::Nak { code: 0 })) => c.nak_seq += 1,
-                Some((_, AckKind::Nak { .. })) => c.nak_other += 1,
-                Some((_, AckKind::RnrNak { .. })) => c.nak_rnr += 1,
+                Some((_, AckKind::Nak { code: 0 })) => self.rest_mut(i).nak_seq += 1,
+                Some((_, AckKind::Nak { .. })) => self.rest_mut(i).nak_other += 1,
+                Some((_, AckKind::RnrNak { .. })) => self.rest_mut(i).nak_rnr += 1,
                 _ => {}
             }
             let acked = ack.map(|(psn, _)| psn);
-            if self.slab[i as usize].peer_qpn == NONE {
+            if self.hot[i as usize].peer_qpn == NONE {
                 self.learn_pair(i, p.bth.psn());
             }
             let low = opcode & 0x1F;
@@ -840,26 +1160,76 @@ impl FlowTable {
                 matches!(low, op::READ_RESPONSE_LAST | op::READ_RESPONSE_ONLY).then_some(p.bth.psn());
             self.answer(i, read_end, acked, ts, rec);
         }
-        Some(i)
+        Recorded::Flow(i)
+    }
+
+    /// A request packet of flow `i`: its message, its PSN, and what it awaits an answer to.
+    #[inline]
+    fn request(&mut self, i: u32, p: &RocePacket<'_>, opcode: u8, ts: u64) {
+        let low = opcode & 0x1F;
+        let span = if low == op::READ_REQUEST {
+            let len = p.exts.reth.map_or(0, |r| r.dma_len);
+            Span::read(len, self.mtu_of(i))
+        } else {
+            Span::ONE
+        };
+        let psn = p.bth.psn();
+        let e = &mut self.hot[i as usize];
+        if ends_message(low) {
+            e.counts[3] += 1;
+        }
+        // Latency of RDMA on RC: a READ to its last response, a message's last packet to
+        // the ACK that covers it (NVMe/RDMA connections are left to the I/O tracker when
+        // the answer comes, by which time they are known to carry capsules).
+        if opcode >> 5 == 0 {
+            if low == op::READ_REQUEST {
+                let at = e.next_ring_slot(1);
+                self.cold[i as usize].reads[at] = Pending::new(psn, span.max, ts);
+            } else if ends_message(low) && !matches!(low, op::COMPARE_SWAP | op::FETCH_ADD) {
+                let at = e.next_ring_slot(0);
+                self.cold[i as usize].acks[at] = Pending::new(psn, 1, ts);
+            }
+        }
+        match self.hot[i as usize].psn.observe(psn, span) {
+            Outcome::InOrder => {}
+            Outcome::Retransmission { episode } => {
+                let c = self.rest_mut(i);
+                c.retx_packets += 1;
+                c.retx_bytes += u64::from(p.payload_len);
+                c.retx_episodes += u64::from(episode);
+            }
+            Outcome::Gap { skipped } => self.rest_mut(i).gap_psns += u64::from(skipped),
+            Outcome::OutOfWindow => self.rest_mut(i).out_of_window += 1,
+        }
+        let e = &self.hot[i as usize];
+        if !e.has(IN_PAIR_INDEX) && e.dst_qpn() != 1 {
+            self.index_request_flow(i);
+        }
     }
 
     /// Whether a flow or its paired direction carries NVMe/RDMA capsules (its RDMA
     /// latencies are then the I/O tracker's).
     fn carries_nvme(&self, i: u32) -> bool {
-        let e = &self.slab[i as usize];
-        e.capsules || self.reverse_index(i).is_some_and(|r| self.slab[r as usize].capsules)
+        self.hot[i as usize].has(CAPSULES)
+            || self.reverse_index(i).is_some_and(|r| self.hot[r as usize].has(CAPSULES))
     }
 
     /// Counts an NVMe/RDMA command (or completion) capsule on a tracked flow.
     #[inline]
     pub fn count_capsule(&mut self, slot: u32, command: bool) {
-        let e = &mut self.slab[slot as usize];
-        e.capsules = true;
+        self.hot[slot as usize].set(CAPSULES, true);
+        let c = self.rest_mut(slot);
         if command {
-            e.totals.nvme_commands += 1;
+            c.nvme_commands += 1;
         } else {
-            e.totals.nvme_completions += 1;
+            c.nvme_completions += 1;
         }
+    }
+
+    /// Counts a packet of a tracked flow whose ICRC was wrong.
+    #[inline]
+    pub fn count_icrc_error(&mut self, slot: u32) {
+        self.rest_mut(slot).icrc_errors += 1;
     }
 
     /// A response on flow `i` (responder → requester) answers pending requests of the
@@ -878,8 +1248,9 @@ impl FlowTable {
         }
         let Some(r) = self.reverse_index(i) else { return };
         let nvme = self.carries_nvme(r);
-        let req = &mut self.slab[r as usize];
-        let key = req.key;
+        let key = self.key(r);
+        let series = &mut self.hot[r as usize].series;
+        let req = &mut self.cold[r as usize];
         let segment = match key.vantage {
             Vantage::Compute => Segment::IoCompute,
             Vantage::Storage => Segment::IoStorage,
@@ -889,7 +1260,7 @@ impl FlowTable {
             (None, Some(psn)) => (&mut req.acks, Op::RcAck, psn, Some(ACK_WINDOW), 0),
             (None, None) => return,
         };
-        for p in ring.slots.iter_mut().filter(|p| p.live() && ts >= p.ts) {
+        for p in ring.iter_mut().filter(|p| p.live() && ts >= p.ts) {
             let offset = psn.wrapping_sub(p.psn()) & 0x00FF_FFFF;
             if offset < within.unwrap_or(p.span.max(1)) {
                 p.answered();
@@ -898,11 +1269,11 @@ impl FlowTable {
                 }
                 // The flow remembers its series' slot: one lookup per run, not per sample.
                 // Series are never removed, so a recorder without room stays without it.
-                if req.series[which] == NONE {
+                if series[which] == NONE {
                     let k = SeriesKey { initiator: key.src, target: key.dst, op: op_, segment };
-                    req.series[which] = rec.slot(k).unwrap_or(NO_ROOM);
+                    series[which] = rec.slot(k).unwrap_or(NO_ROOM);
                 }
-                match req.series[which] {
+                match series[which] {
                     NO_ROOM => rec.dropped_samples += 1,
                     slot => rec.record_at(slot, ts - p.ts),
                 }
@@ -912,14 +1283,8 @@ impl FlowTable {
 
     /// The QPN that sends a tracked flow's packets, if the pairing is known.
     pub fn peer_qpn(&self, slot: u32) -> Option<u32> {
-        let q = self.slab[slot as usize].peer_qpn;
+        let q = self.hot[slot as usize].peer_qpn;
         (q != NONE).then_some(q)
-    }
-
-    /// The counters of a tracked flow, for trackers that count more on it.
-    #[inline]
-    pub fn counts_mut(&mut self, slot: u32) -> &mut FlowCounts {
-        &mut self.slab[slot as usize].totals
     }
 
     /// Records what CM said about a connection: `a` (at `a_ip`, QPN `a_qpn`) talks to `b`.
@@ -939,15 +1304,15 @@ impl FlowTable {
             match i {
                 Some(i) => {
                     // What CM says overrides what was learned: a link to another flow goes.
-                    let old = self.slab[i as usize].peer_slot;
-                    if old != NONE && self.slab[old as usize].key.dst_qpn != peer {
+                    let old = self.hot[i as usize].peer_slot;
+                    if old != NONE && self.hot[old as usize].dst_qpn() != peer {
                         self.unpair_from(old, i);
-                        self.slab[i as usize].peer_slot = NONE;
+                        self.hot[i as usize].peer_slot = NONE;
                     }
-                    let e = &mut self.slab[i as usize];
+                    let e = &mut self.hot[i as usize];
                     e.peer_qpn = peer;
                     if mtu != 0 {
-                        e.mtu = mtu;
+                        e.mtu_log2 = mtu_log2(mtu);
                     }
                 }
                 None => self.announced.insert(k, (peer, mtu)),
@@ -961,9 +1326,9 @@ impl FlowTable {
     /// Puts a flow on the list of flows to hand over at the end of the interval.
     #[inline]
     fn note_change(&mut self, i: u32) {
-        let e = &mut self.slab[i as usize];
-        if !e.changed {
-            e.changed = true;
+        let e = &mut self.hot[i as usize];
+        if !e.has(CHANGED) {
+            e.set(CHANGED, true);
             self.changed.push(i);
         }
     }
@@ -972,21 +1337,21 @@ impl FlowTable {
     /// the list of changes are visited, not the whole table.
     pub fn drain_interval(&mut self, out: &mut Vec<FlowDelta>) {
         self.changed.sort_unstable();
-        for &i in &self.changed {
-            let e = &mut self.slab[i as usize];
-            e.changed = false;
-            let delta = e.totals.since(&e.reported);
-            if delta == FlowCounts::default() {
+        for k in 0..self.changed.len() {
+            let i = self.changed[k];
+            self.hot[i as usize].set(CHANGED, false);
+            let totals = self.totals(i);
+            let delta = totals.since(&self.cold[i as usize].reported);
+            let (n, packets, bytes) = std::mem::take(&mut self.cold[i as usize].short);
+            let short = ShortTransmissions { count: n.into(), packets: packets.into(), bytes };
+            if delta == FlowCounts::default() && n == 0 {
                 continue;
             }
-            out.push(FlowDelta {
-                key: e.key,
-                transport: e.transport,
-                counts: delta,
-                opcodes: e.opcodes.clone(),
-            });
-            e.reported = e.totals;
-            e.opcodes.clear();
+            let (key, transport) = (self.key(i), self.hot[i as usize].transport());
+            let c = &mut self.cold[i as usize];
+            out.push(FlowDelta { key, transport, counts: delta, short, opcodes: c.opcodes.clone() });
+            c.reported = totals;
+            c.opcodes.clear();
         }
         self.changed.clear();
     }
@@ -1029,13 +1394,14 @@ mod size {
     /// docs/METRICS.md states the memory per flow; this keeps it true.
     #[test]
     fn bytes_per_flow_is_what_the_docs_say() {
-        let entry = std::mem::size_of::<FlowEntry>();
-        let hot = std::mem::offset_of!(FlowEntry, opcodes);
+        let (hot, cold) = (std::mem::size_of::<Hot>(), std::mem::size_of::<Cold>());
+        let entry = hot + cold;
         let mib = FlowTable::allocated_bytes(crate::defaults::MAX_FLOWS) as f64 / (1 << 20) as f64;
-        println!("entry {entry} bytes ({hot} hot), table {mib:.1} MiB at the default bound");
-        assert!(hot <= HOT_LINES * 64, "the hot fields are {hot} bytes: prefetch more lines");
+        println!("entry {entry} bytes ({hot} hot, {cold} cold), table {mib:.1} MiB at the default bound");
+        assert_eq!(hot, HOT_LINES * 64, "the hot part is {hot} bytes: prefetch what it is");
+        assert_eq!(std::mem::offset_of!(Hot, counts), 64, "the first line is full");
         assert!(
-            entry <= 1216 && mib <= 94.5,
+            entry <= 1280 && mib <= 100.5,
             "{entry} bytes per entry, {mib:.1} MiB: update docs/METRICS.md, RELIABILITY.md, DEPLOYMENT.md and defaults::MAX_FLOWS' note"
         );
     }
@@ -1087,7 +1453,7 @@ mod pairing {
             dst: dst.parse().unwrap(),
             dst_qpn: qpn,
         };
-        t.slab[t.find(&k).unwrap() as usize].totals
+        t.totals(t.find(&k).unwrap())
     }
 
     /// An ACK's extension headers (its PSN is in the BTH).
@@ -1127,7 +1493,7 @@ mod pairing {
         // A's QP 10 at B and its ACK flow, paired by the ACK; then a flow that stays busy.
         feed(&mut t, &send(A, B, 10, 100), 0);
         feed(&mut t, &frame(B, A, 0x11, 1, 100, ack(), 0), 1);
-        assert_ne!(t.slab[0].peer_slot, NONE, "paired");
+        assert_ne!(t.hot[0].peer_slot, NONE, "paired");
         feed(&mut t, &send(B, A, 7, 0), 2);
         // Full, and nothing handed over yet: the new flow is not tracked.
         feed(&mut t, &send(A, B, 30, 0), 20 * MS);
@@ -1149,7 +1515,7 @@ mod pairing {
                 dst_qpn: 10
             })
             .is_none());
-        assert_eq!(t.slab[1].peer_slot, NONE, "the ACK flow no longer points at the slot");
+        assert_eq!(t.hot[1].peer_slot, NONE, "the ACK flow no longer points at the slot");
         // The pairing index has the slot once: for the new request flow, not the old one.
         assert!(t.pairs.values().all(|slots| slots.iter().filter(|&&s| s == 0).count() <= 1));
         // The old flow comes back as a new one and takes the next idle slot (the ACK flow).
@@ -1167,15 +1533,15 @@ mod pairing {
         feed(&mut t, &send(B, A, 5), 2); // slot 2: a new connection's, reusing QPN 10
         t.set_pair(1, 0);
         t.set_pair(2, 0);
-        assert_eq!((t.slab[0].peer_slot, t.slab[2].peer_slot), (2, 0));
-        assert_eq!(t.slab[1].peer_slot, NONE, "the old direction no longer points at slot 0");
+        assert_eq!((t.hot[0].peer_slot, t.hot[2].peer_slot), (2, 0));
+        assert_eq!(t.hot[1].peer_slot, NONE, "the old direction no longer points at slot 0");
         // A late packet of the old direction does not take the pair back.
         feed(&mut t, &send(B, A, 1), 3);
-        assert_eq!((t.slab[0].peer_slot, t.slab[2].peer_slot, t.slab[1].peer_slot), (2, 0, NONE));
+        assert_eq!((t.hot[0].peer_slot, t.hot[2].peer_slot, t.hot[1].peer_slot), (2, 0, NONE));
         // CM then says A's QP 1 talks to B's QP 10: slots 0 and 1 pair, slot 2 is let go.
         t.announce_pair(Vantage::Compute, A.parse().unwrap(), 1, B.parse().unwrap(), 10, 0);
-        assert_eq!((t.slab[0].peer_slot, t.slab[1].peer_slot, t.slab[2].peer_slot), (1, 0, NONE));
-        assert_eq!((t.slab[0].peer_qpn, t.slab[1].peer_qpn, t.slab[2].peer_qpn), (1, 10, NONE));
+        assert_eq!((t.hot[0].peer_slot, t.hot[1].peer_slot, t.hot[2].peer_slot), (1, 0, NONE));
+        assert_eq!((t.hot[0].peer_qpn, t.hot[1].peer_qpn, t.hot[2].peer_qpn), (1, 10, NONE));
     }
 
     #[test]

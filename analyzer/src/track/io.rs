@@ -449,6 +449,12 @@ impl IoTracker {
         self.conns.forgotten
     }
 
+    /// The `--max-ios` that would have kept every connection's state that was needed again
+    /// (connections get a quarter of it; see [`FifoMap::needed`]).
+    pub fn connections_needed(&self) -> Option<u64> {
+        self.conns.needed().map(|n| 4 * n)
+    }
+
     fn count(&mut self, pair: Pair, op: Op) -> &mut IoCounts {
         // One entry per (host pair, op): allocated once, when the pair first does I/O, up to
         // the bound; the pairs beyond it share one entry per op.

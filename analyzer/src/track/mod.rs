@@ -13,9 +13,10 @@ pub mod list;
 pub mod memory;
 pub mod nvme;
 pub mod psn;
+pub mod queue;
 pub mod vantage;
 
 pub use analyzer::{Analyzer, AnalyzerConfig, Seen};
-pub use counts::FlowCounts;
+pub use counts::{FlowCounts, ShortTransmissions};
 pub use flow::{FlowKey, FlowTable, Transmission};
 pub use vantage::{Selector, Vantage, VantageMap};

@@ -37,6 +37,12 @@ impl NvmeRecognizer {
         self.pending.forgotten
     }
 
+    /// The bound that would have kept every forgotten command whose completion came (see
+    /// [`FifoMap::needed`]).
+    pub fn needed(&self) -> Option<u64> {
+        self.pending.needed()
+    }
+
     /// A completion-shaped capsule from `target` to `host`: true if it answers a pending
     /// command (which is then done).
     #[inline]

@@ -45,14 +45,17 @@ pub enum Outcome {
     OutOfWindow,
 }
 
+/// 8 bytes, so that it fits in a flow's first cache line: the PSN range (24 bits each) and
+/// two flags in the top bits.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PsnTracker {
     /// The next PSN is expected in [lo, hi] (lo == hi unless a READ's span is unknown).
+    /// Bit 31 of `lo`: a PSN was seen; bit 31 of `hi`: in a run of retransmissions.
     lo: u32,
     hi: u32,
-    started: bool,
-    in_retx: bool,
 }
+
+const FLAG: u32 = 1 << 31;
 
 #[inline]
 fn dist(from: u32, to: u32) -> u32 {
@@ -61,44 +64,71 @@ fn dist(from: u32, to: u32) -> u32 {
 
 impl PsnTracker {
     #[inline]
+    fn started(&self) -> bool {
+        self.lo & FLAG != 0
+    }
+
+    #[inline]
+    fn set_in_retx(&mut self, on: bool) {
+        self.hi = (self.hi & MASK) | if on { FLAG } else { 0 };
+    }
+
+    /// Expects the PSNs after `psn`'s span, out of a run of retransmissions.
+    #[inline]
     fn expect_after(&mut self, psn: u32, span: Span) {
-        self.lo = (psn + span.min) & MASK;
+        self.lo = ((psn + span.min) & MASK) | FLAG;
         self.hi = (psn + span.max) & MASK;
+    }
+
+    /// Whether `psn` is one expected next (or the first), for prefetching: a request that
+    /// is not changes the loss counters.
+    #[inline]
+    pub fn expects(&self, psn: u32) -> bool {
+        let lo = self.lo & MASK;
+        !self.started() || dist(lo, psn & MASK) <= dist(lo, self.hi & MASK)
+    }
+
+    /// Whether `psn` is behind the expected one (already seen, or skipped): what
+    /// [`Self::observe`] would call a retransmission.
+    #[inline]
+    pub fn is_behind(&self, psn: u32) -> bool {
+        if !self.started() {
+            return false;
+        }
+        let (lo, hi, psn) = (self.lo & MASK, self.hi & MASK, psn & MASK);
+        dist(lo, psn) > dist(lo, hi) && dist(hi, psn) >= WINDOW && dist(psn, lo) <= WINDOW
     }
 
     /// The highest PSN expected next (for matching acknowledgements).
     pub fn next_expected(&self) -> Option<u32> {
-        self.started.then_some(self.hi)
+        self.started().then_some(self.hi & MASK)
     }
 
     #[inline]
     pub fn observe(&mut self, psn: u32, span: Span) -> Outcome {
         let psn = psn & MASK;
-        if !self.started {
-            self.started = true;
+        if !self.started() {
             self.expect_after(psn, span);
             return Outcome::InOrder;
         }
-        let width = dist(self.lo, self.hi);
-        let ahead_of_lo = dist(self.lo, psn);
+        let (lo, hi) = (self.lo & MASK, self.hi & MASK);
+        let width = dist(lo, hi);
+        let ahead_of_lo = dist(lo, psn);
         if ahead_of_lo <= width {
-            self.in_retx = false;
             self.expect_after(psn, span);
             return Outcome::InOrder;
         }
-        let ahead_of_hi = dist(self.hi, psn);
+        let ahead_of_hi = dist(hi, psn);
         if ahead_of_hi < WINDOW {
-            self.in_retx = false;
             self.expect_after(psn, span);
             return Outcome::Gap { skipped: ahead_of_hi };
         }
-        let behind = dist(psn, self.lo);
+        let behind = dist(psn, lo);
         if behind <= WINDOW {
-            let episode = !self.in_retx;
-            self.in_retx = true;
+            let episode = self.hi & FLAG == 0;
+            self.set_in_retx(true);
             return Outcome::Retransmission { episode };
         }
-        self.in_retx = false;
         self.expect_after(psn, span);
         Outcome::OutOfWindow
     }
@@ -107,6 +137,35 @@ impl PsnTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn behind_is_what_observe_calls_a_retransmission() {
+        let mut t = PsnTracker::default();
+        assert!(!t.is_behind(7), "nothing seen yet");
+        t.observe(MASK - 1, Span::ONE);
+        t.observe(MASK, Span::ONE);
+        t.observe(0, Span::ONE);
+        for psn in [MASK - 5, MASK - 1, MASK, 0, 1, 2, 5000, 1 << 23] {
+            let mut u = t;
+            let outcome = u.observe(psn, Span::ONE);
+            assert_eq!(
+                t.is_behind(psn),
+                matches!(outcome, Outcome::Retransmission { .. }),
+                "{psn}: {outcome:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn expects_what_observe_calls_in_order() {
+        let mut t = PsnTracker::default();
+        assert!(t.expects(500), "anything first");
+        t.observe(MASK, Span::ONE);
+        assert!(t.expects(0) && !t.expects(1) && !t.expects(MASK));
+        // Unknown MTU: a READ of 3000 bytes is 1 to 12 PSNs.
+        t.observe(0, Span::read(3000, None));
+        assert!(t.expects(1) && t.expects(12) && !t.expects(13));
+    }
 
     #[test]
     fn in_order_across_the_wrap() {

@@ -95,12 +95,11 @@ pub mod opcode {
 }
 
 /// Total length of the extension headers after BTH for a full opcode byte, or `None` if the
-/// opcode is reserved or unknown (see [`super::ib_ext::layout`]).
-pub const fn ext_headers_len(opcode: u8) -> Option<usize> {
-    match super::ib_ext::layout(opcode) {
-        Some(l) => Some(l.len()),
-        None => None,
-    }
+/// opcode is reserved or unknown (a lookup in the table built from
+/// [`super::ib_ext::layout_by_spec`] at compile time).
+#[inline]
+pub fn ext_headers_len(opcode: u8) -> Option<usize> {
+    super::ib_ext::plan(opcode).ext_len()
 }
 
 /// Human name of an opcode, for tables and logs.

@@ -135,7 +135,8 @@ pub fn erspan_wrap(
     let g = gre::Repr {
         protocol: if header.erspan_type == 3 { gre::protocol::ERSPAN_III } else { gre::protocol::ERSPAN_II },
         key: None,
-        sequence: Some(sequence),
+        // Type I is told apart from type II by the absence of the sequence number.
+        sequence: (header.erspan_type != 1).then_some(sequence),
     };
     let tunnel = g.header_len() + header.header_len();
     let ip_payload = tunnel + inner.len();
@@ -237,7 +238,7 @@ pub fn arp_frame(sender: Ipv4Addr, target: Ipv4Addr) -> Vec<u8> {
 mod tests {
     use super::*;
     use crate::wire::ib_ext::Reth;
-    use crate::wire::{decode_frame, Decoded};
+    use crate::wire::{decode_frame, Decoded, Mirror};
 
     #[test]
     fn built_frames_decode_to_what_was_built() {
@@ -293,9 +294,33 @@ mod tests {
         let Decoded::Roce(p) = decode_frame(&f) else { panic!() };
         assert_eq!(p.bth.opcode(), 0x81);
         let m = p.mirror.unwrap();
-        assert_eq!((m.erspan_type, m.session), (3, 12));
+        assert_eq!((m.erspan_type, m.session), (3, Some(12)));
         assert_eq!(m.time, Some(erspan::SwitchTime::Counter { ticks: 1000, bits: 32, unit_ns: 100 }));
         assert_eq!(icrc::check(&p.icrc), Some(true), "the inner packet's ICRC");
+    }
+
+    #[test]
+    fn erspan_type_i_is_gre_without_sequence_number_and_no_header() {
+        let inner = RoceFrame::new(
+            "10.0.0.1".parse().unwrap(),
+            "10.0.0.2".parse().unwrap(),
+            bth::Repr { opcode: 0x0A, dest_qp: 0x77, ..Default::default() },
+        )
+        .emit();
+        let f = erspan_wrap(
+            &inner,
+            &erspan::Repr::type_i(),
+            Ipv4Addr::new(10, 0, 0, 1),
+            Ipv4Addr::new(10, 0, 0, 9),
+            5,
+        );
+        // Ethernet 14 + IPv4 20, then GRE: no flags, version 0, protocol 0x88BE; the frame.
+        assert_eq!(&f[34..38], &[0x00, 0x00, 0x88, 0xBE]);
+        assert_eq!(&f[38..], &inner[..]);
+        let Decoded::Roce(p) = decode_frame(&f) else { panic!() };
+        assert_eq!((p.bth.opcode(), p.bth.dest_qp()), (0x0A, 0x77));
+        assert_eq!(p.mirror, Some(Mirror { erspan_type: 1, session: None, time: None }));
+        assert_eq!(p.inner_frame_len, Some(inner.len() as u32));
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! ERSPAN type II and type III headers (draft-foschiano-erspan), the encapsulation of
-//! remote mirrors: session id, and for type III the switch's timestamp, its granularity and
-//! the optional platform-specific sub-header.
+//! ERSPAN headers (draft-foschiano-erspan), the encapsulation of remote mirrors: type I
+//! has none (the mirrored frame follows a GRE header without sequence number), type II a
+//! session id, type III the session id, the switch's timestamp, its granularity and the
+//! optional platform-specific sub-header.
 
 use super::{be16, put16, DecodeError, Result};
 
@@ -15,7 +16,8 @@ pub enum Granularity {
     Micros100,
     /// 01: units of 100 nanoseconds.
     Nanos100,
-    /// 10: IEEE 1588: nanoseconds, with seconds in the platform sub-header.
+    /// 10: IEEE 1588: nanoseconds, with seconds in the platform sub-header (ID 5 or 6);
+    /// without it, a 32-bit count of nanoseconds that wraps every 4.29 s.
     Ieee1588,
     /// 11: platform specific.
     Platform,
@@ -48,7 +50,8 @@ impl Granularity {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SwitchTime {
     /// A counter in `unit_ns` units, `bits` wide (32 alone, 64 with the platform ID 3
-    /// sub-header's upper half): relative, and wrapping when 32 bits wide.
+    /// sub-header's upper half): relative, and wrapping when 32 bits wide (every 4.29 s in
+    /// nanoseconds, every 7 minutes in 100 ns units).
     Counter { ticks: u64, bits: u8, unit_ns: u64 },
     /// IEEE 1588 time: seconds from the platform sub-header (ID 5 or 6) and nanoseconds.
     Absolute { ns: u64 },
@@ -57,7 +60,8 @@ pub enum SwitchTime {
 /// Parsed ERSPAN header, either type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Repr {
-    /// 2 for type II (version field 1), 3 for type III (version field 2).
+    /// 1 for type I (no header), 2 for type II (version field 1), 3 for type III (version
+    /// field 2).
     pub erspan_type: u8,
     pub vlan: u16,
     pub cos: u8,
@@ -75,6 +79,9 @@ pub struct Repr {
 impl Repr {
     /// Parses the header at the start of `b`; returns it and its length.
     pub fn parse(b: &[u8], erspan_type: u8) -> Result<(Self, usize)> {
+        if erspan_type == 1 {
+            return Ok((Self::type_i(), 0));
+        }
         let min = if erspan_type == 3 { TYPE_III_LEN } else { TYPE_II_LEN };
         if b.len() < min {
             return Err(DecodeError::ErspanTruncated);
@@ -118,8 +125,24 @@ impl Repr {
         Ok((r, len))
     }
 
+    /// Type I: no header, so nothing but the type.
+    pub fn type_i() -> Self {
+        Repr {
+            erspan_type: 1,
+            vlan: 0,
+            cos: 0,
+            session: 0,
+            index: 0,
+            timestamp: 0,
+            granularity: Granularity::Micros100,
+            hw_id: 0,
+            platform: None,
+        }
+    }
+
     pub fn header_len(&self) -> usize {
         match (self.erspan_type, self.platform) {
+            (1, _) => 0,
             (3, Some(_)) => TYPE_III_LEN + PLATFORM_LEN,
             (3, None) => TYPE_III_LEN,
             _ => TYPE_II_LEN,
@@ -127,6 +150,9 @@ impl Repr {
     }
 
     pub fn emit(&self, out: &mut [u8]) {
+        if self.erspan_type == 1 {
+            return;
+        }
         let version: u16 = if self.erspan_type == 3 { 2 } else { 1 };
         put16(out, 0, (version << 12) | (self.vlan & 0x0FFF));
         put16(out, 2, (u16::from(self.cos & 7) << 13) | (self.session & 0x03FF));
@@ -153,7 +179,7 @@ impl Repr {
             (Granularity::Ieee1588, Some((5 | 6, _, secs))) => {
                 Some(SwitchTime::Absolute { ns: u64::from(secs) * 1_000_000_000 + u64::from(self.timestamp) })
             }
-            (Granularity::Ieee1588, _) | (Granularity::Platform, _) => None,
+            (Granularity::Platform, _) => None,
             (g, Some((3, _, upper))) => Some(SwitchTime::Counter {
                 ticks: (u64::from(upper) << 32) | u64::from(self.timestamp),
                 bits: 64,
@@ -223,6 +249,11 @@ mod tests {
                 Some(SwitchTime::Absolute { ns: 1_700_000_000 * 1_000_000_000 + 0xDEAD_BEEF }),
             ),
             (type3(Granularity::Platform, None), None),
+            // 1 ns without the seconds: a 32-bit count of nanoseconds.
+            (
+                type3(Granularity::Ieee1588, None),
+                Some(SwitchTime::Counter { ticks: 0xDEAD_BEEF, bits: 32, unit_ns: 1 }),
+            ),
         ] {
             let mut b = [0u8; 20];
             r.emit(&mut b);

@@ -1,7 +1,7 @@
 //! Walks a frame from Ethernet to the RoCEv2 payload.
 
 use super::erspan::{self, SwitchTime};
-use super::ib_ext::ExtHeaders;
+use super::ib_ext::{self, ExtHeaders};
 use super::{bth, ethernet, gre, icrc, ipv4, ipv6, udp, DecodeError, ROCEV2_UDP_PORT};
 use std::net::IpAddr;
 
@@ -33,11 +33,21 @@ pub struct IpPair {
 /// The remote-mirror encapsulation a packet arrived in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mirror {
-    /// 2 (ERSPAN type II) or 3 (type III).
+    /// 1 (ERSPAN type I: GRE protocol 0x88BE without sequence number, and no ERSPAN
+    /// header), 2 (type II) or 3 (type III).
     pub erspan_type: u8,
-    pub session: u16,
+    /// The session id (types II and III).
+    pub session: Option<u16>,
     /// The switch's timestamp (type III).
     pub time: Option<SwitchTime>,
+}
+
+impl Mirror {
+    /// The session and its switch's time for the packet (type III with a usable stamp).
+    #[inline]
+    pub fn timed(&self) -> Option<(u16, SwitchTime)> {
+        Some((self.session?, self.time?))
+    }
 }
 
 /// The headers of one RoCEv2 packet that the trackers use, borrowed from the frame.
@@ -55,6 +65,9 @@ pub struct RocePacket<'a> {
     pub ip: IpPair,
     /// The IP ECN field (3 = Congestion Experienced).
     pub ecn: u8,
+    /// The IPv4 TTL or IPv6 hop limit: one less on the copy a mirror takes after a router
+    /// forwarded the packet.
+    pub ttl: u8,
     pub udp_src_port: u16,
     pub bth: bth::Packet<&'a [u8]>,
     /// The extension headers between BTH and the payload, as bytes (the ICRC covers them)
@@ -90,10 +103,33 @@ pub enum Decoded<'a> {
 }
 
 /// Decodes one Ethernet frame. Never panics, whatever the bytes.
+///
+/// One pass without recursion: the headers down to the IP layer, then either the ERSPAN
+/// encapsulation of a mirror (and the same again on the mirrored frame, once) or UDP, BTH
+/// and the extension headers, with the [`RocePacket`] built once, as the return value.
 pub fn decode_frame(frame: &[u8]) -> Decoded<'_> {
-    match walk(frame, None) {
-        Ok(d) => d,
-        Err(e) => Decoded::Error(e),
+    let mut frame = frame;
+    let mut mirror = None;
+    loop {
+        let l2 = match link(frame) {
+            Ok(l2) => l2,
+            Err(e) => return Decoded::Error(e),
+        };
+        let n = match network(frame.get(l2.l3_offset..).unwrap_or_default(), l2.ethertype) {
+            Ok(n) => n,
+            Err(stop) => return stop.decoded(),
+        };
+        if n.protocol == ipv4::PROTO_GRE {
+            match mirrored(&n, mirror.is_some()) {
+                Ok((inner, m)) => {
+                    frame = inner;
+                    mirror = Some(m);
+                    continue;
+                }
+                Err(stop) => return stop.decoded(),
+            }
+        }
+        return transport(frame, &l2, &n, mirror);
     }
 }
 
@@ -117,10 +153,44 @@ pub fn could_be_mirrored(frame: &[u8]) -> bool {
     }
 }
 
+/// Where the walk ends when the frame is not a RoCE packet.
+enum Stop {
+    NotRoce(NotRoce),
+    Error(DecodeError),
+}
+
+impl From<DecodeError> for Stop {
+    #[inline]
+    fn from(e: DecodeError) -> Self {
+        Self::Error(e)
+    }
+}
+
+impl Stop {
+    #[inline]
+    fn decoded(self) -> Decoded<'static> {
+        match self {
+            Self::NotRoce(r) => Decoded::NotRoce(r),
+            Self::Error(e) => Decoded::Error(e),
+        }
+    }
+}
+
+/// The link layer of a frame.
+struct L2 {
+    vlans: [u16; 2],
+    vlan_count: u8,
+    /// The ethertype after the VLAN tags.
+    ethertype: u16,
+    /// Offset of the IP header in the frame.
+    l3_offset: usize,
+}
+
 /// The IP layer of a frame: what the UDP / GRE decoding needs.
 struct L3<'a> {
     ip: IpPair,
     ecn: u8,
+    ttl: u8,
     protocol: u8,
     /// From the IP header to the end of the captured frame.
     l3: &'a [u8],
@@ -133,131 +203,158 @@ struct L3<'a> {
     first_fragment: bool,
 }
 
-fn walk(frame: &[u8], mirror: Option<Mirror>) -> Result<Decoded<'_>, DecodeError> {
+/// Ethernet and up to [`MAX_VLAN_TAGS`] VLAN tags.
+#[inline(always)]
+fn link(frame: &[u8]) -> Result<L2, DecodeError> {
     let eth = ethernet::Packet::new_checked(frame)?;
     let mut ethertype = eth.ethertype();
-    let mut rest = &frame[ethernet::HEADER_LEN..];
+    let mut at = ethernet::HEADER_LEN;
     let mut vlans = [0u16; 2];
     let mut vlan_count = 0u8;
     let mut tags = 0;
     while ethernet::is_vlan_ethertype(ethertype) && tags < MAX_VLAN_TAGS {
-        let tag = ethernet::VlanTag::new_checked(rest)?;
+        let tag = ethernet::VlanTag::new_checked(frame.get(at..).unwrap_or_default())?;
         if usize::from(vlan_count) < vlans.len() {
             vlans[usize::from(vlan_count)] = tag.vid();
             vlan_count += 1;
         }
         ethertype = tag.inner_ethertype();
-        rest = &rest[ethernet::VLAN_TAG_LEN..];
+        at += ethernet::VLAN_TAG_LEN;
         tags += 1;
     }
+    Ok(L2 { vlans, vlan_count, ethertype, l3_offset: at })
+}
 
-    let n = match ethertype {
+/// The IPv4 or IPv6 header (and IPv6 extension headers) at the start of `l3`.
+#[inline(always)]
+fn network(l3: &[u8], ethertype: u16) -> Result<L3<'_>, Stop> {
+    match ethertype {
         ethernet::ethertype::IPV4 => {
-            let p = ipv4::Packet::new_checked(rest)?;
+            let p = ipv4::Packet::new_checked(l3)?;
             if p.frag_offset() != 0 {
-                return Ok(Decoded::NotRoce(NotRoce::IpFragmentTail));
+                return Err(Stop::NotRoce(NotRoce::IpFragmentTail));
             }
             let hl = p.header_len();
-            L3 {
+            Ok(L3 {
                 ip: IpPair { src: IpAddr::V4(p.src()), dst: IpAddr::V4(p.dst()) },
                 ecn: p.ecn(),
+                ttl: p.ttl(),
                 protocol: p.protocol(),
-                l3: rest,
+                l3,
                 l4_offset: hl,
                 l4_len: p.payload_len(),
                 ipv6: false,
                 ip_header_len: hl,
                 first_fragment: p.more_frags(),
-            }
+            })
         }
         ethernet::ethertype::IPV6 => {
-            let p = ipv6::Packet::new_checked(rest)?;
+            let p = ipv6::Packet::new_checked(l3)?;
             let (proto, off, fragment) = p.upper_layer()?;
-            L3 {
+            Ok(L3 {
                 ip: IpPair { src: IpAddr::V6(p.src()), dst: IpAddr::V6(p.dst()) },
                 ecn: p.ecn(),
+                ttl: p.hop_limit(),
                 protocol: proto,
-                l3: rest,
+                l3,
                 l4_offset: off,
                 l4_len: ipv6::HEADER_LEN + usize::from(p.payload_len()) - off,
                 ipv6: true,
                 ip_header_len: ipv6::HEADER_LEN,
                 first_fragment: fragment,
-            }
+            })
         }
-        _ => return Ok(Decoded::NotRoce(NotRoce::NotIp)),
-    };
-    let l4 = &n.l3[n.l4_offset..];
+        _ => Err(Stop::NotRoce(NotRoce::NotIp)),
+    }
+}
 
-    if n.protocol == ipv4::PROTO_GRE {
-        if mirror.is_some() || n.first_fragment {
-            return Ok(Decoded::NotRoce(NotRoce::OtherGre));
-        }
-        let g = gre::Packet::new_checked(l4)?;
-        let erspan_type = match g.protocol() {
-            gre::protocol::ERSPAN_II => 2,
-            gre::protocol::ERSPAN_III => 3,
-            _ => return Ok(Decoded::NotRoce(NotRoce::OtherGre)),
-        };
-        let after_gre = &l4[g.header_len()..];
-        let (e, len) = erspan::Repr::parse(after_gre, erspan_type)?;
-        let m = Mirror { erspan_type, session: e.session, time: e.switch_time() };
-        return walk(&after_gre[len..], Some(m));
+/// GRE carrying ERSPAN: the mirrored frame and the encapsulation. Not inlined: mirrors are
+/// the rare case.
+#[inline(never)]
+fn mirrored<'a>(n: &L3<'a>, inside_mirror: bool) -> Result<(&'a [u8], Mirror), Stop> {
+    if inside_mirror || n.first_fragment {
+        return Err(Stop::NotRoce(NotRoce::OtherGre));
     }
+    let l4 = n.l3.get(n.l4_offset..).unwrap_or_default();
+    let g = gre::Packet::new_checked(l4)?;
+    let erspan_type = match g.protocol() {
+        // Type II always numbers its packets; without the sequence number it is type I.
+        gre::protocol::ERSPAN_II if !g.has_sequence() => 1,
+        gre::protocol::ERSPAN_II => 2,
+        gre::protocol::ERSPAN_III => 3,
+        _ => return Err(Stop::NotRoce(NotRoce::OtherGre)),
+    };
+    let after_gre = l4.get(g.header_len()..).unwrap_or_default();
+    let (e, len) = erspan::Repr::parse(after_gre, erspan_type)?;
+    let session = (erspan_type != 1).then_some(e.session);
+    let m = Mirror { erspan_type, session, time: e.switch_time() };
+    Ok((after_gre.get(len..).unwrap_or_default(), m))
+}
+
+/// UDP to port 4791, BTH and the extension headers: the RoCE packet, built in place.
+#[inline(always)]
+fn transport<'a>(frame: &'a [u8], l2: &L2, n: &L3<'a>, mirror: Option<Mirror>) -> Decoded<'a> {
     if n.protocol != ipv4::PROTO_UDP {
-        return Ok(Decoded::NotRoce(NotRoce::NotUdp));
+        return Decoded::NotRoce(NotRoce::NotUdp);
     }
+    let l4 = n.l3.get(n.l4_offset..).unwrap_or_default();
     if n.first_fragment {
         // RoCEv2 is never fragmented (DF), so a first fragment to 4791 is broken.
         return match udp::Packet::new_checked(l4) {
-            Ok(u) if u.dst_port() == ROCEV2_UDP_PORT => Err(DecodeError::IpFragment),
-            _ => Ok(Decoded::NotRoce(NotRoce::IpFragmentTail)),
+            Ok(u) if u.dst_port() == ROCEV2_UDP_PORT => Decoded::Error(DecodeError::IpFragment),
+            _ => Decoded::NotRoce(NotRoce::IpFragmentTail),
         };
     }
-
-    let u = udp::Packet::new_checked(l4)?;
+    let u = match udp::Packet::new_checked(l4) {
+        Ok(u) => u,
+        Err(e) => return Decoded::Error(e),
+    };
     if u.dst_port() != ROCEV2_UDP_PORT {
-        return Ok(Decoded::NotRoce(NotRoce::OtherUdpPort));
+        return Decoded::NotRoce(NotRoce::OtherUdpPort);
     }
     let udp_len = usize::from(u.length());
     if udp_len > n.l4_len {
-        return Err(DecodeError::UdpBadLength);
+        return Decoded::Error(DecodeError::UdpBadLength);
     }
-    let roce = &l4[udp::HEADER_LEN..udp_len.min(l4.len())];
-    let b = bth::Packet::new_checked(roce)?;
-    let ext_len = b.ext_headers_len();
-    let hdrs = bth::HEADER_LEN + ext_len;
+    let roce = l4.get(udp::HEADER_LEN..udp_len.min(l4.len())).unwrap_or_default();
+    let b = match bth::Packet::new_checked(roce) {
+        Ok(b) => b,
+        Err(e) => return Decoded::Error(e),
+    };
+    let plan = ib_ext::plan(b.opcode());
+    let hdrs = bth::HEADER_LEN + usize::from(plan.len);
     if roce.len() < hdrs {
-        return Err(DecodeError::ExtHeadersTruncated);
+        return Decoded::Error(DecodeError::ExtHeadersTruncated);
     }
     let overhead = udp::HEADER_LEN + hdrs + usize::from(b.pad_count()) + bth::ICRC_LEN;
     let Some(payload_len) = udp_len.checked_sub(overhead) else {
-        return Err(DecodeError::RoceBadLength);
+        return Decoded::Error(DecodeError::RoceBadLength);
     };
     let payload_end = (hdrs + payload_len).min(roce.len());
-    let ext = &roce[bth::HEADER_LEN..hdrs];
-    let exts = ExtHeaders::parse(b.opcode(), ext)?;
-    Ok(Decoded::Roce(RocePacket {
-        vlans,
-        vlan_count,
+    let ext = roce.get(bth::HEADER_LEN..hdrs).unwrap_or_default();
+    Decoded::Roce(RocePacket {
+        vlans: l2.vlans,
+        vlan_count: l2.vlan_count,
         mirror,
         inner_frame_len: mirror.map(|_| (frame.len() - n.l3.len() + n.l4_offset + n.l4_len) as u32),
         ip: n.ip,
         ecn: n.ecn,
+        ttl: n.ttl,
         udp_src_port: u.src_port(),
         bth: b,
         ext,
-        exts,
+        exts: ExtHeaders::parse_planned(plan, ext),
         payload_len: payload_len as u32,
-        payload: &roce[hdrs..payload_end],
+        payload: roce.get(hdrs..payload_end).unwrap_or_default(),
         icrc: icrc::IcrcRegion {
             l3: n.l3,
+            // At most 40 + 65535, 65535 and 60: the IP and UDP length fields bound them.
+            udp_offset: n.l4_offset as u32,
+            udp_len: udp_len as u16,
+            ip_header_len: n.ip_header_len as u8,
             ipv6: n.ipv6,
-            ip_header_len: n.ip_header_len,
-            udp_offset: n.l4_offset,
-            udp_len,
         },
-    }))
+    })
 }
 
 #[cfg(test)]
@@ -441,6 +538,20 @@ pub(crate) mod tests {
         f[20] = 0x00;
         f[21] = 0x10; // offset 16 * 8
         assert!(matches!(decode_frame(&f), Decoded::NotRoce(NotRoce::IpFragmentTail)));
+    }
+
+    #[test]
+    fn decoded_sizes() {
+        use std::mem::size_of;
+        println!(
+            "size_of Decoded {} RocePacket {} ExtHeaders {} IcrcRegion {} Option<Mirror> {} IpPair {}",
+            size_of::<Decoded<'_>>(),
+            size_of::<RocePacket<'_>>(),
+            size_of::<ExtHeaders>(),
+            size_of::<icrc::IcrcRegion<'_>>(),
+            size_of::<Option<Mirror>>(),
+            size_of::<IpPair>(),
+        );
     }
 
     fn ipv4_fix_checksum(f: &mut [u8]) {

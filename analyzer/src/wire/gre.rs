@@ -5,7 +5,7 @@ use super::{be16, put16, DecodeError, Result};
 pub const BASE_LEN: usize = 4;
 
 pub mod protocol {
-    /// ERSPAN type II.
+    /// ERSPAN type II, or type I when the GRE header has no sequence number.
     pub const ERSPAN_II: u16 = 0x88BE;
     /// ERSPAN type III.
     pub const ERSPAN_III: u16 = 0x22EB;
@@ -58,6 +58,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
             let at = BASE_LEN + 4 * usize::from(f & FLAG_CHECKSUM != 0);
             u32::from_be_bytes(self.buf.as_ref()[at..at + 4].try_into().unwrap())
         })
+    }
+    #[inline]
+    pub fn has_sequence(&self) -> bool {
+        self.flags() & FLAG_SEQ != 0
     }
     pub fn sequence(&self) -> Option<u32> {
         let f = self.flags();

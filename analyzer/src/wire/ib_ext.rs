@@ -1,8 +1,10 @@
 //! InfiniBand extension transport headers (IBTA Vol. 1 §9.3): which follow BTH for each
 //! opcode, in which order, and a view and `Repr` for each.
 //!
-//! [`layout`] is the single table of the order and presence of extension headers per
-//! opcode; the payload offset (and so payload length) is derived from it.
+//! [`layout_by_spec`] is the single definition of the order and presence of extension
+//! headers per opcode; the payload offset (and so payload length) is derived from it. It is
+//! evaluated at compile time into a 256-entry table ([`layout`], [`plan`]), so that the
+//! per-packet cost is one lookup.
 
 use super::bth::opcode as op;
 use super::{be24, put24, DecodeError, Result};
@@ -131,8 +133,9 @@ const fn is_response(o: u8) -> bool {
 }
 
 /// The extension headers that follow BTH for a full opcode byte, or `None` if the opcode is
-/// reserved or unknown.
-pub const fn layout(opcode: u8) -> Option<Layout> {
+/// reserved or unknown: the definition that fills [`LAYOUTS`] and [`PLANS`] at compile time
+/// (use [`layout`] or [`plan`] at run time).
+pub const fn layout_by_spec(opcode: u8) -> Option<Layout> {
     use ExtKind::*;
     let o = opcode & 0x1F;
     match opcode >> 5 {
@@ -155,6 +158,111 @@ pub const fn layout(opcode: u8) -> Option<Layout> {
         4 if opcode == op::CNP => Some(Layout::of(&[CnpReserved])),
         _ => None,
     }
+}
+
+/// [`layout_by_spec`] of every opcode byte, evaluated at compile time.
+static LAYOUTS: [Option<Layout>; 256] = {
+    let mut t = [None; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = layout_by_spec(i as u8);
+        i += 1;
+    }
+    t
+};
+
+/// The extension headers that follow BTH for a full opcode byte, or `None` if the opcode is
+/// reserved or unknown (a lookup in the table built from [`layout_by_spec`]).
+#[inline]
+pub fn layout(opcode: u8) -> Option<Layout> {
+    LAYOUTS[usize::from(opcode)]
+}
+
+/// Where each extension header of one opcode starts after BTH ([`Plan::ABSENT`] if the
+/// opcode does not carry it) and their total length: what parsing needs, precomputed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    /// The opcode is known (its layout is defined).
+    pub known: bool,
+    /// Total length of the extension headers (0 when unknown).
+    pub len: u8,
+    rdeth: u8,
+    deth: u8,
+    xrceth: u8,
+    reth: u8,
+    atomic: u8,
+    imm: u8,
+    ieth: u8,
+    aeth: u8,
+    atomic_ack: u8,
+}
+
+impl Plan {
+    /// The offset of a header the opcode does not carry.
+    pub const ABSENT: u8 = u8::MAX;
+
+    const fn of(opcode: u8) -> Self {
+        let mut p = Self {
+            known: false,
+            len: 0,
+            rdeth: Self::ABSENT,
+            deth: Self::ABSENT,
+            xrceth: Self::ABSENT,
+            reth: Self::ABSENT,
+            atomic: Self::ABSENT,
+            imm: Self::ABSENT,
+            ieth: Self::ABSENT,
+            aeth: Self::ABSENT,
+            atomic_ack: Self::ABSENT,
+        };
+        let Some(l) = layout_by_spec(opcode) else { return p };
+        p.known = true;
+        let mut off = 0;
+        let mut i = 0;
+        while i < l.n as usize {
+            let k = l.kinds[i];
+            let o = off as u8;
+            match k {
+                ExtKind::Rdeth => p.rdeth = o,
+                ExtKind::Deth => p.deth = o,
+                ExtKind::Xrceth => p.xrceth = o,
+                ExtKind::Reth => p.reth = o,
+                ExtKind::AtomicEth => p.atomic = o,
+                ExtKind::ImmDt => p.imm = o,
+                ExtKind::Ieth => p.ieth = o,
+                ExtKind::Aeth => p.aeth = o,
+                ExtKind::AtomicAckEth => p.atomic_ack = o,
+                ExtKind::CnpReserved => {}
+            }
+            off += k.size();
+            i += 1;
+        }
+        p.len = off as u8;
+        p
+    }
+
+    /// The total length of the extension headers, or `None` if the opcode is unknown.
+    #[inline]
+    pub fn ext_len(&self) -> Option<usize> {
+        self.known.then_some(usize::from(self.len))
+    }
+}
+
+/// [`Plan`] of every opcode byte, evaluated at compile time from [`layout_by_spec`].
+static PLANS: [Plan; 256] = {
+    let mut t = [Plan::of(0); 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = Plan::of(i as u8);
+        i += 1;
+    }
+    t
+};
+
+/// The parsing plan of an opcode byte (a table lookup).
+#[inline]
+pub fn plan(opcode: u8) -> &'static Plan {
+    &PLANS[usize::from(opcode)]
 }
 
 fn need(b: &[u8], n: usize) -> Result<()> {
@@ -308,28 +416,49 @@ pub struct ExtHeaders {
 
 impl ExtHeaders {
     /// Parses the extension headers of `opcode` from `b` (the bytes right after BTH).
+    #[inline]
     pub fn parse(opcode: u8, b: &[u8]) -> Result<Self> {
-        let l = layout(opcode).ok_or(DecodeError::BthUnknownOpcode)?;
-        need(b, l.len())?;
-        let mut x = Self::default();
-        let mut off = 0;
-        for k in l.kinds() {
-            let h = &b[off..];
-            match k {
-                ExtKind::Rdeth => x.rdeth = Some(be32(h, 0) & 0x00FF_FFFF),
-                ExtKind::Deth => x.deth = Some(Deth::parse(h)?),
-                ExtKind::Xrceth => x.xrc_srq = Some(be24(h, 1)),
-                ExtKind::Reth => x.reth = Some(Reth::parse(h)?),
-                ExtKind::AtomicEth => x.atomic = Some(AtomicEth::parse(h)?),
-                ExtKind::ImmDt => x.imm = Some(be32(h, 0)),
-                ExtKind::Ieth => x.ieth_rkey = Some(be32(h, 0)),
-                ExtKind::Aeth => x.aeth = Some(Aeth::parse(h)?),
-                ExtKind::AtomicAckEth => x.atomic_ack = Some(be64(h, 0)),
-                ExtKind::CnpReserved => {}
-            }
-            off += k.size();
+        let p = plan(opcode);
+        if !p.known {
+            return Err(DecodeError::BthUnknownOpcode);
         }
-        Ok(x)
+        need(b, usize::from(p.len))?;
+        Ok(Self::parse_planned(p, b))
+    }
+
+    /// Parses the headers `p` names from `b`, which holds at least `p.len` bytes (a header
+    /// that does not fit is absent: never a panic). Inlined, so that the headers are written
+    /// where the caller keeps them.
+    #[inline(always)]
+    pub fn parse_planned(p: &Plan, b: &[u8]) -> Self {
+        // The header at offset `o`, as an array of its size, if the opcode carries it.
+        #[inline(always)]
+        fn at<const N: usize>(b: &[u8], o: u8) -> Option<[u8; N]> {
+            if o == Plan::ABSENT {
+                return None;
+            }
+            let o = usize::from(o);
+            b.get(o..o + N).and_then(|h| h.try_into().ok())
+        }
+        let u32_at = |o| at::<4>(b, o).map(u32::from_be_bytes);
+        Self {
+            rdeth: u32_at(p.rdeth).map(|v| v & 0x00FF_FFFF),
+            deth: at::<8>(b, p.deth).map(|h| Deth {
+                qkey: u32::from_be_bytes([h[0], h[1], h[2], h[3]]),
+                src_qp: u32::from_be_bytes([0, h[5], h[6], h[7]]),
+            }),
+            xrc_srq: u32_at(p.xrceth).map(|v| v & 0x00FF_FFFF),
+            reth: at::<16>(b, p.reth).map(|h| Reth {
+                va: u64::from_be_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]),
+                rkey: u32::from_be_bytes([h[8], h[9], h[10], h[11]]),
+                dma_len: u32::from_be_bytes([h[12], h[13], h[14], h[15]]),
+            }),
+            atomic: at::<28>(b, p.atomic).and_then(|h| AtomicEth::parse(&h).ok()),
+            imm: u32_at(p.imm),
+            ieth_rkey: u32_at(p.ieth),
+            aeth: u32_at(p.aeth).map(|v| Aeth { syndrome: (v >> 24) as u8, msn: v & 0x00FF_FFFF }),
+            atomic_ack: at::<8>(b, p.atomic_ack).map(u64::from_be_bytes),
+        }
     }
 
     /// Writes the headers that `opcode` carries (taken from `self`, zero where absent) into
@@ -440,6 +569,31 @@ mod tests {
         assert_eq!(layout(0x81).unwrap().kinds(), &[CnpReserved]);
         assert_eq!(layout(0x0B).unwrap().offset_of(ImmDt), Some(16));
         assert!(layout(0x2C).is_none() && layout(0x66).is_none() && layout(0x18).is_none());
+    }
+
+    #[test]
+    fn tables_are_the_spec() {
+        for opcode in 0..=255u8 {
+            let l = layout_by_spec(opcode);
+            assert_eq!(layout(opcode), l, "{opcode:#04x}");
+            let p = plan(opcode);
+            assert_eq!(p.ext_len(), l.map(|l| l.len()), "{opcode:#04x}");
+            for k in l.iter().flat_map(|l| l.kinds().to_vec()) {
+                let off = match k {
+                    ExtKind::Rdeth => p.rdeth,
+                    ExtKind::Deth => p.deth,
+                    ExtKind::Xrceth => p.xrceth,
+                    ExtKind::Reth => p.reth,
+                    ExtKind::AtomicEth => p.atomic,
+                    ExtKind::ImmDt => p.imm,
+                    ExtKind::Ieth => p.ieth,
+                    ExtKind::Aeth => p.aeth,
+                    ExtKind::AtomicAckEth => p.atomic_ack,
+                    ExtKind::CnpReserved => continue,
+                };
+                assert_eq!(Some(usize::from(off)), l.unwrap().offset_of(k), "{opcode:#04x} {k:?}");
+            }
+        }
     }
 
     #[test]

@@ -6,33 +6,44 @@
 
 use super::bth::ICRC_LEN;
 
-/// Where a RoCEv2 packet's ICRC-covered region lies in its frame.
+/// Where a RoCEv2 packet's ICRC-covered region lies in its frame. Narrow integers: it is
+/// part of every decoded packet, which is copied per packet.
 #[derive(Debug, Clone, Copy)]
 pub struct IcrcRegion<'a> {
     /// From the IP header to the end of the UDP datagram, as captured.
     pub l3: &'a [u8],
-    pub ipv6: bool,
-    /// Length of the IPv4 header with options, or 40 for IPv6.
-    pub ip_header_len: usize,
-    /// Offset of the UDP header in `l3` (after IPv6 extension headers).
-    pub udp_offset: usize,
+    /// Offset of the UDP header in `l3` (after IPv6 extension headers: may pass 65535).
+    pub udp_offset: u32,
     /// The UDP length field.
-    pub udp_len: usize,
+    pub udp_len: u16,
+    /// Length of the IPv4 header with options (60 at most), or 40 for IPv6.
+    pub ip_header_len: u8,
+    pub ipv6: bool,
+}
+
+impl IcrcRegion<'_> {
+    /// Offset of the UDP header, its length and the end of the datagram in `l3`.
+    #[inline]
+    fn udp(&self) -> (usize, usize, usize) {
+        let (off, len) = (self.udp_offset as usize, usize::from(self.udp_len));
+        (off, len, off + len)
+    }
 }
 
 const LRH_MASK: [u8; 8] = [0xFF; 8];
 
 /// The ICRC of the region, or `None` if the frame was not captured in full.
 pub fn compute(r: &IcrcRegion<'_>) -> Option<u32> {
-    let end = r.udp_offset + r.udp_len;
-    if r.l3.len() < end || r.udp_len < 8 + 12 + ICRC_LEN || r.udp_offset < r.ip_header_len {
+    let (udp_offset, udp_len, end) = r.udp();
+    let ip_header_len = usize::from(r.ip_header_len);
+    if r.l3.len() < end || udp_len < 8 + 12 + ICRC_LEN || udp_offset < ip_header_len {
         return None;
     }
     let mut h = crc32fast::Hasher::new();
     h.update(&LRH_MASK);
     // IP header, masked on a copy (60 bytes at most for IPv4 with options, 40 for IPv6).
     let mut ip = [0u8; 60];
-    let ipl = r.ip_header_len.min(60);
+    let ipl = ip_header_len.min(60);
     ip[..ipl].copy_from_slice(&r.l3[..ipl]);
     if r.ipv6 {
         ip[0] |= 0x0F; // traffic class, high nibble
@@ -48,20 +59,20 @@ pub fn compute(r: &IcrcRegion<'_>) -> Option<u32> {
     }
     h.update(&ip[..ipl]);
     // IPv6 extension headers, as they are.
-    h.update(&r.l3[ipl..r.udp_offset]);
+    h.update(&r.l3[ipl..udp_offset]);
     let mut udp_bth = [0u8; 20];
-    udp_bth.copy_from_slice(&r.l3[r.udp_offset..r.udp_offset + 20]);
+    udp_bth.copy_from_slice(&r.l3[udp_offset..udp_offset + 20]);
     udp_bth[6] = 0xFF; // UDP checksum
     udp_bth[7] = 0xFF;
     udp_bth[8 + 4] = 0xFF; // BTH resv8a (FECN/BECN in InfiniBand)
     h.update(&udp_bth);
-    h.update(&r.l3[r.udp_offset + 20..end - ICRC_LEN]);
+    h.update(&r.l3[udp_offset + 20..end - ICRC_LEN]);
     Some(h.finalize())
 }
 
 /// The ICRC the packet carries.
 pub fn stored(r: &IcrcRegion<'_>) -> Option<u32> {
-    let end = r.udp_offset + r.udp_len;
+    let (_, _, end) = r.udp();
     let b = r.l3.get(end - ICRC_LEN..end)?;
     Some(u32::from_le_bytes(b.try_into().unwrap()))
 }
@@ -74,7 +85,14 @@ pub fn check(r: &IcrcRegion<'_>) -> Option<bool> {
 
 /// Writes the ICRC into the last four bytes of the region (for the generator).
 pub fn fill(l3: &mut [u8], ipv6: bool, ip_header_len: usize, udp_offset: usize, udp_len: usize) {
-    let crc = compute(&IcrcRegion { l3, ipv6, ip_header_len, udp_offset, udp_len }).expect("full packet");
+    let r = IcrcRegion {
+        l3,
+        udp_offset: udp_offset.try_into().expect("UDP offset"),
+        udp_len: udp_len.try_into().expect("UDP length"),
+        ip_header_len: ip_header_len.try_into().expect("IP header length"),
+        ipv6,
+    };
+    let crc = compute(&r).expect("full packet");
     let end = udp_offset + udp_len;
     l3[end - ICRC_LEN..end].copy_from_slice(&crc.to_le_bytes());
 }

@@ -114,12 +114,12 @@ impl fmt::Display for DecodeError {
 
 pub type Result<T> = std::result::Result<T, DecodeError>;
 
-#[inline]
+#[inline(always)]
 pub(crate) fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
 
-#[inline]
+#[inline(always)]
 pub(crate) fn be24(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([0, b[at], b[at + 1], b[at + 2]])
 }

@@ -27,16 +27,16 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
         Ok(p)
     }
-    #[inline]
+    #[inline(always)]
     pub fn src_port(&self) -> u16 {
         be16(self.buf.as_ref(), field::SRC_PORT)
     }
-    #[inline]
+    #[inline(always)]
     pub fn dst_port(&self) -> u16 {
         be16(self.buf.as_ref(), field::DST_PORT)
     }
     /// Header plus payload, as the header says.
-    #[inline]
+    #[inline(always)]
     pub fn length(&self) -> u16 {
         be16(self.buf.as_ref(), field::LENGTH)
     }

@@ -13,7 +13,7 @@ pub use collective::collective;
 pub use corrupted::{corrupted, malformed_frames};
 pub use faults::nvme_faults;
 pub use misc::misc;
-pub use nvme::nvme;
+pub use nvme::{nvme, nvme_silent};
 pub use rc_loss::rc_loss;
 
 use crate::sim::{Role, Spec, Wire};

@@ -47,6 +47,17 @@ struct Io {
 }
 
 pub fn nvme(seed: u64) -> Built {
+    nvme_with_pause(seed, 0)
+}
+
+/// The same I/Os, each connection silent for 10 s before its eleventh: what ends each
+/// connection's first ten has long finished, and a switch's nanosecond timestamp wraps
+/// twice and more in that time.
+pub fn nvme_silent(seed: u64) -> Built {
+    nvme_with_pause(seed, 10_000_000_000)
+}
+
+fn nvme_with_pause(seed: u64, pause_ns: u64) -> Built {
     let mut rng = Rng::new(seed);
     let mut wire = Wire::new(FABRIC_NS);
     let mtu = 4096;
@@ -74,6 +85,9 @@ pub fn nvme(seed: u64) -> Built {
     for (c, conn) in conns.iter().enumerate() {
         let mut t = EPOCH_NS + rng.range(0, 20_000);
         for n in 0..20 {
+            if n == 10 {
+                t += pause_ns;
+            }
             let kind = match (n, rng.range(0, 9)) {
                 (7, _) => IoKind::Flush,
                 (12, _) => IoKind::InCapsule,

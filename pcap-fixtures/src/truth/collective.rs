@@ -165,7 +165,7 @@ fn is_send_or_write(opcode: u8) -> bool {
 /// The jobs, steps and stragglers of the traffic the compute tap saw.
 pub fn jobs(wire: &Wire, delivered: &[Delivered], path_mtu: usize, c: &Collectives) -> Vec<JobTruth> {
     // The compute tap's packets in the order it saw them.
-    let mut at_tap: Vec<&Delivered> = delivered.iter().filter(|d| d.tap == COMPUTE).collect();
+    let mut at_tap: Vec<&Delivered> = delivered.iter().filter(|d| d.tap == COMPUTE && !d.duplicate).collect();
     at_tap.sort_by_key(|d| (d.tap_ns, d.packet));
     let seen: Vec<Seen> = at_tap
         .iter()

@@ -1,0 +1,62 @@
+//! Times passes of the analysis (`decode+track`, default options, one core, bursts of 32)
+//! over the frames of a capture in memory, and prints the fastest and the median pass. The
+//! fastest pass is what an A/B comparison on a shared or virtual machine should read: steal
+//! time and other tenants only ever make a pass slower.
+//!
+//! `cargo run --release -p roceprobe --example passes -- FILE.pcap [PASSES] [--flow-idle-1h]`
+
+use roceprobe::capture::pcap::Replay;
+use roceprobe::capture::{Capture, Frame, Poll, BURST};
+use roceprobe::runtime::{worker_with_draining_stats, PipelineConfig};
+use roceprobe::track::VantageMap;
+use std::time::{Duration, Instant};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(file) = args.first() else {
+        eprintln!("usage: passes FILE.pcap [PASSES] [--flow-idle-1h]");
+        std::process::exit(2);
+    };
+    let passes: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(30);
+    let mut frames = Vec::new();
+    let mut r = Replay::open(&[file.into()]).unwrap_or_else(|e| {
+        eprintln!("passes: {file}: {e}");
+        std::process::exit(1);
+    });
+    while let Poll::Frames(_) = r.poll(|fr| frames.push((fr.ts_ns, fr.data.to_vec(), fr.source))).unwrap() {}
+    let span = frames.iter().map(|f| f.0).max().unwrap_or(0) - frames.iter().map(|f| f.0).min().unwrap_or(0)
+        + 1_000_000;
+    let mut cfg = PipelineConfig::new(VantageMap::default());
+    if args.iter().any(|a| a == "--flow-idle-1h") {
+        cfg.flow_idle = Duration::from_secs(3600);
+    }
+    let (mut worker, drain) = worker_with_draining_stats(&cfg);
+    let mut times = Vec::with_capacity(passes);
+    for pass in 1..=passes as u64 + 3 {
+        let t = Instant::now();
+        for chunk in frames.chunks(BURST) {
+            let mut burst = [Frame { data: &[], wire_len: 0, ts_ns: 0, source: 0 }; BURST];
+            for (b, (ts, data, source)) in burst.iter_mut().zip(chunk) {
+                *b = Frame { data, wire_len: data.len() as u32, ts_ns: ts + pass * span, source: *source };
+            }
+            worker.handle_burst(&burst[..chunk.len()]);
+        }
+        if pass > 3 {
+            times.push(t.elapsed());
+        }
+    }
+    worker.finish();
+    drop(worker);
+    drain.join().unwrap();
+    times.sort();
+    let ns = |d: Duration| d.as_nanos() as f64 / frames.len() as f64;
+    println!(
+        "frames={} passes={} min_ms={:.2} median_ms={:.2} min_ns_per_packet={:.1} median_ns_per_packet={:.1}",
+        frames.len(),
+        times.len(),
+        times[0].as_secs_f64() * 1e3,
+        times[times.len() / 2].as_secs_f64() * 1e3,
+        ns(times[0]),
+        ns(times[times.len() / 2])
+    );
+}

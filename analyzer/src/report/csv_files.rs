@@ -1,0 +1,716 @@
+//! The CSV reports on disk (docs/CSV.md, "Files, rotation, compression and retention"): the
+//! `roceprobe-csv` thread that writes the rows the stats thread formatted, rotates a file
+//! that grew too large or too old, compresses the rotated one and keeps the directory under
+//! `--csv-retain`; and reading a report's files back, compressed or not.
+//!
+//! The stats thread never touches a file: it hands each batch of rows over a bounded
+//! channel (waiting when the writer is that far behind) and takes an emptied buffer back
+//! from a pool, so that in a steady state no interval allocates.
+
+use super::csv::CsvHealth;
+use super::time::rfc3339_nanos;
+use anyhow::{Context, Result};
+use crossbeam_channel::{Receiver, Sender};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// Batches of rows waiting for the writer thread; beyond this the stats thread waits.
+pub(super) const QUEUE: usize = 64;
+/// Emptied buffers waiting to be filled again: room for every batch in the queue and every
+/// report's pending rows.
+pub(super) const POOL: usize = QUEUE + 16;
+
+/// What a rotated file becomes (`--csv-compress`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum Compression {
+    /// Stays `<report>-<time>.csv`.
+    None,
+    /// `<report>-<time>.csv.gz`.
+    Gzip,
+    /// `<report>-<time>.csv.zst` (level 3).
+    #[default]
+    Zstd,
+}
+
+impl Compression {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "none" => Some(Self::None),
+            "gzip" => Some(Self::Gzip),
+            "zstd" => Some(Self::Zstd),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Gzip => "gzip",
+            Self::Zstd => "zstd",
+        }
+    }
+
+    /// What follows `.csv` in a compressed file's name.
+    fn suffix(self) -> &'static str {
+        match self {
+            Self::None => "",
+            Self::Gzip => ".gz",
+            Self::Zstd => ".zst",
+        }
+    }
+}
+
+/// When a CSV file is closed and a new one started (`--csv-rotate-size`, `--csv-rotate-age`),
+/// what the closed one becomes (`--csv-compress`) and how much the directory keeps
+/// (`--csv-retain`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Rotation {
+    /// A file that would grow past this many bytes is rotated first (a file holds at least
+    /// one write, however large).
+    pub max_bytes: Option<u64>,
+    /// A file whose first row is this much packet time older than the rows to come is
+    /// rotated first.
+    pub max_age_ns: Option<u64>,
+    /// How a rotated file is compressed.
+    pub compression: Compression,
+    /// The report files in the directory (current and rotated, of any report) take at most
+    /// this many bytes: the oldest rotated files are removed to make room. None: no bound.
+    pub retain_bytes: Option<u64>,
+}
+
+/// A size as the options take it: `64M`, `1G`, `512K`, or bytes.
+pub fn size_text(bytes: u64) -> String {
+    for (unit, shift) in [("G", 30), ("M", 20), ("K", 10)] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
+/// A duration as the options take it: `1h`, `10m`, `30s`, `250ms`, ...
+pub fn duration_text(ns: u64) -> String {
+    for (unit, per) in [
+        ("h", 3_600_000_000_000u64),
+        ("m", 60_000_000_000),
+        ("s", 1_000_000_000),
+        ("ms", 1_000_000),
+        ("us", 1_000),
+    ] {
+        if ns >= per && ns.is_multiple_of(per) {
+            return format!("{}{unit}", ns / per);
+        }
+    }
+    format!("{ns}ns")
+}
+
+impl Rotation {
+    /// One line for the operator: where the reports go and what keeps them bounded.
+    pub fn describe(&self, dir: &Path) -> String {
+        let mut when = Vec::new();
+        if let Some(b) = self.max_bytes {
+            when.push(format!("at {}", size_text(b)));
+        }
+        if let Some(a) = self.max_age_ns {
+            when.push(format!("after {} of packet time", duration_text(a)));
+        }
+        let rotation = if when.is_empty() {
+            "no rotation".to_owned()
+        } else {
+            format!("a new file {}", when.join(" or "))
+        };
+        let compression = match self.compression {
+            Compression::None => "rotated files not compressed".to_owned(),
+            c => format!("rotated files compressed with {}", c.as_str()),
+        };
+        let retained = match self.retain_bytes {
+            Some(r) => {
+                format!("at most {} kept in all (the oldest rotated files removed first)", size_text(r))
+            }
+            None => "no bound on the total".to_owned(),
+        };
+        format!("roceprobe: CSV reports in {}: {rotation}, {compression}, {retained}", dir.display())
+    }
+}
+
+/// What the stats thread hands the writer thread.
+pub(super) enum Job {
+    /// The rows of report `id` (a whole number of rows), belonging to packet time `ts_ns`.
+    Rows { id: usize, ts_ns: u64, rows: String },
+    /// Pin the writer thread to these CPUs (as the stats thread is).
+    Pin(Vec<usize>),
+    /// Everything before this was written: report the health and end.
+    Finish,
+}
+
+/// The stats thread's end of the writer thread: a batch of rows goes, an empty buffer comes
+/// back.
+#[derive(Clone)]
+pub(super) struct Link {
+    jobs: Sender<Job>,
+    pool: Receiver<String>,
+}
+
+impl Link {
+    /// Hands `rows` (taken, an emptied buffer left in their place) to the writer thread,
+    /// waiting while its queue is full. Err: the writer thread is gone, with the rows.
+    pub(super) fn send(&self, id: usize, ts_ns: u64, rows: &mut String) -> Result<(), String> {
+        let spare = self.pool.try_recv().unwrap_or_default();
+        let rows = std::mem::replace(rows, spare);
+        match self.jobs.send(Job::Rows { id, ts_ns, rows }) {
+            Ok(()) => Ok(()),
+            Err(crossbeam_channel::SendError(Job::Rows { rows, .. })) => Err(rows),
+            Err(_) => Err(String::new()),
+        }
+    }
+
+    pub(super) fn control(&self, job: Job) {
+        let _ = self.jobs.send(job);
+    }
+}
+
+/// One report's current file, `<stem>.csv`.
+struct Report {
+    stem: &'static str,
+    header: String,
+    file: File,
+    /// Bytes in the current file, and the packet time of its first row.
+    bytes: u64,
+    first_ns: Option<u64>,
+}
+
+impl Report {
+    /// Creates (or replaces) `<stem>.csv` with its header.
+    fn create(dir: &Path, stem: &'static str, header: String) -> Result<Self> {
+        let (file, bytes) = start(dir, stem, &header)?;
+        Ok(Self { stem, header, file, bytes, first_ns: None })
+    }
+}
+
+fn start(dir: &Path, stem: &str, header: &str) -> Result<(File, u64)> {
+    let path = dir.join(format!("{stem}.csv"));
+    let mut f = File::create(&path).with_context(|| format!("--csv-dir: cannot write {}", path.display()))?;
+    let head = format!("{header}\r\n");
+    f.write_all(head.as_bytes()).with_context(|| format!("--csv-dir: cannot write {}", path.display()))?;
+    Ok((f, head.len() as u64))
+}
+
+/// A rotated file's name: `<stem>-<time of its first row>[-<n>].csv[.gz|.zst]`, the time
+/// RFC 3339 without colons (fixed width, so names sort by time).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Rotated {
+    stamp: String,
+    /// 1 for the first file of that time, 2... for later ones.
+    n: u32,
+    stem: String,
+    compression: Compression,
+}
+
+impl Rotated {
+    /// The rotated file of one of `stems` that `name` names, if it does (not a temporary
+    /// file, not a current one).
+    fn parse<'a>(name: &str, stems: impl IntoIterator<Item = &'a str>) -> Option<Self> {
+        let (base, compression) = if let Some(b) = name.strip_suffix(".csv.zst") {
+            (b, Compression::Zstd)
+        } else if let Some(b) = name.strip_suffix(".csv.gz") {
+            (b, Compression::Gzip)
+        } else {
+            (name.strip_suffix(".csv")?, Compression::None)
+        };
+        stems.into_iter().find_map(|stem| {
+            let rest = base.strip_prefix(stem)?.strip_prefix('-')?;
+            let (stamp, tail) = rest.split_at(rest.find('Z')? + 1);
+            let n = match tail {
+                "" => 1,
+                t => t.strip_prefix('-')?.parse().ok().filter(|n| *n >= 2)?,
+            };
+            // YYYY-MM-DDTHHMMSS.nnnnnnnnnZ
+            let b = stamp.as_bytes();
+            let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+            let shape = b.len() == 28 && b[10] == b'T' && b[17] == b'.' && digits(0..4) && digits(18..27);
+            shape.then(|| Self { stamp: stamp.to_owned(), n, stem: stem.to_owned(), compression })
+        })
+    }
+
+    fn file_name(&self, compression: Compression) -> String {
+        let n = if self.n > 1 { format!("-{}", self.n) } else { String::new() };
+        format!("{}-{}{n}.csv{}", self.stem, self.stamp, compression.suffix())
+    }
+}
+
+/// The rotated files of `stems` in `dir`, oldest first (one name per file: where a plain
+/// file and its compressed copy are both there, as for a moment during compression, the
+/// compressed one).
+fn rotated_in(dir: &Path, stems: &[&str]) -> io::Result<Vec<(Rotated, PathBuf)>> {
+    let mut found: BTreeMap<Rotated, PathBuf> = BTreeMap::new();
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let Some(r) = e.file_name().to_str().and_then(|n| Rotated::parse(n, stems.iter().copied())) else {
+            continue;
+        };
+        found.insert(r, e.path());
+    }
+    // The same file under two compressions: keep the most compressed (sorted last).
+    let mut out: Vec<(Rotated, PathBuf)> = Vec::new();
+    for (r, p) in found {
+        match out.last_mut() {
+            Some((last, lp)) if (&last.stamp, last.n, &last.stem) == (&r.stamp, r.n, &r.stem) => {
+                *last = r;
+                *lp = p;
+            }
+            _ => out.push((r, p)),
+        }
+    }
+    Ok(out)
+}
+
+/// The files of one report in `dir`, oldest first: the rotated `<stem>-<time>.csv`,
+/// `.csv.gz` and `.csv.zst` by the time in their names, then `<stem>.csv`. Read them with
+/// [`open_report`].
+pub fn report_files(dir: &Path, stem: &str) -> Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = rotated_in(dir, &[stem])
+        .with_context(|| format!("cannot read {}", dir.display()))?
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect();
+    let current = dir.join(format!("{stem}.csv"));
+    if current.is_file() {
+        files.push(current);
+    }
+    Ok(files)
+}
+
+/// A report file's text, decompressed as its name says (`.csv.gz`, `.csv.zst`, or plain).
+pub fn open_report(path: &Path) -> io::Result<Box<dyn Read>> {
+    let f = io::BufReader::new(File::open(path)?);
+    let name = path.to_string_lossy();
+    Ok(if name.ends_with(".zst") {
+        Box::new(zstd::stream::read::Decoder::with_buffer(f)?)
+    } else if name.ends_with(".gz") {
+        Box::new(flate2::bufread::MultiGzDecoder::new(f))
+    } else {
+        Box::new(f)
+    })
+}
+
+/// The rotated files that may be removed to stay under `--csv-retain`, oldest first, and
+/// their bytes. The current files, a file being compressed and a compression's temporary
+/// file are never in it.
+#[derive(Default)]
+struct Retained {
+    files: BTreeMap<Rotated, (PathBuf, u64)>,
+    bytes: u64,
+}
+
+impl Retained {
+    fn add(&mut self, r: Rotated, path: PathBuf, size: u64) {
+        if let Some((_, old)) = self.files.insert(r, (path, size)) {
+            self.bytes -= old;
+        }
+        self.bytes += size;
+    }
+
+    /// Removes the oldest rotated files until `need` more bytes fit under `limit` with the
+    /// `outside` bytes of files not listed here (the current files, a file being compressed
+    /// and its temporary). False when they do not fit even with none left.
+    fn make_room(&mut self, limit: Option<u64>, outside: u64, need: u64, health: &mut CsvHealth) -> bool {
+        let Some(limit) = limit else { return true };
+        while self.bytes + outside + need > limit {
+            let Some((r, (path, size))) = self.files.pop_first() else { return false };
+            self.bytes -= size;
+            match std::fs::remove_file(&path) {
+                Ok(()) => {
+                    health.files_removed += 1;
+                    health.bytes_removed += size;
+                }
+                // Removed by someone else: its bytes are gone all the same.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(_) => {
+                    // Cannot be removed (permissions?): keep counting it, try again later.
+                    self.files.insert(r, (path, size));
+                    self.bytes += size;
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}
+
+/// The compressed file's bytes go through here: each write first makes room for itself
+/// under `--csv-retain`, so the directory stays under it while a file is compressed.
+struct Budgeted<'a> {
+    file: File,
+    written: u64,
+    retained: &'a mut Retained,
+    limit: Option<u64>,
+    /// Bytes of the current files and of the file being compressed.
+    outside: u64,
+    health: &'a mut CsvHealth,
+}
+
+impl Write for Budgeted<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let need = buf.len() as u64;
+        if !self.retained.make_room(self.limit, self.outside + self.written, need, self.health) {
+            return Err(io::Error::other("no room under --csv-retain"));
+        }
+        let n = self.file.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// The `roceprobe-csv` thread's state: every report's current file, the rotated files kept,
+/// and how writing went.
+pub(super) struct Writer {
+    dir: PathBuf,
+    rotation: Rotation,
+    reports: Vec<Report>,
+    retained: Retained,
+    health: CsvHealth,
+    /// A failure was told (once per run; every one is counted).
+    told: bool,
+    pool: Sender<String>,
+}
+
+/// Creates the reports' files (replacing those of an earlier run) and starts the writer
+/// thread: the stats thread's end of it, and the thread, which returns the health of the
+/// writing once it has written everything handed to it before [`Job::Finish`].
+pub(super) fn start_writer(
+    dir: &Path,
+    rotation: Rotation,
+    reports: Vec<(&'static str, String)>,
+) -> Result<(Link, std::thread::JoinHandle<CsvHealth>)> {
+    let reports =
+        reports.into_iter().map(|(stem, header)| Report::create(dir, stem, header)).collect::<Result<_>>()?;
+    let (jobs_tx, jobs_rx) = crossbeam_channel::bounded(QUEUE);
+    let (pool_tx, pool_rx) = crossbeam_channel::bounded(POOL);
+    let mut w = Writer {
+        dir: dir.to_owned(),
+        rotation,
+        reports,
+        retained: Retained::default(),
+        health: CsvHealth::default(),
+        told: false,
+        pool: pool_tx,
+    };
+    let h = std::thread::Builder::new()
+        .name("roceprobe-csv".into())
+        .spawn(move || w.run(jobs_rx))
+        .context("starting the CSV writer thread")?;
+    Ok((Link { jobs: jobs_tx, pool: pool_rx }, h))
+}
+
+impl Writer {
+    fn run(&mut self, jobs: Receiver<Job>) -> CsvHealth {
+        self.scan(true);
+        for job in jobs {
+            match job {
+                Job::Rows { id, ts_ns, mut rows } => {
+                    if let Err(e) = self.write(id, ts_ns, &rows) {
+                        self.health.failed_writes += 1;
+                        self.health.rows_lost += rows.matches("\r\n").count() as u64;
+                        if !self.told {
+                            // Measuring goes on; the summary still gets everything, and
+                            // writing is tried again with the next rows.
+                            eprintln!(
+                                "roceprobe: warning: writing CSV reports in {} failed ({e:#}); lost rows are counted (summary csv_output) and writing is retried",
+                                self.dir.display()
+                            );
+                            self.told = true;
+                        }
+                    }
+                    rows.clear();
+                    let _ = self.pool.try_send(rows);
+                }
+                Job::Pin(cpus) => crate::capture::dpdk::pin_thread(&cpus),
+                Job::Finish => break,
+            }
+        }
+        self.health
+    }
+
+    /// Bytes of the current files.
+    fn current_bytes(&self) -> u64 {
+        self.reports.iter().map(|r| r.bytes).sum()
+    }
+
+    fn stems(&self) -> Vec<&'static str> {
+        self.reports.iter().map(|r| r.stem).collect()
+    }
+
+    /// Lists the rotated files in the directory (at start: of earlier runs too), and makes
+    /// room under `--csv-retain` at once. At start, a compression's temporary file left by
+    /// a probe that was killed is removed, and so is a plain rotated file whose compressed
+    /// copy is whole (the copy is renamed into place only once written).
+    fn scan(&mut self, at_start: bool) {
+        self.retained = Retained::default();
+        let stems = self.stems();
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
+        let mut plain = Vec::new();
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if at_start {
+                if let Some(r) =
+                    name.strip_suffix(".tmp").and_then(|n| Rotated::parse(n, stems.iter().copied()))
+                {
+                    if r.compression != Compression::None {
+                        let _ = std::fs::remove_file(e.path());
+                    }
+                    continue;
+                }
+            }
+            let Some(r) = Rotated::parse(&name, stems.iter().copied()) else { continue };
+            let size = e.metadata().map(|m| m.len()).unwrap_or(0);
+            if r.compression == Compression::None {
+                plain.push((r, e.path(), size));
+            } else {
+                self.retained.add(r, e.path(), size);
+            }
+        }
+        for (r, path, size) in plain {
+            let copied = [Compression::Gzip, Compression::Zstd]
+                .into_iter()
+                .any(|c| self.retained.files.contains_key(&Rotated { compression: c, ..r.clone() }));
+            if copied && at_start {
+                let _ = std::fs::remove_file(&path);
+            } else {
+                self.retained.add(r, path, size);
+            }
+        }
+        let outside = self.current_bytes();
+        self.retained.make_room(self.rotation.retain_bytes, outside, 0, &mut self.health);
+    }
+
+    /// Writes `rows` of report `id`, which belong to packet time `ts_ns`: rotating first if
+    /// due, making room under `--csv-retain`, in one write. A write that fails is cut back to
+    /// the last whole row; a file removed while open is started again.
+    fn write(&mut self, id: usize, ts_ns: u64, rows: &str) -> Result<()> {
+        let rot = self.rotation;
+        let path = self.dir.join(format!("{}.csv", self.reports[id].stem));
+        if !path.exists() {
+            // Removed (with its folder, perhaps) while open: rows written to the open file
+            // would vanish with it, so start the report again.
+            std::fs::create_dir_all(&self.dir)
+                .with_context(|| format!("cannot create {}", self.dir.display()))?;
+            let r = &mut self.reports[id];
+            (r.file, r.bytes) = start(&self.dir, r.stem, &r.header)?;
+            r.first_ns = None;
+            self.health.files_recreated += 1;
+            // What was kept may have gone with the folder.
+            self.scan(false);
+        }
+        let r = &self.reports[id];
+        if let Some(first) = r.first_ns {
+            let too_big = rot.max_bytes.is_some_and(|m| r.bytes + rows.len() as u64 > m);
+            let too_old = rot.max_age_ns.is_some_and(|m| ts_ns.saturating_sub(first) >= m);
+            if too_big || too_old {
+                self.rotate(id, first)?;
+            }
+        }
+        let outside = self.current_bytes();
+        self.retained.make_room(rot.retain_bytes, outside, rows.len() as u64, &mut self.health);
+        let r = &mut self.reports[id];
+        if let Err(e) = r.file.write_all(rows.as_bytes()) {
+            // A short write (disk full) would leave half a row: cut the file back to its
+            // last whole row.
+            let _ = r.file.set_len(r.bytes);
+            return Err(e.into());
+        }
+        r.bytes += rows.len() as u64;
+        r.first_ns.get_or_insert(ts_ns);
+        Ok(())
+    }
+
+    /// Renames the current file `<stem>-<time of its first row>.csv`, starts a new one with
+    /// the header, and compresses the full one. Until it is compressed, the full file is not
+    /// one retention may remove.
+    fn rotate(&mut self, id: usize, first_ns: u64) -> Result<()> {
+        let stem = self.reports[id].stem;
+        let stamp = rfc3339_nanos(first_ns).replace(':', "");
+        let mut name = Rotated { stamp, n: 1, stem: stem.to_owned(), compression: Compression::None };
+        // A name no file of that time has, compressed or not.
+        while [Compression::None, Compression::Gzip, Compression::Zstd]
+            .iter()
+            .any(|c| self.dir.join(name.file_name(*c)).exists())
+        {
+            name.n += 1;
+        }
+        let (from, to) =
+            (self.dir.join(format!("{stem}.csv")), self.dir.join(name.file_name(Compression::None)));
+        std::fs::rename(&from, &to)
+            .with_context(|| format!("rotating {} to {}", from.display(), to.display()))?;
+        let full = std::mem::take(&mut self.reports[id].bytes);
+        let header = self.reports[id].header.len() as u64 + 2;
+        let outside = self.current_bytes() + full;
+        self.retained.make_room(self.rotation.retain_bytes, outside, header, &mut self.health);
+        let started = start(&self.dir, stem, &self.reports[id].header);
+        self.compress(name, to, full);
+        let r = &mut self.reports[id];
+        (r.file, r.bytes) = started?;
+        r.first_ns = None;
+        Ok(())
+    }
+
+    /// Compresses a rotated file into `<name>.csv.zst` (or `.gz`) through a temporary file
+    /// renamed into place once whole, then removes the plain one; the file kept joins those
+    /// retention may remove. A file that cannot be compressed (no room, a failing disk)
+    /// stays plain: readers and retention take it as it is.
+    fn compress(&mut self, name: Rotated, plain: PathBuf, plain_bytes: u64) {
+        let c = self.rotation.compression;
+        if c == Compression::None {
+            self.retained.add(name, plain, plain_bytes);
+            return;
+        }
+        let done = self.dir.join(name.file_name(c));
+        let tmp = self.dir.join(format!("{}.tmp", name.file_name(c)));
+        let outside = self.current_bytes() + plain_bytes;
+        let compressed = (|| -> io::Result<u64> {
+            let mut input = File::open(&plain)?;
+            let out = Budgeted {
+                file: File::create(&tmp)?,
+                written: 0,
+                retained: &mut self.retained,
+                limit: self.rotation.retain_bytes,
+                outside,
+                health: &mut self.health,
+            };
+            let out = match c {
+                Compression::Gzip => {
+                    let mut e = flate2::write::GzEncoder::new(out, flate2::Compression::default());
+                    io::copy(&mut input, &mut e)?;
+                    e.finish()?
+                }
+                _ => {
+                    let mut e = zstd::stream::write::Encoder::new(out, 3)?;
+                    io::copy(&mut input, &mut e)?;
+                    e.finish()?
+                }
+            };
+            let written = out.written;
+            drop(out);
+            std::fs::rename(&tmp, &done)?;
+            Ok(written)
+        })();
+        match compressed {
+            Ok(size) => {
+                let _ = std::fs::remove_file(&plain);
+                self.retained.add(Rotated { compression: c, ..name }, done, size);
+            }
+            Err(_) => {
+                let _ = std::fs::remove_file(&tmp);
+                self.retained.add(name, plain, plain_bytes);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rotated_names_parse_and_sort_by_time() {
+        let stems = ["io", "slow_ios", "flows"];
+        let p = |n: &str| Rotated::parse(n, stems);
+        let a = p("io-2026-11-29T080000.000000000Z.csv").unwrap();
+        assert_eq!((a.stem.as_str(), a.n, a.compression), ("io", 1, Compression::None));
+        let b = p("slow_ios-2026-11-29T080000.000000000Z-2.csv.zst").unwrap();
+        assert_eq!((b.stem.as_str(), b.n, b.compression), ("slow_ios", 2, Compression::Zstd));
+        let c = p("flows-2026-11-29T075959.999999999Z-10.csv.gz").unwrap();
+        assert_eq!(c.file_name(Compression::Gzip), "flows-2026-11-29T075959.999999999Z-10.csv.gz");
+        assert!(c < a && a < b, "by time, then number");
+        for not in [
+            "io.csv",
+            "io-2026-11-29T080000.000000000Z.csv.zst.tmp",
+            "io-2026-11-29T080000.000000000Z.csv.br",
+            "io-yesterday.csv",
+            "io-2026-11-29T080000.000000000Z-1.csv",
+            "steps-2026-11-29T080000.000000000Z.csv",
+        ] {
+            assert_eq!(p(not), None, "{not}");
+        }
+    }
+
+    /// Rows reach the file in order, whole, and the stats side's buffers come back: once
+    /// the writer has caught up, every buffer handed back already has room (no allocation).
+    #[test]
+    fn rows_go_to_the_writer_thread_and_their_buffers_come_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (link, writer) =
+            start_writer(dir.path(), Rotation::default(), vec![("r", "a,b".into())]).unwrap();
+        let mut rows = String::new();
+        let mut want = String::from("a,b\r\n");
+        for i in 0..200u64 {
+            if i >= 2 {
+                // The writer has handed a used buffer back.
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                while link.pool.is_empty() {
+                    assert!(std::time::Instant::now() < deadline, "no buffer came back");
+                    std::thread::yield_now();
+                }
+            }
+            let row = format!("{i:05},{}\r\n", "x".repeat(100));
+            want.push_str(&row);
+            let had_room = rows.capacity() >= row.len();
+            rows.push_str(&row);
+            link.send(0, i, &mut rows).unwrap();
+            assert!(rows.is_empty());
+            assert!(i < 3 || had_room, "batch {i}: a new buffer was allocated");
+        }
+        link.control(Job::Finish);
+        assert_eq!(writer.join().unwrap(), CsvHealth::default());
+        assert_eq!(std::fs::read_to_string(dir.path().join("r.csv")).unwrap(), want);
+        // The writer has ended: rows handed over now come back as lost.
+        rows.push_str("1,2\r\n");
+        assert_eq!(link.send(0, 0, &mut rows).unwrap_err(), "1,2\r\n");
+    }
+
+    #[test]
+    fn sizes_and_durations_read_as_the_options_take_them() {
+        assert_eq!(size_text(64 << 20), "64M");
+        assert_eq!(size_text(1 << 30), "1G");
+        assert_eq!(size_text(1536), "1536");
+        assert_eq!(size_text(512 << 10), "512K");
+        assert_eq!(duration_text(3_600_000_000_000), "1h");
+        assert_eq!(duration_text(90_000_000_000), "90s");
+        assert_eq!(duration_text(100_000), "100us");
+    }
+
+    #[test]
+    fn retention_removes_the_oldest_first_and_counts_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut kept = Retained::default();
+        let mut health = CsvHealth::default();
+        for (i, stamp) in
+            ["2026-01-01T000002.000000000Z", "2026-01-01T000001.000000000Z", "2026-01-01T000003.000000000Z"]
+                .iter()
+                .enumerate()
+        {
+            let r = Rotated {
+                stamp: stamp.to_string(),
+                n: 1,
+                stem: format!("s{i}"),
+                compression: Compression::None,
+            };
+            let path = dir.path().join(r.file_name(Compression::None));
+            std::fs::write(&path, vec![b'x'; 100]).unwrap();
+            kept.add(r, path, 100);
+        }
+        // 300 kept + 50 outside + 100 more must fit under 400: the oldest (s1) goes.
+        assert!(kept.make_room(Some(400), 50, 100, &mut health));
+        assert_eq!((health.files_removed, health.bytes_removed), (1, 100));
+        assert!(!dir.path().join("s1-2026-01-01T000001.000000000Z.csv").exists());
+        assert!(dir.path().join("s0-2026-01-01T000002.000000000Z.csv").exists());
+        // Nothing left can make 1000 bytes fit.
+        assert!(!kept.make_room(Some(400), 50, 1000, &mut health));
+        assert_eq!((health.files_removed, kept.bytes), (3, 0));
+    }
+}

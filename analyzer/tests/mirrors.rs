@@ -1,0 +1,155 @@
+//! Remote mirrors as switches send them: ERSPAN type I (GRE without sequence number and no
+//! ERSPAN header) and type III stamped in nanoseconds, whose 32-bit stamp wraps every
+//! 4.29 s, across a silence of ten seconds.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::process::Command;
+
+/// Every frame of a capture as tshark decodes it: the given fields, tab-separated.
+fn tshark_fields(pcap: &std::path::Path, fields: &[&str]) -> Vec<Vec<String>> {
+    let mut cmd = Command::new("tshark");
+    cmd.args(["-r", pcap.to_str().unwrap(), "-T", "fields", "-E", "separator=/t", "-E", "occurrence=f"]);
+    for f in fields {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().expect("tshark (scripts/setup installs it)");
+    assert!(out.status.success(), "tshark: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.split('\t').map(str::to_owned).collect())
+        .collect()
+}
+
+#[test]
+fn erspan_iii_nanosecond_stamps_keep_time_across_a_ten_second_silence() {
+    let name = "nvme_erspan3_ns";
+    let t = scenario_truth(name);
+    let files = scenario_files(name, &t);
+    assert_eq!(files.len(), 1);
+    let frames = tshark_fields(&files[0], &["frame.time_epoch", "erspan.gra", "erspan.timestamp"]);
+    // tshark: every frame is ERSPAN III with granularity 10 (IEEE 1588, nanoseconds).
+    assert!(frames.iter().all(|f| f[1] == "2"), "granularity");
+    let capture: Vec<u64> = frames.iter().map(|f| epoch_ns(&f[0])).collect();
+    let gap = capture.windows(2).map(|w| w[1] - w[0]).max().unwrap();
+    assert!(gap > 10_000_000_000 - 1_000_000, "the capture's longest silence: {gap} ns");
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = scenario_args(&t);
+    args.extend(["--csv-dir".to_string(), dir.path().display().to_string()]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let s = replay_summary(&[files[0].as_path()], &a);
+    for v in ["compute", "storage"] {
+        assert_eq!(s["time_sources"][v], serde_json::json!(["erspan"]), "{v}");
+    }
+    // Both mirror paths take the same 7 µs for every packet, so the switches' clocks, each
+    // anchored to its session's first capture time, give every packet exactly the time it
+    // was captured at: the first and the last, ten seconds and more apart.
+    let first = rfc3339_ns(s["first_packet"].as_str().unwrap());
+    let last = rfc3339_ns(s["last_packet"].as_str().unwrap());
+    assert_eq!((first, last), (capture[0], *capture.last().unwrap()));
+    // Every transmission starts and ends at a packet's capture time, on both sides of the
+    // silence and at both vantages.
+    let times: BTreeSet<u64> = capture.iter().copied().collect();
+    let rows = read_csv(&dir.path().join("transmissions.csv"));
+    let mut after = BTreeSet::new();
+    for r in &rows {
+        for column in ["start", "end"] {
+            let at = rfc3339_ns(&r[column]);
+            assert!(times.contains(&at), "a transmission's {column} {} is no packet's time", r[column]);
+        }
+        if rfc3339_ns(&r["start"]) > capture[0] + 10_000_000_000 {
+            after.insert(r["vantage"].clone());
+        }
+    }
+    assert_eq!(
+        after.into_iter().collect::<Vec<_>>(),
+        ["compute", "storage"],
+        "transmissions after the silence"
+    );
+}
+
+#[test]
+fn erspan_type_i_is_decoded_as_tshark_decodes_it() {
+    let name = "misc_erspan1";
+    let t = scenario_truth(name);
+    for f in scenario_files(name, &t) {
+        let frames = tshark_fields(
+            &f,
+            &["gre.flags_and_version", "gre.proto", "erspan.version", "infiniband.bth.opcode"],
+        );
+        // GRE without any flag (no sequence number), protocol 0x88BE, no ERSPAN header;
+        // tshark finds the mirrored RoCE packet right after it.
+        assert!(
+            frames.iter().all(|l| l[0] == "0x0000" && l[1] == "0x88be" && l[2].is_empty()),
+            "{}",
+            f.display()
+        );
+        let roce = frames.iter().filter(|l| !l[3].is_empty()).count();
+        assert!(roce * 10 > frames.len() * 7, "{}: {roce} of {} frames RoCE", f.display(), frames.len());
+    }
+    // What the probe counts in them is the truth (tests/scenarios.rs compares every flow).
+    let s = replay_summary(
+        &scenario_files(name, &t).iter().map(|p| p.as_path()).collect::<Vec<_>>(),
+        &scenario_args(&t).iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    assert_eq!((&s["packets"], &s["roce_packets"]), (&t["packets"], &t["roce_packets"]));
+    assert_eq!(s["decode_errors"].as_object().unwrap().values().filter(|v| v.as_u64() != Some(0)).count(), 0);
+}
+
+#[test]
+fn a_routed_hop_mirrored_at_both_ports_counts_each_packet_once() {
+    let name = "rc_loss_routed";
+    let t = scenario_truth(name);
+    let files = scenario_files(name, &t);
+    // tshark: half the frames are the router's copies, TTL one less (IPv4 checksum right)
+    // and its MAC as the source, each 0.5 to 2 µs after the copy it received.
+    let frames = tshark_fields(
+        &files[0],
+        &["frame.time_epoch", "eth.src", "ip.ttl", "ip.checksum.status", "infiniband.bth.psn"],
+    );
+    let routed: Vec<&Vec<String>> = frames.iter().filter(|f| f[1] == "02:00:00:00:fe:01").collect();
+    assert_eq!(routed.len() * 2, frames.len());
+    assert!(routed.iter().all(|f| f[2] == "63"), "the router's copies have TTL 63");
+    assert!(frames.iter().filter(|f| f[1] != "02:00:00:00:fe:01").all(|f| f[2] == "64"));
+    let flow_dups: u64 =
+        t["flows"].as_array().unwrap().iter().map(|f| f["mirror_duplicates"].as_u64().unwrap_or(0)).sum();
+    assert_eq!(flow_dups, routed.len() as u64);
+
+    let a: Vec<String> = scenario_args(&t);
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let s = replay_summary(&[files[0].as_path()], &a);
+    // Every flow as the truth has it: packets, retransmissions (go-back-N after a loss in
+    // the fabric, RNR resends) and the duplicates, each router copy counted once as such.
+    let sum = |s: &Value, field: &str| -> u64 {
+        s["flows"].as_array().unwrap().iter().map(|f| f[field].as_u64().unwrap_or(0)).sum()
+    };
+    for field in [
+        "packets",
+        "bytes",
+        "retx_packets",
+        "retx_episodes",
+        "gap_psns",
+        "nak_seq",
+        "nak_rnr",
+        "mirror_duplicates",
+    ] {
+        assert_eq!(sum(&s, field), sum(&t, field), "{field}");
+    }
+    assert!(sum(&t, "retx_packets") > 0, "a scenario with retransmissions");
+    assert_eq!(s["mirror_duplicates"]["compute"].as_u64(), Some(flow_dups));
+    assert_eq!(s["packets"].as_u64(), Some(frames.len() as u64), "every frame is received");
+    // Without the rule, every router copy would be a retransmission.
+    let mut off = a.clone();
+    off.extend(["--duplicate-window", "0"]);
+    let s0 = replay_summary(&[files[0].as_path()], &off);
+    assert_eq!(sum(&s0, "mirror_duplicates"), 0);
+    assert!(
+        sum(&s0, "retx_packets") > sum(&t, "retx_packets") + flow_dups / 2,
+        "{}",
+        sum(&s0, "retx_packets")
+    );
+}
