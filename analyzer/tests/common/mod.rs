@@ -108,6 +108,17 @@ pub fn eal_args(files: &[&Path]) -> Vec<String> {
     v
 }
 
+/// `eal` with `lcores` EAL lcores instead of `-l 0`: lcore i on CPU i modulo the CPUs this
+/// machine has (the capture thread and `lcores - 1` workers, each on an lcore of its own).
+pub fn with_lcores(eal: Vec<String>, lcores: usize) -> Vec<String> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let map: Vec<String> = (0..lcores).map(|l| format!("{l}@{}", l % cpus)).collect();
+    let at = eal.iter().position(|a| a == "-l").expect("eal args with -l");
+    let mut out = eal;
+    out.splice(at..at + 2, ["--lcores".to_string(), map.join(",")]);
+    out
+}
+
 /// Runs roceprobe with `args` plus `--summary FILE -q` and returns the parsed summary.
 pub fn summary_of(args: &[String]) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
@@ -127,11 +138,18 @@ pub fn replay_summary(files: &[&Path], extra: &[&str]) -> serde_json::Value {
     summary_of(&a)
 }
 
+/// `roceprobe live` through a net_pcap vdev per file, with an EAL lcore for every worker
+/// `extra` asks for (`--workers N`) besides the capture thread's.
 pub fn live_summary(files: &[&Path], extra: &[&str]) -> serde_json::Value {
     let mut a = vec!["live".to_string(), "--idle-exit".into(), "300ms".into()];
     a.extend(extra.iter().map(|s| s.to_string()));
     a.push("--".into());
-    a.extend(eal_args(files));
+    let workers: Option<usize> =
+        extra.iter().position(|x| *x == "--workers").and_then(|i| extra.get(i + 1)?.parse().ok());
+    a.extend(match workers {
+        Some(n) if n > 1 => with_lcores(eal_args(files), n + 1),
+        _ => eal_args(files),
+    });
     summary_of(&a)
 }
 
@@ -179,11 +197,15 @@ impl Tmux {
     /// Waits (a minute at most) until the terminal shows `text`; returns the screen.
     pub fn wait_for(&self, text: &str, what: &str) -> String {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let mut last = String::new();
         loop {
             let screen = self.screen();
-            if screen.contains(text) {
+            // The text may show while the rest of the frame is still being drawn: the
+            // screen counts once two captures 100 ms apart agree.
+            if screen.contains(text) && screen == last {
                 return screen;
             }
+            last = screen.clone();
             assert!(std::time::Instant::now() < deadline, "{what}:\n{screen}");
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
@@ -230,6 +252,28 @@ pub fn truth_series(t: &serde_json::Value, keep: &[&str]) -> std::collections::B
     out
 }
 
+/// RFC 3339 with nanoseconds, as the reports write it, to ns since the epoch.
+pub fn rfc3339_ns(t: &str) -> u64 {
+    let (date, frac) = t.trim_end_matches('Z').split_once('.').unwrap();
+    let (d, hms) = date.split_once('T').unwrap();
+    let p: Vec<i64> = d.split('-').chain(hms.split(':')).map(|x| x.parse().unwrap()).collect();
+    // Days from the civil date (Howard Hinnant's algorithm), then seconds.
+    let (y, m, day) = (if p[1] <= 2 { p[0] - 1 } else { p[0] }, p[1], p[2]);
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + p[3] * 3600 + p[4] * 60 + p[5];
+    secs as u64 * 1_000_000_000 + format!("{frac:0<9}").parse::<u64>().unwrap()
+}
+
+/// tshark's `frame.time_epoch` ("1795939210.000148502") to ns since the epoch.
+pub fn epoch_ns(s: &str) -> u64 {
+    let (secs, frac) = s.split_once('.').unwrap();
+    secs.parse::<u64>().unwrap() * 1_000_000_000 + format!("{frac:0<9}")[..9].parse::<u64>().unwrap()
+}
+
 /// A CSV report's row: column name → value.
 pub type Row = std::collections::BTreeMap<String, String>;
 
@@ -238,4 +282,70 @@ pub fn read_csv(path: &Path) -> Vec<Row> {
     let mut r = csv::Reader::from_path(path).unwrap();
     let h: Vec<String> = r.headers().unwrap().iter().map(str::to_owned).collect();
     r.records().map(|rec| h.iter().cloned().zip(rec.unwrap().iter().map(str::to_owned)).collect()).collect()
+}
+
+use roceprobe::capture::pcap::Writer;
+use roceprobe::wire::bth::{self, opcode as op};
+use roceprobe::wire::build::RoceFrame;
+use roceprobe::wire::ib_ext::{Aeth, ExtHeaders, Reth};
+use std::net::{IpAddr, Ipv4Addr};
+
+fn host_ip(h: u32) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(10, 20 + (h >> 8) as u8, (h & 0xFF) as u8, 1))
+}
+
+/// Fabric-like traffic for load tests: RC connections between 256 hosts, each frame of a
+/// connection picked at random; one awaiting its ACK sends it, else it sends its next RDMA
+/// WRITE Only (64 bytes of payload); frames `spacing_ns` apart in packet time.
+pub fn write_many_qps(path: &Path, connections: u32, frames: usize, spacing_ns: u64) {
+    const HOSTS: u32 = 256;
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move |n: u32| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % u64::from(n)) as u32
+    };
+    // (requester, responder, next PSN, MSN, awaiting an ACK)
+    let mut conns: Vec<(u32, u32, u32, u32, bool)> = (0..connections)
+        .map(|c| {
+            let a = c % HOSTS;
+            (a, (a + 1 + (c / HOSTS) % (HOSTS - 1)) % HOSTS, next(1 << 24), 0, false)
+        })
+        .collect();
+    let payload = [0xA5u8; 64];
+    let mut w = Writer::new(std::io::BufWriter::new(std::fs::File::create(path).unwrap())).unwrap();
+    for i in 0..frames {
+        let c = next(connections);
+        let (req, resp, psn, msn, awaiting) = &mut conns[c as usize];
+        let frame = if *awaiting {
+            *awaiting = false;
+            *msn = (*msn + 1) & 0xFF_FFFF;
+            let bth = bth::Repr {
+                opcode: op::ACKNOWLEDGE,
+                dest_qp: 0x100 + 2 * c,
+                psn: psn.wrapping_sub(1) & 0xFF_FFFF,
+                ..Default::default()
+            };
+            let mut f = RoceFrame::new(host_ip(*resp), host_ip(*req), bth);
+            f.ext = ExtHeaders { aeth: Some(Aeth::ack(31, *msn)), ..Default::default() };
+            f.emit()
+        } else {
+            *awaiting = true;
+            let bth = bth::Repr {
+                opcode: op::WRITE_ONLY,
+                dest_qp: 0x101 + 2 * c,
+                psn: *psn,
+                ack_req: true,
+                ..Default::default()
+            };
+            let mut f = RoceFrame::new(host_ip(*req), host_ip(*resp), bth);
+            let reth = Reth { va: 0x7f00_0000_0000 + u64::from(*psn) * 4096, rkey: 0x1000 + c, dma_len: 64 };
+            f.ext = ExtHeaders { reth: Some(reth), ..Default::default() };
+            f.payload = &payload;
+            *psn = (*psn + 1) & 0xFF_FFFF;
+            f.emit()
+        };
+        w.write(1_700_000_000_000_000_000 + i as u64 * spacing_ns, &frame, frame.len() as u32).unwrap();
+    }
 }
