@@ -170,7 +170,7 @@ fn dashboard_shows_the_jobs(width: u16, height: u16) {
         files[0].display()
     );
     let term = Tmux::start_sized(dir.path(), &command, width, height);
-    let screen = term.wait_for("roceprobe finished", "the dashboard did not finish");
+    let screen = term.wait_for_still("roceprobe finished", "the dashboard did not finish");
     assert_eq!(screen.lines().count(), usize::from(height), "{screen}");
     assert!(screen.contains("collective jobs"), "{screen}");
     // Each job's row: its name and step count, then the last step's straggler.

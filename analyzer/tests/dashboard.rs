@@ -186,7 +186,7 @@ fn the_real_binary_in_an_80x24_terminal() {
         pcap.display()
     );
     let term = Tmux::start(dir.path(), &command);
-    let screen = term.wait_for("roceprobe finished", "the dashboard did not finish");
+    let screen = term.wait_for_still("roceprobe finished", "the dashboard did not finish");
     let lines: Vec<String> = screen.lines().map(str::to_owned).collect();
     assert_eq!(lines.len(), 24, "{screen}");
     assert_shows_truth(&lines, &t);
@@ -195,7 +195,7 @@ fn the_real_binary_in_an_80x24_terminal() {
     assert_eq!(s["packets"], t["packets"]);
     // `s` re-sorts, `q` quits with success.
     term.keys("s");
-    term.wait_for("by retransmission rate", "s did not change the order");
+    term.wait_for_still("by retransmission rate", "s did not change the order");
     term.keys("q");
     term.wait_for("EXIT=0", "q did not end the run");
 }
@@ -327,7 +327,7 @@ fn the_real_binary_at_160x48_shows_every_address_whole() {
     let pcap = fixtures().join("scenarios/misc/misc.pcap");
     let command = format!("{} replay --dashboard -q {}; sleep 60", bin(), pcap.display());
     let term = Tmux::start_sized(dir.path(), &command, 160, 48);
-    let screen = term.wait_for("roceprobe finished", "the dashboard did not finish");
+    let screen = term.wait_for_still("roceprobe finished", "the dashboard did not finish");
     let lines: Vec<String> = screen.lines().map(str::to_owned).collect();
     assert_eq!(lines.len(), 48, "{screen}");
     assert!(screen.contains("fd00:1::5>fd00:2::5"), "{screen}");

@@ -196,13 +196,22 @@ impl Tmux {
 
     /// Waits (a minute at most) until the terminal shows `text`; returns the screen.
     pub fn wait_for(&self, text: &str, what: &str) -> String {
+        self.wait(text, what, false)
+    }
+
+    /// Like [`Tmux::wait_for`], for a screen that stops changing (a finished run's): the
+    /// text may show while the rest of the frame is still being drawn, so the screen counts
+    /// once two captures 100 ms apart agree.
+    pub fn wait_for_still(&self, text: &str, what: &str) -> String {
+        self.wait(text, what, true)
+    }
+
+    fn wait(&self, text: &str, what: &str, still: bool) -> String {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         let mut last = String::new();
         loop {
             let screen = self.screen();
-            // The text may show while the rest of the frame is still being drawn: the
-            // screen counts once two captures 100 ms apart agree.
-            if screen.contains(text) && screen == last {
+            if screen.contains(text) && (!still || screen == last) {
                 return screen;
             }
             last = screen.clone();
