@@ -800,15 +800,7 @@ fn execute(
         Mode::Live { control_cpus, .. } => control_cpus.clone(),
         Mode::Replay => Vec::new(),
     };
-    let home = crate::capture::dpdk::thread_cpus();
-    if !control.is_empty() {
-        crate::capture::dpdk::pin_thread(&control);
-    }
-    let live = LiveOutputs::start(common, listener, &stop);
-    if let (false, Some(home)) = (control.is_empty(), home) {
-        crate::capture::dpdk::pin_thread(&home);
-    }
-    let live = live?;
+    let live = crate::capture::dpdk::on_cpus(&control, || LiveOutputs::start(common, listener, &stop))?;
     let exporter = live.exporter.clone();
     let cfg = pipeline_config(common, vantages, mode, source_times);
     let reports = Reports { csv, live: live.subscribers() };

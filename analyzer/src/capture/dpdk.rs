@@ -1063,6 +1063,21 @@ pub fn thread_cpus() -> Option<Vec<usize>> {
     }
 }
 
+/// Runs `f` with the calling thread on `cpus` (none: where it is), then puts it back
+/// where it was: threads `f` starts are on `cpus` from their first instruction on.
+pub fn on_cpus<T>(cpus: &[usize], f: impl FnOnce() -> T) -> T {
+    if cpus.is_empty() {
+        return f();
+    }
+    let home = thread_cpus();
+    pin_thread(cpus);
+    let t = f();
+    if let Some(home) = home {
+        pin_thread(&home);
+    }
+    t
+}
+
 /// Large allocations (128 KiB and up: the buffers of interval snapshots and transmission
 /// batches) are always mapped on their own and given back to the system when freed. glibc's
 /// default raises that threshold to the size of each large block freed, after which such

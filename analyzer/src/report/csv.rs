@@ -187,6 +187,8 @@ pub struct CsvWriter {
     like: IntervalHist,
     /// The `roceprobe-csv` thread, until [`CsvWriter::finish`]: it returns its health.
     writer: Option<std::thread::JoinHandle<CsvHealth>>,
+    /// The writer thread until [`CsvWriter::start_writer`] starts it.
+    unstarted: Option<super::csv_files::Unstarted>,
     link: Link,
 }
 
@@ -206,8 +208,8 @@ impl CsvWriter {
             STRAGGLERS_HEADER.to_owned(),
             PORTS_HEADER.to_owned(),
         ];
-        let (link, writer) =
-            super::csv_files::start_writer(dir, rotation, STEMS.into_iter().zip(headers).collect())?;
+        let (link, unstarted) =
+            super::csv_files::prepare_writer(dir, rotation, STEMS.into_iter().zip(headers).collect())?;
         let file = |stem: &str| CsvFile {
             id: STEMS.iter().position(|s| *s == stem).expect("a report's stem"),
             rows: String::new(),
@@ -231,7 +233,8 @@ impl CsvWriter {
             interval_ns: crate::defaults::INTERVAL_NS,
             straggling: BTreeMap::new(),
             like: interval_hist(),
-            writer: Some(writer),
+            writer: None,
+            unstarted: Some(unstarted),
             link,
         })
     }
@@ -241,9 +244,13 @@ impl CsvWriter {
         self.rotation.describe(&self.dir)
     }
 
-    /// Pins the writer thread to these CPUs (the stats thread's, away from capture).
-    pub fn pin_writer(&self, cpus: &[usize]) {
-        self.link.control(Job::Pin(cpus.to_vec()));
+    /// Starts the writer thread on the CPUs of the calling thread (the stats thread's).
+    /// Rows handed over before wait for it; [`CsvWriter::finish`] starts it if nothing did.
+    pub fn start_writer(&mut self) -> Result<()> {
+        if let Some(u) = self.unstarted.take() {
+            self.writer = Some(u.spawn()?);
+        }
+        Ok(())
     }
 
     /// Waits until the writer thread has written every row handed to it, ends it, and
@@ -257,6 +264,9 @@ impl CsvWriter {
     }
 
     fn stop_writer(&mut self) -> Option<CsvHealth> {
+        if let Err(e) = self.start_writer() {
+            eprintln!("roceprobe: warning: {e:#}: the CSV rows handed over are lost");
+        }
         let writer = self.writer.take()?;
         self.link.control(Job::Finish);
         match writer.join() {

@@ -139,8 +139,6 @@ impl Rotation {
 pub(super) enum Job {
     /// The rows of report `id` (a whole number of rows), belonging to packet time `ts_ns`.
     Rows { id: usize, ts_ns: u64, rows: String },
-    /// Pin the writer thread to these CPUs (as the stats thread is).
-    Pin(Vec<usize>),
     /// Everything before this was written: report the health and end.
     Finish,
 }
@@ -380,19 +378,39 @@ pub(super) struct Writer {
     pool: Sender<String>,
 }
 
-/// Creates the reports' files (replacing those of an earlier run) and starts the writer
-/// thread: the stats thread's end of it, and the thread, which returns the health of the
-/// writing once it has written everything handed to it before [`Job::Finish`].
-pub(super) fn start_writer(
+/// The writer thread's state before the thread runs (see [`prepare_writer`]).
+pub(super) struct Unstarted {
+    writer: Writer,
+    jobs: Receiver<Job>,
+}
+
+impl Unstarted {
+    /// Starts the writer thread. It inherits the CPUs of the thread that starts it (the
+    /// stats thread, already on the control CPUs: never on a capture lcore, not even for
+    /// its first moments).
+    pub(super) fn spawn(self) -> Result<std::thread::JoinHandle<CsvHealth>> {
+        let Unstarted { mut writer, jobs } = self;
+        std::thread::Builder::new()
+            .name("roceprobe-csv".into())
+            .spawn(move || writer.run(jobs))
+            .context("starting the CSV writer thread")
+    }
+}
+
+/// Creates the reports' files (replacing those of an earlier run), and the writer thread's
+/// state: the stats thread's end of it, and what [`Unstarted::spawn`] starts; the thread
+/// returns the health of the writing once it has written everything handed to it before
+/// [`Job::Finish`]. Rows handed over before it starts wait in the queue.
+pub(super) fn prepare_writer(
     dir: &Path,
     rotation: Rotation,
     reports: Vec<(&'static str, String)>,
-) -> Result<(Link, std::thread::JoinHandle<CsvHealth>)> {
+) -> Result<(Link, Unstarted)> {
     let reports =
         reports.into_iter().map(|(stem, header)| Report::create(dir, stem, header)).collect::<Result<_>>()?;
     let (jobs_tx, jobs_rx) = crossbeam_channel::bounded(QUEUE);
     let (pool_tx, pool_rx) = crossbeam_channel::bounded(POOL);
-    let mut w = Writer {
+    let writer = Writer {
         dir: dir.to_owned(),
         rotation,
         reports,
@@ -401,11 +419,7 @@ pub(super) fn start_writer(
         told: false,
         pool: pool_tx,
     };
-    let h = std::thread::Builder::new()
-        .name("roceprobe-csv".into())
-        .spawn(move || w.run(jobs_rx))
-        .context("starting the CSV writer thread")?;
-    Ok((Link { jobs: jobs_tx, pool: pool_rx }, h))
+    Ok((Link { jobs: jobs_tx, pool: pool_rx }, Unstarted { writer, jobs: jobs_rx }))
 }
 
 impl Writer {
@@ -430,7 +444,6 @@ impl Writer {
                     rows.clear();
                     let _ = self.pool.try_send(rows);
                 }
-                Job::Pin(cpus) => crate::capture::dpdk::pin_thread(&cpus),
                 Job::Finish => break,
             }
         }
@@ -645,7 +658,8 @@ mod tests {
     fn rows_go_to_the_writer_thread_and_their_buffers_come_back() {
         let dir = tempfile::tempdir().unwrap();
         let (link, writer) =
-            start_writer(dir.path(), Rotation::default(), vec![("r", "a,b".into())]).unwrap();
+            prepare_writer(dir.path(), Rotation::default(), vec![("r", "a,b".into())]).unwrap();
+        let writer = writer.spawn().unwrap();
         let mut rows = String::new();
         let mut want = String::from("a,b\r\n");
         for i in 0..200u64 {

@@ -477,13 +477,13 @@ fn pipeline(
     // Each bound that loses something is told once on stderr, when it first does.
     let mut told = std::collections::HashSet::new();
     let control = cfg.control_cpus.clone();
-    let stats = std::thread::Builder::new().name("roceprobe-stats".into()).spawn(move || {
-        if !control.is_empty() {
-            crate::capture::dpdk::pin_thread(&control);
-            // The CSV writer thread, started with the files, goes where this one does.
-            if let Some(w) = &csv {
-                w.pin_writer(&control);
-            }
+    // The stats thread starts on the control CPUs, and the CSV writer thread where it is.
+    let spawn = || {
+        std::thread::Builder::new().name("roceprobe-stats".into()).spawn(move || {
+        let mut csv_failed = false;
+        if let Some(Err(e)) = csv.as_mut().map(|w| w.start_writer()) {
+            eprintln!("roceprobe: warning: {e:#}; the CSV rows are lost (summary csv_output)");
+            csv_failed = true;
         }
         // Whole-run flows: room for every flow the workers can track, twice over, so that
         // flows whose slots were taken by new ones stay in the summary for a while.
@@ -496,7 +496,6 @@ fn pipeline(
             ..Totals::default()
         };
         // Whether a CSV write has failed (told once per run; every failure is counted).
-        let mut csv_failed = false;
         // Receive statistics so far, per source, and the dashboard's rates.
         let mut received: Vec<SourceStats> = Vec::new();
         let mut viewed_to = 0u64;
@@ -574,7 +573,9 @@ fn pipeline(
             w.finish()
         });
         (totals, csv)
-    })?;
+    })
+    };
+    let stats = crate::capture::dpdk::on_cpus(&control, spawn)?;
 
     let mut ports = PortReport::new(cfg.interval);
     let (result, ios, time_use) = drive(tx, backs_rx, &mut ports);
