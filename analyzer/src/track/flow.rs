@@ -686,8 +686,8 @@ impl FlowTable {
             // A retransmission or a gap: the counters it changes, and the transmission's
             // base of them that the first change saves.
             let c = &self.cold[slot as usize];
-            memory::prefetch(&c.rest as *const FlowCounts, 3);
-            memory::prefetch(&c.tx_base as *const FlowCounts, 3);
+            memory::prefetch_all(&c.rest);
+            memory::prefetch_all(&c.tx_base);
         }
         if is_response(opcode) {
             if let Some(p) = self.hot.get(h.peer_slot as usize) {
@@ -809,16 +809,37 @@ impl FlowTable {
                 break;
             }
             self.open.pop();
-            // The flows queued next will be looked at soon: bring them in now.
-            if let Some(a) = self.open.ahead(QUEUE_LOOKAHEAD) {
-                memory::prefetch(&self.hot[a.slot as usize] as *const Hot, 1);
-            }
+            self.prefetch_queue();
             let last = self.hot[q.slot as usize].last_ts;
             if last.saturating_add(self.idle_ns) >= now {
                 self.enqueue(q.slot, last);
                 continue;
             }
             self.close_transmission(q.slot, out);
+        }
+    }
+
+    /// The flows queued next will be looked at soon (on a large table they are out of the
+    /// cache): two stages ahead, the hot lines of the one `QUEUE_LOOKAHEAD` entries away;
+    /// then, once those are in, what ending the transmission of the one half as far away
+    /// will read (its short-transmission counts; the cold counters and their base, if the
+    /// transmission changed them), if it had no packet since it was queued (it ends when
+    /// the queue reaches it, a few packets from now).
+    #[inline]
+    fn prefetch_queue(&self) {
+        if let Some(a) = self.open.ahead(QUEUE_LOOKAHEAD) {
+            memory::prefetch(&self.hot[a.slot as usize] as *const Hot, HOT_LINES);
+        }
+        if let Some(b) = self.open.ahead(QUEUE_LOOKAHEAD / 2) {
+            let h = &self.hot[b.slot as usize];
+            if h.has(TX_OPEN) && h.queued_ts == b.ts && h.last_ts == b.ts {
+                let c = &self.cold[b.slot as usize];
+                memory::prefetch_all(&c.short);
+                if h.has(COLD_BASE) {
+                    memory::prefetch_all(&c.rest);
+                    memory::prefetch_all(&c.tx_base);
+                }
+            }
         }
     }
 

@@ -15,3 +15,13 @@ pub fn advise_huge<T>(v: &Vec<T>) {
     let bytes = v.capacity() * std::mem::size_of::<T>();
     crate::capture::dpdk::advise_huge_pages(v.as_ptr() as usize, bytes);
 }
+
+/// Prefetches every cache line `r` touches (a value that straddles a line boundary needs
+/// both).
+#[inline]
+pub fn prefetch_all<T>(r: &T) {
+    let start = r as *const T as usize;
+    let first = start & !63;
+    let last = (start + std::mem::size_of::<T>().max(1) - 1) & !63;
+    prefetch(first as *const u8, (last - first) / 64 + 1);
+}
