@@ -393,8 +393,15 @@ struct Cold {
     reported: FlowCounts,
     /// Short transmissions that ended since then (see [`FlowTable::with_min_transmission_packets`]):
     /// how many, their packets and their bytes.
-    short: (u32, u32, u64),
+    short: Short,
 }
+
+/// Short transmissions ended since the last hand-over: how many, their packets and their
+/// bytes. Aligned so that it never straddles two cache lines (ending a transmission that
+/// was short touches one line of the cold part).
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C, align(16))]
+struct Short(u32, u32, u64);
 
 impl Cold {
     fn new(key: FlowKey, opcode: u8) -> Self {
@@ -406,7 +413,7 @@ impl Cold {
             rest: FlowCounts::default(),
             tx_base: FlowCounts::default(),
             reported: FlowCounts::default(),
-            short: (0, 0, 0),
+            short: Short::default(),
         }
     }
 }
@@ -1363,7 +1370,7 @@ impl FlowTable {
             self.hot[i as usize].set(CHANGED, false);
             let totals = self.totals(i);
             let delta = totals.since(&self.cold[i as usize].reported);
-            let (n, packets, bytes) = std::mem::take(&mut self.cold[i as usize].short);
+            let Short(n, packets, bytes) = std::mem::take(&mut self.cold[i as usize].short);
             let short = ShortTransmissions { count: n.into(), packets: packets.into(), bytes };
             if delta == FlowCounts::default() && n == 0 {
                 continue;
