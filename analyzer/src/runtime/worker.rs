@@ -409,16 +409,24 @@ impl Worker {
         let mut n = 0;
         // 1: decode, time, and the flow's index bucket.
         for Incoming { f, stamped, observe, late } in frames.take(BURST) {
-            let decoded = decode_frame(f.data);
-            let (ts, switch) = match stamped {
+            // Decoded where it is kept (not decoded, then moved there).
+            let s = staged[n].insert(Staged {
+                f,
+                decoded: decode_frame(f.data),
+                ts: f.ts_ns,
+                switch: false,
+                observe,
+                late,
+                hash: None,
+                slot: None,
+            });
+            (s.ts, s.switch) = match stamped {
                 Some(sw) => (f.ts_ns, sw),
-                None => self.analyzer.packet_time(&decoded, f.ts_ns),
+                None => self.analyzer.packet_time(&s.decoded, f.ts_ns),
             };
-            let hash = match &decoded {
-                Decoded::Roce(p) => Some(self.analyzer.flow_hash(p, f.source)),
-                _ => None,
-            };
-            staged[n] = Some(Staged { f, decoded, ts, switch, observe, late, hash, slot: None });
+            if let Decoded::Roce(p) = &s.decoded {
+                s.hash = Some(self.analyzer.flow_hash(p, f.source));
+            }
             n += 1;
         }
         // 2-4, pipelined: a packet's index bucket is prefetched `PIPE` packets before the
@@ -447,24 +455,17 @@ impl Worker {
                 if let Some(now) = s.observe {
                     self.observe_time(now);
                 }
-                self.process(&s.decoded, s.f, s.ts, s.switch, s.late, s.hash);
+                self.process(s);
             }
         }
     }
 
     #[inline]
-    fn process(
-        &mut self,
-        decoded: &Decoded<'_>,
-        f: Frame<'_>,
-        ts: u64,
-        switch_clock: bool,
-        late: bool,
-        hash: Option<KeyHash>,
-    ) {
+    fn process(&mut self, s: &Staged<'_>) {
+        let Staged { f, ts, switch: switch_clock, late, hash, slot: hint, .. } = *s;
         self.advance_time(ts);
         self.counters.packets += 1;
-        match decoded {
+        match &s.decoded {
             Decoded::Roce(p) => {
                 self.counters.roce_packets += 1;
                 if p.mirror.is_some_and(|m| m.erspan_type == 3 && m.time.is_none()) {
@@ -476,7 +477,7 @@ impl Worker {
                 }
                 let out = &mut self.out;
                 let wire_len = p.inner_frame_len.unwrap_or(f.wire_len);
-                let seen = Seen { source: f.source, wire_len, ts, switch_clock, late, hash };
+                let seen = Seen { source: f.source, wire_len, ts, switch_clock, late, hash, hint };
                 self.analyzer.track(p, seen, &mut |e| out.event(e));
             }
             Decoded::NotRoce(_) => self.counters.non_roce_packets += 1,

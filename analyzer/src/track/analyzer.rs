@@ -38,6 +38,9 @@ pub struct Seen {
     pub late: bool,
     /// The flow key's hash, if computed already (`flow_hash`).
     pub hash: Option<KeyHash>,
+    /// The slot the flow index named first under that hash when the burst prefetched it
+    /// (`FlowTable::prefetch_entry`): a hint, taken only if that slot holds the key.
+    pub hint: Option<u32>,
 }
 
 /// Packets the I/O tracker looks at that refresh their connection's state (it forgets the

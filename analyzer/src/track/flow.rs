@@ -22,7 +22,7 @@ use super::queue::{Queue, Queued};
 use super::vantage::Vantage;
 use crate::metrics::latency::{LatencyRecorder, Op, Segment, SeriesKey};
 use crate::wire::bth::{opcode as op, Transport};
-use crate::wire::ib_ext::{AckKind, ExtHeaders};
+use crate::wire::ib_ext::{AckKind, Tracked};
 use crate::wire::RocePacket;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -458,7 +458,7 @@ fn full_size(opcode: u8) -> bool {
 
 /// The PSN through which an ACKNOWLEDGE packet acknowledges requests: its own for an ACK,
 /// the one before for a NAK (which names the PSN it refuses); `None` for other packets.
-pub fn acked_psn(opcode: u8, ext: &ExtHeaders, psn: u32) -> Option<(u32, AckKind)> {
+pub fn acked_psn(opcode: u8, ext: &Tracked, psn: u32) -> Option<(u32, AckKind)> {
     if opcode & 0x1F != op::ACKNOWLEDGE || !matches!(opcode >> 5, 0 | 5) {
         return None;
     }
@@ -635,9 +635,14 @@ impl FlowTable {
     /// line decides, and for a key that is not an IPv4 pair the full key in the cold part.
     #[inline]
     fn find_hashed(&self, hash: KeyHash, key: &FlowKey) -> Option<u32> {
+        self.index.find(hash, |i| self.holds(i, key))
+    }
+
+    /// Whether slot `i` is in use and holds the flow of `key`.
+    #[inline]
+    fn holds(&self, i: u32, key: &FlowKey) -> bool {
         let (addrs, tag) = compact(key);
-        self.index.find(hash, |i| {
-            let h = &self.hot[i as usize];
+        self.hot.get(i as usize).is_some_and(|h| {
             h.addrs == addrs && h.tag == tag && (tag & WIDE_TAG == 0 || self.cold[i as usize].key == *key)
         })
     }
@@ -883,13 +888,19 @@ impl FlowTable {
     fn slot(
         &mut self,
         key: FlowKey,
-        hash: Option<KeyHash>,
+        seen: &Seen,
         transport: Transport,
         opcode: u8,
         now: u64,
         out: &mut impl FnMut(FlowEvent),
     ) -> Option<u32> {
-        let hash = hash.unwrap_or_else(|| self.index.hash(&key));
+        // The slot the burst's prefetch found under the hash, if it still holds this key (a
+        // slot holds one flow, and a key is in one slot at most): the index is not probed
+        // twice.
+        if let Some(i) = seen.hint.filter(|&i| self.holds(i, &key)) {
+            return Some(i);
+        }
+        let hash = seen.hash.unwrap_or_else(|| self.index.hash(&key));
         if let Some(i) = self.find_hashed(hash, &key) {
             return Some(i);
         }
@@ -1111,10 +1122,10 @@ impl FlowTable {
         rec: &mut LatencyRecorder,
         out: &mut impl FnMut(FlowEvent),
     ) -> Recorded {
-        let Seen { wire_len, ts, hash, .. } = seen;
+        let Seen { wire_len, ts, .. } = seen;
         self.expire(ts, out);
         let opcode = p.bth.opcode();
-        let Some(i) = self.slot(key, hash, p.bth.transport(), opcode, ts, out) else {
+        let Some(i) = self.slot(key, &seen, p.bth.transport(), opcode, ts, out) else {
             self.untracked_packets += 1;
             return Recorded::Untracked;
         };
@@ -1276,35 +1287,46 @@ impl FlowTable {
         }
         let Some(r) = self.reverse_index(i) else { return };
         let nvme = self.carries_nvme(r);
-        let key = self.key(r);
-        let series = &mut self.hot[r as usize].series;
         let req = &mut self.cold[r as usize];
-        let segment = match key.vantage {
-            Vantage::Compute => Segment::IoCompute,
-            Vantage::Storage => Segment::IoStorage,
-        };
         let (ring, op_, psn, within, which) = match (read_end, acked) {
             (Some(psn), _) => (&mut req.reads, Op::RdmaRead, psn, None, 1),
             (None, Some(psn)) => (&mut req.acks, Op::RcAck, psn, Some(ACK_WINDOW), 0),
             (None, None) => return,
         };
+        // The requests answered, and their latencies, in ring order.
+        let mut samples = [0u64; PENDING];
+        let mut n = 0;
         for p in ring.iter_mut().filter(|p| p.live() && ts >= p.ts) {
             let offset = psn.wrapping_sub(p.psn()) & 0x00FF_FFFF;
             if offset < within.unwrap_or(p.span.max(1)) {
                 p.answered();
-                if nvme {
-                    continue;
-                }
-                // The flow remembers its series' slot: one lookup per run, not per sample.
-                // Series are never removed, so a recorder without room stays without it.
-                if series[which] == NONE {
-                    let k = SeriesKey { initiator: key.src, target: key.dst, op: op_, segment };
-                    series[which] = rec.slot(k).unwrap_or(NO_ROOM);
-                }
-                match series[which] {
-                    NO_ROOM => rec.dropped_samples += 1,
-                    slot => rec.record_at(slot, ts - p.ts),
-                }
+                samples[n] = ts - p.ts;
+                n += 1;
+            }
+        }
+        if n == 0 || nvme {
+            return;
+        }
+        // The flow remembers its series' slot: one lookup per run, not per sample. Series
+        // are never removed, so a recorder without room stays without it.
+        let slot = match self.hot[r as usize].series[which] {
+            NONE => {
+                let key = self.key(r);
+                let segment = match key.vantage {
+                    Vantage::Compute => Segment::IoCompute,
+                    Vantage::Storage => Segment::IoStorage,
+                };
+                let k = SeriesKey { initiator: key.src, target: key.dst, op: op_, segment };
+                let slot = rec.slot(k).unwrap_or(NO_ROOM);
+                self.hot[r as usize].series[which] = slot;
+                slot
+            }
+            slot => slot,
+        };
+        for &v in &samples[..n] {
+            match slot {
+                NO_ROOM => rec.dropped_samples += 1,
+                slot => rec.record_at(slot, v),
             }
         }
     }
@@ -1439,7 +1461,7 @@ mod size {
 mod pairing {
     use super::*;
     use crate::wire::build::RoceFrame;
-    use crate::wire::ib_ext::{Aeth, Reth};
+    use crate::wire::ib_ext::{Aeth, ExtHeaders, Reth};
     use crate::wire::{bth, decode_frame, Decoded};
 
     const A: &str = "10.0.0.1";
@@ -1469,8 +1491,15 @@ mod pairing {
         let Decoded::Roce(p) = decode_frame(f) else { panic!() };
         let key =
             FlowKey { vantage: Vantage::Compute, src: p.ip.src, dst: p.ip.dst, dst_qpn: p.bth.dest_qp() };
-        let seen =
-            Seen { source: 0, wire_len: f.len() as u32, ts, switch_clock: false, late: false, hash: None };
+        let seen = Seen {
+            source: 0,
+            wire_len: f.len() as u32,
+            ts,
+            switch_clock: false,
+            late: false,
+            hash: None,
+            hint: None,
+        };
         t.record(key, &p, seen, &mut LatencyRecorder::new(16, 0), &mut |_| {});
     }
 

@@ -4,9 +4,11 @@
 //! key is compared, and which the packet needs next anyway). Removal shifts the following
 //! buckets back (no tombstones), so the table never degrades nor grows under churn.
 //!
-//! The hash ([`FlowIndex::hash`]) is aHash, keyed at start-up, over all of the key's words
-//! (each address as one 128-bit word, the QPN and the vantage), so that traffic crafted
-//! without the keys cannot aim at one chain.
+//! The hash ([`FlowIndex::hash`]) is a folded multiply over all of the key's words (each
+//! address as one 128-bit word, the QPN and the vantage), each word mixed with a key drawn
+//! at start-up, so that traffic crafted without the keys cannot aim at one chain. It is the
+//! mixing step of aHash's fallback (a 64 × 64 → 128-bit product, its halves xored) applied
+//! once per word, a handful of instructions where the general `Hasher` took some sixty.
 
 use super::flow::FlowKey;
 use super::vantage::Vantage;
@@ -30,7 +32,15 @@ pub struct FlowIndex {
     buckets: Vec<u64>,
     mask: usize,
     /// The hash's keys, drawn at start-up.
-    keys: ahash::RandomState,
+    keys: [u64; 4],
+}
+
+/// The high and low halves of the 128-bit product, xored: every output bit depends on
+/// every input bit of both factors.
+#[inline(always)]
+fn fold(a: u64, b: u64) -> u64 {
+    let p = u128::from(a) * u128::from(b);
+    (p as u64) ^ ((p >> 64) as u64)
 }
 
 #[inline]
@@ -45,7 +55,10 @@ impl FlowIndex {
         let mut buckets = Vec::with_capacity(n);
         super::memory::advise_huge(&buckets);
         buckets.resize(n, EMPTY);
-        Self { buckets, mask: n - 1, keys: ahash::RandomState::new() }
+        // Four keys from a randomly seeded aHash (its seed comes from the OS at start-up).
+        let seed = ahash::RandomState::new();
+        let keys = [0u64, 1, 2, 3].map(|i| seed.hash_one(i) | 1);
+        Self { buckets, mask: n - 1, keys }
     }
 
     /// Bytes allocated for `max` entries.
@@ -61,8 +74,12 @@ impl FlowIndex {
             Vantage::Compute => 0u64,
             Vantage::Storage => 1 << 32,
         };
-        let words = (word(&k.src), word(&k.dst), v | u64::from(k.dst_qpn));
-        std::hash::BuildHasher::hash_one(&self.keys, words) as u32
+        let (s, d) = (word(&k.src), word(&k.dst));
+        let [k0, k1, k2, k3] = self.keys;
+        let a = fold((s as u64) ^ k0, ((s >> 64) as u64) ^ k1);
+        let b = fold((d as u64) ^ k2, ((d >> 64) as u64) ^ k3);
+        let h = fold(a ^ (v | u64::from(k.dst_qpn)), b ^ k0);
+        (h ^ (h >> 32)) as u32
     }
 
     #[inline]

@@ -218,6 +218,17 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn ext_headers_len(&self) -> usize {
         ext_headers_len(self.opcode()).unwrap_or(0)
     }
+    /// The header's 12 bytes as a view of their own (a checked view holds at least that
+    /// many): its fields are then read at fixed offsets of an array, with no bounds check
+    /// however often the trackers read them.
+    #[inline]
+    pub fn header(&self) -> Packet<[u8; HEADER_LEN]> {
+        let mut h = [0u8; HEADER_LEN];
+        let b = self.buf.as_ref();
+        let n = b.len().min(HEADER_LEN);
+        h[..n].copy_from_slice(&b[..n]);
+        Packet { buf: h }
+    }
 }
 
 /// Parsed BTH.

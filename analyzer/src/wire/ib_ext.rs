@@ -400,6 +400,50 @@ impl Deth {
     }
 }
 
+/// The header at offset `o` of `b`, as an array of its size, if the opcode carries it
+/// (`o` is not [`Plan::ABSENT`]) and it fits.
+#[inline(always)]
+fn at<const N: usize>(b: &[u8], o: u8) -> Option<[u8; N]> {
+    if o == Plan::ABSENT {
+        return None;
+    }
+    let o = usize::from(o);
+    b.get(o..o + N).and_then(|h| h.try_into().ok())
+}
+
+#[inline(always)]
+fn reth_at(b: &[u8], o: u8) -> Option<Reth> {
+    at::<16>(b, o).map(|h| Reth {
+        va: u64::from_be_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]),
+        rkey: u32::from_be_bytes([h[8], h[9], h[10], h[11]]),
+        dma_len: u32::from_be_bytes([h[12], h[13], h[14], h[15]]),
+    })
+}
+
+#[inline(always)]
+fn aeth_at(b: &[u8], o: u8) -> Option<Aeth> {
+    at::<4>(b, o).map(|h| Aeth { syndrome: h[0], msn: u32::from_be_bytes([0, h[1], h[2], h[3]]) })
+}
+
+/// The extension headers the trackers read, parsed once when a frame is decoded (into
+/// `RocePacket::exts`): RETH (the target and length of an RDMA WRITE or READ Request) and
+/// AETH (an acknowledgement's syndrome and MSN). The others stay bytes in
+/// `RocePacket::ext`, which [`ExtHeaders::parse`] reads whole. 40 bytes where every header
+/// parsed took 136, written for every packet and carried through the burst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Tracked {
+    pub reth: Option<Reth>,
+    pub aeth: Option<Aeth>,
+}
+
+impl Tracked {
+    /// The headers `p` names from `b` (see [`ExtHeaders::parse_planned`]).
+    #[inline(always)]
+    pub fn parse_planned(p: &Plan, b: &[u8]) -> Self {
+        Self { reth: reth_at(b, p.reth), aeth: aeth_at(b, p.aeth) }
+    }
+}
+
 /// Every extension header of one packet, parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ExtHeaders {
@@ -431,15 +475,6 @@ impl ExtHeaders {
     /// where the caller keeps them.
     #[inline(always)]
     pub fn parse_planned(p: &Plan, b: &[u8]) -> Self {
-        // The header at offset `o`, as an array of its size, if the opcode carries it.
-        #[inline(always)]
-        fn at<const N: usize>(b: &[u8], o: u8) -> Option<[u8; N]> {
-            if o == Plan::ABSENT {
-                return None;
-            }
-            let o = usize::from(o);
-            b.get(o..o + N).and_then(|h| h.try_into().ok())
-        }
         let u32_at = |o| at::<4>(b, o).map(u32::from_be_bytes);
         Self {
             rdeth: u32_at(p.rdeth).map(|v| v & 0x00FF_FFFF),
@@ -448,15 +483,11 @@ impl ExtHeaders {
                 src_qp: u32::from_be_bytes([0, h[5], h[6], h[7]]),
             }),
             xrc_srq: u32_at(p.xrceth).map(|v| v & 0x00FF_FFFF),
-            reth: at::<16>(b, p.reth).map(|h| Reth {
-                va: u64::from_be_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]),
-                rkey: u32::from_be_bytes([h[8], h[9], h[10], h[11]]),
-                dma_len: u32::from_be_bytes([h[12], h[13], h[14], h[15]]),
-            }),
+            reth: reth_at(b, p.reth),
             atomic: at::<28>(b, p.atomic).and_then(|h| AtomicEth::parse(&h).ok()),
             imm: u32_at(p.imm),
             ieth_rkey: u32_at(p.ieth),
-            aeth: u32_at(p.aeth).map(|v| Aeth { syndrome: (v >> 24) as u8, msn: v & 0x00FF_FFFF }),
+            aeth: aeth_at(b, p.aeth),
             atomic_ack: at::<8>(b, p.atomic_ack).map(u64::from_be_bytes),
         }
     }
