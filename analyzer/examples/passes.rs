@@ -3,7 +3,12 @@
 //! fastest pass is what an A/B comparison on a shared or virtual machine should read: steal
 //! time and other tenants only ever make a pass slower.
 //!
-//! `cargo run --release -p roceprobe --example passes -- FILE.pcap [PASSES] [--flow-idle-1h]`
+//! `--rate MPPS` times the frames as a live capture at that rate does instead of by the
+//! file: every burst of 32 the time of its poll, the bursts evenly spaced. On a capture of
+//! many QPs looped at a few Mpps, each QP's packets are then milliseconds apart, as they are
+//! live (the file's own times are closer together).
+//!
+//! `cargo run --release -p roceprobe --example passes -- FILE.pcap [PASSES] [--flow-idle-1h] [--rate MPPS]`
 
 use roceprobe::capture::pcap::Replay;
 use roceprobe::capture::{Capture, Frame, Poll, BURST};
@@ -14,18 +19,30 @@ use std::time::{Duration, Instant};
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(file) = args.first() else {
-        eprintln!("usage: passes FILE.pcap [PASSES] [--flow-idle-1h]");
+        eprintln!("usage: passes FILE.pcap [PASSES] [--flow-idle-1h] [--rate MPPS]");
         std::process::exit(2);
     };
     let passes: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(30);
+    let rate: Option<f64> = args.iter().position(|a| a == "--rate").map(|i| {
+        args.get(i + 1).and_then(|r| r.parse().ok()).filter(|&r: &f64| r > 0.0).unwrap_or_else(|| {
+            eprintln!("passes: --rate needs a positive number of Mpps");
+            std::process::exit(2);
+        })
+    });
     let mut frames = Vec::new();
     let mut r = Replay::open(&[file.into()]).unwrap_or_else(|e| {
         eprintln!("passes: {file}: {e}");
         std::process::exit(1);
     });
     while let Poll::Frames(_) = r.poll(|fr| frames.push((fr.ts_ns, fr.data.to_vec(), fr.source))).unwrap() {}
-    let span = frames.iter().map(|f| f.0).max().unwrap_or(0) - frames.iter().map(|f| f.0).min().unwrap_or(0)
-        + 1_000_000;
+    let first = frames.iter().map(|f| f.0).min().unwrap_or(0);
+    if let Some(mpps) = rate {
+        let burst_ns = BURST as f64 * 1e3 / mpps;
+        for (i, f) in frames.iter_mut().enumerate() {
+            f.0 = first + ((i / BURST) as f64 * burst_ns) as u64;
+        }
+    }
+    let span = frames.iter().map(|f| f.0).max().unwrap_or(0) - first + 1_000_000;
     let mut cfg = PipelineConfig::new(VantageMap::default());
     if args.iter().any(|a| a == "--flow-idle-1h") {
         cfg.flow_idle = Duration::from_secs(3600);

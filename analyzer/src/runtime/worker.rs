@@ -244,8 +244,7 @@ impl Worker {
                 self.current = Some(self.interval_of(now));
             }
         }
-        let out = &mut self.out;
-        self.analyzer.observe(now, &mut |e| out.event(e));
+        self.analyzer.observe(now);
     }
 
     /// Whether some frame was timed by a switch's ERSPAN clock (whose time the probe's
@@ -503,6 +502,9 @@ impl Worker {
     }
 
     fn emit(&mut self, start_ns: u64, end_ns: u64) {
+        // The transmissions that went idle in the interval end in it, and go before it.
+        let out = &mut self.out;
+        self.analyzer.end_idle(&mut |e| out.event(e));
         self.out.flush();
         self.out.buffers.collect();
         let tracked = self.analyzer.tracked_flows();

@@ -175,10 +175,17 @@ impl Analyzer {
     }
 
     /// Time moved on to `now` without a packet here: transmissions idle for `--flow-idle`
-    /// end, and I/Os older than `--io-timeout`.
-    pub fn observe(&mut self, now: u64, out: &mut impl FnMut(FlowEvent)) {
-        self.flows.expire(now, out);
+    /// have ended (they are closed by the next packet of their flow or before the interval
+    /// is handed over, see [`Analyzer::end_idle`]), and I/Os older than `--io-timeout` end.
+    pub fn observe(&mut self, now: u64) {
+        self.flows.advance(now);
         self.ios.expire(now, &mut self.latency);
+    }
+
+    /// Before the open interval is handed over: the transmissions that went idle in it end
+    /// (to `out`), so that they are reported in it.
+    pub fn end_idle(&mut self, out: &mut impl FnMut(FlowEvent)) {
+        self.flows.end_idle(out);
     }
 
     /// The end: every open transmission and I/O ends.

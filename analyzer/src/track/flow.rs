@@ -7,10 +7,11 @@
 //! ([`Cold`]). A new flow in a full table takes the slot of a flow idle for `--flow-expire`
 //! that has handed over everything it counted, if a short sweep finds one; else its packets
 //! are counted as untracked. The indexes get twice the room they hold at most, so removals
-//! never make them grow: the per-packet path never allocates. Flows with an open
-//! transmission are queued (`track::queue`) in the order they were queued, so ending idle
-//! transmissions looks at the oldest entries only: no scan of the table per packet, and no
-//! move per packet either (see [`FlowTable::expire`]).
+//! never make them grow: the per-packet path never allocates. A transmission that went idle
+//! ends when its flow is next looked at: at its next packet, or when the interval is handed
+//! over, which visits the flows that had packets in it and those whose transmission was
+//! still open at the last hand-over (see [`FlowTable::end_idle`]): no scan of the table,
+//! and no other flow's entry touched per packet.
 
 use super::analyzer::Seen;
 use super::bounded::{FifoMap, Refused};
@@ -18,7 +19,6 @@ use super::counts::{FlowCounts, ShortTransmissions};
 use super::index::{FlowIndex, KeyHash};
 use super::memory;
 use super::psn::{Outcome, PsnTracker, Span};
-use super::queue::{Queue, Queued};
 use super::vantage::Vantage;
 use crate::metrics::latency::{LatencyRecorder, Op, Segment, SeriesKey};
 use crate::wire::bth::{opcode as op, Transport};
@@ -195,9 +195,8 @@ struct Hot {
     /// whose addresses are compared in [`Cold::key`].
     addrs: u64,
     last_ts: u64,
-    /// When the flow was last put at the tail of the list of open transmissions (see
-    /// [`FlowTable::expire`]).
-    queued_ts: u64,
+    /// Free: keeps the counters on the second line.
+    spare: u64,
     /// The open transmission's first packet time.
     tx_start: u64,
     /// The destination QPN (24 bits), the vantage (bit 24) and whether the addresses are
@@ -248,8 +247,8 @@ const IN_PAIR_INDEX: u8 = 1 << 6;
 const COLD_BASE: u8 = 1 << 7;
 const TRANSPORT_BITS: u8 = 0b111;
 
-/// How far ahead in the queue of open transmissions the flows are prefetched.
-const QUEUE_LOOKAHEAD: usize = 8;
+/// How far ahead the flows a hand-over visits are prefetched (see [`FlowTable::end_idle`]).
+const VISIT_LOOKAHEAD: usize = 8;
 
 /// Cache lines of [`Hot`].
 const HOT_LINES: usize = 2;
@@ -297,7 +296,7 @@ impl Hot {
         Self {
             addrs,
             last_ts: 0,
-            queued_ts: 0,
+            spare: 0,
             tx_start: 0,
             tag,
             peer_qpn,
@@ -492,10 +491,13 @@ pub struct FlowTable {
     /// QP pairs (and path MTU) announced by CM, for flows not seen yet: the peer's QPN
     /// and the MTU, per direction.
     announced: FifoMap<FlowKey, (u32, u32)>,
-    /// Flows with an open transmission, in the order they were queued.
-    open: Queue,
-    /// The latest time `expire` was given: a transmission idle for `--flow-idle` before it
-    /// has ended, whether or not the lazy queue has reached it yet.
+    /// Flows whose transmission was still open at the last hand-over (they may have had no
+    /// packet since), and the spare list the next hand-over fills (each has room for every
+    /// flow).
+    carried: Vec<u32>,
+    carried_next: Vec<u32>,
+    /// The latest packet time seen (see [`FlowTable::advance`]): a transmission idle for
+    /// `--flow-idle` before it has ended, whether or not it was looked at since.
     horizon: u64,
     /// Flows that counted something since the last interval was handed over.
     changed: Vec<u32>,
@@ -548,7 +550,8 @@ impl FlowTable {
             // entries use up the spare room.
             pairs: HashMap::with_capacity_and_hasher(2 * max_flows, h()),
             announced: FifoMap::new(crate::defaults::MAX_ANNOUNCED_FLOWS),
-            open: Queue::new(max_flows),
+            carried: Vec::with_capacity(max_flows),
+            carried_next: Vec::with_capacity(max_flows),
             horizon: 0,
             changed: Vec::with_capacity(max_flows),
             expire_ns: crate::defaults::FLOW_EXPIRE_NS,
@@ -617,7 +620,7 @@ impl FlowTable {
         let buckets = (2 * max_flows * 8 / 7).next_power_of_two();
         max_flows * (std::mem::size_of::<Hot>() + std::mem::size_of::<Cold>())
             + FlowIndex::allocated_bytes(max_flows)
-            + Queue::allocated_bytes(max_flows)
+            + 2 * max_flows * std::mem::size_of::<u32>()
             + buckets * (std::mem::size_of::<((Vantage, IpAddr, IpAddr), [u32; PAIR_SLOTS])>() + 1)
     }
 
@@ -694,6 +697,16 @@ impl FlowTable {
     pub fn prefetch_next(&self, slot: u32, opcode: u8, psn: u32) {
         let Some(h) = self.hot.get(slot as usize) else { return };
         let low = opcode & 0x1F;
+        if h.has(TX_OPEN) && self.horizon > h.last_ts.saturating_add(self.idle_ns) {
+            // Its transmission went idle: the packet ends it first, in its short counts (or,
+            // if it changed them, with the cold counters and their base).
+            let c = &self.cold[slot as usize];
+            memory::prefetch_all(&c.short);
+            if h.has(COLD_BASE) {
+                memory::prefetch_all(&c.rest);
+                memory::prefetch_all(&c.tx_base);
+            }
+        }
         if is_request(opcode) && !h.psn.expects(psn) {
             // A retransmission or a gap: the counters it changes, and the transmission's
             // base of them that the first change saves.
@@ -722,31 +735,7 @@ impl FlowTable {
         self.hot.is_empty()
     }
 
-    // --- the list of flows with an open transmission -------------------------------------
-
-    /// Whether a queue entry is its flow's open transmission (else it went stale when the
-    /// transmission ended another way).
-    #[inline]
-    fn is_queued(&self, q: Queued) -> bool {
-        let h = &self.hot[q.slot as usize];
-        h.has(TX_OPEN) && h.queued_ts == q.ts
-    }
-
-    /// Queues flow `i` at time `ts` (its `queued_ts`), dropping the stale entries first if
-    /// the queue is full. The queue has room for twice the flows the table holds, and a
-    /// flow has one live entry at most, so there is always room then.
-    #[inline]
-    fn enqueue(&mut self, i: u32, ts: u64) {
-        self.hot[i as usize].queued_ts = ts;
-        if self.open.is_full() {
-            let hot = &self.hot;
-            self.open.compact(|q| {
-                let h = &hot[q.slot as usize];
-                h.has(TX_OPEN) && h.queued_ts == q.ts
-            });
-        }
-        self.open.push(Queued { slot: i, ts });
-    }
+    // --- ending transmissions ----------------------------------------------------------
 
     /// The counters of flow `i` since it began.
     fn totals(&self, i: u32) -> FlowCounts {
@@ -800,65 +789,59 @@ impl FlowTable {
         out(FlowEvent::Ended(Transmission { key: self.key(i), transport, start_ns, end_ns, counts }));
     }
 
-    /// Ends the transmissions of flows idle for `--flow-idle` at packet time `now`.
-    ///
-    /// A packet does not move its flow in the queue (that would touch other flows' entries,
-    /// cache misses on a large table): the queue stays in the order flows were queued, and
-    /// `queued_ts <= last_ts`. So while the oldest entry was queued more than `--flow-idle`
-    /// ago, its flow is either idle (its transmission ends) or had packets since (it is
-    /// queued again, at its last packet); once the oldest was queued within `--flow-idle`,
-    /// every flow behind it was too, and none is idle. Each flow is looked at most once per
-    /// `--flow-idle` of its activity. Stale entries (see `track::queue`) are skipped.
+    /// Packet time moved on to `now`: a transmission idle for `--flow-idle` before it has
+    /// ended. It is closed when its flow is next looked at (see [`FlowTable::settle`]) or
+    /// at the next hand-over ([`FlowTable::end_idle`]), whichever comes first, with the same
+    /// result as ending it as soon as it went idle.
     #[inline]
-    pub fn expire(&mut self, now: u64, out: &mut impl FnMut(FlowEvent)) {
+    pub fn advance(&mut self, now: u64) {
         self.horizon = self.horizon.max(now);
-        while let Some(q) = self.open.front() {
-            if !self.is_queued(q) {
-                self.open.pop();
-                continue;
-            }
-            if q.ts.saturating_add(self.idle_ns) >= now {
-                break;
-            }
-            self.open.pop();
-            self.prefetch_queue();
-            let last = self.hot[q.slot as usize].last_ts;
-            if last.saturating_add(self.idle_ns) >= now {
-                self.enqueue(q.slot, last);
-                continue;
-            }
-            self.close_transmission(q.slot, out);
-        }
     }
 
-    /// The flows queued next will be looked at soon (on a large table they are out of the
-    /// cache): two stages ahead, the hot lines of the one `QUEUE_LOOKAHEAD` entries away;
-    /// then, once those are in, what ending the transmission of the one half as far away
-    /// will read (its short-transmission counts; the cold counters and their base, if the
-    /// transmission changed them), if it had no packet since it was queued (it ends when
-    /// the queue reaches it, a few packets from now).
-    #[inline]
-    fn prefetch_queue(&self) {
-        if let Some(a) = self.open.ahead(QUEUE_LOOKAHEAD) {
-            memory::prefetch(&self.hot[a.slot as usize] as *const Hot, HOT_LINES);
-        }
-        if let Some(b) = self.open.ahead(QUEUE_LOOKAHEAD / 2) {
-            let h = &self.hot[b.slot as usize];
-            if h.has(TX_OPEN) && h.queued_ts == b.ts && h.last_ts == b.ts {
-                let c = &self.cold[b.slot as usize];
-                memory::prefetch_all(&c.short);
-                if h.has(COLD_BASE) {
-                    memory::prefetch_all(&c.rest);
-                    memory::prefetch_all(&c.tx_base);
-                }
+    /// Before an interval is handed over: ends the transmissions that went idle by the
+    /// latest time seen, among the flows that may have one open (those with packets since
+    /// the last hand-over, and those whose transmission was open then), so that each ends
+    /// in the interval in which it went idle. The flows whose transmission is still open are
+    /// kept for the next call. Work in proportion to the flows active, never a scan of the
+    /// table; the flows are prefetched [`VISIT_LOOKAHEAD`] ahead.
+    pub fn end_idle(&mut self, out: &mut impl FnMut(FlowEvent)) {
+        let mut next = std::mem::take(&mut self.carried_next);
+        next.clear();
+        // Carried flows with packets since are in `changed`, and are looked at there.
+        for k in 0..self.carried.len() {
+            if let Some(&a) = self.carried.get(k + VISIT_LOOKAHEAD) {
+                memory::prefetch(&self.hot[a as usize] as *const Hot, HOT_LINES);
+            }
+            let i = self.carried[k];
+            let h = &self.hot[i as usize];
+            if !h.has(TX_OPEN) || h.has(CHANGED) {
+                continue;
+            }
+            if self.went_idle(i) {
+                // A short one puts the flow in `changed`, where its count is handed over.
+                self.close_transmission(i, out);
+            } else {
+                next.push(i);
             }
         }
+        for k in 0..self.changed.len() {
+            if let Some(&a) = self.changed.get(k + VISIT_LOOKAHEAD) {
+                memory::prefetch(&self.hot[a as usize] as *const Hot, HOT_LINES);
+            }
+            let i = self.changed[k];
+            self.settle(i, out);
+            if self.hot[i as usize].has(TX_OPEN) {
+                next.push(i);
+            }
+        }
+        self.carried_next = std::mem::replace(&mut self.carried, next);
     }
 
     /// Whether flow `i`'s transmission has ended by now: it went idle for `--flow-idle`
-    /// before the latest time seen, though the lazy queue may not have reached it. Flows
-    /// whose state is about to be read or changed end it first (see `settle`), so that
-    /// every result is what ending each transmission as soon as it went idle would give.
+    /// before the latest time seen, though it was not closed yet. Flows whose state is
+    /// about to be read or changed end it first (see `settle`), and every flow that may
+    /// have one open is looked at before each hand-over (`end_idle`), so that every result
+    /// is what ending each transmission as soon as it went idle would give.
     #[inline]
     fn went_idle(&self, i: u32) -> bool {
         let e = &self.hot[i as usize];
@@ -873,12 +856,21 @@ impl FlowTable {
         }
     }
 
-    /// Ends every open transmission (end of input, shutdown).
+    /// Ends every open transmission (end of input, shutdown): those carried over from the
+    /// last hand-over, then those of the flows with packets since.
     pub fn close_all(&mut self, out: &mut impl FnMut(FlowEvent)) {
-        while let Some(q) = self.open.front() {
-            self.open.pop();
-            if self.is_queued(q) {
-                self.close_transmission(q.slot, out);
+        for k in 0..self.carried.len() {
+            let i = self.carried[k];
+            let h = &self.hot[i as usize];
+            if h.has(TX_OPEN) && !h.has(CHANGED) {
+                self.close_transmission(i, out);
+            }
+        }
+        self.carried.clear();
+        for k in 0..self.changed.len() {
+            let i = self.changed[k];
+            if self.hot[i as usize].has(TX_OPEN) {
+                self.close_transmission(i, out);
             }
         }
     }
@@ -1123,7 +1115,7 @@ impl FlowTable {
         out: &mut impl FnMut(FlowEvent),
     ) -> Recorded {
         let Seen { wire_len, ts, .. } = seen;
-        self.expire(ts, out);
+        self.advance(ts);
         let opcode = p.bth.opcode();
         let Some(i) = self.slot(key, &seen, p.bth.transport(), opcode, ts, out) else {
             self.untracked_packets += 1;
@@ -1134,8 +1126,8 @@ impl FlowTable {
             self.rest_mut(i).mirror_duplicates += 1;
             return Recorded::Duplicate;
         }
-        // The transmission may have gone idle without the lazy queue reaching it yet: it
-        // ends before this packet counts (`expire(ts)` above made `ts` part of the horizon).
+        // The transmission may have gone idle since its last packet: it ends before this
+        // packet counts (`advance(ts)` above made `ts` part of the horizon).
         self.settle(i, out);
         let e = &mut self.hot[i as usize];
         if !e.has(TX_OPEN) {
@@ -1143,7 +1135,6 @@ impl FlowTable {
             e.set(COLD_BASE, false);
             e.tx_start = ts;
             e.tx_base = e.counts;
-            self.enqueue(i, ts);
         }
         let e = &self.hot[i as usize];
         if e.peer_slot == NONE && e.peer_qpn != NONE {
@@ -1556,7 +1547,8 @@ mod pairing {
         feed(&mut t, &send(A, B, 30, 0), 20 * MS);
         assert_eq!((t.untracked_packets, t.expired_flows), (1, 0));
         let mut out = Vec::new();
-        t.expire(20 * MS, &mut |_| {});
+        t.advance(20 * MS);
+        t.end_idle(&mut |_| {});
         t.drain_interval(&mut out);
         // B→A QP 7 is busy again; the next new flow takes the first idle slot (A→B QP 10),
         // whose pairing and index entries go with it.

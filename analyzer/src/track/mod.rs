@@ -13,7 +13,6 @@ pub mod list;
 pub mod memory;
 pub mod nvme;
 pub mod psn;
-pub mod queue;
 pub mod vantage;
 
 pub use analyzer::{Analyzer, AnalyzerConfig, Seen};
