@@ -5,13 +5,30 @@
 macro_rules! flow_counts {
     ($( $(#[$doc:meta])* $field:ident ),* $(,)?) => {
         /// Counters of a flow (cumulative, or the difference between two points in time).
+        /// `repr(C)`: counter k (in the order declared) is the k-th word (see
+        /// [`FlowCounts::index_of`]).
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
         #[serde(default)]
+        #[repr(C)]
         pub struct FlowCounts {
             $( $(#[$doc])* pub $field: u64, )*
         }
 
         impl FlowCounts {
+            /// `self - base` for the counters whose bit (their index) is set in `mask`, 0
+            /// for the others.
+            // The last counter's index is counted past, never read.
+            #[allow(unused_assignments)]
+            pub fn since_masked(&self, base: &FlowCounts, mask: u32) -> FlowCounts {
+                let mut k = 0u32;
+                FlowCounts {
+                    $( $field: {
+                        let d = if mask & (1 << k) != 0 { self.$field - base.$field } else { 0 };
+                        k += 1;
+                        d
+                    }, )*
+                }
+            }
             pub fn add(&mut self, o: &FlowCounts) {
                 $( self.$field += o.$field; )*
             }
@@ -66,6 +83,20 @@ flow_counts! {
     /// TTL one less, after the copy it received): counted here, nowhere else.
     mirror_duplicates,
 }
+
+impl FlowCounts {
+    /// The index of the counter `field` picks (its word in the struct), for masks of
+    /// counters: `field` is an accessor such as `|c| &mut c.retx_packets`.
+    #[inline(always)]
+    pub fn index_of(&mut self, field: impl Fn(&mut FlowCounts) -> &mut u64) -> u32 {
+        let base = self as *const FlowCounts as usize;
+        let at = field(self) as *const u64 as usize;
+        ((at - base) / std::mem::size_of::<u64>()) as u32
+    }
+}
+
+// A mask of counters fits in a u32.
+const _: () = assert!(std::mem::size_of::<FlowCounts>() <= 32 * std::mem::size_of::<u64>());
 
 /// Transmissions too short to be reported one by one (fewer packets than
 /// `--min-transmission-packets`), counted per flow: how many ended, and their packets and

@@ -195,8 +195,12 @@ struct Hot {
     /// whose addresses are compared in [`Cold::key`].
     addrs: u64,
     last_ts: u64,
+    /// Which of [`Cold::rest`]'s counters have their value at the open transmission's start
+    /// saved in [`Cold::tx_base`] (bit k: counter k): each is saved the first time the
+    /// transmission changes it, which nearly none does.
+    tx_mask: u32,
     /// Free: keeps the counters on the second line.
-    spare: u64,
+    spare: u32,
     /// The open transmission's first packet time.
     tx_start: u64,
     /// The destination QPN (24 bits), the vantage (bit 24) and whether the addresses are
@@ -240,11 +244,6 @@ const CHANGED: u8 = 1 << 4;
 const CAPSULES: u8 = 1 << 5;
 /// The flow is in the index of request flows per host pair.
 const IN_PAIR_INDEX: u8 = 1 << 6;
-/// `Cold::tx_base` holds `Cold::rest` as it was when the open transmission began. A
-/// transmission starts without it, and the first change to `rest` while it is open saves
-/// it first: a transmission that changes none of those counters (nearly all) never
-/// touches the cold part.
-const COLD_BASE: u8 = 1 << 7;
 const TRANSPORT_BITS: u8 = 0b111;
 
 /// How far ahead the flows a hand-over visits are prefetched (see [`FlowTable::end_idle`]).
@@ -296,6 +295,7 @@ impl Hot {
         Self {
             addrs,
             last_ts: 0,
+            tx_mask: 0,
             spare: 0,
             tx_start: 0,
             tag,
@@ -386,7 +386,8 @@ struct Cold {
     opcodes: OpcodeCounts,
     /// Every counter but the four in [`Hot`] (which stay 0 here), since the flow began.
     rest: FlowCounts,
-    /// `rest` when the open transmission began, while [`COLD_BASE`] says so.
+    /// The counters of `rest` that [`Hot::tx_mask`] names, as they were when the open
+    /// transmission began.
     tx_base: FlowCounts,
     /// The totals when the last interval was handed over.
     reported: FlowCounts,
@@ -698,21 +699,26 @@ impl FlowTable {
         let Some(h) = self.hot.get(slot as usize) else { return };
         let low = opcode & 0x1F;
         if h.has(TX_OPEN) && self.horizon > h.last_ts.saturating_add(self.idle_ns) {
-            // Its transmission went idle: the packet ends it first, in its short counts (or,
-            // if it changed them, with the cold counters and their base).
+            // Its transmission went idle: the packet ends it first, in the flow's short
+            // counts, or, if long enough to be reported and it changed them, with the cold
+            // counters and their base.
             let c = &self.cold[slot as usize];
-            memory::prefetch_all(&c.short);
-            if h.has(COLD_BASE) {
+            if h.counts[0] - h.tx_base[0] < self.min_tx_packets {
+                memory::prefetch_all(&c.short);
+            } else if h.tx_mask != 0 {
                 memory::prefetch_all(&c.rest);
                 memory::prefetch_all(&c.tx_base);
             }
         }
         if is_request(opcode) && !h.psn.expects(psn) {
-            // A retransmission or a gap: the counters it changes, and the transmission's
-            // base of them that the first change saves.
+            // A retransmission or a gap: the counters it changes (adjacent, from
+            // `retx_packets` to `out_of_window`), and the transmission's base of them that
+            // the first change saves.
             let c = &self.cold[slot as usize];
-            memory::prefetch_all(&c.rest);
-            memory::prefetch_all(&c.tx_base);
+            for counts in [&c.rest, &c.tx_base] {
+                memory::prefetch(&counts.retx_packets as *const u64, 1);
+                memory::prefetch(&counts.out_of_window as *const u64, 1);
+            }
         }
         if is_response(opcode) {
             if let Some(p) = self.hot.get(h.peer_slot as usize) {
@@ -749,42 +755,53 @@ impl FlowTable {
         for (d, (now, base)) in hot.iter_mut().zip(h.counts.iter().zip(&h.tx_base)) {
             *d = now - base;
         }
-        let rest = if h.has(COLD_BASE) {
+        let rest = if h.tx_mask != 0 {
             let c = &self.cold[i as usize];
-            c.rest.since(&c.tx_base)
+            c.rest.since_masked(&c.tx_base, h.tx_mask)
         } else {
             FlowCounts::default()
         };
         with_hot(rest, &hot)
     }
 
-    /// The counters of flow `i` that are not in its hot part, to add to (saving their value
-    /// at the start of an open transmission first, see [`COLD_BASE`]).
+    /// Counter `field` of flow `i`'s cold counters ([`Cold::rest`]), to add to. While a
+    /// transmission is open, its value at the transmission's start is saved first, the
+    /// first time the transmission changes it (see [`Hot::tx_mask`]): one word written, on
+    /// the line of the counter's base, where saving every counter read three lines and
+    /// wrote three (a retransmission storm changes a counter in every transmission).
     #[inline]
-    fn rest_mut(&mut self, i: u32) -> &mut FlowCounts {
+    fn rest_field(&mut self, i: u32, field: fn(&mut FlowCounts) -> &mut u64) -> &mut u64 {
         let h = &mut self.hot[i as usize];
         let c = &mut self.cold[i as usize];
-        if h.has(TX_OPEN) && !h.has(COLD_BASE) {
-            c.tx_base = c.rest;
-            h.set(COLD_BASE, true);
+        if h.has(TX_OPEN) {
+            let bit = 1u32 << c.rest.index_of(field);
+            if h.tx_mask & bit == 0 {
+                h.tx_mask |= bit;
+                *field(&mut c.tx_base) = *field(&mut c.rest);
+            }
         }
-        &mut c.rest
+        field(&mut c.rest)
     }
 
     fn close_transmission(&mut self, i: u32, out: &mut impl FnMut(FlowEvent)) {
-        let counts = self.tx_counts(i);
         let h = &mut self.hot[i as usize];
         h.set(TX_OPEN, false);
-        if counts.packets < self.min_tx_packets {
+        // Its packets and bytes come from the hot part; only a transmission long enough to
+        // be reported needs the rest of its counters.
+        let packets = h.counts[0] - h.tx_base[0];
+        if packets < self.min_tx_packets {
             // Too short to say anything of its own (see `with_min_transmission_packets`):
             // counted in the flow's interval, where its packets are already.
+            let bytes = h.counts[1] - h.tx_base[1];
             let s = &mut self.cold[i as usize].short;
             s.0 = s.0.saturating_add(1);
-            s.1 = s.1.saturating_add(counts.packets as u32);
-            s.2 += counts.bytes;
+            s.1 = s.1.saturating_add(packets as u32);
+            s.2 += bytes;
             self.note_change(i);
             return;
         }
+        let counts = self.tx_counts(i);
+        let h = &self.hot[i as usize];
         let (transport, start_ns, end_ns) = (h.transport(), h.tx_start, h.last_ts);
         out(FlowEvent::Ended(Transmission { key: self.key(i), transport, start_ns, end_ns, counts }));
     }
@@ -1072,10 +1089,10 @@ impl FlowTable {
                 if t != i {
                     self.settle(t, out);
                 }
-                self.rest_mut(t).cnp += 1;
+                *self.rest_field(t, |c| &mut c.cnp) += 1;
                 self.note_change(t);
             }
-            None => self.rest_mut(i).cnp_unattributed += 1,
+            None => *self.rest_field(i, |c| &mut c.cnp_unattributed) += 1,
         }
     }
 
@@ -1123,7 +1140,7 @@ impl FlowTable {
         };
         self.note_change(i);
         if self.mirror_duplicate(i, p, opcode, ts) {
-            self.rest_mut(i).mirror_duplicates += 1;
+            *self.rest_field(i, |c| &mut c.mirror_duplicates) += 1;
             return Recorded::Duplicate;
         }
         // The transmission may have gone idle since its last packet: it ends before this
@@ -1132,7 +1149,7 @@ impl FlowTable {
         let e = &mut self.hot[i as usize];
         if !e.has(TX_OPEN) {
             e.set(TX_OPEN, true);
-            e.set(COLD_BASE, false);
+            e.tx_mask = 0;
             e.tx_start = ts;
             e.tx_base = e.counts;
         }
@@ -1162,10 +1179,10 @@ impl FlowTable {
         }
         self.cold[i as usize].opcodes.add(opcode);
         if p.ecn == 3 {
-            self.rest_mut(i).ecn_ce += 1;
+            *self.rest_field(i, |c| &mut c.ecn_ce) += 1;
         }
         if seen.late {
-            self.rest_mut(i).late_packets += 1;
+            *self.rest_field(i, |c| &mut c.late_packets) += 1;
             return Recorded::Flow(i);
         }
 
@@ -1176,9 +1193,9 @@ impl FlowTable {
         } else if is_response(opcode) {
             let ack = acked_psn(opcode, &p.exts, p.bth.psn());
             match ack {
-                Some((_, AckKind::Nak { code: 0 })) => self.rest_mut(i).nak_seq += 1,
-                Some((_, AckKind::Nak { .. })) => self.rest_mut(i).nak_other += 1,
-                Some((_, AckKind::RnrNak { .. })) => self.rest_mut(i).nak_rnr += 1,
+                Some((_, AckKind::Nak { code: 0 })) => *self.rest_field(i, |c| &mut c.nak_seq) += 1,
+                Some((_, AckKind::Nak { .. })) => *self.rest_field(i, |c| &mut c.nak_other) += 1,
+                Some((_, AckKind::RnrNak { .. })) => *self.rest_field(i, |c| &mut c.nak_rnr) += 1,
                 _ => {}
             }
             let acked = ack.map(|(psn, _)| psn);
@@ -1223,13 +1240,14 @@ impl FlowTable {
         match self.hot[i as usize].psn.observe(psn, span) {
             Outcome::InOrder => {}
             Outcome::Retransmission { episode } => {
-                let c = self.rest_mut(i);
-                c.retx_packets += 1;
-                c.retx_bytes += u64::from(p.payload_len);
-                c.retx_episodes += u64::from(episode);
+                *self.rest_field(i, |c| &mut c.retx_packets) += 1;
+                *self.rest_field(i, |c| &mut c.retx_bytes) += u64::from(p.payload_len);
+                if episode {
+                    *self.rest_field(i, |c| &mut c.retx_episodes) += 1;
+                }
             }
-            Outcome::Gap { skipped } => self.rest_mut(i).gap_psns += u64::from(skipped),
-            Outcome::OutOfWindow => self.rest_mut(i).out_of_window += 1,
+            Outcome::Gap { skipped } => *self.rest_field(i, |c| &mut c.gap_psns) += u64::from(skipped),
+            Outcome::OutOfWindow => *self.rest_field(i, |c| &mut c.out_of_window) += 1,
         }
         let e = &self.hot[i as usize];
         if !e.has(IN_PAIR_INDEX) && e.dst_qpn() != 1 {
@@ -1248,18 +1266,17 @@ impl FlowTable {
     #[inline]
     pub fn count_capsule(&mut self, slot: u32, command: bool) {
         self.hot[slot as usize].set(CAPSULES, true);
-        let c = self.rest_mut(slot);
         if command {
-            c.nvme_commands += 1;
+            *self.rest_field(slot, |c| &mut c.nvme_commands) += 1;
         } else {
-            c.nvme_completions += 1;
+            *self.rest_field(slot, |c| &mut c.nvme_completions) += 1;
         }
     }
 
     /// Counts a packet of a tracked flow whose ICRC was wrong.
     #[inline]
     pub fn count_icrc_error(&mut self, slot: u32) {
-        self.rest_mut(slot).icrc_errors += 1;
+        *self.rest_field(slot, |c| &mut c.icrc_errors) += 1;
     }
 
     /// A response on flow `i` (responder → requester) answers pending requests of the

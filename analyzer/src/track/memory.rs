@@ -20,8 +20,16 @@ pub fn advise_huge<T>(v: &Vec<T>) {
 /// both).
 #[inline]
 pub fn prefetch_all<T>(r: &T) {
+    let size = std::mem::size_of::<T>().max(1);
     let start = r as *const T as usize;
+    if size <= 64 {
+        // Its first and last bytes' lines (the same one, unless it straddles two): two
+        // hints, no loop.
+        prefetch(start as *const u8, 1);
+        prefetch((start + size - 1) as *const u8, 1);
+        return;
+    }
     let first = start & !63;
-    let last = (start + std::mem::size_of::<T>().max(1) - 1) & !63;
+    let last = (start + size - 1) & !63;
     prefetch(first as *const u8, (last - first) / 64 + 1);
 }
