@@ -8,7 +8,8 @@
 //! address as one 128-bit word, the QPN and the vantage), each word mixed with a key drawn
 //! at start-up, so that traffic crafted without the keys cannot aim at one chain. It is the
 //! mixing step of aHash's fallback (a 64 × 64 → 128-bit product, its halves xored) applied
-//! once per word, a handful of instructions where the general `Hasher` took some sixty.
+//! once per word: about twenty instructions fewer per packet than aHash through the `Hasher`
+//! trait.
 
 use super::flow::FlowKey;
 use super::vantage::Vantage;
