@@ -408,7 +408,8 @@ impl Worker {
         let mut n = 0;
         // 1: decode, time, and the flow's index bucket.
         for Incoming { f, stamped, observe, late } in frames.take(BURST) {
-            // Decoded where it is kept (not decoded, then moved there).
+            // Built in the slot it is kept in: the decoded packet is moved once, into the
+            // burst's array, not out of a local and then again with its staging.
             let s = staged[n].insert(Staged {
                 f,
                 decoded: decode_frame(f.data),

@@ -315,6 +315,11 @@ impl Hot {
     fn has(&self, flag: u8) -> bool {
         self.bits & flag != 0
     }
+    /// Packets of the open transmission so far.
+    #[inline]
+    fn tx_packets(&self) -> u64 {
+        self.counts[0] - self.tx_base[0]
+    }
     /// Path MTU in bytes, 0 while unknown.
     #[inline]
     fn mtu(&self) -> u32 {
@@ -698,12 +703,12 @@ impl FlowTable {
     pub fn prefetch_next(&self, slot: u32, opcode: u8, psn: u32) {
         let Some(h) = self.hot.get(slot as usize) else { return };
         let low = opcode & 0x1F;
-        if h.has(TX_OPEN) && self.horizon > h.last_ts.saturating_add(self.idle_ns) {
+        if self.went_idle(slot) {
             // Its transmission went idle: the packet ends it first, in the flow's short
             // counts, or, if long enough to be reported and it changed them, with the cold
             // counters and their base.
             let c = &self.cold[slot as usize];
-            if h.counts[0] - h.tx_base[0] < self.min_tx_packets {
+            if h.tx_packets() < self.min_tx_packets {
                 memory::prefetch_all(&c.short);
             } else if h.tx_mask != 0 {
                 memory::prefetch_all(&c.rest);
@@ -788,7 +793,7 @@ impl FlowTable {
         h.set(TX_OPEN, false);
         // Its packets and bytes come from the hot part; only a transmission long enough to
         // be reported needs the rest of its counters.
-        let packets = h.counts[0] - h.tx_base[0];
+        let packets = h.tx_packets();
         if packets < self.min_tx_packets {
             // Too short to say anything of its own (see `with_min_transmission_packets`):
             // counted in the flow's interval, where its packets are already.
@@ -822,6 +827,19 @@ impl FlowTable {
     /// kept for the next call. Work in proportion to the flows active, never a scan of the
     /// table; the flows are prefetched [`VISIT_LOOKAHEAD`] ahead.
     pub fn end_idle(&mut self, out: &mut impl FnMut(FlowEvent)) {
+        self.visit_open(false, out);
+    }
+
+    /// Ends every open transmission (end of input, shutdown): those carried over from the
+    /// last hand-over, then those of the flows with packets since.
+    pub fn close_all(&mut self, out: &mut impl FnMut(FlowEvent)) {
+        self.visit_open(true, out);
+    }
+
+    /// Visits the flows that may have a transmission open (carried over from the last
+    /// hand-over, then those with packets since) and ends theirs if it went idle, or
+    /// with `all` whatever it is; keeps those still open for the next visit.
+    fn visit_open(&mut self, all: bool, out: &mut impl FnMut(FlowEvent)) {
         let mut next = std::mem::take(&mut self.carried_next);
         next.clear();
         // Carried flows with packets since are in `changed`, and are looked at there.
@@ -834,7 +852,7 @@ impl FlowTable {
             if !h.has(TX_OPEN) || h.has(CHANGED) {
                 continue;
             }
-            if self.went_idle(i) {
+            if all || self.went_idle(i) {
                 // A short one puts the flow in `changed`, where its count is handed over.
                 self.close_transmission(i, out);
             } else {
@@ -846,7 +864,11 @@ impl FlowTable {
                 memory::prefetch(&self.hot[a as usize] as *const Hot, HOT_LINES);
             }
             let i = self.changed[k];
-            self.settle(i, out);
+            if all && self.hot[i as usize].has(TX_OPEN) {
+                self.close_transmission(i, out);
+            } else {
+                self.settle(i, out);
+            }
             if self.hot[i as usize].has(TX_OPEN) {
                 next.push(i);
             }
@@ -870,25 +892,6 @@ impl FlowTable {
     fn settle(&mut self, i: u32, out: &mut impl FnMut(FlowEvent)) {
         if self.went_idle(i) {
             self.close_transmission(i, out);
-        }
-    }
-
-    /// Ends every open transmission (end of input, shutdown): those carried over from the
-    /// last hand-over, then those of the flows with packets since.
-    pub fn close_all(&mut self, out: &mut impl FnMut(FlowEvent)) {
-        for k in 0..self.carried.len() {
-            let i = self.carried[k];
-            let h = &self.hot[i as usize];
-            if h.has(TX_OPEN) && !h.has(CHANGED) {
-                self.close_transmission(i, out);
-            }
-        }
-        self.carried.clear();
-        for k in 0..self.changed.len() {
-            let i = self.changed[k];
-            if self.hot[i as usize].has(TX_OPEN) {
-                self.close_transmission(i, out);
-            }
         }
     }
 

@@ -36,8 +36,8 @@ pub struct FlowIndex {
     keys: [u64; 4],
 }
 
-/// The high and low halves of the 128-bit product, xored: every output bit depends on
-/// every input bit of both factors.
+/// The high and low halves of the 128-bit product, xored: each output bit mixes many bits
+/// of both factors (aHash's folded multiply).
 #[inline(always)]
 fn fold(a: u64, b: u64) -> u64 {
     let p = u128::from(a) * u128::from(b);
