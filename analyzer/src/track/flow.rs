@@ -984,6 +984,7 @@ impl FlowTable {
         None
     }
 
+    #[inline]
     fn reverse_index(&self, i: u32) -> Option<u32> {
         let e = &self.hot[i as usize];
         if e.peer_slot != NONE {
@@ -992,6 +993,13 @@ impl FlowTable {
         if e.peer_qpn == NONE {
             return None;
         }
+        self.find_reverse(i)
+    }
+
+    /// The paired direction of a flow whose slots are not linked yet, by its key.
+    #[inline(never)]
+    fn find_reverse(&self, i: u32) -> Option<u32> {
+        let e = &self.hot[i as usize];
         let k = self.key(i);
         self.find(&FlowKey { vantage: k.vantage, src: k.dst, dst: k.src, dst_qpn: e.peer_qpn })
     }

@@ -198,6 +198,7 @@ fn whole_message(low: u8) -> bool {
 
 /// Classifies the payload of a RC/XRC SEND packet. `payload` is what was captured,
 /// `payload_len` what the headers say the packet carries.
+#[inline]
 pub fn classify(opcode: u8, payload: &[u8], payload_len: u32) -> Capsule {
     let transport = opcode >> 5;
     if transport != 0 && transport != 5 {
@@ -207,6 +208,12 @@ pub fn classify(opcode: u8, payload: &[u8], payload_len: u32) -> Capsule {
     if !starts_message(low) {
         return Capsule::None;
     }
+    classify_message(low, payload, payload_len)
+}
+
+/// [`classify`] for the first packet of a RC/XRC SEND.
+#[inline(never)]
+fn classify_message(low: u8, payload: &[u8], payload_len: u32) -> Capsule {
     if payload_len as usize >= SQE_LEN && payload.len() >= SQE_LEN {
         if payload[1] != FLAGS_SGL || le64(payload, 16) != 0 {
             return Capsule::None;
