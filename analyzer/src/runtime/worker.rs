@@ -10,7 +10,7 @@ use crate::track::flow::{FlowDelta, FlowEvent, Transmission};
 use crate::track::index::KeyHash;
 use crate::track::io::{IoBatch, IoCountsByPair};
 use crate::track::{Analyzer, Seen};
-use crate::wire::{could_be_mirrored, decode_frame, Decoded};
+use crate::wire::{could_be_mirrored, decode_frame, decode_frame_into, Decoded, NotRoce};
 use crossbeam_channel::{Receiver, Sender};
 
 /// Ended transmissions go to the stats side in batches of this many (or at each interval).
@@ -408,11 +408,11 @@ impl Worker {
         let mut n = 0;
         // 1: decode, time, and the flow's index bucket.
         for Incoming { f, stamped, observe, late } in frames.take(BURST) {
-            // Built in the slot it is kept in: the decoded packet is moved once, into the
-            // burst's array, not out of a local and then again with its staging.
+            // Staged first, then decoded into its slot: the decoded packet is written where
+            // it is kept, not moved there.
             let s = staged[n].insert(Staged {
                 f,
-                decoded: decode_frame(f.data),
+                decoded: Decoded::NotRoce(NotRoce::NotIp),
                 ts: f.ts_ns,
                 switch: false,
                 observe,
@@ -420,6 +420,7 @@ impl Worker {
                 hash: None,
                 slot: None,
             });
+            decode_frame_into(f.data, &mut s.decoded);
             (s.ts, s.switch) = match stamped {
                 Some(sw) => (f.ts_ns, sw),
                 None => self.analyzer.packet_time(&s.decoded, f.ts_ns),

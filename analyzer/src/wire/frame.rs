@@ -115,6 +115,16 @@ pub fn decode_frame(frame: &[u8]) -> Decoded<'_> {
     }
 }
 
+/// [`decode_frame`] into a place (a burst's array): the decoded packet is written where it
+/// is kept, not built aside and moved there.
+pub fn decode_frame_into<'a>(frame: &'a [u8], out: &mut Decoded<'a>) {
+    if let Some((l2, n)) = plain(frame) {
+        *out = transport(frame, &l2, &n, None);
+    } else {
+        *out = walk(frame);
+    }
+}
+
 /// The general walk of [`decode_frame`], for every frame [`plain`] leaves to it.
 #[inline(never)]
 fn walk(frame: &[u8]) -> Decoded<'_> {

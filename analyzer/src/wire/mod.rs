@@ -25,7 +25,9 @@ pub mod udp;
 
 mod frame;
 
-pub use frame::{could_be_mirrored, decode_frame, Decoded, IpPair, Mirror, NotRoce, RocePacket};
+pub use frame::{
+    could_be_mirrored, decode_frame, decode_frame_into, Decoded, IpPair, Mirror, NotRoce, RocePacket,
+};
 
 use std::fmt;
 
