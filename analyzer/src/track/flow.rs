@@ -436,8 +436,37 @@ fn with_hot(mut c: FlowCounts, hot: &[u64; HOT_COUNTS]) -> FlowCounts {
 /// analysis").
 #[inline]
 fn is_request(opcode: u8) -> bool {
-    matches!(opcode >> 5, 0 | 1 | 5) && matches!(opcode & 0x1F, 0x00..=0x0C | 0x13 | 0x14 | 0x16 | 0x17)
+    CLASSES[usize::from(opcode)] & REQUEST != 0
 }
+
+const REQUEST: u8 = 1;
+const RESPONSE: u8 = 2;
+const FULL_SIZE: u8 = 4;
+
+/// What each opcode is ([`REQUEST`], [`RESPONSE`], [`FULL_SIZE`]), looked up in one load
+/// per packet instead of decided by comparisons each time.
+static CLASSES: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut op = 0;
+    while op < 256 {
+        let (group, low) = ((op >> 5) as u8, (op & 0x1F) as u8);
+        let request = matches!(group, 0 | 1 | 5) && matches!(low, 0x00..=0x0C | 0x13 | 0x14 | 0x16 | 0x17);
+        let response = matches!(group, 0 | 5) && matches!(low, 0x0D..=0x12);
+        let full_size = matches!(group, 0 | 1 | 5)
+            && matches!(
+                low,
+                op::SEND_FIRST
+                    | op::SEND_MIDDLE
+                    | op::WRITE_FIRST
+                    | op::WRITE_MIDDLE
+                    | op::READ_RESPONSE_FIRST
+                    | op::READ_RESPONSE_MIDDLE
+            );
+        t[op] = request as u8 * REQUEST + response as u8 * RESPONSE + full_size as u8 * FULL_SIZE;
+        op += 1;
+    }
+    t
+};
 
 /// The last packet of a request message (or a single-packet request).
 #[inline]
@@ -449,16 +478,7 @@ fn ends_message(low: u8) -> bool {
 /// is the path MTU.
 #[inline]
 fn full_size(opcode: u8) -> bool {
-    matches!(opcode >> 5, 0 | 1 | 5)
-        && matches!(
-            opcode & 0x1F,
-            op::SEND_FIRST
-                | op::SEND_MIDDLE
-                | op::WRITE_FIRST
-                | op::WRITE_MIDDLE
-                | op::READ_RESPONSE_FIRST
-                | op::READ_RESPONSE_MIDDLE
-        )
+    CLASSES[usize::from(opcode)] & FULL_SIZE != 0
 }
 
 /// The PSN through which an ACKNOWLEDGE packet acknowledges requests: its own for an ACK,
@@ -480,7 +500,7 @@ pub fn acked_psn(opcode: u8, ext: &Tracked, psn: u32) -> Option<(u32, AckKind)> 
 /// requests of the paired flow).
 #[inline]
 pub fn is_response(opcode: u8) -> bool {
-    matches!(opcode >> 5, 0 | 5) && matches!(opcode & 0x1F, 0x0D..=0x12)
+    CLASSES[usize::from(opcode)] & RESPONSE != 0
 }
 
 pub struct FlowTable {
@@ -1453,6 +1473,12 @@ mod tests {
         assert!(!is_request(0x11) && !is_request(0x64) && !is_request(0x81) && !is_request(0x0D));
         assert!(ends_message(0x04) && ends_message(0x08) && ends_message(0x0C) && !ends_message(0x06));
         assert!(full_size(0x06) && full_size(0x0D) && !full_size(0x0F) && !full_size(0x64));
+        // The IBA's opcode table: ACKNOWLEDGE (RC 0x11, XRC 0xB1) and the READ and atomic
+        // responses (0x0D-0x12) answer requests; UC has no responses (0x31), nor does UD.
+        assert!(is_response(0x11) && is_response(0xB1) && is_response(0x0D) && is_response(0x12));
+        assert!(!is_response(0x31) && !is_response(0x13) && !is_response(0x64) && !is_response(0x0C));
+        // UC WRITE Middle (0x27) is full-size; SEND Only (0x04) and UD SEND Only (0x64) are not.
+        assert!(full_size(0x27) && full_size(0x01) && !full_size(0x04) && !full_size(0x6D));
     }
 }
 
