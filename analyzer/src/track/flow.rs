@@ -808,6 +808,7 @@ impl FlowTable {
         field(&mut c.rest)
     }
 
+    #[inline]
     fn close_transmission(&mut self, i: u32, out: &mut impl FnMut(FlowEvent)) {
         let h = &mut self.hot[i as usize];
         h.set(TX_OPEN, false);
@@ -825,6 +826,12 @@ impl FlowTable {
             self.note_change(i);
             return;
         }
+        self.report_transmission(i, out);
+    }
+
+    /// Ends a transmission long enough to be reported: with all its counters, to `out`.
+    #[inline(never)]
+    fn report_transmission(&mut self, i: u32, out: &mut impl FnMut(FlowEvent)) {
         let counts = self.tx_counts(i);
         let h = &self.hot[i as usize];
         let (transport, start_ns, end_ns) = (h.transport(), h.tx_start, h.last_ts);
