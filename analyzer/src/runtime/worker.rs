@@ -281,9 +281,52 @@ impl Worker {
     /// touch (its index bucket, then its entry, then the entry of the flow a response
     /// answers), so that the burst's cache misses overlap: on a fabric of many thousand QPs
     /// nearly every packet's flow is out of the cache. Allocates nothing.
-    pub fn handle_burst(&mut self, frames: &[Frame<'_>]) {
-        let frames = frames.iter().map(|f| Incoming { f: *f, stamped: None, observe: None, late: false });
-        self.arrive(frames, false);
+    pub fn handle_burst<'a>(&mut self, frames: &[Frame<'a>]) {
+        let unstamped = |f: &Frame<'a>| Incoming { f: *f, stamped: None, observe: None, late: false };
+        let Some(mut r) = self.reorder.take() else {
+            return self.arrive(frames.iter().map(unstamped), false);
+        };
+        // While frames come in time order and the window holds none, they go on in bursts
+        // straight from `frames`, as `arrive` would send them, without being copied aside
+        // first; from the first frame out of order (which arms the window), `arrive` takes
+        // over, with that frame's time as it was given.
+        let mut rest = frames;
+        while !rest.is_empty() && !r.is_armed() {
+            let chunk = &rest[..rest.len().min(BURST)];
+            let mut times = [(0u64, false); BURST];
+            let mut n = 0;
+            let mut out_of_order = None;
+            for f in chunk {
+                let t = self.arrival_time(f);
+                if !r.pass(t.0) {
+                    out_of_order = Some(t);
+                    break;
+                }
+                times[n] = t;
+                n += 1;
+            }
+            self.burst(chunk[..n].iter().zip(&times).map(|(f, &(ts, switch))| Incoming {
+                f: Frame { ts_ns: ts, ..*f },
+                stamped: Some(switch),
+                observe: None,
+                late: false,
+            }));
+            rest = &rest[n..];
+            if let Some((ts, switch)) = out_of_order {
+                let first = Incoming {
+                    f: Frame { ts_ns: ts, ..rest[0] },
+                    stamped: Some(switch),
+                    observe: None,
+                    late: false,
+                };
+                self.reorder = Some(r);
+                return self.arrive(std::iter::once(first).chain(rest[1..].iter().map(unstamped)), false);
+            }
+        }
+        self.reorder = Some(r);
+        if !rest.is_empty() {
+            self.arrive(rest.iter().map(unstamped), false);
+        }
     }
 
     /// Frames as they arrive: without a reorder window, or while frames come in time order
