@@ -15,7 +15,7 @@ use super::{PipelineConfig, PortReport, Recycled, ToStats, Worker};
 use crate::capture::{Capture, Frame, Poll};
 use crate::track::clock::MirrorClocks;
 use crate::track::io::IoCountsByPair;
-use crate::wire::{decode_frame, Decoded};
+use crate::wire::{could_be_mirrored, decode_frame, Decoded};
 use anyhow::Result;
 use crossbeam_channel::{bounded, Receiver, Sender};
 use std::collections::BTreeMap;
@@ -263,6 +263,11 @@ impl Dispatcher {
     #[inline]
     fn route(&mut self, f: &Frame<'_>) -> (usize, u64, bool) {
         let workers = self.lanes.len();
+        if workers == 1 && !could_be_mirrored(f.data) {
+            // One worker (a dedicated receive lcore) and a frame that cannot carry a
+            // switch's time: nothing to decode here, the worker does it.
+            return (0, f.ts_ns, false);
+        }
         match decode_frame(f.data) {
             Decoded::Roce(p) => {
                 let lane = owner((p.ip.src, p.ip.dst), workers);
