@@ -84,6 +84,29 @@ fn live_dispatch_through_dpdk_matches_one_worker() {
     assert_eq!(live_summary(&[p], &with), one);
 }
 
+#[test]
+fn a_dedicated_receive_lcore_gives_what_one_lcore_gives() {
+    // --rx-core: receive (and dispatch, to the one worker) on one lcore, analysis on the
+    // other. Plain frames go to the worker undecoded, ERSPAN III mirrors timed by the
+    // receiving lcore: both kinds are in these captures.
+    for (scenario, args) in [
+        ("nvme_vlan/nvme_vlan.pcap", &["--vantage", "compute=vlan:10", "--vantage", "storage=vlan:20"][..]),
+        (
+            "nvme_erspan3/nvme_erspan3.pcap",
+            &["--vantage", "compute=erspan:101", "--vantage", "storage=erspan:202"][..],
+        ),
+    ] {
+        let path = fixtures().join("scenarios").join(scenario);
+        let one = live_summary(&[&path], args);
+        let mut a = vec!["live".to_string(), "--idle-exit".into(), "300ms".into(), "--rx-core".into()];
+        a.extend(args.iter().map(|s| s.to_string()));
+        a.push("--".into());
+        a.extend(with_lcores(eal_args(&[&path]), 2));
+        assert_eq!(summary_of(&a), one, "{scenario} with --rx-core");
+        assert!(one["packets"].as_u64().unwrap() > 100, "{scenario}: {}", one["packets"]);
+    }
+}
+
 /// Splits a capture into `n` files by the unordered inner IP pair, as a NIC's symmetric RSS
 /// would spread it over `n` RX queues (frames that are not RoCE go to the first).
 fn split_by_ip_pair(path: &Path, n: usize, dir: &Path) -> Vec<PathBuf> {

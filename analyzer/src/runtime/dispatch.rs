@@ -12,6 +12,7 @@
 
 use super::worker::TimeUse;
 use super::{PipelineConfig, PortReport, Recycled, ToStats, Worker};
+use crate::capture::dpdk::prefetch;
 use crate::capture::{Capture, Frame, Poll};
 use crate::track::clock::MirrorClocks;
 use crate::track::io::IoCountsByPair;
@@ -24,6 +25,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 const BATCH_BYTES: usize = 256 * 1024;
 const BATCH_FRAMES: usize = 512;
+/// How many frames of a batch ahead the worker prefetches a frame's headers.
+const FRAMES_AHEAD: usize = 8;
 /// Batches queued per worker, and spare batches per worker.
 const QUEUE: usize = 64;
 const SPARES: usize = 8;
@@ -179,8 +182,13 @@ fn spawn_workers(
 /// the lane closes.
 fn work(mut w: Worker, batches: Receiver<Batch>, spares: Sender<Batch>) -> (IoCountsByPair, [TimeUse; 2]) {
     for mut batch in batches {
-        let bytes = &batch.bytes;
-        w.handle_stamped_burst(batch.slots.iter().map(|s| {
+        let (bytes, slots) = (&batch.bytes, &batch.slots);
+        w.handle_stamped_burst(slots.iter().enumerate().map(|(i, s)| {
+            // The frames were written on the receiving lcore: the first lines of one a few
+            // frames on are asked for from that core's cache while this one is analysed.
+            if let Some(ahead) = slots.get(i + FRAMES_AHEAD) {
+                prefetch(bytes.as_ptr().wrapping_add(ahead.offset as usize), 2);
+            }
             let data = &bytes[s.offset as usize..(s.offset + s.len) as usize];
             (Frame { data, wire_len: s.wire_len, ts_ns: s.ts_ns, source: s.source }, s.switch_clock, s.now)
         }));

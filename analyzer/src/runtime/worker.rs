@@ -323,8 +323,9 @@ impl Worker {
                 return self.arrive(std::iter::once(first).chain(rest[1..].iter().map(unstamped)), false);
             }
         }
+        let armed = r.is_armed();
         self.reorder = Some(r);
-        if !rest.is_empty() {
+        if armed {
             self.arrive(rest.iter().map(unstamped), false);
         }
     }
@@ -440,9 +441,42 @@ impl Worker {
     /// each with whether that time is a switch clock's and the latest time to observe (see
     /// [`Worker::observe_time`]) before it.
     pub fn handle_stamped_burst<'a>(&mut self, frames: impl Iterator<Item = (Frame<'a>, bool, u64)>) {
-        let frames =
+        let mut frames =
             frames.map(|(f, sw, now)| Incoming { f, stamped: Some(sw), observe: Some(now), late: false });
-        self.arrive(frames, true);
+        let Some(mut r) = self.reorder.take() else {
+            return self.arrive(frames, true);
+        };
+        // As in `handle_burst`: frames in time order go on in bursts as they come, while the
+        // window holds none; from the first out of order (which arms it), `arrive` takes over.
+        let mut out_of_order = None;
+        let mut more = true;
+        while more && !r.is_armed() {
+            let mut taken = 0;
+            self.burst(std::iter::from_fn(|| {
+                if taken == BURST {
+                    return None;
+                }
+                let Some(i) = frames.next() else {
+                    more = false;
+                    return None;
+                };
+                if !r.pass(i.f.ts_ns) {
+                    out_of_order = Some(i);
+                    return None;
+                }
+                taken += 1;
+                Some(i)
+            }));
+        }
+        let armed = r.is_armed();
+        self.reorder = Some(r);
+        // The frames from the first out of order on, or all of them if the window held
+        // frames already: `arrive` holds them (and releases what is due).
+        match out_of_order {
+            Some(first) => self.arrive(std::iter::once(first).chain(frames), true),
+            None if armed => self.arrive(frames, true),
+            None => {}
+        }
     }
 
     /// At most [`BURST`] frames.
