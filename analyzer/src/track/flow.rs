@@ -1484,7 +1484,8 @@ mod tests {
         // responses (0x0D-0x12) answer requests; UC has no responses (0x31), nor does UD.
         assert!(is_response(0x11) && is_response(0xB1) && is_response(0x0D) && is_response(0x12));
         assert!(!is_response(0x31) && !is_response(0x13) && !is_response(0x64) && !is_response(0x0C));
-        // UC WRITE Middle (0x27) is full-size; SEND Only (0x04) and UD SEND Only (0x64) are not.
+        // UC WRITE Middle (0x27) and SEND Middle (0x01) are full-size; SEND Only (0x04) is
+        // not, nor is any UD opcode (0x6D).
         assert!(full_size(0x27) && full_size(0x01) && !full_size(0x04) && !full_size(0x6D));
     }
 }

@@ -105,7 +105,8 @@ pub enum Decoded<'a> {
 
 /// Decodes one Ethernet frame. Never panics, whatever the bytes.
 ///
-/// One pass without recursion: the headers down to the IP layer, then either the ERSPAN
+/// One pass without recursion: the headers down to the IP layer (at fixed offsets for the
+/// common frame, see [`plain`]; else by the general walk), then either the ERSPAN
 /// encapsulation of a mirror (and the same again on the mirrored frame, once) or UDP, BTH
 /// and the extension headers, with the [`RocePacket`] built once, as the return value.
 pub fn decode_frame(frame: &[u8]) -> Decoded<'_> {
@@ -155,7 +156,7 @@ fn walk(frame: &[u8]) -> Decoded<'_> {
 
 /// The frame nearly every RoCE packet on a fabric arrives in, read at fixed offsets: Ethernet
 /// with at most one 802.1Q tag, then an IPv4 header without options, not a fragment,
-/// carrying UDP. Anything else (and any of these whose lengths do not hold) is `None`, for
+/// carrying UDP, with a total length that covers the header. Anything else is `None`, for
 /// [`walk`], which decodes these frames to the same result in more steps.
 #[inline(always)]
 fn plain(frame: &[u8]) -> Option<(L2, L3<'_>)> {
