@@ -625,8 +625,14 @@ pub(crate) mod tests {
         }
         files.retain(|f| f.extension().is_some_and(|e| e == "pcap"));
         assert!(files.len() > 10, "{files:?}");
-        let same =
-            |f: &[u8]| assert_eq!(format!("{:?}", decode_frame(f)), format!("{:?}", walk(f)), "{f:02x?}");
+        // Both entry points: `decode_frame` and the burst's `decode_frame_into`.
+        let same = |f: &[u8]| {
+            let walked = format!("{:?}", walk(f));
+            assert_eq!(format!("{:?}", decode_frame(f)), walked, "{f:02x?}");
+            let mut into = Decoded::NotRoce(NotRoce::NotIp);
+            decode_frame_into(f, &mut into);
+            assert_eq!(format!("{into:?}"), walked, "{f:02x?}");
+        };
         let (mut plain_frames, mut mutated) = (0, 0);
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
         for file in &files {
@@ -645,11 +651,12 @@ pub(crate) mod tests {
                     }
                     f[at] = keep;
                     same(&f[..at]);
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
                     mutated += 6;
                 }
+                // And one byte anywhere set to a pseudo-random value (xorshift).
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
                 let at = (x as usize) % f.len();
                 f[at] = (x >> 32) as u8;
                 same(&f);
