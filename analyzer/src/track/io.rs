@@ -262,11 +262,14 @@ pub struct SlowIo {
 pub struct Slowest {
     k: usize,
     ios: Vec<SlowIo>,
+    /// Once `k` are kept: the place of the one a slower I/O replaces. Most I/Os offered
+    /// are faster than it and are turned away by one comparison.
+    least: usize,
 }
 
 impl Slowest {
     pub fn new(k: usize) -> Self {
-        Self { k, ios: Vec::with_capacity(k) }
+        Self { k, ios: Vec::with_capacity(k), least: 0 }
     }
 
     /// Which of two I/Os is the slower: the longer, then the earlier completed, then by
@@ -276,14 +279,25 @@ impl Slowest {
         (s.io_ns, Reverse(s.completed_ns), Reverse((s.initiator, s.target, s.qpn, s.cid)))
     }
 
+    fn find_least(&mut self) {
+        self.least = (0..self.ios.len()).min_by_key(|&i| Self::rank(&self.ios[i])).unwrap_or(0);
+    }
+
     pub fn offer(&mut self, io: SlowIo) {
         if self.ios.len() < self.k {
             self.ios.push(io);
-        } else if let Some(min) = self.ios.iter_mut().min_by_key(|s| Self::rank(s)) {
-            if Self::rank(&io) > Self::rank(min) {
-                *min = io;
+            if self.ios.len() == self.k {
+                self.find_least();
             }
+            return;
         }
+        let Some(least) = self.ios.get(self.least) else { return };
+        // The rank's first part is the latency: a faster I/O needs no further comparison.
+        if io.io_ns < least.io_ns || Self::rank(&io) <= Self::rank(least) {
+            return;
+        }
+        self.ios[self.least] = io;
+        self.find_least();
     }
 
     /// Moves them into `out` (which keeps its capacity), leaving this list empty.
@@ -1036,5 +1050,37 @@ mod tests {
         let n = t.counts().values().next().unwrap();
         assert_eq!((n.timed_out, n.overflowed, n.unfinished, n.completed), (2, 1, 1, 0));
         assert_eq!(rec.dropped_samples, 0);
+    }
+
+    #[test]
+    fn the_slowest_kept_do_not_depend_on_the_order_offered() {
+        // (latency, completed at, CID). The three slowest, by hand: the three 9 µs I/Os, the
+        // earliest completed first (the rank's tie-break); the 7 µs one is left out.
+        let offered = [(5, 50, 1), (9, 90, 2), (1, 10, 3), (9, 30, 4), (7, 70, 5), (3, 20, 6), (9, 95, 7)];
+        let io = |&(io_ns, completed_ns, cid): &(u64, u64, u16)| SlowIo {
+            io_ns,
+            completed_ns,
+            initiator: "10.0.0.1".parse().unwrap(),
+            target: "10.0.0.2".parse().unwrap(),
+            op: Op::NvmeRead,
+            qpn: 9,
+            cid,
+            bytes: 4096,
+            segments: [None; 5],
+        };
+        let mut orders = vec![offered.to_vec(), offered.iter().rev().copied().collect()];
+        let mut rotated = offered.to_vec();
+        rotated.rotate_left(3);
+        orders.push(rotated);
+        for order in orders {
+            let mut s = Slowest::new(3);
+            order.iter().for_each(|o| s.offer(io(o)));
+            let kept: Vec<u16> = s.sorted().iter().map(|i| i.cid).collect();
+            assert_eq!(kept, [4, 2, 7], "offered as {order:?}");
+            let mut out = Vec::new();
+            s.drain_into(&mut out);
+            order.iter().take(2).for_each(|o| s.offer(io(o)));
+            assert_eq!(s.sorted().len(), 2, "after a hand-over the list fills again");
+        }
     }
 }
