@@ -198,12 +198,24 @@ impl fmt::Display for Segment {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// A series slot not looked up yet (see [`LatencyRecorder::cached_slot`]).
+pub const SLOT_UNKNOWN: u32 = u32::MAX;
+/// A series the recorder had no room for.
+pub const SLOT_NO_ROOM: u32 = u32::MAX - 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct SeriesKey {
     pub initiator: IpAddr,
     pub target: IpAddr,
     pub op: Op,
     pub segment: Segment,
+}
+
+impl std::hash::Hash for SeriesKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        let rest = (self.op as u64) << 8 | self.segment as u64;
+        crate::track::index::hash_hosts(&self.initiator, &self.target, rest, h);
+    }
 }
 
 /// Samples of a series kept as they are before they are bucketed. Recording is then an
@@ -316,6 +328,27 @@ impl LatencyRecorder {
         match self.refused.estimate() {
             0 => 0,
             n => self.max_series as u64 + n,
+        }
+    }
+
+    /// The slot of a series whose slot the caller keeps in `cache`, set to
+    /// [`SLOT_UNKNOWN`] at first: the series is looked up once (`key` gives it), not per
+    /// sample. Series are never removed, so a recorder without room for one stays without
+    /// it ([`SLOT_NO_ROOM`]). For [`LatencyRecorder::record_in`].
+    #[inline]
+    pub fn cached_slot(&mut self, cache: &mut u32, key: impl FnOnce() -> SeriesKey) -> u32 {
+        if *cache == SLOT_UNKNOWN {
+            *cache = self.slot(key()).unwrap_or(SLOT_NO_ROOM);
+        }
+        *cache
+    }
+
+    /// Records a sample in the series of a slot from [`LatencyRecorder::cached_slot`].
+    #[inline]
+    pub fn record_in(&mut self, slot: u32, ns: u64) {
+        match slot {
+            SLOT_NO_ROOM | SLOT_UNKNOWN => self.dropped_samples += 1,
+            slot => self.record_at(slot, ns),
         }
     }
 

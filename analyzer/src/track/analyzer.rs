@@ -8,7 +8,7 @@ use super::bounded::FifoMap;
 use super::clock::MirrorClocks;
 use super::flow::{acked_psn, FlowDelta, FlowEvent, Recorded};
 use super::index::KeyHash;
-use super::io::{At, IoBatch, IoCountsByPair, IoTracker};
+use super::io::{At, IoBatch, IoCountsByPair, IoTracker, Sent};
 use super::nvme::{NvmeRecognizer, PendingKey};
 use super::{FlowKey, FlowTable, Vantage, VantageMap};
 use crate::metrics::latency::{LatencyBatch, LatencyRecorder};
@@ -279,10 +279,9 @@ impl Analyzer {
                 let whole = opcode & 0x1F != op::SEND_FIRST;
                 self.ios.command(
                     At { vantage, ts, host: src, target: dst },
-                    key.dst_qpn,
-                    psn,
-                    whole,
+                    Sent { target_qpn: key.dst_qpn, psn, whole },
                     &sqe,
+                    self.flows.io_hint(slot),
                     rec,
                 );
             }
@@ -296,33 +295,56 @@ impl Analyzer {
                     target_qpn,
                     cqe.cid,
                     psn,
+                    self.flows.io_hint(slot),
                     rec,
                 );
             }
             // Without a live I/O, only SEND Middle / Last and ACKs can change the tracker (they
             // refresh their connection's state); without connection state, nothing can.
             Capsule::None if self.ios.is_idle() && (self.ios.has_no_connections() || !refreshes(opcode)) => {}
-            Capsule::None => match opcode {
-                op::SEND_MIDDLE | op::SEND_LAST | op::SEND_LAST_IMM | op::SEND_LAST_INV => {
+            Capsule::None => match (opcode, self.flows.io_hint(slot)) {
+                (op::SEND_MIDDLE | op::SEND_LAST | op::SEND_LAST_IMM | op::SEND_LAST_INV, hint) => {
                     let last = opcode != op::SEND_MIDDLE;
-                    self.ios.capsule_packet(At { vantage, ts, host: src, target: dst }, key.dst_qpn, last);
+                    self.ios.capsule_packet(
+                        At { vantage, ts, host: src, target: dst },
+                        key.dst_qpn,
+                        last,
+                        hint,
+                    );
                 }
-                op::WRITE_FIRST | op::WRITE_ONLY | op::WRITE_ONLY_IMM => {
+                (op::WRITE_FIRST | op::WRITE_ONLY | op::WRITE_ONLY_IMM, _) => {
                     if let Some(r) = p.exts.reth {
                         self.ios.data_write(At { vantage, ts, host: dst, target: src }, psn, r.rkey, r.va);
                     }
                 }
-                op::READ_REQUEST => {
+                (op::READ_REQUEST, hint) => {
                     if let Some(r) = p.exts.reth {
-                        self.ios.read_request(At { vantage, ts, host: dst, target: src }, psn, r.rkey, r.va);
+                        self.ios.read_request(
+                            At { vantage, ts, host: dst, target: src },
+                            psn,
+                            r.rkey,
+                            r.va,
+                            hint,
+                        );
                     }
                 }
-                op::READ_RESPONSE_LAST | op::READ_RESPONSE_ONLY => {
-                    self.ios.read_response_end(At { vantage, ts, host: src, target: dst }, key.dst_qpn, psn);
+                (op::READ_RESPONSE_LAST | op::READ_RESPONSE_ONLY, hint) => {
+                    self.ios.read_response_end(
+                        At { vantage, ts, host: src, target: dst },
+                        key.dst_qpn,
+                        psn,
+                        hint,
+                    );
                 }
-                op::ACKNOWLEDGE => {
+                (op::ACKNOWLEDGE, hint) => {
                     if let Some((acked, _)) = acked_psn(opcode, &p.exts, psn) {
-                        self.ios.ack(At { vantage, ts, host: src, target: dst }, key.dst_qpn, acked, rec);
+                        self.ios.ack(
+                            At { vantage, ts, host: src, target: dst },
+                            key.dst_qpn,
+                            acked,
+                            hint,
+                            rec,
+                        );
                     }
                 }
                 _ => {}

@@ -11,7 +11,7 @@
 //! forgetting the oldest, removing any entry and inserting each cost one hash lookup and no
 //! scan.
 
-use super::list::{Linked, Links, List, NONE};
+use super::list::{Linked, Links, List};
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -28,6 +28,8 @@ struct Slot<K, V> {
     key: K,
     value: V,
     links: Links,
+    /// In the map (not on the free list): a hint naming this slot may take it.
+    live: bool,
 }
 
 impl<K, V> Linked for Slot<K, V> {
@@ -143,12 +145,20 @@ pub struct FifoMap<K, V> {
     /// Entries forgotten to make room.
     pub forgotten: u64,
     ghosts: Ghosts,
+    /// Keys inserted so far (wrapping): a key looked up in vain stays absent until the next
+    /// insert, which a hint of its absence records (see [`FifoMap::get_mut_recent_hinted`]).
+    inserted: u32,
 }
+
+/// A hint of a key's absence: this bit, with the low 30 bits of [`FifoMap::inserted`] at the
+/// time. Slots are below `1 << 30`, and the hint nobody set (`NONE`) has both high bits.
+const ABSENT: u32 = 1 << 31;
+const EPOCH: u32 = (1 << 30) - 1;
 
 impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
     /// Room for `max` entries (at least one), allocated now.
     pub fn new(max: usize) -> Self {
-        let max = max.clamp(1, NONE as usize);
+        let max = max.clamp(1, EPOCH as usize);
         Self {
             // Twice the room it holds at most: a hash map more than half full rehashes into a
             // larger allocation once its removed entries use up the spare room; under half
@@ -160,6 +170,7 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
             max,
             forgotten: 0,
             ghosts: Ghosts::new(),
+            inserted: 0,
         }
     }
 
@@ -207,6 +218,7 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
             let Some(oldest) = self.order.head() else { return };
             self.unlink(oldest);
             let key = self.slots[oldest as usize].key;
+            self.slots[oldest as usize].live = false;
             self.index.remove(&key);
             self.free.push(oldest);
             self.forgotten += 1;
@@ -218,13 +230,19 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
     /// map is full); an entry already there is replaced with `f` or kept as it is, and made
     /// the newest or left where it is, as `existing` says. A new entry is the newest.
     fn upsert(&mut self, k: K, f: impl FnOnce() -> V, existing: Existing) -> &mut V {
+        let i = self.upsert_slot(k, f, existing);
+        &mut self.slots[i as usize].value
+    }
+
+    /// [`upsert`](Self::upsert), giving the entry's slot.
+    fn upsert_slot(&mut self, k: K, f: impl FnOnce() -> V, existing: Existing) -> u32 {
         self.make_room(&k);
         let mut new = false;
         let i = match self.index.entry(k) {
             Entry::Occupied(o) => {
                 let i = *o.get();
                 match existing {
-                    Existing::Keep => return &mut self.slots[i as usize].value,
+                    Existing::Keep => return i,
                     Existing::Replace => self.slots[i as usize].value = f(),
                     Existing::Refresh => {}
                 }
@@ -233,7 +251,7 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
             }
             Entry::Vacant(e) => {
                 new = true;
-                let slot = Slot { key: k, value: f(), links: Links::default() };
+                let slot = Slot { key: k, value: f(), links: Links::default(), live: true };
                 let i = match self.free.pop() {
                     Some(i) => {
                         self.slots[i as usize] = slot;
@@ -245,6 +263,7 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
                     }
                 };
                 e.insert(i);
+                self.inserted = self.inserted.wrapping_add(1);
                 i
             }
         };
@@ -253,7 +272,7 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
             // A new key may be the answer to a forgotten one (see `Ghosts`).
             self.missed(&k);
         }
-        &mut self.slots[i as usize].value
+        i
     }
 
     /// Inserts or replaces `k` (a replaced entry counts as new), forgetting the oldest
@@ -303,7 +322,98 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
         };
         self.unlink(i);
         self.free.push(i);
+        self.slots[i as usize].live = false;
         Some(self.slots[i as usize].value)
+    }
+
+    /// What `hint` tells of `k` without hashing: its slot (`Some(Some(i))`) if the slot
+    /// it names holds `k`; that `k` is still absent (`Some(None)`) if it recorded `k`'s
+    /// absence and nothing was inserted since; else nothing (`None`). A caller remembers
+    /// where its key was (a flow remembers its connection's state) and finds it again, or
+    /// not, in a few instructions.
+    #[inline]
+    fn at_hint(&self, k: &K, hint: u32) -> Option<Option<u32>> {
+        if hint & !EPOCH == ABSENT {
+            return (hint & EPOCH == self.inserted & EPOCH).then_some(None);
+        }
+        let s = self.slots.get(hint as usize)?;
+        (s.live && s.key == *k).then_some(Some(hint))
+    }
+
+    /// The hint that `k` was looked up in vain now.
+    #[inline]
+    fn absent(&self) -> u32 {
+        ABSENT | (self.inserted & EPOCH)
+    }
+
+    /// Makes slot `i` the newest.
+    #[inline]
+    fn refresh(&mut self, i: u32) {
+        if self.order.tail() != Some(i) {
+            self.unlink(i);
+            self.link_tail(i);
+        }
+    }
+
+    /// As [`get_mut_recent`](Self::get_mut_recent), trying the slot `hint` names first;
+    /// `hint` is set to the entry's slot when one is found.
+    #[inline]
+    pub fn get_mut_recent_hinted(&mut self, k: &K, hint: &mut u32) -> Option<&mut V> {
+        let i = match self.at_hint(k, *hint) {
+            Some(Some(i)) => i,
+            Some(None) => {
+                self.missed(k);
+                return None;
+            }
+            None => {
+                let Some(&i) = self.index.get(k) else {
+                    self.missed(k);
+                    *hint = self.absent();
+                    return None;
+                };
+                *hint = i;
+                i
+            }
+        };
+        self.refresh(i);
+        Some(&mut self.slots[i as usize].value)
+    }
+
+    /// As [`get`](Self::get), trying the slot `hint` names first; `hint` is set to the
+    /// entry's slot when one is found.
+    #[inline]
+    pub fn get_hinted(&self, k: &K, hint: &mut u32) -> Option<&V> {
+        let i = match self.at_hint(k, *hint) {
+            Some(Some(i)) => i,
+            Some(None) => return None,
+            None => {
+                let Some(&i) = self.index.get(k) else {
+                    *hint = self.absent();
+                    return None;
+                };
+                *hint = i;
+                i
+            }
+        };
+        Some(&self.slots[i as usize].value)
+    }
+
+    /// As [`get_or_insert_recent`](Self::get_or_insert_recent), trying the slot `hint`
+    /// names first; `hint` is set to the entry's slot.
+    #[inline]
+    pub fn get_or_insert_recent_hinted(&mut self, k: K, f: impl FnOnce() -> V, hint: &mut u32) -> &mut V {
+        let i = match self.at_hint(&k, *hint) {
+            Some(Some(i)) => {
+                self.refresh(i);
+                i
+            }
+            _ => {
+                let i = self.upsert_slot(k, f, Existing::Refresh);
+                *hint = i;
+                i
+            }
+        };
+        &mut self.slots[i as usize].value
     }
 
     pub fn contains_key(&self, k: &K) -> bool {
@@ -314,6 +424,48 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::track::list::NONE;
+
+    #[test]
+    fn a_hint_is_taken_only_where_it_holds_the_key() {
+        let mut m = FifoMap::new(2);
+        m.insert(1, 10);
+        m.insert(2, 20);
+        let mut hint = NONE;
+        assert_eq!(m.get_hinted(&2, &mut hint), Some(&20));
+        let two = hint;
+        // A hint to another key's slot, or out of the slab, is a miss: the index answers.
+        let mut wrong = two;
+        assert_eq!(m.get_mut_recent_hinted(&1, &mut wrong).copied(), Some(10));
+        assert_ne!(wrong, two);
+        let mut outside = 99;
+        assert_eq!(m.get_hinted(&2, &mut outside), Some(&20));
+        assert_eq!(outside, two);
+        // 1 was made the newest above: the map forgets 2 for 3, which may take 2's slot.
+        m.insert(3, 30);
+        let mut stale = two;
+        assert_eq!(m.get_hinted(&2, &mut stale), None);
+        assert_eq!(m.get_mut_recent_hinted(&2, &mut stale), None);
+        let mut h3 = two;
+        assert_eq!(*m.get_or_insert_recent_hinted(3, || 0, &mut h3), 30, "found, not inserted again");
+        // A removed key's slot is free: its hint finds nothing, and an insert through it
+        // makes a new entry.
+        m.remove(&3);
+        assert_eq!(m.get_hinted(&3, &mut h3), None);
+        assert_eq!(*m.get_or_insert_recent_hinted(3, || 33, &mut h3), 33);
+        assert_eq!((m.len(), m.get(&1), m.get(&3)), (2, Some(&10), Some(&33)));
+        // A key looked up in vain: its hint records that, until an insert.
+        let mut h4 = NONE;
+        assert_eq!(m.get_hinted(&4, &mut h4), None);
+        assert_eq!(h4 & !EPOCH, ABSENT);
+        assert_eq!(m.get_mut_recent_hinted(&4, &mut h4), None);
+        m.insert(4, 40);
+        assert_eq!(m.get_hinted(&4, &mut h4), Some(&40), "inserted since: the index answers");
+        let mut h5 = NONE;
+        assert_eq!(m.get_mut_recent_hinted(&5, &mut h5), None);
+        assert_eq!(*m.get_or_insert_recent_hinted(5, || 50, &mut h5), 50, "absent, then inserted");
+        assert_eq!(m.get_hinted(&5, &mut h5), Some(&50));
+    }
 
     #[test]
     fn what_a_forgetting_table_would_have_needed() {

@@ -31,8 +31,6 @@ use std::net::IpAddr;
 const RECLAIM_PROBES: usize = 4;
 
 const NONE: u32 = u32::MAX;
-/// A latency series the recorder had no room for.
-const NO_ROOM: u32 = u32::MAX - 1;
 /// Request flows remembered per host pair for learning QP pairs from acknowledgements.
 const PAIR_SLOTS: usize = 8;
 /// An acknowledgement or READ response names a PSN at most this far behind the requester's
@@ -199,8 +197,10 @@ struct Hot {
     /// saved in [`Cold::tx_base`] (bit k: counter k): each is saved the first time the
     /// transmission changes it, which nearly none does.
     tx_mask: u32,
-    /// Free: keeps the counters on the second line.
-    spare: u32,
+    /// Where the I/O tracker last found this flow's NVMe connection state (a slot of its
+    /// table, checked against the key before use; see `IoTracker`), so that an NVMe
+    /// packet's flow lookup is its only hash lookup there. `NONE` until then.
+    io_hint: u32,
     /// The open transmission's first packet time.
     tx_start: u64,
     /// The destination QPN (24 bits), the vantage (bit 24) and whether the addresses are
@@ -212,7 +212,7 @@ struct Hot {
     /// given to another flow).
     peer_slot: u32,
     /// Slots of this flow's latency series in the recorder (`rc_ack`, `rdma_read`), once
-    /// known.
+    /// known (see `LatencyRecorder::cached_slot`; `NONE` is its `SLOT_UNKNOWN`).
     series: [u32; 2],
     psn: PsnTracker,
     /// Path MTU of the QP as its base-2 logarithm (256 to 4096 bytes), 0 while unknown.
@@ -296,7 +296,7 @@ impl Hot {
             addrs,
             last_ts: 0,
             tx_mask: 0,
-            spare: 0,
+            io_hint: NONE,
             tx_start: 0,
             tag,
             peer_qpn,
@@ -1353,28 +1353,26 @@ impl FlowTable {
         if n == 0 || nvme {
             return;
         }
-        // The flow remembers its series' slot: one lookup per run, not per sample. Series
-        // are never removed, so a recorder without room stays without it.
-        let slot = match self.hot[r as usize].series[which] {
-            NONE => {
-                let key = self.key(r);
-                let segment = match key.vantage {
-                    Vantage::Compute => Segment::IoCompute,
-                    Vantage::Storage => Segment::IoStorage,
-                };
-                let k = SeriesKey { initiator: key.src, target: key.dst, op: op_, segment };
-                let slot = rec.slot(k).unwrap_or(NO_ROOM);
-                self.hot[r as usize].series[which] = slot;
-                slot
-            }
-            slot => slot,
-        };
+        // The flow remembers its series' slot: one lookup per run, not per sample.
+        let mut cache = self.hot[r as usize].series[which];
+        let slot = rec.cached_slot(&mut cache, || {
+            let key = self.key(r);
+            let segment = match key.vantage {
+                Vantage::Compute => Segment::IoCompute,
+                Vantage::Storage => Segment::IoStorage,
+            };
+            SeriesKey { initiator: key.src, target: key.dst, op: op_, segment }
+        });
+        self.hot[r as usize].series[which] = cache;
         for &v in &samples[..n] {
-            match slot {
-                NO_ROOM => rec.dropped_samples += 1,
-                slot => rec.record_at(slot, v),
-            }
+            rec.record_in(slot, v);
         }
+    }
+
+    /// Where the I/O tracker last found this flow's connection state (see [`Hot::io_hint`]).
+    #[inline]
+    pub fn io_hint(&mut self, slot: u32) -> &mut u32 {
+        &mut self.hot[slot as usize].io_hint
     }
 
     /// The QPN that sends a tracked flow's packets, if the pairing is known.

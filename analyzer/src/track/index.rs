@@ -13,6 +13,7 @@
 
 use super::flow::FlowKey;
 use super::vantage::Vantage;
+use std::hash::Hasher;
 use std::net::IpAddr;
 
 const EMPTY: u64 = u64::MAX;
@@ -27,6 +28,25 @@ fn word(ip: &IpAddr) -> u128 {
         IpAddr::V4(a) => (1 << 96) | u128::from(u32::from(*a)),
         IpAddr::V6(a) => u128::from(*a),
     }
+}
+
+/// Feeds two addresses and up to 64 bits more to a hasher in as few words as they take: one
+/// 64-bit word for an IPv4 pair (nearly every key), two 128-bit words otherwise, then `rest`.
+/// The derived `Hash` of `IpAddr` writes a discriminant, a length and the bytes of each
+/// address: six writes for a pair, half of a lookup's instructions. Keys of the per-packet
+/// maps that hold two hosts hash this way.
+#[inline]
+pub fn hash_hosts<H: Hasher>(a: &IpAddr, b: &IpAddr, rest: u64, h: &mut H) {
+    match (a, b) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => {
+            h.write_u64((u64::from(u32::from(*a)) << 32) | u64::from(u32::from(*b)))
+        }
+        _ => {
+            h.write_u128(word(a));
+            h.write_u128(word(b));
+        }
+    }
+    h.write_u64(rest);
 }
 
 pub struct FlowIndex {

@@ -11,11 +11,14 @@
 //! twice at one vantage is flagged as retransmitted.
 
 use super::bounded::FifoMap;
+use super::index::hash_hosts;
 use super::list::{Linked, Links, List};
 use super::vantage::Vantage;
-use crate::metrics::latency::{LatencyRecorder, Op, Segment, SeriesKey};
+use crate::metrics::latency::{LatencyRecorder, Op, Segment, SeriesKey, SLOT_UNKNOWN};
 use crate::wire::nvme::{Sgl, Sqe};
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
 
 const NONE: u32 = u32::MAX;
@@ -39,6 +42,47 @@ impl Kind {
             Kind::Write | Kind::InCapsule => Op::NvmeWrite,
             Kind::Other => Op::NvmeOther,
         }
+    }
+}
+
+/// (host, target, CID): the I/Os that may use a CID between two hosts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CidKey(IpAddr, IpAddr, u16);
+
+/// (host, rkey, address): the I/O whose data phase names this buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BufferKey(IpAddr, u32, u64);
+
+/// (host, target, target QPN): an I/O queue's connection state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ConnKey(IpAddr, IpAddr, u32);
+
+impl Hash for CidKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        hash_hosts(&self.0, &self.1, u64::from(self.2), h);
+    }
+}
+
+impl Hash for BufferKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        // The address stands in for the second host: it is as unlikely to be an IPv4 one.
+        hash_hosts(&self.0, &IpAddr::V4(self.1.into()), self.2, h);
+    }
+}
+
+/// (initiator, target, op): the latency series of an I/O's segments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PairKey(IpAddr, IpAddr, Op);
+
+impl Hash for PairKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        hash_hosts(&self.0, &self.1, self.2 as u64, h);
+    }
+}
+
+impl Hash for ConnKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        hash_hosts(&self.0, &self.1, u64::from(self.2), h);
     }
 }
 
@@ -104,6 +148,9 @@ struct Io {
     waiting: bool,
     /// Place in the list of live I/Os, oldest first.
     links: Links,
+    /// Its (initiator, target, op)'s place in `IoTracker::series`, where the slots of the
+    /// latency series it records are kept once looked up; `NONE` if there was no room.
+    pair: u32,
 }
 
 impl Linked for Io {
@@ -337,15 +384,29 @@ pub struct At {
     pub target: IpAddr,
 }
 
+/// How a command capsule was sent: on the target's QP, at this PSN, whole in one packet (a
+/// SEND Only) or not (a SEND First).
+#[derive(Debug, Clone, Copy)]
+pub struct Sent {
+    pub target_qpn: u32,
+    pub psn: u32,
+    pub whole: bool,
+}
+
 pub struct IoTracker {
     ios: Vec<Io>,
     free: Vec<u32>,
-    by_cid: HashMap<(IpAddr, IpAddr, u16), [Ref; CID_SLOTS], ahash::RandomState>,
-    by_key: HashMap<(IpAddr, u32, u64), Ref, ahash::RandomState>,
-    conns: FifoMap<(IpAddr, IpAddr, u32), Conn>,
+    by_cid: HashMap<CidKey, [Ref; CID_SLOTS], ahash::RandomState>,
+    by_key: HashMap<BufferKey, Ref, ahash::RandomState>,
+    conns: FifoMap<ConnKey, Conn>,
     /// Bound on the (initiator, target, op) keys of `counts`; beyond it outcomes are
     /// counted under [`OTHER_PAIRS`].
     max_pairs: usize,
+    /// Per (initiator, target, op) that did I/O, up to `max_pairs`: the recorder's slots of
+    /// its five segments' series (see `LatencyRecorder::cached_slot`), so that a finished
+    /// I/O records its samples without a lookup each.
+    pairs: HashMap<PairKey, u32, ahash::RandomState>,
+    series: Vec<[u32; 5]>,
     /// Oldest first, for timeouts.
     live: List,
     timeout_ns: u64,
@@ -389,6 +450,8 @@ impl IoTracker {
             by_key: HashMap::with_capacity_and_hasher(2 * max_ios, h()),
             conns: FifoMap::new((max_ios / 4).max(64)),
             max_pairs: crate::defaults::MAX_LATENCY_SERIES,
+            pairs: HashMap::with_capacity_and_hasher(crate::defaults::MAX_LATENCY_SERIES, h()),
+            series: Vec::with_capacity(crate::defaults::MAX_LATENCY_SERIES),
             live: List::default(),
             timeout_ns: timeout_ns.max(1),
             wait_ns: 0,
@@ -436,7 +499,25 @@ impl IoTracker {
     /// Room for `n` (initiator, target, op) keys of I/O outcomes.
     pub fn with_max_pairs(mut self, n: usize) -> Self {
         self.max_pairs = n;
+        self.pairs = HashMap::with_capacity_and_hasher(n, ahash::RandomState::new());
+        self.series = Vec::with_capacity(n);
         self
+    }
+
+    /// The place of (initiator, target, op) in `series`, made when first needed while
+    /// there is room; `NONE` after.
+    fn pair(&mut self, host: IpAddr, target: IpAddr, op: Op) -> u32 {
+        let k = PairKey(host, target, op);
+        if let Some(&p) = self.pairs.get(&k) {
+            return p;
+        }
+        if self.series.len() >= self.max_pairs {
+            return NONE;
+        }
+        let p = self.series.len() as u32;
+        self.series.push([SLOT_UNKNOWN; 5]);
+        self.pairs.insert(k, p);
+        p
     }
 
     /// I/O outcomes per (initiator, target, op) so far.
@@ -486,9 +567,10 @@ impl IoTracker {
     }
 
     /// A connection's state, made when first needed; when the table is full, the state of
-    /// the connection used least recently is forgotten.
-    fn conn(&mut self, host: IpAddr, target: IpAddr, target_qpn: u32) -> &mut Conn {
-        self.conns.get_or_insert_recent((host, target, target_qpn), Conn::default)
+    /// the connection used least recently is forgotten. `hint` is where the packet's flow
+    /// found it last (see [`FifoMap::get_mut_recent_hinted`]).
+    fn conn(&mut self, host: IpAddr, target: IpAddr, target_qpn: u32, hint: &mut u32) -> &mut Conn {
+        self.conns.get_or_insert_recent_hinted(ConnKey(host, target, target_qpn), Conn::default, hint)
     }
 
     // --- the FIFO of live I/Os ----------------------------------------------------------
@@ -506,16 +588,20 @@ impl IoTracker {
         io.live = false;
         let (host, target, cid, rkey, va) = (io.host, io.target, io.cid, io.rkey, io.va);
         let me = Ref { slot: i as u32, generation: io.generation };
-        if let Some(slots) = self.by_cid.get_mut(&(host, target, cid)) {
+        // One lookup each: the entry found is the one removed.
+        if let Entry::Occupied(mut o) = self.by_cid.entry(CidKey(host, target, cid)) {
+            let slots = o.get_mut();
             for s in slots.iter_mut().filter(|s| **s == me) {
                 *s = NO_REF;
             }
             if slots.iter().all(|s| *s == NO_REF) {
-                self.by_cid.remove(&(host, target, cid));
+                o.remove();
             }
         }
-        if self.by_key.get(&(host, rkey, va)) == Some(&me) {
-            self.by_key.remove(&(host, rkey, va));
+        if let Entry::Occupied(o) = self.by_key.entry(BufferKey(host, rkey, va)) {
+            if *o.get() == me {
+                o.remove();
+            }
         }
         self.unlink(i as u32);
         self.free.push(i as u32);
@@ -561,8 +647,14 @@ impl IoTracker {
             Kind::Other => {}
         }
         if completed {
+            let mut none = [SLOT_UNKNOWN; 5];
+            let slots = match io.pair {
+                NONE => &mut none,
+                p => &mut self.series[p as usize],
+            };
             for (segment, v) in samples.into_iter().flatten() {
-                rec.record(series(io, segment), v.max(1));
+                let slot = rec.cached_slot(&mut slots[segment.index()], || series(io, segment));
+                rec.record_in(slot, v.max(1));
             }
             let whole = match (io_c, io_s) {
                 (Some(v), _) => io.cqe.at(c).map(|at| (v, at)),
@@ -691,19 +783,16 @@ impl IoTracker {
         }
     }
 
-    /// Live I/Os with this CID between the two hosts (on the target's QP, when known).
-    fn with_cid(
-        &self,
-        host: IpAddr,
-        target: IpAddr,
-        cid: u16,
-        target_qpn: Option<u32>,
-    ) -> impl Iterator<Item = usize> + '_ {
-        self.by_cid
-            .get(&(host, target, cid))
-            .into_iter()
-            .flatten()
-            .filter_map(|r| self.get(*r))
+    /// The I/Os last registered under this CID between the two hosts (one lookup; see
+    /// [`IoTracker::live`] for which of them are live).
+    fn cid_refs(&self, host: IpAddr, target: IpAddr, cid: u16) -> [Ref; CID_SLOTS] {
+        self.by_cid.get(&CidKey(host, target, cid)).copied().unwrap_or([NO_REF; CID_SLOTS])
+    }
+
+    /// The live I/Os of `refs` (on the target's QP, when known).
+    fn live(&self, refs: [Ref; CID_SLOTS], target_qpn: Option<u32>) -> impl Iterator<Item = usize> + '_ {
+        refs.into_iter()
+            .filter_map(|r| self.get(r))
             .filter(move |&i| target_qpn.is_none_or(|q| self.ios[i].target_qpn == q))
     }
 
@@ -711,16 +800,9 @@ impl IoTracker {
     /// command at `v` and no completion there yet. Mirrors with different delays can show
     /// the next command reusing a CID before the previous completion, so both may be live.
     /// Without the target's QP, the candidates must all be on one QP.
-    fn for_completion(
-        &self,
-        v: usize,
-        host: IpAddr,
-        target: IpAddr,
-        cid: u16,
-        target_qpn: Option<u32>,
-    ) -> Option<usize> {
+    fn for_completion(&self, v: usize, refs: [Ref; CID_SLOTS], target_qpn: Option<u32>) -> Option<usize> {
         let eligible = |&i: &usize| self.ios[i].sqe_first.at(v).is_some() && self.ios[i].cqe.at(v).is_none();
-        let mut candidates = self.with_cid(host, target, cid, target_qpn).filter(eligible);
+        let mut candidates = self.live(refs, target_qpn).filter(eligible);
         let first = candidates.next()?;
         let mut best = first;
         for i in candidates {
@@ -735,19 +817,12 @@ impl IoTracker {
     }
 
     /// A command capsule (the first packet of its SEND) from `host` to `target`'s QP.
-    pub fn command(
-        &mut self,
-        at: At,
-        target_qpn: u32,
-        psn: u32,
-        whole: bool,
-        sqe: &Sqe,
-        rec: &mut LatencyRecorder,
-    ) {
+    pub fn command(&mut self, at: At, sent: Sent, sqe: &Sqe, hint: &mut u32, rec: &mut LatencyRecorder) {
         let At { vantage: v, ts, host, target } = at;
+        let Sent { target_qpn, psn, whole } = sent;
         let v = vi(v);
-        let same =
-            self.with_cid(host, target, sqe.cid, Some(target_qpn)).find(|&i| self.ios[i].sqe_psn == psn);
+        let refs = self.cid_refs(host, target, sqe.cid);
+        let same = self.live(refs, Some(target_qpn)).find(|&i| self.ios[i].sqe_psn == psn);
         let i = match same {
             // The same command at the other vantage, or again at this one.
             Some(i) => {
@@ -760,7 +835,7 @@ impl IoTracker {
                 // The CID is used again. An earlier command with it that this vantage saw
                 // but never saw complete lost its completion here: it ends now.
                 let stale = self
-                    .with_cid(host, target, sqe.cid, Some(target_qpn))
+                    .live(refs, Some(target_qpn))
                     .find(|&o| self.ios[o].sqe_first.at(v).is_some() && self.ios[o].cqe.at(v).is_none());
                 if let Some(old) = stale {
                     let completed = (0..2).any(|x| self.ios[old].cqe.at(x).is_some());
@@ -777,7 +852,7 @@ impl IoTracker {
         if whole {
             self.ios[i].sqe_last.last(v, ts);
         } else {
-            self.conn(host, target, target_qpn).open_capsule[v] = me;
+            self.conn(host, target, target_qpn, hint).open_capsule[v] = me;
         }
     }
 
@@ -808,6 +883,7 @@ impl IoTracker {
             Sgl::Keyed { address, key, .. } => (key, address),
             _ => (0, 0),
         };
+        let pair = self.pair(host, target, kind.op());
         let generation = self.ios.get(slot as usize).map_or(0, |io| io.generation.wrapping_add(1));
         let io = Io {
             generation,
@@ -838,6 +914,7 @@ impl IoTracker {
             retransmitted: false,
             waiting: false,
             links: Links::default(),
+            pair,
         };
         if (slot as usize) < self.ios.len() {
             self.ios[slot as usize] = io;
@@ -848,24 +925,26 @@ impl IoTracker {
         let ios = &self.ios;
         let stale =
             |r: &Ref| ios.get(r.slot as usize).is_none_or(|io| !io.live || io.generation != r.generation);
-        let slots = self.by_cid.entry((host, target, sqe.cid)).or_insert([NO_REF; CID_SLOTS]);
+        let slots = self.by_cid.entry(CidKey(host, target, sqe.cid)).or_insert([NO_REF; CID_SLOTS]);
         match slots.iter_mut().find(|s| stale(s)) {
             Some(s) => *s = me,
             // More queues than slots use this CID at once: the oldest entry gives way.
             None => slots[0] = me,
         }
         if kind == Kind::Read || kind == Kind::Write {
-            self.by_key.insert((host, rkey, va), me);
+            self.by_key.insert(BufferKey(host, rkey, va), me);
         }
         self.link_tail(slot);
         Some(slot as usize)
     }
 
     /// A SEND Middle or Last on `host` → `target`'s QP: the rest of a command capsule.
-    pub fn capsule_packet(&mut self, at: At, target_qpn: u32, last: bool) {
+    pub fn capsule_packet(&mut self, at: At, target_qpn: u32, last: bool, hint: &mut u32) {
         let At { vantage: v, ts, host, target } = at;
         let v = vi(v);
-        let Some(c) = self.conns.get_mut_recent(&(host, target, target_qpn)) else { return };
+        let Some(c) = self.conns.get_mut_recent_hinted(&ConnKey(host, target, target_qpn), hint) else {
+            return;
+        };
         let r = c.open_capsule[v];
         if last {
             c.open_capsule[v] = NO_REF;
@@ -879,10 +958,10 @@ impl IoTracker {
 
     /// A READ Request from `target` to `host`: the data phase of a write if its RETH names
     /// a pending command's key and address. Returns whether it was.
-    pub fn read_request(&mut self, at: At, psn: u32, rkey: u32, va: u64) -> bool {
+    pub fn read_request(&mut self, at: At, psn: u32, rkey: u32, va: u64, hint: &mut u32) -> bool {
         let At { vantage: v, ts, host, target } = at;
         let v = vi(v);
-        let Some(i) = self.by_key.get(&(host, rkey, va)).copied().and_then(|r| self.get(r)) else {
+        let Some(i) = self.by_key.get(&BufferKey(host, rkey, va)).copied().and_then(|r| self.get(r)) else {
             return false;
         };
         if self.ios[i].read_request.first(v, ts) {
@@ -891,7 +970,7 @@ impl IoTracker {
         self.ios[i].read_psn = Some(psn);
         let me = Ref { slot: i as u32, generation: self.ios[i].generation };
         let q = self.ios[i].target_qpn;
-        let c = self.conn(host, target, q);
+        let c = self.conn(host, target, q, hint);
         if !c.reads.iter().any(|e| e.io == Some(me)) {
             let n = usize::from(c.next_read);
             c.reads[n] = RingEntry { psn, io: Some(me) };
@@ -906,7 +985,7 @@ impl IoTracker {
     pub fn data_write(&mut self, at: At, psn: u32, rkey: u32, va: u64) -> bool {
         let At { vantage: v, ts, host, .. } = at;
         let v = vi(v);
-        let Some(i) = self.by_key.get(&(host, rkey, va)).copied().and_then(|r| self.get(r)) else {
+        let Some(i) = self.by_key.get(&BufferKey(host, rkey, va)).copied().and_then(|r| self.get(r)) else {
             return false;
         };
         if self.ios[i].kind != Kind::Read {
@@ -922,10 +1001,10 @@ impl IoTracker {
     }
 
     /// The last READ Response (Last or Only) from `host` to `target`'s QP.
-    pub fn read_response_end(&mut self, at: At, target_qpn: u32, psn: u32) {
+    pub fn read_response_end(&mut self, at: At, target_qpn: u32, psn: u32, hint: &mut u32) {
         let At { vantage: v, ts, host, target } = at;
         let v = vi(v);
-        let Some(c) = self.conns.get(&(host, target, target_qpn)) else { return };
+        let Some(c) = self.conns.get_hinted(&ConnKey(host, target, target_qpn), hint) else { return };
         // Responses of a QP come in order: the READ is the one that started closest below.
         let hit = c
             .reads
@@ -949,13 +1028,15 @@ impl IoTracker {
         target_qpn: Option<u32>,
         cid: u16,
         psn: u32,
+        hint: &mut u32,
         rec: &mut LatencyRecorder,
     ) -> bool {
         let At { vantage: v, ts, host, target } = at;
         let vx = vi(v);
         // The same completion again (the target sent it twice), or the one it answers.
-        let again = self.with_cid(host, target, cid, target_qpn).find(|&i| self.ios[i].cqe_psn == Some(psn));
-        let Some(i) = again.or_else(|| self.for_completion(vx, host, target, cid, target_qpn)) else {
+        let refs = self.cid_refs(host, target, cid);
+        let again = self.live(refs, target_qpn).find(|&i| self.ios[i].cqe_psn == Some(psn));
+        let Some(i) = again.or_else(|| self.for_completion(vx, refs, target_qpn)) else {
             return false;
         };
         self.ios[i].cqe_psn = Some(psn);
@@ -965,7 +1046,7 @@ impl IoTracker {
         if vx == 0 {
             let me = Ref { slot: i as u32, generation: self.ios[i].generation };
             let q = self.ios[i].target_qpn;
-            let c = self.conn(host, target, q);
+            let c = self.conn(host, target, q, hint);
             let n = usize::from(c.next_completion);
             c.completions[n] = RingEntry { psn, io: Some(me) };
             c.next_completion = ((n + 1) % CONN_RING) as u8;
@@ -976,12 +1057,14 @@ impl IoTracker {
 
     /// An acknowledgement from `host` to `target`'s QP covering PSNs up to `acked`: at the
     /// compute vantage it answers the completions it covers.
-    pub fn ack(&mut self, at: At, target_qpn: u32, acked: u32, rec: &mut LatencyRecorder) {
+    pub fn ack(&mut self, at: At, target_qpn: u32, acked: u32, hint: &mut u32, rec: &mut LatencyRecorder) {
         let At { vantage: v, ts, host, target } = at;
         if vi(v) != 0 {
             return;
         }
-        let Some(c) = self.conns.get_mut_recent(&(host, target, target_qpn)) else { return };
+        let Some(c) = self.conns.get_mut_recent_hinted(&ConnKey(host, target, target_qpn), hint) else {
+            return;
+        };
         let mut covered: [Option<Ref>; CONN_RING] = [None; CONN_RING];
         for (k, e) in c.completions.iter_mut().enumerate() {
             if let Some(r) = e.io {
@@ -1025,13 +1108,15 @@ mod tests {
     fn a_resent_data_write_marks_the_read_retransmitted() {
         let mut t = IoTracker::new(16, 1_000_000_000);
         let mut rec = LatencyRecorder::new(16, 4);
+        // Where the packets' flow found its connection (one flow here).
+        let mut h = NONE;
         let c = Vantage::Compute;
-        t.command(at(c, 0), 9, 100, true, &read(3), &mut rec);
+        t.command(at(c, 0), Sent { target_qpn: 9, psn: 100, whole: true }, &read(3), &mut h, &mut rec);
         assert!(t.data_write(at(c, 10), 500, 7, 0x4000));
         assert!(!t.data_write(at(c, 11), 501, 7, 0x9999), "another buffer is no read's data");
         assert!(t.data_write(at(c, 20), 500, 7, 0x4000), "the same WRITE again");
-        assert!(t.completion(at(c, 30), Some(9), 3, 600, &mut rec));
-        t.ack(at(c, 40), 9, 600, &mut rec);
+        assert!(t.completion(at(c, 30), Some(9), 3, 600, &mut h, &mut rec));
+        t.ack(at(c, 40), 9, 600, &mut h, &mut rec);
         let n = t.counts().values().next().unwrap();
         assert_eq!((n.completed, n.retransmitted), (1, 1));
     }
@@ -1040,12 +1125,14 @@ mod tests {
     fn timeouts_free_the_io_and_overflow_is_counted() {
         let mut t = IoTracker::new(2, 1_000);
         let mut rec = LatencyRecorder::new(16, 4);
+        // Where the packets' flow found its connection (one flow here).
+        let mut h = NONE;
         let c = Vantage::Compute;
-        t.command(at(c, 0), 9, 100, true, &read(1), &mut rec);
-        t.command(at(c, 1), 9, 101, true, &read(2), &mut rec);
-        t.command(at(c, 2), 9, 102, true, &read(3), &mut rec); // table full
+        t.command(at(c, 0), Sent { target_qpn: 9, psn: 100, whole: true }, &read(1), &mut h, &mut rec);
+        t.command(at(c, 1), Sent { target_qpn: 9, psn: 101, whole: true }, &read(2), &mut h, &mut rec);
+        t.command(at(c, 2), Sent { target_qpn: 9, psn: 102, whole: true }, &read(3), &mut h, &mut rec); // table full
         t.expire(5_000, &mut rec);
-        t.command(at(c, 5_001), 9, 103, true, &read(4), &mut rec); // room again
+        t.command(at(c, 5_001), Sent { target_qpn: 9, psn: 103, whole: true }, &read(4), &mut h, &mut rec); // room again
         t.finish_all(&mut rec);
         let n = t.counts().values().next().unwrap();
         assert_eq!((n.timed_out, n.overflowed, n.unfinished, n.completed), (2, 1, 1, 0));

@@ -45,6 +45,12 @@ impl List {
         (self.head != NONE).then_some(self.head)
     }
 
+    /// The newest entry.
+    #[inline]
+    pub fn tail(&self) -> Option<u32> {
+        (self.tail != NONE).then_some(self.tail)
+    }
+
     /// Appends entry `i` (not in the list) as the newest.
     pub fn push_tail<T: Linked>(&mut self, slab: &mut [T], i: u32) {
         *slab[i as usize].links() = Links { prev: self.tail, next: NONE };

@@ -9,12 +9,23 @@ use super::bounded::FifoMap;
 use super::vantage::Vantage;
 use std::net::IpAddr;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PendingKey {
     pub vantage: Vantage,
     pub host: IpAddr,
     pub target: IpAddr,
     pub cid: u16,
+}
+
+impl std::hash::Hash for PendingKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        super::index::hash_hosts(
+            &self.host,
+            &self.target,
+            u64::from(self.cid) | (self.vantage as u64) << 16,
+            h,
+        );
+    }
 }
 
 pub struct NvmeRecognizer {
