@@ -152,6 +152,8 @@ pub struct FifoMap<K, V> {
 
 /// A hint of a key's absence: this bit, with the low 30 bits of [`FifoMap::inserted`] at the
 /// time. Slots are below `1 << 30`, and the hint nobody set (`NONE`) has both high bits.
+/// The epoch repeats after 2^30 inserts: a hint of absence left that long unused (its flow
+/// sent nothing while a billion new keys came) would hide a key inserted meanwhile once.
 const ABSENT: u32 = 1 << 31;
 const EPOCH: u32 = (1 << 30) - 1;
 
