@@ -352,13 +352,13 @@ impl LatencyRecorder {
         }
     }
 
-    /// Records a sample of series `key`.
+    /// Records a sample of series `key`, looked up now (a caller that records in the same
+    /// series again keeps its slot: [`LatencyRecorder::cached_slot`]).
     #[inline]
     pub fn record(&mut self, key: SeriesKey, ns: u64) {
-        match self.slot(key) {
-            Some(i) => self.record_at(i, ns),
-            None => self.dropped_samples += 1,
-        }
+        let mut uncached = SLOT_UNKNOWN;
+        let slot = self.cached_slot(&mut uncached, || key);
+        self.record_in(slot, ns);
     }
 
     /// Records a sample of the series in `slot` (from [`LatencyRecorder::slot`]).
