@@ -6,8 +6,7 @@ use crate::capture::{Frame, BURST};
 use crate::metrics::latency::LatencyBatch;
 use crate::metrics::snapshot::Forgotten;
 use crate::metrics::{GlobalCounters, IntervalSnapshot};
-use crate::track::flow::{FlowDelta, FlowEvent, Transmission};
-use crate::track::index::KeyHash;
+use crate::track::flow::{FlowDelta, FlowEvent, FlowRef, Transmission};
 use crate::track::io::{IoBatch, IoCountsByPair};
 use crate::track::{Analyzer, Seen};
 use crate::wire::{could_be_mirrored, decode_frame, decode_frame_into, Decoded, NotRoce};
@@ -133,7 +132,7 @@ struct Staged<'a> {
     switch: bool,
     observe: Option<u64>,
     late: bool,
-    hash: Option<KeyHash>,
+    flow: Option<FlowRef>,
     slot: Option<u32>,
 }
 
@@ -141,6 +140,8 @@ pub use crate::metrics::snapshot::TimeUse;
 
 /// Packets between the steps of a burst's prefetching pipeline (see `Worker::burst`).
 const PIPE: usize = 2;
+/// How many frames ahead of the one being timed a frame's headers are prefetched.
+const FRAMES_AHEAD: usize = 4;
 
 /// Moves frames into its [`Analyzer`] and reports out: interval snapshots at interval
 /// boundaries of packet time, ended transmissions in batches.
@@ -296,7 +297,12 @@ impl Worker {
             let mut times = [(0u64, false); BURST];
             let mut n = 0;
             let mut out_of_order = None;
-            for f in chunk {
+            for (i, f) in chunk.iter().enumerate() {
+                // A NIC writes frames to memory, not to this core's cache: the headers of a
+                // frame a few on are asked for while this one is timed and decoded.
+                if let Some(ahead) = chunk.get(i + FRAMES_AHEAD) {
+                    crate::track::memory::prefetch(ahead.data.as_ptr(), 2);
+                }
                 let t = self.arrival_time(f);
                 if !r.pass(t.0) {
                     out_of_order = Some(t);
@@ -479,11 +485,18 @@ impl Worker {
         }
     }
 
-    /// At most [`BURST`] frames.
+    /// At most [`BURST`] frames: decoded, timed and their flows' keys hashed first, each
+    /// key's index bucket prefetched as it is hashed (the decoding of the frames after it
+    /// covers the miss); then, pipelined, three steps `PIPE` packets apart: read a packet's
+    /// bucket and prefetch the entry it names (and the line counting the packet's opcode);
+    /// read the entry and prefetch what the packet touches next (its request's ring slot;
+    /// for a response, the flow it answers); track the packet, in order. Only a few
+    /// packets' misses are in flight at once: prefetching a whole burst at each step asks
+    /// for more lines than the CPU has miss buffers, and the prefetches beyond them come to
+    /// nothing.
     fn burst<'a>(&mut self, frames: impl Iterator<Item = Incoming<'a>>) {
         let mut staged: [Option<Staged<'a>>; BURST] = [None; BURST];
         let mut n = 0;
-        // 1: decode, time, and the flow's index bucket.
         for Incoming { f, stamped, observe, late } in frames.take(BURST) {
             // Staged first, then decoded into its slot: the decoded packet is written where
             // it is kept, not moved there.
@@ -494,7 +507,7 @@ impl Worker {
                 switch: false,
                 observe,
                 late,
-                hash: None,
+                flow: None,
                 slot: None,
             });
             decode_frame_into(f.data, &mut s.decoded);
@@ -503,33 +516,24 @@ impl Worker {
                 None => self.analyzer.packet_time(&s.decoded, f.ts_ns),
             };
             if let Decoded::Roce(p) = &s.decoded {
-                s.hash = Some(self.analyzer.flow_hash(p, f.source));
+                let r = self.analyzer.flow_ref(p, f.source);
+                self.analyzer.flows().prefetch_index(r.hash);
+                s.flow = Some(r);
             }
             n += 1;
         }
-        // 2-4, pipelined: a packet's index bucket is prefetched `PIPE` packets before the
-        // entry that bucket names, which is `PIPE` packets before what the packet touches
-        // next (its request's ring slot; for a response, the flow it answers), which is
-        // `PIPE` packets before the packet is tracked, in order. Only a few packets' misses
-        // are in flight at once: prefetching a whole burst at each step asks for more lines
-        // than the CPU has miss buffers, and the prefetches beyond them come to nothing.
-        for k in 0..n + 3 * PIPE {
-            if let Some(Some(s)) = staged[..n].get(k) {
-                if let Some(h) = s.hash {
-                    self.analyzer.flows().prefetch_index(h);
+        for k in 0..n + 2 * PIPE {
+            if let Some(Some(s)) = staged[..n].get_mut(k) {
+                if let (Some(r), Decoded::Roce(p)) = (s.flow, &s.decoded) {
+                    s.slot = self.analyzer.flows().prefetch_entry(r.hash, p.bth.opcode());
                 }
             }
-            if let Some(Some(s)) = k.checked_sub(PIPE).and_then(|j| staged[..n].get_mut(j)) {
-                if let (Some(h), Decoded::Roce(p)) = (s.hash, &s.decoded) {
-                    s.slot = self.analyzer.flows().prefetch_entry(h, p.bth.opcode());
-                }
-            }
-            if let Some(Some(s)) = k.checked_sub(2 * PIPE).and_then(|j| staged[..n].get(j)) {
+            if let Some(Some(s)) = k.checked_sub(PIPE).and_then(|j| staged[..n].get(j)) {
                 if let (Decoded::Roce(p), Some(slot)) = (&s.decoded, s.slot) {
                     self.analyzer.flows().prefetch_next(slot, p.bth.opcode(), p.bth.psn());
                 }
             }
-            if let Some(Some(s)) = k.checked_sub(3 * PIPE).and_then(|j| staged[..n].get(j)) {
+            if let Some(Some(s)) = k.checked_sub(2 * PIPE).and_then(|j| staged[..n].get(j)) {
                 if let Some(now) = s.observe {
                     self.observe_time(now);
                 }
@@ -540,7 +544,7 @@ impl Worker {
 
     #[inline]
     fn process(&mut self, s: &Staged<'_>) {
-        let Staged { f, ts, switch: switch_clock, late, hash, slot: hint, .. } = *s;
+        let Staged { f, ts, switch: switch_clock, late, flow, slot: hint, .. } = *s;
         self.advance_time(ts);
         self.counters.packets += 1;
         match &s.decoded {
@@ -555,7 +559,7 @@ impl Worker {
                 }
                 let out = &mut self.out;
                 let wire_len = p.inner_frame_len.unwrap_or(f.wire_len);
-                let seen = Seen { source: f.source, wire_len, ts, switch_clock, late, hash, hint };
+                let seen = Seen { source: f.source, wire_len, ts, switch_clock, late, flow, hint };
                 self.analyzer.track(p, seen, &mut |e| out.event(e));
             }
             Decoded::NotRoce(_) => self.counters.non_roce_packets += 1,

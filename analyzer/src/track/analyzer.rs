@@ -6,8 +6,7 @@
 
 use super::bounded::FifoMap;
 use super::clock::MirrorClocks;
-use super::flow::{acked_psn, FlowDelta, FlowEvent, Recorded};
-use super::index::KeyHash;
+use super::flow::{acked_psn, FlowDelta, FlowEvent, FlowRef, Recorded};
 use super::io::{At, IoBatch, IoCountsByPair, IoTracker, Sent};
 use super::nvme::{NvmeRecognizer, PendingKey};
 use super::{FlowKey, FlowTable, Vantage, VantageMap};
@@ -36,8 +35,8 @@ pub struct Seen {
     /// The packet came after the reorder window had passed it: counted in its flow, but
     /// analysed no further (its PSN, answers and capsules would be judged out of order).
     pub late: bool,
-    /// The flow key's hash, if computed already (`flow_hash`).
-    pub hash: Option<KeyHash>,
+    /// The flow's compact key and hash, if found already ([`Analyzer::flow_ref`]).
+    pub flow: Option<FlowRef>,
     /// The slot the flow index named first under that hash when the burst prefetched it
     /// (`FlowTable::prefetch_entry`): a hint, taken only if that slot holds the key.
     pub hint: Option<u32>,
@@ -145,27 +144,17 @@ impl Analyzer {
         self.vantages.resolve(source, p.outer_vlan(), p.mirror.and_then(|m| m.session))
     }
 
-    /// A RoCE packet's flow.
-    #[inline]
-    pub fn key_of(&self, p: &RocePacket<'_>, source: u16) -> FlowKey {
-        FlowKey {
-            vantage: self.vantage_of(p, source),
-            src: p.ip.src,
-            dst: p.ip.dst,
-            dst_qpn: p.bth.dest_qp(),
-        }
-    }
-
     /// The flow table, for prefetching a burst's flow state (see `FlowTable::prefetch_*`).
     #[inline]
     pub fn flows(&self) -> &FlowTable {
         &self.flows
     }
 
-    /// The hash of a RoCE packet's flow key (for prefetching, and the flow lookup).
+    /// A RoCE packet's flow, in the compact form the flow table looks it up by, with its
+    /// hash (for prefetching, and the lookup).
     #[inline]
-    pub fn flow_hash(&self, p: &RocePacket<'_>, source: u16) -> KeyHash {
-        self.flows.hash(&self.key_of(p, source))
+    pub fn flow_ref(&self, p: &RocePacket<'_>, source: u16) -> FlowRef {
+        self.flows.flow_ref(self.vantage_of(p, source), &p.ip.src, &p.ip.dst, p.bth.dest_qp())
     }
 
     /// Packet time moved on to `ts`: I/Os older than `--io-timeout` end.
@@ -240,14 +229,18 @@ impl Analyzer {
     #[inline]
     pub fn track(&mut self, p: &RocePacket<'_>, seen: Seen, out: &mut impl FnMut(FlowEvent)) {
         let Seen { source, ts, switch_clock, late, .. } = seen;
-        let vantage = self.vantage_of(p, source);
+        let vantage = match seen.flow {
+            Some(r) => r.vantage(),
+            None => self.vantage_of(p, source),
+        };
         let u = &mut self.time_use[vantage as usize];
         if switch_clock {
             u.switch_clock = true;
         } else {
             u.capture_sources |= 1 << source.min(63);
         }
-        let key = FlowKey { vantage, src: p.ip.src, dst: p.ip.dst, dst_qpn: p.bth.dest_qp() };
+        let dst_qpn = p.bth.dest_qp();
+        let key = || FlowKey { vantage, src: p.ip.src, dst: p.ip.dst, dst_qpn };
         let slot = match self.flows.record(key, p, seen, &mut self.latency, out) {
             Recorded::Flow(slot) => Some(slot),
             Recorded::Untracked => None,
@@ -265,7 +258,7 @@ impl Analyzer {
             return;
         }
         // CM is followed even on flows beyond --max-flows: its own tables are bounded.
-        if opcode == op::UD_SEND_ONLY && key.dst_qpn == GSI_QPN {
+        if opcode == op::UD_SEND_ONLY && dst_qpn == GSI_QPN {
             self.connection_management(vantage, p);
             return;
         }
@@ -279,7 +272,7 @@ impl Analyzer {
                 let whole = opcode & 0x1F != op::SEND_FIRST;
                 self.ios.command(
                     At { vantage, ts, host: src, target: dst },
-                    Sent { target_qpn: key.dst_qpn, psn, whole },
+                    Sent { target_qpn: dst_qpn, psn, whole },
                     &sqe,
                     self.flows.io_hint(slot),
                     rec,
@@ -305,12 +298,7 @@ impl Analyzer {
             Capsule::None => match (opcode, self.flows.io_hint(slot)) {
                 (op::SEND_MIDDLE | op::SEND_LAST | op::SEND_LAST_IMM | op::SEND_LAST_INV, hint) => {
                     let last = opcode != op::SEND_MIDDLE;
-                    self.ios.capsule_packet(
-                        At { vantage, ts, host: src, target: dst },
-                        key.dst_qpn,
-                        last,
-                        hint,
-                    );
+                    self.ios.capsule_packet(At { vantage, ts, host: src, target: dst }, dst_qpn, last, hint);
                 }
                 (op::WRITE_FIRST | op::WRITE_ONLY | op::WRITE_ONLY_IMM, _) => {
                     if let Some(r) = p.exts.reth {
@@ -331,20 +319,14 @@ impl Analyzer {
                 (op::READ_RESPONSE_LAST | op::READ_RESPONSE_ONLY, hint) => {
                     self.ios.read_response_end(
                         At { vantage, ts, host: src, target: dst },
-                        key.dst_qpn,
+                        dst_qpn,
                         psn,
                         hint,
                     );
                 }
                 (op::ACKNOWLEDGE, hint) => {
                     if let Some((acked, _)) = acked_psn(opcode, &p.exts, psn) {
-                        self.ios.ack(
-                            At { vantage, ts, host: src, target: dst },
-                            key.dst_qpn,
-                            acked,
-                            hint,
-                            rec,
-                        );
+                        self.ios.ack(At { vantage, ts, host: src, target: dst }, dst_qpn, acked, hint, rec);
                     }
                 }
                 _ => {}

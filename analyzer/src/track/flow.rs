@@ -277,15 +277,44 @@ fn mtu_log2(mtu: u32) -> u8 {
 /// The compact form of a key kept in [`Hot`]: (`addrs`, `tag`).
 #[inline]
 fn compact(k: &FlowKey) -> (u64, u32) {
-    let v = match k.vantage {
+    compact_parts(k.vantage, &k.src, &k.dst, k.dst_qpn)
+}
+
+/// [`compact`] of the key (vantage, src, dst, dst_qpn), from its parts.
+#[inline]
+fn compact_parts(vantage: Vantage, src: &IpAddr, dst: &IpAddr, dst_qpn: u32) -> (u64, u32) {
+    let v = match vantage {
         Vantage::Compute => 0,
         Vantage::Storage => STORAGE_TAG,
     };
-    match (k.src, k.dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) if k.dst_qpn <= QPN_MASK => {
-            ((u64::from(u32::from(s)) << 32) | u64::from(u32::from(d)), k.dst_qpn | v)
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) if dst_qpn <= QPN_MASK => {
+            ((u64::from(u32::from(*s)) << 32) | u64::from(u32::from(*d)), dst_qpn | v)
         }
-        _ => (0, (k.dst_qpn & QPN_MASK) | v | WIDE_TAG),
+        _ => (0, (dst_qpn & QPN_MASK) | v | WIDE_TAG),
+    }
+}
+
+/// A packet's flow as the burst's first pass finds it, once per packet: the key's compact
+/// form (see [`Hot::addrs`], [`Hot::tag`]) and its hash in the index. The lookup compares
+/// the compact form with the entry's (and, for a key that is not an IPv4 pair, the full
+/// key); the vantage is read from it, not resolved again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowRef {
+    pub hash: KeyHash,
+    addrs: u64,
+    tag: u32,
+}
+
+impl FlowRef {
+    /// The vantage of the flow's key.
+    #[inline]
+    pub fn vantage(&self) -> Vantage {
+        if self.tag & STORAGE_TAG != 0 {
+            Vantage::Storage
+        } else {
+            Vantage::Compute
+        }
     }
 }
 
@@ -657,22 +686,24 @@ impl FlowTable {
     /// The slot of a tracked flow.
     #[inline]
     pub fn find(&self, key: &FlowKey) -> Option<u32> {
-        self.find_hashed(self.index.hash(key), key)
+        self.find_ref(self.flow_ref(key.vantage, &key.src, &key.dst, key.dst_qpn), &|| *key)
     }
 
-    /// The slot of a tracked flow whose key's hash is `hash`: the compact key in the hot
-    /// line decides, and for a key that is not an IPv4 pair the full key in the cold part.
+    /// The slot of a tracked flow whose key (`key` makes it, if needed) is `r`: the compact
+    /// key in the hot line decides, and for a key that is not an IPv4 pair the full key in
+    /// the cold part.
     #[inline]
-    fn find_hashed(&self, hash: KeyHash, key: &FlowKey) -> Option<u32> {
-        self.index.find(hash, |i| self.holds(i, key))
+    fn find_ref(&self, r: FlowRef, key: &impl Fn() -> FlowKey) -> Option<u32> {
+        self.index.find(r.hash, |i| self.holds(i, r, key))
     }
 
-    /// Whether slot `i` is in use and holds the flow of `key`.
+    /// Whether slot `i` is in use and holds the flow `r` (of key `key()`).
     #[inline]
-    fn holds(&self, i: u32, key: &FlowKey) -> bool {
-        let (addrs, tag) = compact(key);
+    fn holds(&self, i: u32, r: FlowRef, key: &impl Fn() -> FlowKey) -> bool {
         self.hot.get(i as usize).is_some_and(|h| {
-            h.addrs == addrs && h.tag == tag && (tag & WIDE_TAG == 0 || self.cold[i as usize].key == *key)
+            h.addrs == r.addrs
+                && h.tag == r.tag
+                && (r.tag & WIDE_TAG == 0 || self.cold[i as usize].key == key())
         })
     }
 
@@ -691,10 +722,22 @@ impl FlowTable {
     // paired flow and its ring), so that the burst's cache misses overlap instead of
     // following one another. Hints only: nothing here changes state.
 
+    /// The flow of key (`vantage`, `src`, `dst`, `dst_qpn`), for its lookup.
+    #[inline]
+    pub fn flow_ref(&self, vantage: Vantage, src: &IpAddr, dst: &IpAddr, dst_qpn: u32) -> FlowRef {
+        let (addrs, tag) = compact_parts(vantage, src, dst, dst_qpn);
+        let hash = if tag & WIDE_TAG == 0 {
+            self.index.hash_narrow(addrs, tag)
+        } else {
+            self.index.hash(&FlowKey { vantage, src: *src, dst: *dst, dst_qpn })
+        };
+        FlowRef { hash, addrs, tag }
+    }
+
     /// A key's hash.
     #[inline]
-    pub fn hash(&self, key: &FlowKey) -> KeyHash {
-        self.index.hash(key)
+    fn hash(&self, key: &FlowKey) -> KeyHash {
+        self.flow_ref(key.vantage, &key.src, &key.dst, key.dst_qpn).hash
     }
 
     /// Step 1: the index bucket of a key's hash.
@@ -926,23 +969,44 @@ impl FlowTable {
 
     fn slot(
         &mut self,
-        key: FlowKey,
+        key: impl Fn() -> FlowKey,
         seen: &Seen,
         transport: Transport,
         opcode: u8,
         now: u64,
         out: &mut impl FnMut(FlowEvent),
     ) -> Option<u32> {
+        let r = match seen.flow {
+            Some(r) => r,
+            None => {
+                let k = key();
+                self.flow_ref(k.vantage, &k.src, &k.dst, k.dst_qpn)
+            }
+        };
         // The slot the burst's prefetch found under the hash, if it still holds this key (a
         // slot holds one flow, and a key is in one slot at most): the index is not probed
         // twice.
-        if let Some(i) = seen.hint.filter(|&i| self.holds(i, &key)) {
+        if let Some(i) = seen.hint.filter(|&i| self.holds(i, r, &key)) {
             return Some(i);
         }
-        let hash = seen.hash.unwrap_or_else(|| self.index.hash(&key));
-        if let Some(i) = self.find_hashed(hash, &key) {
+        if let Some(i) = self.find_ref(r, &key) {
             return Some(i);
         }
+        self.new_flow(key(), r.hash, transport, opcode, now, out)
+    }
+
+    /// A new flow's slot (a free one, or one reclaimed from an expired flow), or `None` if
+    /// the table is full.
+    #[inline(never)]
+    fn new_flow(
+        &mut self,
+        key: FlowKey,
+        hash: KeyHash,
+        transport: Transport,
+        opcode: u8,
+        now: u64,
+        out: &mut impl FnMut(FlowEvent),
+    ) -> Option<u32> {
         let reuse = if self.hot.len() < self.max_flows {
             None
         } else {
@@ -990,7 +1054,7 @@ impl FlowTable {
                 continue;
             }
             let (key, peer, paired) = (self.key(i), e.peer_slot, e.has(IN_PAIR_INDEX));
-            self.index.remove(self.index.hash(&key), i);
+            self.index.remove(self.hash(&key), i);
             if peer != NONE {
                 self.unpair_from(peer, i);
             }
@@ -1157,13 +1221,14 @@ impl FlowTable {
         false
     }
 
-    /// Counts one RoCE packet of flow `key`, seen as `seen` says (its time, length, and the
-    /// key's hash if computed already), first ending transmissions that went idle. Returns
-    /// the flow's slot, or why there is none.
+    /// Counts one RoCE packet of the flow whose key `key` makes (called only for a new flow,
+    /// or a key that is not an IPv4 pair), seen as `seen` says (its time, length, and the
+    /// flow's compact key and hash if found already), first ending transmissions that went
+    /// idle. Returns the flow's slot, or why there is none.
     #[inline]
     pub fn record(
         &mut self,
-        key: FlowKey,
+        key: impl Fn() -> FlowKey,
         p: &RocePacket<'_>,
         seen: Seen,
         rec: &mut LatencyRecorder,
@@ -1548,10 +1613,10 @@ mod pairing {
             ts,
             switch_clock: false,
             late: false,
-            hash: None,
+            flow: None,
             hint: None,
         };
-        t.record(key, &p, seen, &mut LatencyRecorder::new(16, 0), &mut |_| {});
+        t.record(|| key, &p, seen, &mut LatencyRecorder::new(16, 0), &mut |_| {});
     }
 
     fn counts(t: &FlowTable, src: &str, dst: &str, qpn: u32) -> FlowCounts {
