@@ -571,6 +571,8 @@ pub struct FlowTable {
     /// `--duplicate-window`: how long after a flow's packet a copy with a lower TTL can be
     /// its mirror's second copy (0: never).
     duplicate_window_ns: u64,
+    /// The latencies of the requests one response answers (see [`FlowTable::answer`]).
+    answered: [u64; PENDING],
 }
 
 /// What [`FlowTable::record`] made of a packet.
@@ -616,6 +618,7 @@ impl FlowTable {
             untracked_flows: Refused::default(),
             expired_flows: 0,
             duplicate_window_ns: 0,
+            answered: [0; PENDING],
         }
     }
 
@@ -1404,14 +1407,17 @@ impl FlowTable {
             (None, Some(psn)) => (&mut req.acks, Op::RcAck, psn, Some(ACK_WINDOW), 0),
             (None, None) => return,
         };
-        // The requests answered, and their latencies, in ring order.
-        let mut samples = [0u64; PENDING];
+        // The requests answered, and their latencies, in ring order (kept in the table's
+        // own array, not one zeroed on the stack for every response).
+        let samples = &mut self.answered;
         let mut n = 0;
         for p in ring.iter_mut().filter(|p| p.live() && ts >= p.ts) {
             let offset = psn.wrapping_sub(p.psn()) & 0x00FF_FFFF;
             if offset < within.unwrap_or(p.span.max(1)) {
                 p.answered();
-                samples[n] = ts - p.ts;
+                // The ring has PENDING entries, so n < PENDING here: the modulo (a mask)
+                // only spares the bounds check.
+                samples[n % PENDING] = ts - p.ts;
                 n += 1;
             }
         }
@@ -1429,7 +1435,7 @@ impl FlowTable {
             SeriesKey { initiator: key.src, target: key.dst, op: op_, segment }
         });
         self.hot[r as usize].series[which] = cache;
-        for &v in &samples[..n] {
+        for &v in &self.answered[..n] {
             rec.record_in(slot, v);
         }
     }

@@ -1,7 +1,7 @@
 //! InfiniBand Base Transport Header (12 bytes) and the opcode table: transport, operation,
 //! and the extension headers that follow BTH (IBTA Vol. 1 ch. 9, RoCEv2 annex A17).
 
-use super::{be16, be24, put16, put24, DecodeError, Result};
+use super::{be16, put16, put24, DecodeError, Result};
 use std::fmt;
 
 pub const HEADER_LEN: usize = 12;
@@ -201,9 +201,17 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn becn(&self) -> bool {
         self.buf.as_ref()[field::RESV8A] & 0x40 != 0
     }
+    /// The 24-bit field at `at` (≥ 1) read as the low bits of the big-endian word that ends
+    /// with it: one load, where three bytes assembled one by one take several instructions
+    /// (the packet's QPN and PSN are read a few times each).
+    #[inline]
+    fn low24(&self, at: usize) -> u32 {
+        let word: [u8; 4] = self.buf.as_ref()[at - 1..at + 3].try_into().unwrap_or_default();
+        u32::from_be_bytes(word) & PSN_MASK
+    }
     #[inline]
     pub fn dest_qp(&self) -> u32 {
-        be24(self.buf.as_ref(), field::DEST_QP)
+        self.low24(field::DEST_QP)
     }
     #[inline]
     pub fn ack_req(&self) -> bool {
@@ -211,7 +219,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
     #[inline]
     pub fn psn(&self) -> u32 {
-        be24(self.buf.as_ref(), field::PSN)
+        self.low24(field::PSN)
     }
     /// Extension headers' total length for this opcode.
     #[inline]
