@@ -152,7 +152,7 @@ impl Analyzer {
 
     /// A RoCE packet's flow, in the compact form the flow table looks it up by, with its
     /// hash (for prefetching, and the lookup).
-    #[inline]
+    #[inline(always)]
     pub fn flow_ref(&self, p: &RocePacket<'_>, source: u16) -> FlowRef {
         self.flows.flow_ref(self.vantage_of(p, source), &p.ip.src, &p.ip.dst, p.bth.dest_qp())
     }

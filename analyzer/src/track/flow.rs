@@ -726,7 +726,7 @@ impl FlowTable {
     // following one another. Hints only: nothing here changes state.
 
     /// The flow of key (`vantage`, `src`, `dst`, `dst_qpn`), for its lookup.
-    #[inline]
+    #[inline(always)]
     pub fn flow_ref(&self, vantage: Vantage, src: &IpAddr, dst: &IpAddr, dst_qpn: u32) -> FlowRef {
         let (addrs, tag) = compact_parts(vantage, src, dst, dst_qpn);
         let hash = if tag & WIDE_TAG == 0 {
