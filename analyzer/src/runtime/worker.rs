@@ -138,8 +138,11 @@ struct Staged<'a> {
 
 pub use crate::metrics::snapshot::TimeUse;
 
-/// Packets between the steps of a burst's prefetching pipeline (see `Worker::burst`).
-const PIPE: usize = 2;
+/// Packets between the steps of a burst's prefetching pipeline (see `Worker::burst`). Two
+/// left the flow's hot lines still on their way when the step after read them (on this
+/// kind of VM a miss that also misses the TLB takes several hundred ns): four analysed 13 %
+/// more packets a second live on many QPs, and as many as two on the cache-hot mix.
+const PIPE: usize = 4;
 /// How many frames ahead of the one being timed a frame's headers are prefetched.
 const FRAMES_AHEAD: usize = 4;
 
