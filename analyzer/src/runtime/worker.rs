@@ -2,6 +2,7 @@
 
 use super::reorder::{Held, Reorder};
 use super::{PipelineConfig, Recycled, ToStats};
+use crate::capture::dpdk::prefetch;
 use crate::capture::{Frame, BURST};
 use crate::metrics::latency::LatencyBatch;
 use crate::metrics::snapshot::Forgotten;
@@ -304,7 +305,7 @@ impl Worker {
                 // A NIC writes frames to memory, not to this core's cache: the headers of a
                 // frame a few on are asked for while this one is timed and decoded.
                 if let Some(ahead) = chunk.get(i + FRAMES_AHEAD) {
-                    crate::track::memory::prefetch(ahead.data.as_ptr(), 2);
+                    prefetch(ahead.data.as_ptr(), 2);
                 }
                 let t = self.arrival_time(f);
                 if !r.pass(t.0) {

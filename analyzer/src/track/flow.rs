@@ -689,7 +689,7 @@ impl FlowTable {
     /// The slot of a tracked flow.
     #[inline]
     pub fn find(&self, key: &FlowKey) -> Option<u32> {
-        self.find_ref(self.flow_ref(key.vantage, &key.src, &key.dst, key.dst_qpn), &|| *key)
+        self.find_ref(self.key_ref(key), &|| *key)
     }
 
     /// The slot of a tracked flow whose key (`key` makes it, if needed) is `r`: the compact
@@ -737,10 +737,10 @@ impl FlowTable {
         FlowRef { hash, addrs, tag }
     }
 
-    /// A key's hash.
+    /// [`FlowTable::flow_ref`] of a whole key.
     #[inline]
-    fn hash(&self, key: &FlowKey) -> KeyHash {
-        self.flow_ref(key.vantage, &key.src, &key.dst, key.dst_qpn).hash
+    fn key_ref(&self, key: &FlowKey) -> FlowRef {
+        self.flow_ref(key.vantage, &key.src, &key.dst, key.dst_qpn)
     }
 
     /// Step 1: the index bucket of a key's hash.
@@ -979,13 +979,7 @@ impl FlowTable {
         now: u64,
         out: &mut impl FnMut(FlowEvent),
     ) -> Option<u32> {
-        let r = match seen.flow {
-            Some(r) => r,
-            None => {
-                let k = key();
-                self.flow_ref(k.vantage, &k.src, &k.dst, k.dst_qpn)
-            }
-        };
+        let r = seen.flow.unwrap_or_else(|| self.key_ref(&key()));
         // The slot the burst's prefetch found under the hash, if it still holds this key (a
         // slot holds one flow, and a key is in one slot at most): the index is not probed
         // twice.
@@ -1057,7 +1051,7 @@ impl FlowTable {
                 continue;
             }
             let (key, peer, paired) = (self.key(i), e.peer_slot, e.has(IN_PAIR_INDEX));
-            self.index.remove(self.hash(&key), i);
+            self.index.remove(self.key_ref(&key).hash, i);
             if peer != NONE {
                 self.unpair_from(peer, i);
             }
@@ -1225,7 +1219,7 @@ impl FlowTable {
     }
 
     /// Counts one RoCE packet of the flow whose key `key` makes (called only for a new flow,
-    /// or a key that is not an IPv4 pair), seen as `seen` says (its time, length, and the
+    /// a key that is not an IPv4 pair, or a `seen` without the flow), seen as `seen` says (its time, length, and the
     /// flow's compact key and hash if found already), first ending transmissions that went
     /// idle. Returns the flow's slot, or why there is none.
     #[inline]
