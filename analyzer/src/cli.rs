@@ -1,5 +1,5 @@
-//! The command line (README.md, docs/DEPLOYMENT.md): `roceprobe live [OPTIONS] -- [EAL ARGS]` and
-//! `roceprobe replay [OPTIONS] FILE...`. Every bad input is one line on stderr and a
+//! The command line (README.md, docs/DEPLOYMENT.md): `roceprobe live [OPTIONS] -- [EAL ARGS]`,
+//! `roceprobe replay [OPTIONS] FILE...`, `plot` and `evidence DIR`. Every bad input is one line on stderr and a
 //! non-zero exit before any work starts.
 
 use crate::capture::dpdk::{DpdkCapture, StopWhen};
@@ -9,11 +9,13 @@ use crate::defaults;
 use crate::report::csv::{Compression, CsvWriter, Rotation};
 use crate::report::csv_files::size_text;
 use crate::report::dashboard::{self, View, ViewBuilder};
+use crate::report::evidence::{EvidenceOutput, EvidenceSettings};
 use crate::report::prometheus::{self, Exporter, Page};
 use crate::report::summary::{Summary, SummarySink};
 use crate::report::table;
 use crate::report::{Reports, Subscriber};
 use crate::runtime::{self, PipelineConfig};
+use crate::track::evidence::EvidenceConfig;
 use crate::track::vantage::{Rule, Selector, SourceKind};
 use crate::track::VantageMap;
 use anyhow::{bail, Result};
@@ -43,6 +45,16 @@ pub enum Command {
     /// Draw SVG and PNG plots from the CSV reports of a run (--csv-dir): latency CDFs per segment,
     /// the segment split over time, the busiest flows' throughput.
     Plot(PlotArgs),
+    /// List the evidence files a run kept (its --evidence-dir): time, event, flow, packets,
+    /// verdict, file.
+    Evidence(EvidenceArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct EvidenceArgs {
+    /// The directory a run kept its evidence in.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -191,6 +203,32 @@ pub struct CommonArgs {
     /// Do not print the exit report.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Keep evidence: for every loss episode, RNR NAK, CNP / ECN-CE burst, slow or timed-out
+    /// NVMe I/O and ICRC error, a pcapng file here with the packets of the QP involved (both
+    /// directions, both vantages) around it (created if needed). Off by default.
+    #[arg(long, value_name = "DIR")]
+    pub evidence_dir: Option<PathBuf>,
+    /// Evidence: packets of each flow involved kept from before the event (at most 256).
+    #[arg(long, value_name = "N", default_value_t = defaults::EVIDENCE_BEFORE, value_parser = parse_evidence_before)]
+    pub evidence_before: u32,
+    /// Evidence: how long an event's file goes on after it: N more packets of its flows, or a
+    /// duration of packet time (e.g. 2ms).
+    #[arg(long, value_name = "N|DUR", default_value = defaults::EVIDENCE_AFTER, value_parser = parse_evidence_after)]
+    pub evidence_after: crate::track::evidence::After,
+    /// Evidence: bytes kept of each packet (64 to 9216); the original length is kept too.
+    #[arg(long, value_name = "BYTES", default_value_t = defaults::EVIDENCE_SNAPLEN, value_parser = parse_evidence_snaplen)]
+    pub evidence_snaplen: u32,
+    /// Evidence: an NVMe I/O slower than this (command to completion) is an event.
+    #[arg(long, value_name = "DUR", default_value = defaults::EVIDENCE_SLOW_IO, value_parser = parse_interval)]
+    pub evidence_slow_io: Duration,
+    /// Evidence: at most N files per event kind and minute of packet time; the other events
+    /// are counted and listed (capped_per_minute).
+    #[arg(long, value_name = "N", default_value_t = defaults::EVIDENCE_MAX_PER_MINUTE)]
+    pub evidence_max_per_minute: u32,
+    /// Evidence: the files in --evidence-dir take at most SIZE bytes (suffixes K, M, G); the
+    /// oldest are removed first.
+    #[arg(long, value_name = "SIZE", default_value = defaults::EVIDENCE_MAX_BYTES, value_parser = parse_size)]
+    pub evidence_max_bytes: u64,
 }
 
 #[derive(Debug, Args)]
@@ -478,6 +516,12 @@ impl Outputs {
             bail!("--dashboard needs a terminal, and stdout is not one");
         }
         let rotation = csv_rotation(common)?;
+        if let Some(e) = evidence_settings(common) {
+            e.output.check()?;
+            if e.output.max_bytes < 64 * 1024 {
+                bail!("--evidence-max-bytes {} is too small (at least 64K)", size_text(e.output.max_bytes));
+            }
+        }
         Ok(Self {
             sink: common.summary.as_deref().map(SummarySink::open).transpose()?,
             csv: common.csv_dir.as_deref().map(|d| CsvWriter::create(d, rotation)).transpose()?,
@@ -510,6 +554,13 @@ fn run(cli: Cli) -> Result<()> {
             for p in crate::report::plot::plot(&a.csv_dir, &a.out)? {
                 println!("{}", p.display());
             }
+            Ok(())
+        }
+        Command::Evidence(a) => {
+            if !a.dir.is_dir() {
+                bail!("evidence: {} is not a directory", a.dir.display());
+            }
+            print!("{}", crate::report::evidence::list(&a.dir)?);
             Ok(())
         }
         Command::Replay(a) => replay(a),
@@ -662,6 +713,58 @@ fn pipeline_config(
         control_cpus: Vec::new(),
         never_wait,
         source_times,
+        evidence: evidence_settings(common),
+    }
+}
+
+/// `--evidence-*`, when `--evidence-dir` turns it on.
+fn evidence_settings(common: &CommonArgs) -> Option<EvidenceSettings> {
+    let dir = common.evidence_dir.clone()?;
+    Some(EvidenceSettings {
+        track: EvidenceConfig {
+            before: common.evidence_before,
+            after: common.evidence_after,
+            snaplen: common.evidence_snaplen,
+            slow_io_ns: common.evidence_slow_io.as_nanos() as u64,
+            max_per_minute: common.evidence_max_per_minute,
+            burst_gap_ns: common.flow_idle.as_nanos() as u64,
+            wait_for_records: false,
+        },
+        output: EvidenceOutput {
+            dir,
+            max_per_minute: common.evidence_max_per_minute,
+            max_bytes: common.evidence_max_bytes,
+            snaplen: common.evidence_snaplen,
+        },
+    })
+}
+
+fn parse_evidence_before(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(n) if n <= 256 => Ok(n),
+        _ => Err(format!("'{s}' is not a number of packets (0 to 256)")),
+    }
+}
+
+/// A number of packets (1 to 512), or a duration.
+fn parse_evidence_after(s: &str) -> Result<crate::track::evidence::After, String> {
+    use crate::track::evidence::After;
+    if s.chars().all(|c| c.is_ascii_digit()) {
+        return match s.parse::<u32>() {
+            Ok(n) if (1..=512).contains(&n) => Ok(After::Packets(n)),
+            _ => Err(format!("'{s}' is not a number of packets (1 to 512) or a duration (e.g. 2ms)")),
+        };
+    }
+    match parse_duration(s)? {
+        d if d <= Duration::from_secs(10) => Ok(After::Time(d.as_nanos() as u64)),
+        _ => Err(format!("'{s}' is too long (at most 10s)")),
+    }
+}
+
+fn parse_evidence_snaplen(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(n) if (64..=9216).contains(&n) => Ok(n),
+        _ => Err(format!("'{s}' is not a snap length (64 to 9216 bytes)")),
     }
 }
 

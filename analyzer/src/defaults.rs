@@ -115,6 +115,28 @@ pub const CSV_COMPRESS: &str = "zstd";
 /// frames (9,216 bytes, the largest most switches forward).
 pub const MAX_FRAME: u32 = 9216;
 
+/// `--evidence-before`: packets of each flow of an event kept from before it: enough to
+/// show the traffic that led to a loss (a few messages of a QP).
+pub const EVIDENCE_BEFORE: u32 = 16;
+
+/// `--evidence-after`: packets of the event's flows after it: a go-back-N retransmission
+/// and the ACKs that end it, a few CNPs' effect on the rate.
+pub const EVIDENCE_AFTER: &str = "32";
+
+/// `--evidence-snaplen`: every header up to the NVMe capsule's command (ERSPAN III outer
+/// headers, an inner VLAN tag, IPv6, UDP, BTH, RETH, a 64-byte SQE) fits in 256 bytes.
+pub const EVIDENCE_SNAPLEN: u32 = 256;
+
+/// `--evidence-slow-io`: an NVMe I/O slower than this is an event (flash reads take a
+/// hundred microseconds; 10 ms is a stall an operator asks about).
+pub const EVIDENCE_SLOW_IO: &str = "10ms";
+
+/// `--evidence-max-per-minute`: files per event kind and minute of packet time.
+pub const EVIDENCE_MAX_PER_MINUTE: u32 = 10;
+
+/// `--evidence-max-bytes`: the evidence files take at most this much disk.
+pub const EVIDENCE_MAX_BYTES: &str = "1G";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -75,7 +75,7 @@ pub fn worker(data: &[u8]) {
             ToStats::Transmissions(_, t) => {
                 in_transmissions += t.iter().map(|t| t.counts.packets).sum::<u64>()
             }
-            ToStats::Ports { .. } => {}
+            ToStats::Ports { .. } | ToStats::Evidence(..) => {}
         }
     }
     assert_eq!(seen, frames);

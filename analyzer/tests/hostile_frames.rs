@@ -69,7 +69,7 @@ fn mutated_and_truncated_frames_never_panic_and_always_balance() {
         match msg {
             ToStats::Interval(s) => t.add(&s),
             ToStats::Transmissions(_, ts) => t.add_transmissions(&ts),
-            ToStats::Ports { .. } => {}
+            ToStats::Ports { .. } | ToStats::Evidence(..) => {}
         }
     }
     let c = &t.counters;

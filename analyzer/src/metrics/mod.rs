@@ -2,6 +2,7 @@
 //! the latency histograms ([`latency`]), and the stats side's whole-run totals built from
 //! those snapshots ([`Totals`]).
 
+pub mod evidence;
 pub mod latency;
 pub mod snapshot;
 pub mod steps;

@@ -254,6 +254,9 @@ pub struct IntervalSnapshot {
     /// side had no room (live capture never waits for reports).
     pub dropped_snapshots: u64,
     pub dropped_batches: u64,
+    /// Evidence records the stats side had no room for, and signals beyond the analysis's
+    /// buffer for them (`--evidence-dir`).
+    pub dropped_evidence: u64,
     /// Latency samples of series beyond the bound on series, in this interval.
     pub dropped_latency_samples: u64,
     /// Entries of bounded tables forgotten in this interval.

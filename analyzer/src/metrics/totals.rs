@@ -101,6 +101,8 @@ pub struct Totals {
     pub steps: super::steps::Steps,
     /// How far the workers have reported.
     pub progress: Progress,
+    /// With `--evidence-dir`: the events, their files and the bounds' counts.
+    pub evidence: Option<super::evidence::EvidenceTotals>,
 }
 
 /// The same direction of the same QP at the other vantage.
@@ -124,6 +126,9 @@ impl Totals {
         self.dropped_snapshots += s.dropped_snapshots;
         self.dropped_batches += s.dropped_batches;
         self.dropped_latency_samples += s.dropped_latency_samples;
+        if let Some(e) = self.evidence.as_mut() {
+            e.events_dropped += s.dropped_evidence;
+        }
         self.forgotten.add(&s.forgotten);
         self.needed.max(&s.needed);
         for (t, u) in self.time_use.iter_mut().zip(s.time_use.iter()) {

@@ -31,6 +31,7 @@ pub const LATENCY_HEADER: &str =
 pub const IO_HEADER: &str = "interval_start,interval_end,initiator_ip,target_ip,op,completed,timed_out,retransmitted,overflowed,unfinished,bytes,iops,mb_per_s,mean_size_bytes";
 pub const STEPS_HEADER: &str = "start,end,job,duration_s,flows,bytes,straggler_src_ip,straggler_dst_ip,straggler_dst_qpn,straggler_host,lag_us,reason,straggler_gbps,median_gbps";
 pub const STRAGGLERS_HEADER: &str = "interval_start,interval_end,job,host,reason,steps,lag_us";
+pub const EVENTS_HEADER: &str = "time,event,vantage,src_ip,dst_ip,dst_qpn,verdict,status,file,packets";
 pub const SLOW_IOS_HEADER: &str = "interval_start,interval_end,rank,completed_at,initiator_ip,target_ip,op,qpn,cid,bytes,io_us,io_compute_us,io_storage_us,compute_us,network_us,storage_us";
 
 /// The size-class columns that end io.csv's header: `size_le_512`, `size_le_1k`, ...,
@@ -156,8 +157,8 @@ impl CsvHealth {
 }
 
 /// The report files, in the order of their index on the writer thread.
-const STEMS: [&str; 8] =
-    ["flows", "transmissions", "latency", "io", "slow_ios", "steps", "stragglers", "ports"];
+const STEMS: [&str; 9] =
+    ["flows", "transmissions", "latency", "io", "slow_ios", "steps", "stragglers", "ports", "events"];
 
 pub struct CsvWriter {
     dir: PathBuf,
@@ -171,6 +172,7 @@ pub struct CsvWriter {
     steps: CsvFile,
     stragglers: CsvFile,
     ports: CsvFile,
+    events: CsvFile,
     line: String,
     /// Per interval (by its start): its end and the slowest I/Os the workers reported so far.
     /// With several workers each reports its own; an interval's rows are written once every
@@ -207,6 +209,7 @@ impl CsvWriter {
             STEPS_HEADER.to_owned(),
             STRAGGLERS_HEADER.to_owned(),
             PORTS_HEADER.to_owned(),
+            EVENTS_HEADER.to_owned(),
         ];
         let (link, unstarted) =
             super::csv_files::prepare_writer(dir, rotation, STEMS.into_iter().zip(headers).collect())?;
@@ -227,6 +230,7 @@ impl CsvWriter {
             steps: file("steps"),
             stragglers: file("stragglers"),
             ports: file("ports"),
+            events: file("events"),
             line: String::with_capacity(512),
             slowest: BTreeMap::new(),
             slow_k: crate::defaults::SLOW_IOS,
@@ -284,6 +288,19 @@ impl CsvWriter {
         self.slow_k = slow_ios;
         self.interval_ns = interval_ns.max(1);
         self
+    }
+
+    /// events.csv: a row per event (`--evidence-dir`), with its file or why it has none.
+    pub fn write_event(&mut self, r: &crate::metrics::evidence::EventRow) -> Result<()> {
+        let l = &mut self.line;
+        l.clear();
+        let _ = write!(l, "{},{},{},{},{},{},", r.time, r.kind, r.vantage, r.src_ip, r.dst_ip, r.dst_qpn);
+        field(l, &r.verdict);
+        let _ = write!(l, ",{},", r.status);
+        field(l, &r.file);
+        let _ = write!(l, ",{}\r\n", r.packets);
+        self.events.rows.push_str(l);
+        self.events.commit(r.ts_ns, &self.rotation, &mut self.health)
     }
 
     /// steps.csv: a row per closed step; stragglers.csv: per interval, job, host and

@@ -4,6 +4,7 @@
 pub mod csv;
 pub mod csv_files;
 pub mod dashboard;
+pub mod evidence;
 pub mod plot;
 pub mod prometheus;
 pub mod summary;

@@ -283,6 +283,10 @@ pub struct Summary {
     /// Transmissions the step analysis could not take (beyond its bound on hosts).
     #[serde(default)]
     pub step_transmissions_dropped: u64,
+    /// With `--evidence-dir`: every event, its file or why it has none, and the counts of
+    /// the bounds (docs/EVIDENCE.md).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub evidence: Option<crate::metrics::evidence::EvidenceTotals>,
     /// Receive statistics per source: DPDK port id, or input file index.
     pub ports: BTreeMap<String, SourceStats>,
     /// Where each vantage's packet times came from: `erspan` (the switch's ERSPAN III
@@ -395,6 +399,7 @@ impl Summary {
             ios,
             jobs: jobs(&t.steps),
             step_transmissions_dropped: t.steps.dropped,
+            evidence: t.evidence.clone(),
             ports,
             time_sources: BTreeMap::new(),
         }

@@ -425,6 +425,7 @@ mod tests {
             duration_s: 0.0,
             jobs: vec![],
             step_transmissions_dropped: 0,
+            evidence: None,
             time_sources: Default::default(),
             ports: ports.into_iter().enumerate().map(|(i, p)| (i.to_string(), p)).collect(),
         }

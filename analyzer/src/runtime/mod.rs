@@ -15,6 +15,7 @@ use crate::metrics::steps::{JobRule, Steps};
 use crate::metrics::totals::Progress;
 use crate::metrics::{IntervalSnapshot, Totals};
 use crate::report::csv::CsvHealth;
+use crate::report::evidence::EvidenceWriter;
 use crate::report::{Reports, Summary};
 use crate::track::flow::FlowDelta;
 use crate::track::io::{IoCountsByPair, Slowest};
@@ -88,6 +89,8 @@ pub struct PipelineConfig {
     /// What each capture source's timestamps are made of (`Capture::time_sources`), for
     /// the summaries published to the live outputs.
     pub source_times: Vec<&'static str>,
+    /// `--evidence-dir` and its bounds.
+    pub evidence: Option<crate::report::evidence::EvidenceSettings>,
 }
 
 impl PipelineConfig {
@@ -110,6 +113,10 @@ impl PipelineConfig {
             max_cm_requests: self.max_cm_requests,
             check_icrc: self.check_icrc,
             slow_ios: self.slow_ios,
+            evidence: self.evidence.as_ref().map(|e| crate::track::evidence::EvidenceConfig {
+                wait_for_records: !self.never_wait,
+                ..e.track
+            }),
         }
     }
 
@@ -141,6 +148,7 @@ impl PipelineConfig {
             worker_cpus: Vec::new(),
             control_cpus: Vec::new(),
             source_times: Vec::new(),
+            evidence: None,
         }
     }
 }
@@ -162,6 +170,8 @@ pub enum ToStats {
     Interval(IntervalSnapshot),
     /// Transmissions that ended (sent in batches) by a worker.
     Transmissions(usize, Vec<Transmission>),
+    /// An event's evidence (`--evidence-dir`) from a worker, or an event without a file.
+    Evidence(usize, crate::track::evidence::EvidenceRecord),
     /// Receive statistics of every source over an interval (from the capture thread).
     Ports {
         start_ns: u64,
@@ -260,6 +270,11 @@ pub fn recycle(msg: ToStats) -> Option<Recycled> {
         ToStats::Transmissions(_, mut t) => {
             t.clear();
             Some(Recycled::Transmissions(t))
+        }
+        ToStats::Evidence(_, r) => {
+            // Evidence records go back to their worker's pool on a channel of their own.
+            r.send_home();
+            None
         }
         ToStats::Ports { .. } => None,
     }
@@ -477,6 +492,7 @@ fn pipeline(
     // Each bound that loses something is told once on stderr, when it first does.
     let mut told = std::collections::HashSet::new();
     let control = cfg.control_cpus.clone();
+    let evidence_output = cfg.evidence.as_ref().map(|e| e.output.clone());
     // The stats thread starts on the control CPUs, and the CSV writer thread where it is.
     let spawn = || {
         std::thread::Builder::new().name("roceprobe-stats".into()).spawn(move || {
@@ -487,7 +503,9 @@ fn pipeline(
         }
         // Whole-run flows: room for every flow the workers can track, twice over, so that
         // flows whose slots were taken by new ones stay in the summary for a while.
+        let (mut evidence, evidence_totals) = evidence_output.map(EvidenceWriter::new).unzip();
         let mut totals = Totals {
+            evidence: evidence_totals,
             max_flows: Some(2 * max_flows * workers),
             limits,
             slow_ios: Slowest::new(slow_ios),
@@ -513,6 +531,14 @@ fn pipeline(
                     totals.add_transmissions(t);
                     csv.as_mut().map(|w| w.write_transmissions(t))
                 }
+                ToStats::Evidence(_, r) => match evidence.as_mut() {
+                    Some(w) => {
+                        let t = totals.evidence.get_or_insert_with(Default::default);
+                        let row = w.take(r, t);
+                        csv.as_mut().map(|c| c.write_event(&row))
+                    }
+                    None => None,
+                },
                 ToStats::Ports { start_ns, end_ns, sources } => {
                     received.resize(received.len().max(sources.len()), SourceStats::default());
                     for (r, s) in received.iter_mut().zip(sources) {
@@ -555,7 +581,7 @@ fn pipeline(
             }
             let from = match &msg {
                 ToStats::Interval(s) => Some(s.worker),
-                ToStats::Transmissions(w, _) => Some(*w),
+                ToStats::Transmissions(w, _) | ToStats::Evidence(w, _) => Some(*w),
                 ToStats::Ports { .. } => None,
             };
             if let (Some(back), Some(r)) = (from.and_then(|w| backs_tx.get(w)), recycle(msg)) {

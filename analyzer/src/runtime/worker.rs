@@ -75,6 +75,8 @@ struct Out {
     never_wait: bool,
     /// Messages dropped that way: (interval snapshots, transmission batches).
     dropped: (u64, u64),
+    /// Evidence records the stats side had no room for (their events are lost with them).
+    dropped_evidence: u64,
     ended: Vec<Transmission>,
     buffers: Buffers,
     tx: Sender<ToStats>,
@@ -89,6 +91,16 @@ impl Out {
                     self.flush();
                 }
                 self.ended.push(t);
+            }
+            FlowEvent::Evidence(r) => {
+                let msg = ToStats::Evidence(self.worker, r);
+                if self.never_wait {
+                    if self.tx.try_send(msg).is_err() {
+                        self.dropped_evidence += 1;
+                    }
+                } else {
+                    let _ = self.tx.send(msg);
+                }
             }
         }
     }
@@ -188,6 +200,7 @@ impl Worker {
             worker: id,
             never_wait: cfg.never_wait,
             dropped: (0, 0),
+            dropped_evidence: 0,
             ended: Vec::new(),
             buffers: Buffers::new(back, cfg.max_flows.min(4096), cfg.slow_ios),
             tx: tx.clone(),
@@ -249,7 +262,8 @@ impl Worker {
                 self.current = Some(self.interval_of(now));
             }
         }
-        self.analyzer.observe(now);
+        let out = &mut self.out;
+        self.analyzer.observe(now, &mut |e| out.event(e));
     }
 
     /// Whether some frame was timed by a switch's ERSPAN clock (whose time the probe's
@@ -564,7 +578,7 @@ impl Worker {
                 let out = &mut self.out;
                 let wire_len = p.inner_frame_len.unwrap_or(f.wire_len);
                 let seen = Seen { source: f.source, wire_len, ts, switch_clock, late, flow, hint };
-                self.analyzer.track(p, seen, &mut |e| out.event(e));
+                self.analyzer.track(p, (f.data, f.wire_len), seen, &mut |e| out.event(e));
             }
             Decoded::NotRoce(_) => self.counters.non_roce_packets += 1,
             Decoded::Error(e) => self.counters.decode_errors[e.index()] += 1,
@@ -600,6 +614,8 @@ impl Worker {
         let mut ios = self.out.buffers.ios.pop().unwrap_or_default();
         let dropped_latency_samples = self.analyzer.drain_interval(&mut flows, &mut latency, &mut ios);
         let (dropped_snapshots, dropped_batches) = std::mem::take(&mut self.out.dropped);
+        let dropped_evidence =
+            std::mem::take(&mut self.out.dropped_evidence) + self.analyzer.take_lost_signals();
         let untracked_now = self.analyzer.untracked_packets();
         let untracked = untracked_now - self.untracked_reported;
         self.untracked_reported = untracked_now;
@@ -617,6 +633,7 @@ impl Worker {
             untracked_packets: untracked,
             dropped_snapshots,
             dropped_batches,
+            dropped_evidence,
             dropped_latency_samples,
             forgotten,
             needed: self.analyzer.needed(),
@@ -692,7 +709,7 @@ mod tests {
             .iter()
             .filter_map(|m| match m {
                 ToStats::Interval(s) => Some(s),
-                ToStats::Transmissions(..) | ToStats::Ports { .. } => None,
+                ToStats::Transmissions(..) | ToStats::Ports { .. } | ToStats::Evidence(..) => None,
             })
             .map(|s| (s.start_ns, s.end_ns, s.counters.packets, s.first_ts_ns, s.last_ts_ns))
             .collect();

@@ -6,6 +6,7 @@
 
 use super::bounded::FifoMap;
 use super::clock::MirrorClocks;
+use super::evidence::{Evidence, EvidenceConfig, EvidenceRecord};
 use super::flow::{acked_psn, FlowDelta, FlowEvent, FlowRef, Recorded};
 use super::io::{At, IoBatch, IoCountsByPair, IoTracker, Sent};
 use super::nvme::{NvmeRecognizer, PendingKey};
@@ -76,6 +77,8 @@ pub struct AnalyzerConfig {
     pub check_icrc: bool,
     /// The slowest I/Os kept per interval (`--slow-ios`).
     pub slow_ios: usize,
+    /// `--evidence-dir` and its bounds: keep the packets of each event.
+    pub evidence: Option<EvidenceConfig>,
 }
 
 pub struct Analyzer {
@@ -94,21 +97,29 @@ pub struct Analyzer {
     check_icrc: bool,
     /// Frames arrive with their final time (a dispatcher applied the ERSPAN clocks).
     stamped: bool,
+    /// With `--evidence-dir`.
+    evidence: Option<Box<Evidence>>,
 }
 
 impl Analyzer {
     pub fn new(cfg: &AnalyzerConfig) -> Self {
+        let mut flows = FlowTable::new(cfg.max_flows, cfg.flow_idle_ns, cfg.mtu)
+            .with_announced(cfg.max_announced_flows)
+            .with_expiry(cfg.flow_expire_ns)
+            .with_min_transmission_packets(cfg.min_transmission_packets)
+            .with_duplicate_window(cfg.duplicate_window_ns);
+        let mut ios = IoTracker::new(cfg.max_ios, cfg.io_timeout_ns)
+            .with_max_pairs(cfg.max_latency_series)
+            .with_slow_ios(cfg.slow_ios)
+            .with_vantage_wait(if cfg.vantages.maps_storage() { cfg.reorder_window_ns } else { 0 });
+        if let Some(e) = &cfg.evidence {
+            flows.signals = super::evidence::Signals::enabled();
+            ios = ios.with_evidence(e.slow_io_ns);
+        }
         Self {
             time_use: [TimeUse::default(); 2],
-            flows: FlowTable::new(cfg.max_flows, cfg.flow_idle_ns, cfg.mtu)
-                .with_announced(cfg.max_announced_flows)
-                .with_expiry(cfg.flow_expire_ns)
-                .with_min_transmission_packets(cfg.min_transmission_packets)
-                .with_duplicate_window(cfg.duplicate_window_ns),
-            ios: IoTracker::new(cfg.max_ios, cfg.io_timeout_ns)
-                .with_max_pairs(cfg.max_latency_series)
-                .with_slow_ios(cfg.slow_ios)
-                .with_vantage_wait(if cfg.vantages.maps_storage() { cfg.reorder_window_ns } else { 0 }),
+            flows,
+            ios,
             vantages: cfg.vantages.clone(),
             clocks: MirrorClocks::default(),
             latency: LatencyRecorder::new(cfg.max_latency_series, SPARE_SERIES),
@@ -116,6 +127,51 @@ impl Analyzer {
             cm_requests: FifoMap::new(cfg.max_cm_requests),
             check_icrc: cfg.check_icrc,
             stamped: false,
+            evidence: cfg.evidence.map(|e| Box::new(Evidence::new(e))),
+        }
+    }
+
+    /// Signals lost since the last call (more in one packet than their buffer holds).
+    pub fn take_lost_signals(&mut self) -> u64 {
+        std::mem::take(&mut self.flows.signals.lost)
+    }
+
+    /// Signals raised since the last call become events or join theirs.
+    #[cold]
+    fn take_signals(&mut self, out: &mut impl FnMut(FlowEvent)) {
+        let Some(ev) = self.evidence.as_mut() else { return };
+        let mut send = |r: EvidenceRecord| out(FlowEvent::Evidence(r));
+        let mut slots = [0u32; 8];
+        for k in 0..self.flows.signals.flows.len() {
+            let r = self.flows.signals.flows[k];
+            let n = self.flows.qp_slots(&r.qp, Some(r.slot), &mut slots);
+            ev.signal(r, &slots[..n], &mut send);
+        }
+        self.flows.signals.flows.clear();
+        for k in 0..self.ios.raised.len() {
+            let r = self.ios.raised[k];
+            let n = self.flows.qp_slots(&r.qp, None, &mut slots);
+            ev.io_event(r, &slots[..n], &mut send);
+        }
+        self.ios.raised.clear();
+    }
+
+    /// With `--evidence-dir`, after a packet (`kept`: its flow's slot and vantage, if it
+    /// counted in one): the packet goes into the ring and the events collecting its flow's,
+    /// then the signals it raised are taken.
+    #[cold]
+    fn evidence_after(
+        &mut self,
+        kept: Option<(u32, Vantage)>,
+        (frame, frame_len): (&[u8], u32),
+        ts: u64,
+        out: &mut impl FnMut(FlowEvent),
+    ) {
+        if let (Some(ev), Some((slot, vantage))) = (self.evidence.as_mut(), kept) {
+            ev.keep(slot, frame, frame_len, ts, vantage, &mut |r| out(FlowEvent::Evidence(r)));
+        }
+        if self.flows.signals.any() || !self.ios.raised.is_empty() {
+            self.take_signals(out);
         }
     }
 
@@ -166,9 +222,15 @@ impl Analyzer {
     /// Time moved on to `now` without a packet here: transmissions idle for `--flow-idle`
     /// have ended (they are closed by the next packet of their flow or before the interval
     /// is handed over, see [`Analyzer::end_idle`]), and I/Os older than `--io-timeout` end.
-    pub fn observe(&mut self, now: u64) {
+    pub fn observe(&mut self, now: u64, out: &mut impl FnMut(FlowEvent)) {
         self.flows.advance(now);
         self.ios.expire(now, &mut self.latency);
+        if self.evidence.is_some() {
+            self.take_signals(out);
+            if let Some(ev) = self.evidence.as_mut() {
+                ev.observe(now, &mut |r| out(FlowEvent::Evidence(r)));
+            }
+        }
     }
 
     /// Before the open interval is handed over: the transmissions that went idle in it end
@@ -181,6 +243,12 @@ impl Analyzer {
     pub fn finish(&mut self, out: &mut impl FnMut(FlowEvent)) {
         self.flows.close_all(out);
         self.ios.finish_all(&mut self.latency);
+        if self.evidence.is_some() {
+            self.take_signals(out);
+            if let Some(ev) = self.evidence.as_mut() {
+                ev.finish(&mut |r| out(FlowEvent::Evidence(r)));
+            }
+        }
     }
 
     /// Hands over the flows that changed, the latency series that recorded, the I/O
@@ -224,10 +292,33 @@ impl Analyzer {
         self.ios.counts()
     }
 
-    /// Tracks one RoCE packet, seen as `seen` says; ended transmissions go to `out`.
-    /// Allocates nothing.
+    /// Tracks one RoCE packet (the captured `frame`, `frame_len` bytes on the wire), seen as
+    /// `seen` says; ended
+    /// transmissions (and, with `--evidence-dir`, events' evidence) go to `out`. Allocates
+    /// nothing.
     #[inline]
-    pub fn track(&mut self, p: &RocePacket<'_>, seen: Seen, out: &mut impl FnMut(FlowEvent)) {
+    pub fn track(
+        &mut self,
+        p: &RocePacket<'_>,
+        (frame, frame_len): (&[u8], u32),
+        seen: Seen,
+        out: &mut impl FnMut(FlowEvent),
+    ) {
+        let kept = self.track_packet(p, seen, out);
+        if self.evidence.is_some() {
+            self.evidence_after(kept, (frame, frame_len), seen.ts, out);
+        }
+    }
+
+    /// [`Analyzer::track`] but for the evidence; returns the slot and vantage of the flow
+    /// the packet counted in.
+    #[inline]
+    fn track_packet(
+        &mut self,
+        p: &RocePacket<'_>,
+        seen: Seen,
+        out: &mut impl FnMut(FlowEvent),
+    ) -> Option<(u32, Vantage)> {
         let Seen { source, ts, switch_clock, late, .. } = seen;
         let vantage = match seen.flow {
             Some(r) => r.vantage(),
@@ -245,24 +336,25 @@ impl Analyzer {
             Recorded::Flow(slot) => Some(slot),
             Recorded::Untracked => None,
             // The mirror's second copy of a packet counted already.
-            Recorded::Duplicate => return,
+            Recorded::Duplicate => return None,
         };
         let opcode = p.bth.opcode();
         let psn = p.bth.psn();
         if let Some(slot) = slot {
             if self.check_icrc && icrc::check(&p.icrc) == Some(false) {
-                self.flows.count_icrc_error(slot);
+                self.flows.count_icrc_error(slot, opcode, ts);
             }
         }
+        let kept = slot.map(|s| (s, vantage));
         if late {
-            return;
+            return kept;
         }
         // CM is followed even on flows beyond --max-flows: its own tables are bounded.
         if opcode == op::UD_SEND_ONLY && dst_qpn == GSI_QPN {
             self.connection_management(vantage, p);
-            return;
+            return kept;
         }
-        let Some(slot) = slot else { return };
+        let slot = slot?;
         let rec = &mut self.latency;
         let (src, dst) = (p.ip.src, p.ip.dst);
         match classify(opcode, p.payload, p.payload_len) {
@@ -332,6 +424,7 @@ impl Analyzer {
                 _ => {}
             },
         }
+        Some((slot, vantage))
     }
 
     /// A CM MAD: a ConnectReply names the QP pair its request started.

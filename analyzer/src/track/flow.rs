@@ -16,6 +16,7 @@
 use super::analyzer::Seen;
 use super::bounded::{FifoMap, Refused};
 use super::counts::{FlowCounts, ShortTransmissions};
+use super::evidence::{Qp, Raised, Signal, Signals};
 use super::index::{FlowIndex, KeyHash};
 use super::memory;
 use super::psn::{Outcome, PsnTracker, Span};
@@ -130,12 +131,14 @@ pub struct FlowDelta {
     pub opcodes: OpcodeCounts,
 }
 
-/// What the flow table reports besides counters, as it happens. (Latency samples of
+/// What the analysis reports besides counters, as it happens. (Latency samples of
 /// non-NVMe RDMA, `rdma_read` and `rc_ack`, go straight into the worker's recorder.)
 #[derive(Debug, Clone)]
 pub enum FlowEvent {
     /// A transmission ended.
     Ended(Transmission),
+    /// An event's evidence (`--evidence-dir`), or an event without a file and why.
+    Evidence(crate::track::evidence::EvidenceRecord),
 }
 
 /// Requests awaiting their answer, per flow: message ends awaiting an ACK (rc_ack) and READ
@@ -573,6 +576,8 @@ pub struct FlowTable {
     duplicate_window_ns: u64,
     /// The latencies of the requests one response answers (see [`FlowTable::answer`]).
     answered: [u64; PENDING],
+    /// With `--evidence-dir`: the losses, NAKs and congestion marks seen, for the evidence.
+    pub signals: Signals,
 }
 
 /// What [`FlowTable::record`] made of a packet.
@@ -619,6 +624,7 @@ impl FlowTable {
             expired_flows: 0,
             duplicate_window_ns: 0,
             answered: [0; PENDING],
+            signals: Signals::default(),
         }
     }
 
@@ -1170,7 +1176,7 @@ impl FlowTable {
     }
 
     /// A CNP on flow `i` throttles the paired direction.
-    fn attribute_cnp(&mut self, i: u32, out: &mut impl FnMut(FlowEvent)) {
+    fn attribute_cnp(&mut self, i: u32, ts: u64, out: &mut impl FnMut(FlowEvent)) {
         let target = self.reverse_index(i).or_else(|| {
             // Without a known pair, the one request flow between the hosts, if there is one.
             let k = self.key(i);
@@ -1190,8 +1196,16 @@ impl FlowTable {
                 }
                 *self.rest_field(t, |c| &mut c.cnp) += 1;
                 self.note_change(t);
+                if self.signals.on {
+                    self.raise(t, true, Signal::Cnp, ts);
+                }
             }
-            None => *self.rest_field(i, |c| &mut c.cnp_unattributed) += 1,
+            None => {
+                *self.rest_field(i, |c| &mut c.cnp_unattributed) += 1;
+                if self.signals.on {
+                    self.raise(i, false, Signal::Cnp, ts);
+                }
+            }
         }
     }
 
@@ -1280,6 +1294,9 @@ impl FlowTable {
         self.cold[i as usize].opcodes.add(opcode);
         if p.ecn == 3 {
             *self.rest_field(i, |c| &mut c.ecn_ce) += 1;
+            if self.signals.on {
+                self.raise(i, is_request(opcode) || !is_response(opcode), Signal::Ce, ts);
+            }
         }
         if seen.late {
             *self.rest_field(i, |c| &mut c.late_packets) += 1;
@@ -1287,15 +1304,25 @@ impl FlowTable {
         }
 
         if opcode == op::CNP {
-            self.attribute_cnp(i, out);
+            self.attribute_cnp(i, ts, out);
         } else if is_request(opcode) {
             self.request(i, p, opcode, ts);
         } else if is_response(opcode) {
             let ack = acked_psn(opcode, &p.exts, p.bth.psn());
             match ack {
-                Some((_, AckKind::Nak { code: 0 })) => *self.rest_field(i, |c| &mut c.nak_seq) += 1,
+                Some((_, AckKind::Nak { code: 0 })) => {
+                    *self.rest_field(i, |c| &mut c.nak_seq) += 1;
+                    if self.signals.on {
+                        self.raise(i, false, Signal::NakSeq { psn: p.bth.psn() }, ts);
+                    }
+                }
                 Some((_, AckKind::Nak { .. })) => *self.rest_field(i, |c| &mut c.nak_other) += 1,
-                Some((_, AckKind::RnrNak { .. })) => *self.rest_field(i, |c| &mut c.nak_rnr) += 1,
+                Some((_, AckKind::RnrNak { .. })) => {
+                    *self.rest_field(i, |c| &mut c.nak_rnr) += 1;
+                    if self.signals.on {
+                        self.raise(i, false, Signal::RnrNak { psn: p.bth.psn() }, ts);
+                    }
+                }
                 _ => {}
             }
             let acked = ack.map(|(psn, _)| psn);
@@ -1344,9 +1371,18 @@ impl FlowTable {
                 *self.rest_field(i, |c| &mut c.retx_bytes) += u64::from(p.payload_len);
                 if episode {
                     *self.rest_field(i, |c| &mut c.retx_episodes) += 1;
+                    if self.signals.on {
+                        self.raise(i, true, Signal::Retransmission { psn }, ts);
+                    }
                 }
             }
-            Outcome::Gap { skipped } => *self.rest_field(i, |c| &mut c.gap_psns) += u64::from(skipped),
+            Outcome::Gap { skipped } => {
+                *self.rest_field(i, |c| &mut c.gap_psns) += u64::from(skipped);
+                if self.signals.on {
+                    let first = psn.wrapping_sub(skipped) & 0x00FF_FFFF;
+                    self.raise(i, true, Signal::Gap { psn: first, skipped }, ts);
+                }
+            }
             Outcome::OutOfWindow => *self.rest_field(i, |c| &mut c.out_of_window) += 1,
         }
         let e = &self.hot[i as usize];
@@ -1375,8 +1411,57 @@ impl FlowTable {
 
     /// Counts a packet of a tracked flow whose ICRC was wrong.
     #[inline]
-    pub fn count_icrc_error(&mut self, slot: u32) {
+    pub fn count_icrc_error(&mut self, slot: u32, opcode: u8, ts: u64) {
         *self.rest_field(slot, |c| &mut c.icrc_errors) += 1;
+        if self.signals.on {
+            self.raise(slot, is_request(opcode) || !is_response(opcode), Signal::Icrc, ts);
+        }
+    }
+
+    /// The QP a flow's packets belong to, by its request direction: the flow's own key
+    /// (`request`), or the other way round with the QPN the paired direction is sent to.
+    pub fn qp_of(&self, i: u32, request: bool) -> Qp {
+        let k = self.key(i);
+        if request {
+            Qp::of(&k)
+        } else {
+            Qp { src: k.dst, dst: k.src, dst_qpn: self.hot[i as usize].peer_qpn }
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn raise(&mut self, i: u32, request: bool, signal: Signal, ts: u64) {
+        let qp = self.qp_of(i, request);
+        let vantage = self.hot[i as usize].vantage();
+        self.signals.raise(Raised { slot: i, vantage, qp, signal, ts });
+    }
+
+    /// The flows of a QP (both directions, at both vantages) into `out`, after `first`
+    /// (a flow of it already known); returns how many `out` holds.
+    pub fn qp_slots(&self, qp: &Qp, first: Option<u32>, out: &mut [u32; 8]) -> usize {
+        let mut n = 0;
+        let mut add = |s: u32, n: &mut usize| {
+            if !out[..*n].contains(&s) && *n < out.len() {
+                out[*n] = s;
+                *n += 1;
+            }
+        };
+        if let Some(s) = first {
+            add(s, &mut n);
+            if let Some(r) = self.reverse_index(s) {
+                add(r, &mut n);
+            }
+        }
+        for vantage in [Vantage::Compute, Vantage::Storage] {
+            if let Some(s) = self.find(&FlowKey { vantage, src: qp.src, dst: qp.dst, dst_qpn: qp.dst_qpn }) {
+                add(s, &mut n);
+                if let Some(r) = self.reverse_index(s) {
+                    add(r, &mut n);
+                }
+            }
+        }
+        n
     }
 
     /// A response on flow `i` (responder → requester) answers pending requests of the

@@ -11,6 +11,7 @@
 //! twice at one vantage is flagged as retransmitted.
 
 use super::bounded::FifoMap;
+use super::evidence::{EventKind, IoRaised, Qp, Verdict};
 use super::index::hash_hosts;
 use super::list::{Linked, Links, List};
 use super::vantage::Vantage;
@@ -418,7 +419,13 @@ pub struct IoTracker {
     counts: IoCountsByPair,
     /// What only intervals read, apart (it is not in the way of the per-packet state).
     report: Box<Report>,
+    /// Slow and timed-out I/Os for the evidence, until the analyzer takes them (room for
+    /// [`RAISED`], allocated with `with_evidence`; beyond it they are not raised).
+    pub raised: Vec<IoRaised>,
 }
+
+/// I/O events that can wait for the analyzer at once.
+const RAISED: usize = 64;
 
 /// The I/O tracker's hand-over state.
 struct Report {
@@ -426,6 +433,9 @@ struct Report {
     reported: IoCountsByPair,
     /// The slowest I/Os completed since the last hand-over.
     slowest: Slowest,
+    /// With `--evidence-dir`: I/Os slower than this (`--evidence-slow-io`) and timeouts are
+    /// raised (`IoTracker::raised`) for the evidence.
+    evidence_slow_ns: Option<u64>,
 }
 
 fn vi(v: Vantage) -> usize {
@@ -460,8 +470,17 @@ impl IoTracker {
             report: Box::new(Report {
                 reported: BTreeMap::new(),
                 slowest: Slowest::new(crate::defaults::SLOW_IOS),
+                evidence_slow_ns: None,
             }),
+            raised: Vec::new(),
         }
+    }
+
+    /// Raises I/Os slower than `slow_ns`, and timeouts, for the evidence.
+    pub fn with_evidence(mut self, slow_ns: u64) -> Self {
+        self.report.evidence_slow_ns = Some(slow_ns);
+        self.raised = Vec::with_capacity(RAISED);
+        self
     }
 
     /// Keeps the `k` slowest I/Os of each interval (`--slow-ios`).
@@ -662,6 +681,18 @@ impl IoTracker {
                 (None, None) => None,
             };
             if let Some((io_ns, completed_ns)) = whole {
+                if self.report.evidence_slow_ns.is_some_and(|t| io_ns > t) && self.raised.len() < RAISED {
+                    let first = io.sqe_first.at(c).or(io.sqe_first.at(s)).unwrap_or(io.created);
+                    let vantage = if io_c.is_some() { Vantage::Compute } else { Vantage::Storage };
+                    self.raised.push(IoRaised {
+                        kind: EventKind::SlowIo,
+                        qp: Qp { src: io.host, dst: io.target, dst_qpn: io.target_qpn },
+                        vantage,
+                        start_ns: first,
+                        end_ns: completed_ns,
+                        verdict: Verdict::SlowIo { op: io.kind.op(), cid: io.cid, io_ns, bytes: io.bytes },
+                    });
+                }
                 let mut segments = [None; 5];
                 for (segment, v) in samples.into_iter().flatten() {
                     segments[segment.index()] = Some(v);
@@ -681,6 +712,17 @@ impl IoTracker {
             }
         }
         let io = &self.ios[i];
+        if !completed && self.report.evidence_slow_ns.is_some() && self.raised.len() < RAISED {
+            let vantage = if io.sqe_first.at(0).is_some() { Vantage::Compute } else { Vantage::Storage };
+            self.raised.push(IoRaised {
+                kind: EventKind::IoTimeout,
+                qp: Qp { src: io.host, dst: io.target, dst_qpn: io.target_qpn },
+                vantage,
+                start_ns: io.created,
+                end_ns: io.created.saturating_add(self.timeout_ns),
+                verdict: Verdict::IoTimeout { op: io.kind.op(), cid: io.cid, waited_ns: self.timeout_ns },
+            });
+        }
         let (pair, op, retx, bytes) = ((io.host, io.target), io.kind.op(), io.retransmitted, io.bytes);
         let n = self.count(pair, op);
         if completed {

@@ -6,6 +6,7 @@ pub mod analyzer;
 pub mod bounded;
 pub mod clock;
 pub mod counts;
+pub mod evidence;
 pub mod flow;
 pub mod index;
 pub mod io;

@@ -1,0 +1,518 @@
+//! Evidence on demand (docs/EVIDENCE.md), the stats side's half: each record a worker
+//! hands over becomes a pcapng file in `--evidence-dir` (one interface per vantage, packet
+//! times in nanoseconds, the original lengths, a comment naming the event, its QP and the
+//! verdict), within `--evidence-max-per-minute` files per event kind and
+//! `--evidence-max-bytes` on disk (the oldest files removed first). Every event is counted
+//! and listed with its file or why it has none. `roceprobe evidence DIR` lists a directory.
+
+use super::time::rfc3339_nanos;
+use crate::metrics::evidence::{EventRow, EvidenceTotals, KindCounts, MAX_LISTED};
+use crate::metrics::latency::Op;
+use crate::track::evidence::{Event, EventKind, EvidenceRecord, Status, Verdict};
+use crate::track::Vantage;
+use anyhow::{bail, Context, Result};
+use std::collections::{HashMap, VecDeque};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+/// `--evidence-*`: what the workers keep, and where the files go and how many.
+#[derive(Debug, Clone)]
+pub struct EvidenceSettings {
+    pub track: crate::track::evidence::EvidenceConfig,
+    pub output: EvidenceOutput,
+}
+
+/// Where the files go and how many.
+#[derive(Debug, Clone)]
+pub struct EvidenceOutput {
+    pub dir: PathBuf,
+    pub max_per_minute: u32,
+    pub max_bytes: u64,
+    pub snaplen: u32,
+}
+
+impl EvidenceOutput {
+    /// Creates the directory if needed and checks it can be written, before any work starts.
+    pub fn check(&self) -> Result<()> {
+        std::fs::create_dir_all(&self.dir)
+            .with_context(|| format!("--evidence-dir: cannot create {}", self.dir.display()))?;
+        let probe = self.dir.join(".roceprobe-write-test");
+        std::fs::write(&probe, b"")
+            .with_context(|| format!("--evidence-dir: cannot write in {}", self.dir.display()))?;
+        let _ = std::fs::remove_file(probe);
+        Ok(())
+    }
+}
+
+/// The verdict in words.
+pub fn verdict_text(e: &Event) -> String {
+    let op = |o: Op| o.as_str();
+    match e.verdict {
+        Verdict::Loss { psn, gap_psns, naks, retransmitted } => {
+            let mut v = format!("loss from PSN {psn}");
+            if gap_psns > 0 {
+                v += &format!(", {gap_psns} PSN(s) missing at a vantage");
+            }
+            if naks > 0 {
+                v += &format!(", NAK sequence error x{naks}");
+            }
+            v += if retransmitted { ", retransmitted (go-back-N)" } else { ", no retransmission seen" };
+            v
+        }
+        Verdict::RnrNak { psn, naks, retransmitted } => format!(
+            "receiver not ready at PSN {psn} (RNR NAK x{naks}){}",
+            if retransmitted { ", sent again after the RNR timer" } else { "" }
+        ),
+        Verdict::Congestion { cnps, ce } => format!("congestion: {cnps} CNP(s), {ce} ECN-CE mark(s)"),
+        Verdict::SlowIo { op: o, cid, io_ns, bytes } => {
+            format!("slow NVMe {} CID {cid}: {:.3} ms, {bytes} bytes", op(o), io_ns as f64 / 1e6)
+        }
+        Verdict::IoTimeout { op: o, cid, waited_ns } => {
+            format!("NVMe {} CID {cid}: no completion within {:.3} ms", op(o), waited_ns as f64 / 1e6)
+        }
+        Verdict::IcrcError { packets } => format!("{packets} packet(s) with a wrong ICRC"),
+    }
+}
+
+fn compact_time(ns: u64) -> String {
+    // 2024-01-01T00:00:00.000000000Z -> 20240101T000000.000000000Z
+    rfc3339_nanos(ns).replace(['-', ':'], "")
+}
+
+fn host(ip: &std::net::IpAddr) -> String {
+    ip.to_string().replace(':', "-")
+}
+
+/// `TIME_KIND_SRC_DST_qpQPN.pcapng`: time, event and QP.
+pub fn file_name(e: &Event) -> String {
+    format!(
+        "{}_{}_{}_{}_qp{}.pcapng",
+        compact_time(e.ts),
+        e.kind.as_str(),
+        host(&e.qp.src),
+        host(&e.qp.dst),
+        e.qp.dst_qpn
+    )
+}
+
+/// Whether a file name is one this writer gives.
+fn ours(name: &str) -> bool {
+    name.ends_with(".pcapng")
+        && name.split_once('_').is_some_and(|(_, rest)| {
+            EventKind::ALL.iter().any(|k| rest.strip_prefix(k.as_str()).is_some_and(|r| r.starts_with('_')))
+        })
+}
+
+// --- pcapng ----------------------------------------------------------------------------
+
+fn option(out: &mut Vec<u8>, code: u16, value: &[u8]) {
+    out.extend_from_slice(&code.to_le_bytes());
+    out.extend_from_slice(&(value.len() as u16).to_le_bytes());
+    out.extend_from_slice(value);
+    out.resize(out.len().next_multiple_of(4), 0);
+}
+
+fn block(out: &mut Vec<u8>, kind: u32, body: &[u8]) {
+    let len = (12 + body.len()) as u32;
+    out.extend_from_slice(&kind.to_le_bytes());
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(body);
+    out.extend_from_slice(&len.to_le_bytes());
+}
+
+/// The comment every file carries (and `roceprobe evidence` reads back).
+fn comment(e: &Event, truncated: u32) -> String {
+    let mut c = format!(
+        "roceprobe evidence\nevent: {}\ntime: {}\nflow: {} -> {} QP {} (first seen at {})\nverdict: {}",
+        e.kind.as_str(),
+        rfc3339_nanos(e.ts),
+        e.qp.src,
+        e.qp.dst,
+        e.qp.dst_qpn,
+        e.vantage,
+        verdict_text(e)
+    );
+    if truncated > 0 {
+        c += &format!("\ntruncated: {truncated} packet(s) of the event's flows did not fit");
+    }
+    c
+}
+
+/// The record as a pcapng file: a section header with the comment, an interface per
+/// vantage (Ethernet, nanosecond times), a packet block per packet (the event's own with a
+/// comment).
+pub fn pcapng(rec: &EvidenceRecord, snaplen: u32) -> Vec<u8> {
+    let e = &rec.event;
+    let mut out = Vec::with_capacity(rec.bytes.len() + 64 * rec.packets.len() + 1024);
+    let mut body = Vec::with_capacity(512);
+    body.extend_from_slice(&0x1A2B_3C4Du32.to_le_bytes());
+    body.extend_from_slice(&1u16.to_le_bytes());
+    body.extend_from_slice(&0u16.to_le_bytes());
+    body.extend_from_slice(&u64::MAX.to_le_bytes());
+    option(&mut body, 1, comment(e, rec.truncated).as_bytes());
+    option(&mut body, 4, format!("roceprobe {}", env!("CARGO_PKG_VERSION")).as_bytes());
+    option(&mut body, 0, &[]);
+    block(&mut out, 0x0A0D_0D0A, &body);
+    for v in [Vantage::Compute, Vantage::Storage] {
+        body.clear();
+        body.extend_from_slice(&1u16.to_le_bytes()); // LINKTYPE_ETHERNET
+        body.extend_from_slice(&0u16.to_le_bytes());
+        body.extend_from_slice(&snaplen.to_le_bytes());
+        option(&mut body, 2, v.as_str().as_bytes()); // if_name
+        option(&mut body, 9, &[9]); // if_tsresol: nanoseconds
+        option(&mut body, 0, &[]);
+        block(&mut out, 1, &body);
+    }
+    let mut at = 0usize;
+    for (i, k) in rec.packets.iter().enumerate() {
+        let data = &rec.bytes[at..at + k.len as usize];
+        at += k.len as usize;
+        body.clear();
+        body.extend_from_slice(&(k.vantage as u32).to_le_bytes());
+        body.extend_from_slice(&((k.ts >> 32) as u32).to_le_bytes());
+        body.extend_from_slice(&(k.ts as u32).to_le_bytes());
+        body.extend_from_slice(&k.len.to_le_bytes());
+        body.extend_from_slice(&k.wire_len.max(k.len).to_le_bytes());
+        body.extend_from_slice(data);
+        body.resize(body.len().next_multiple_of(4), 0);
+        if rec.trigger == Some(i) {
+            let c = format!("roceprobe: the packet that raised this {} event", e.kind.as_str());
+            option(&mut body, 1, c.as_bytes());
+            option(&mut body, 0, &[]);
+        }
+        block(&mut out, 6, &body);
+    }
+    out
+}
+
+// --- the writer ------------------------------------------------------------------------
+
+/// Writes the records into files within the bounds, and counts.
+pub struct EvidenceWriter {
+    out: EvidenceOutput,
+    /// Files in the directory, oldest first, with their sizes.
+    files: VecDeque<(PathBuf, u64)>,
+    on_disk: u64,
+    /// Files per (kind, minute of packet time).
+    minutes: HashMap<(EventKind, u64), u32>,
+    told: bool,
+}
+
+impl EvidenceWriter {
+    /// The evidence files already in the directory count against `--evidence-max-bytes`
+    /// (oldest first by their names, which begin with their time); the run's counts start
+    /// in the totals returned.
+    pub fn new(out: EvidenceOutput) -> (Self, EvidenceTotals) {
+        let mut found: Vec<(String, PathBuf, u64)> = std::fs::read_dir(&out.dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let size = e.metadata().ok()?.len();
+                ours(&name).then(|| (name, e.path(), size))
+            })
+            .collect();
+        found.sort();
+        let on_disk = found.iter().map(|f| f.2).sum();
+        let mut totals = EvidenceTotals {
+            dir: out.dir.display().to_string(),
+            kinds: EventKind::ALL.iter().map(|k| (k.as_str().to_owned(), KindCounts::default())).collect(),
+            ..EvidenceTotals::default()
+        };
+        let mut w = Self {
+            out,
+            files: found.into_iter().map(|(_, p, s)| (p, s)).collect(),
+            on_disk,
+            minutes: HashMap::new(),
+            told: false,
+        };
+        w.make_room(0, &mut totals);
+        totals.files_on_disk = w.files.len() as u64;
+        totals.bytes_on_disk = w.on_disk;
+        (w, totals)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.out.dir
+    }
+
+    /// Removes the oldest files until `need` more bytes fit.
+    fn make_room(&mut self, need: u64, t: &mut EvidenceTotals) {
+        while self.on_disk + need > self.out.max_bytes {
+            let Some((path, size)) = self.files.pop_front() else { break };
+            if std::fs::remove_file(&path).is_ok() || !path.exists() {
+                t.files_removed += 1;
+                t.bytes_removed += size;
+            }
+            self.on_disk -= size;
+        }
+    }
+
+    /// One record from a worker: its file written (or why not), counted and listed; the
+    /// row for events.csv is returned.
+    pub fn take(&mut self, rec: &EvidenceRecord, t: &mut EvidenceTotals) -> EventRow {
+        let e = &rec.event;
+        t.kind_mut(e.kind).events += 1;
+        t.packets_truncated += u64::from(rec.truncated);
+        let minute = e.ts / 60_000_000_000;
+        let mut file = String::new();
+        let status = match rec.status {
+            Status::CappedPerMinute => {
+                t.kind_mut(e.kind).capped_per_minute += 1;
+                "capped_per_minute"
+            }
+            Status::NoRoom => {
+                t.kind_mut(e.kind).no_room += 1;
+                "no_room"
+            }
+            Status::Kept
+                if self.minutes.get(&(e.kind, minute)).copied().unwrap_or(0) >= self.out.max_per_minute =>
+            {
+                t.kind_mut(e.kind).capped_per_minute += 1;
+                "capped_per_minute"
+            }
+            Status::Kept => match self.write(rec, t) {
+                Ok((name, size)) => {
+                    *self.minutes.entry((e.kind, minute)).or_default() += 1;
+                    t.kind_mut(e.kind).files += 1;
+                    t.files_written += 1;
+                    t.bytes_written += size;
+                    file = name;
+                    "written"
+                }
+                Err(err) => {
+                    if !self.told {
+                        eprintln!(
+                            "roceprobe: warning: writing evidence in {} failed ({err:#}); capture goes on, failures are counted (summary evidence)",
+                            self.out.dir.display()
+                        );
+                        self.told = true;
+                    }
+                    t.kind_mut(e.kind).write_failed += 1;
+                    "write_failed"
+                }
+            },
+        };
+        t.files_on_disk = self.files.len() as u64;
+        t.bytes_on_disk = self.on_disk;
+        let row = EventRow {
+            time: rfc3339_nanos(e.ts),
+            ts_ns: e.ts,
+            kind: e.kind.as_str().to_owned(),
+            vantage: e.vantage.as_str().to_owned(),
+            src_ip: e.qp.src.to_string(),
+            dst_ip: e.qp.dst.to_string(),
+            dst_qpn: e.qp.dst_qpn,
+            verdict: verdict_text(e),
+            file,
+            status: status.to_owned(),
+            packets: if status == "written" { rec.packets.len() } else { 0 },
+        };
+        if t.events.len() < MAX_LISTED {
+            t.events.push(row.clone());
+        } else {
+            t.events_not_listed += 1;
+        }
+        row
+    }
+
+    fn write(&mut self, rec: &EvidenceRecord, t: &mut EvidenceTotals) -> Result<(String, u64)> {
+        let bytes = pcapng(rec, self.out.snaplen);
+        let size = bytes.len() as u64;
+        if size > self.out.max_bytes {
+            bail!("a file of {size} bytes is larger than --evidence-max-bytes");
+        }
+        self.make_room(size, t);
+        let mut name = file_name(&rec.event);
+        let mut n = 1;
+        while self.out.dir.join(&name).exists() {
+            n += 1;
+            name = format!("{}-{n}.pcapng", file_name(&rec.event).trim_end_matches(".pcapng"));
+        }
+        let path = self.out.dir.join(&name);
+        let written =
+            std::fs::File::create(&path).and_then(|mut f| f.write_all(&bytes).and_then(|_| f.flush()));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&path);
+            return Err(e).with_context(|| format!("cannot write {}", path.display()));
+        }
+        self.files.push_back((path, size));
+        self.on_disk += size;
+        Ok((name, size))
+    }
+}
+
+// --- roceprobe evidence DIR ------------------------------------------------------------
+
+/// What a file says of itself: (time, event, flow, verdict) from its comment, and its
+/// packets.
+pub fn describe_file(path: &Path) -> Result<(String, String, String, String, usize)> {
+    let b = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let u32_at = |o: usize| -> Option<u32> { Some(u32::from_le_bytes(b.get(o..o + 4)?.try_into().ok()?)) };
+    if u32_at(0) != Some(0x0A0D_0D0A) || u32_at(8) != Some(0x1A2B_3C4D) {
+        bail!("{}: not a pcapng file written little-endian", path.display());
+    }
+    let shb_len = u32_at(4).unwrap_or(0) as usize;
+    let mut comment = String::new();
+    let mut o = 24;
+    while o + 4 <= shb_len.saturating_sub(4) {
+        let code = u16::from_le_bytes([b[o], b[o + 1]]);
+        let len = u16::from_le_bytes([b[o + 2], b[o + 3]]) as usize;
+        if code == 0 {
+            break;
+        }
+        if code == 1 {
+            comment = String::from_utf8_lossy(b.get(o + 4..o + 4 + len).unwrap_or_default()).into_owned();
+        }
+        o += 4 + len.next_multiple_of(4);
+    }
+    let field = |name: &str| {
+        comment
+            .lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(": ")))
+            .unwrap_or("")
+            .to_owned()
+    };
+    let mut packets = 0;
+    let mut o = shb_len;
+    while let (Some(kind), Some(len)) = (u32_at(o), u32_at(o + 4)) {
+        if len < 12 {
+            break;
+        }
+        packets += usize::from(kind == 6);
+        o += len as usize;
+    }
+    Ok((field("time"), field("event"), field("flow"), field("verdict"), packets))
+}
+
+/// `roceprobe evidence DIR`: a table of the evidence files, oldest first.
+pub fn list(dir: &Path) -> Result<String> {
+    let entries =
+        std::fs::read_dir(dir).with_context(|| format!("evidence: cannot read {}", dir.display()))?;
+    let mut names: Vec<String> =
+        entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| ours(n)).collect();
+    names.sort();
+    let mut rows = vec![[
+        "TIME".to_owned(),
+        "EVENT".to_owned(),
+        "FLOW".to_owned(),
+        "PACKETS".to_owned(),
+        "VERDICT".to_owned(),
+        "FILE".to_owned(),
+    ]];
+    for n in &names {
+        match describe_file(&dir.join(n)) {
+            Ok((time, event, flow, verdict, packets)) => {
+                rows.push([time, event, flow, packets.to_string(), verdict, n.clone()])
+            }
+            Err(e) => rows.push([
+                String::new(),
+                "?".into(),
+                String::new(),
+                String::new(),
+                format!("{e:#}"),
+                n.clone(),
+            ]),
+        }
+    }
+    let widths: Vec<usize> =
+        (0..6).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for r in &rows {
+        let line: Vec<String> = r.iter().zip(&widths).map(|(v, w)| format!("{v:<w$}")).collect();
+        out += line.join("  ").trim_end();
+        out.push('\n');
+    }
+    out += &format!("{} evidence file(s) in {}\n", names.len(), dir.display());
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::track::evidence::{Kept, Qp};
+
+    fn record(kind: EventKind, ts: u64, packets: usize) -> EvidenceRecord {
+        let mut r = EvidenceRecord {
+            event: Event {
+                kind,
+                ts,
+                qp: Qp { src: "10.0.0.1".parse().unwrap(), dst: "10.0.0.2".parse().unwrap(), dst_qpn: 17 },
+                vantage: Vantage::Compute,
+                verdict: Verdict::Congestion { cnps: 1, ce: 0 },
+            },
+            status: Status::Kept,
+            packets: Vec::new(),
+            bytes: Vec::new(),
+            trigger: Some(0),
+            truncated: 0,
+            home: None,
+        };
+        for i in 0..packets {
+            r.packets.push(Kept {
+                ts: ts + i as u64,
+                wire_len: 100,
+                len: 61,
+                vantage: Vantage::Storage,
+                slot: 0,
+            });
+            r.bytes.extend(std::iter::repeat_n(i as u8, 61));
+        }
+        r
+    }
+
+    #[test]
+    fn blocks_are_whole_and_aligned() {
+        let b = pcapng(&record(EventKind::Loss, 1_700_000_000_123_456_789, 3), 256);
+        let mut o = 0;
+        let mut kinds = Vec::new();
+        while o < b.len() {
+            let kind = u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+            let len = u32::from_le_bytes(b[o + 4..o + 8].try_into().unwrap()) as usize;
+            assert_eq!(len % 4, 0);
+            assert_eq!(u32::from_le_bytes(b[o + len - 4..o + len].try_into().unwrap()) as usize, len);
+            kinds.push(kind);
+            o += len;
+        }
+        assert_eq!(o, b.len());
+        assert_eq!(kinds, [0x0A0D_0D0A, 1, 1, 6, 6, 6]);
+    }
+
+    #[test]
+    fn the_per_minute_cap_and_the_disk_cap_hold_and_their_counts_add_up() {
+        let dir = std::env::temp_dir().join(format!("roceprobe-evidence-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let one = pcapng(&record(EventKind::Loss, 0, 4), 256).len() as u64;
+        let out = EvidenceOutput {
+            dir: dir.clone(),
+            max_per_minute: 3,
+            max_bytes: 2 * one + one / 2,
+            snaplen: 256,
+        };
+        let (mut w, mut t) = EvidenceWriter::new(out);
+        for i in 0..10u64 {
+            // Ten losses a second apart (one minute), two congestion events a minute apart.
+            w.take(&record(EventKind::Loss, 1_000_000_000 * (i + 1), 4), &mut t);
+        }
+        w.take(&record(EventKind::Congestion, 0, 4), &mut t);
+        w.take(&record(EventKind::Congestion, 60_000_000_000, 4), &mut t);
+        let loss = t.kind(EventKind::Loss);
+        assert_eq!((loss.events, loss.files, loss.capped_per_minute), (10, 3, 7));
+        assert_eq!(t.kind(EventKind::Congestion).files, 2);
+        assert_eq!(t.files_written, 5);
+        let on_disk = std::fs::read_dir(&dir).unwrap().count() as u64;
+        assert_eq!(on_disk, 2, "two files fit");
+        assert_eq!(t.files_written - t.files_removed, on_disk);
+        let sizes: u64 = std::fs::read_dir(&dir).unwrap().map(|f| f.unwrap().metadata().unwrap().len()).sum();
+        assert_eq!(t.bytes_on_disk, sizes);
+        assert!(sizes <= 2 * one + one / 2);
+        assert_eq!(t.events.iter().filter(|r| r.status == "written").count(), 5);
+        // The two left are the newest.
+        let listed = list(&dir).unwrap();
+        assert!(listed.contains("congestion"), "{listed}");
+        assert!(listed.contains("2 evidence file(s)"), "{listed}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,757 @@
+//! Evidence on demand (docs/EVIDENCE.md), the worker's half: with `--evidence-dir`, every
+//! tracked packet's first `--evidence-snaplen` bytes go into a ring of the worker's most
+//! recent packets; the trackers raise signals (a PSN gap, a NAK, a retransmission, a CNP,
+//! an I/O slower than `--evidence-slow-io`, ...), signals of one episode are joined into one
+//! event, and each event's packets (the flows of its QP, both directions, both vantages:
+//! `--evidence-before` from the ring, then `--evidence-after` as they come) are copied into
+//! a record allocated at start-up. A finished record goes to the stats side, which writes
+//! the pcapng file (`report::evidence`) and hands the record back. Nothing here allocates.
+
+use super::flow::FlowKey;
+use super::Vantage;
+use crate::metrics::latency::Op;
+use crossbeam_channel::{Receiver, Sender};
+use std::collections::VecDeque;
+use std::net::IpAddr;
+
+/// The worker's ring of recent packets (each up to the snap length).
+pub const RING_PACKETS: usize = 65_536;
+/// Events collecting their packets at once, per worker; beyond it an event gets no file.
+pub const MAX_OPEN: usize = 16;
+/// Packets one file holds at most (before, the event's own window, after).
+pub const FILE_PACKETS: usize = 1024;
+/// Episodes remembered for joining later signals to them (the oldest forgotten first).
+const EPISODES: usize = 256;
+/// A loss or RNR episode is joined by signals naming its PSN for this long after its last.
+const EPISODE_MEMORY_NS: u64 = 1_000_000_000;
+/// Records allocated at start-up: the open events' and those on their way to the stats
+/// side and back.
+const SPARE_RECORDS: usize = MAX_OPEN + 4;
+const NS_PER_MINUTE: u64 = 60_000_000_000;
+
+/// What happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EventKind {
+    /// The start of a loss episode on a QP: a PSN gap, a NAK sequence error or a
+    /// retransmission, joined by the PSN where the loss began.
+    Loss,
+    /// An RNR NAK (and the retransmission that follows it).
+    RnrNak,
+    /// A burst of CNPs and ECN-CE marks on a QP (ended by `--flow-idle` without one).
+    Congestion,
+    /// An NVMe I/O slower than `--evidence-slow-io`.
+    SlowIo,
+    /// An NVMe I/O without its completion after `--io-timeout`.
+    IoTimeout,
+    /// Packets whose ICRC was wrong (with `--check-icrc`), a burst on a QP.
+    IcrcError,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 6] =
+        [Self::Loss, Self::RnrNak, Self::Congestion, Self::SlowIo, Self::IoTimeout, Self::IcrcError];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Loss => "loss",
+            Self::RnrNak => "rnr_nak",
+            Self::Congestion => "congestion",
+            Self::SlowIo => "slow_io",
+            Self::IoTimeout => "io_timeout",
+            Self::IcrcError => "icrc_error",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// How long an event keeps collecting packets after it (`--evidence-after`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum After {
+    /// This many more packets of its flows.
+    Packets(u32),
+    /// Packets of its flows until this long (packet time) after it.
+    Time(u64),
+}
+
+/// `--evidence-*`, as the worker needs them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EvidenceConfig {
+    pub before: u32,
+    pub after: After,
+    pub snaplen: u32,
+    /// An I/O slower than this is an event.
+    pub slow_io_ns: u64,
+    /// Files per event kind and minute of packet time (the stats side holds the run's
+    /// count; each worker stops copying for a kind once it alone reached it).
+    pub max_per_minute: u32,
+    /// A congestion or ICRC burst ends after this long without a mark (`--flow-idle`).
+    pub burst_gap_ns: u64,
+    /// When every record is on its way to the stats side, wait for one to come back (a
+    /// replay, which loses nothing) rather than leave the event without a file (live).
+    pub wait_for_records: bool,
+}
+
+/// The QP an event belongs to, by its request direction: the requester, the responder and
+/// the responder's QPN (a packet's flow key without the vantage).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Qp {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub dst_qpn: u32,
+}
+
+impl Qp {
+    pub fn of(k: &FlowKey) -> Self {
+        Self { src: k.src, dst: k.dst, dst_qpn: k.dst_qpn }
+    }
+}
+
+/// What the wire showed of an event (its verdict), counted as its signals came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Loss { psn: u32, gap_psns: u64, naks: u32, retransmitted: bool },
+    RnrNak { psn: u32, naks: u32, retransmitted: bool },
+    Congestion { cnps: u32, ce: u32 },
+    SlowIo { op: Op, cid: u16, io_ns: u64, bytes: u32 },
+    IoTimeout { op: Op, cid: u16, waited_ns: u64 },
+    IcrcError { packets: u32 },
+}
+
+/// One event: its kind, time (of its first signal), QP, the vantage that saw it first and
+/// its verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Event {
+    pub kind: EventKind,
+    pub ts: u64,
+    pub qp: Qp,
+    pub vantage: Vantage,
+    pub verdict: Verdict,
+}
+
+/// Why an event got no file on the worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Its packets are in the record.
+    Kept,
+    /// Its kind had its `--evidence-max-per-minute` files in that minute already.
+    CappedPerMinute,
+    /// Every record was busy with other events (or on its way to the stats side).
+    NoRoom,
+}
+
+/// A kept packet: where its bytes are in a buffer, and what the file says of it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Kept {
+    pub ts: u64,
+    /// The frame's length on the wire (of the whole captured frame, ERSPAN included).
+    pub wire_len: u32,
+    /// Bytes kept (at most the snap length).
+    pub len: u32,
+    pub vantage: Vantage,
+    /// Its flow's slot (in the ring; not meaningful in a record).
+    pub slot: u32,
+}
+
+/// An event and its packets, as the worker hands it to the stats side (which writes the
+/// file and hands the emptied record back).
+#[derive(Debug, Clone)]
+pub struct EvidenceRecord {
+    pub event: Event,
+    pub status: Status,
+    pub packets: Vec<Kept>,
+    /// The packets' bytes, one after the other.
+    pub bytes: Vec<u8>,
+    /// The packet that raised the event, if the record holds it.
+    pub trigger: Option<usize>,
+    /// Packets of the event's flows that did not fit in the record.
+    pub truncated: u32,
+    /// The worker's pool the record goes back to once its file is written
+    /// ([`EvidenceRecord::send_home`]); `None` for an event without a record.
+    pub home: Option<Sender<EvidenceRecord>>,
+}
+
+impl EvidenceRecord {
+    /// Hands the record back to the worker it came from, emptied (the stats side, once its
+    /// file is written).
+    pub fn send_home(mut self) {
+        if let Some(home) = self.home.clone() {
+            self.clear();
+            // The pool has room for every record it owns: this never waits.
+            let _ = home.try_send(self);
+        }
+    }
+
+    fn with_capacity(snaplen: u32, home: Sender<EvidenceRecord>) -> Self {
+        Self {
+            event: Event {
+                kind: EventKind::Loss,
+                ts: 0,
+                qp: Qp { src: IpAddr::from([0u8; 4]), dst: IpAddr::from([0u8; 4]), dst_qpn: 0 },
+                vantage: Vantage::Compute,
+                verdict: Verdict::IcrcError { packets: 0 },
+            },
+            status: Status::Kept,
+            packets: Vec::with_capacity(FILE_PACKETS),
+            bytes: Vec::with_capacity(FILE_PACKETS * snaplen as usize),
+            trigger: None,
+            truncated: 0,
+            home: Some(home),
+        }
+    }
+
+    fn push(&mut self, k: Kept, data: &[u8]) -> bool {
+        if self.packets.len() == self.packets.capacity()
+            || self.bytes.len() + data.len() > self.bytes.capacity()
+        {
+            self.truncated += 1;
+            return false;
+        }
+        self.packets.push(k);
+        self.bytes.extend_from_slice(data);
+        true
+    }
+
+    /// The bytes of packet `i`.
+    pub fn data(&self, i: usize) -> &[u8] {
+        let start: usize = self.packets[..i].iter().map(|k| k.len as usize).sum();
+        &self.bytes[start..start + self.packets[i].len as usize]
+    }
+
+    /// Empties it for another event (keeps its buffers).
+    pub fn clear(&mut self) {
+        self.packets.clear();
+        self.bytes.clear();
+        self.trigger = None;
+        self.truncated = 0;
+    }
+}
+
+/// What a tracker saw that may start or join an event. `psn` is where a loss began: the
+/// first PSN a gap skipped, the PSN a NAK refuses, the first PSN a retransmission sends
+/// again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    Gap { psn: u32, skipped: u32 },
+    NakSeq { psn: u32 },
+    RnrNak { psn: u32 },
+    Retransmission { psn: u32 },
+    Cnp,
+    Ce,
+    Icrc,
+}
+
+/// A signal raised on a flow, with the QP it belongs to (see [`Qp`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Raised {
+    pub slot: u32,
+    pub vantage: Vantage,
+    pub qp: Qp,
+    pub signal: Signal,
+    pub ts: u64,
+}
+
+/// An I/O event raised by the I/O tracker: the QP of its command, its time window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IoRaised {
+    pub kind: EventKind,
+    pub qp: Qp,
+    pub vantage: Vantage,
+    /// Its command (first seen) and its completion or timeout.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub verdict: Verdict,
+}
+
+/// Signals raised while a packet was tracked, for [`Evidence`] to take (a small buffer
+/// allocated at start-up; beyond it signals are counted as lost).
+#[derive(Debug, Default)]
+pub struct Signals {
+    pub on: bool,
+    pub flows: Vec<Raised>,
+    pub ios: Vec<IoRaised>,
+    pub lost: u64,
+}
+
+const SIGNALS: usize = 64;
+
+impl Signals {
+    pub fn enabled() -> Self {
+        Self { on: true, flows: Vec::with_capacity(SIGNALS), ios: Vec::with_capacity(SIGNALS), lost: 0 }
+    }
+
+    #[inline]
+    pub fn raise(&mut self, r: Raised) {
+        if self.flows.len() < self.flows.capacity() {
+            self.flows.push(r);
+        } else {
+            self.lost += 1;
+        }
+    }
+
+    #[inline]
+    pub fn raise_io(&mut self, r: IoRaised) {
+        if self.ios.len() < self.ios.capacity() {
+            self.ios.push(r);
+        } else {
+            self.lost += 1;
+        }
+    }
+
+    #[inline]
+    pub fn any(&self) -> bool {
+        !self.flows.is_empty() || !self.ios.is_empty()
+    }
+}
+
+/// An episode remembered for joining: its kind, QP, PSN (loss and RNR) and last signal.
+#[derive(Debug, Clone, Copy)]
+struct Episode {
+    kind: EventKind,
+    qp: Qp,
+    psn: u32,
+    last_ts: u64,
+    /// Its place in `open` while it collects packets (matched by `id`).
+    id: u64,
+}
+
+/// An event collecting its packets.
+#[derive(Debug)]
+struct Open {
+    id: u64,
+    slots: [u32; 8],
+    n: usize,
+    after: u32,
+    deadline: u64,
+    rec: EvidenceRecord,
+}
+
+impl Open {
+    fn watches(&self, slot: u32) -> bool {
+        self.slots[..self.n].contains(&slot)
+    }
+
+    fn watch(&mut self, slot: u32) {
+        if !self.watches(slot) && self.n < self.slots.len() {
+            self.slots[self.n] = slot;
+            self.n += 1;
+        }
+    }
+}
+
+/// The worker's evidence: its ring of recent packets, the events collecting theirs, the
+/// episodes remembered, and the records at hand.
+pub struct Evidence {
+    cfg: EvidenceConfig,
+    ring: Vec<u8>,
+    meta: Vec<Kept>,
+    /// Packets kept so far (the next one's place is `seq % RING_PACKETS`).
+    seq: u64,
+    open: Vec<Open>,
+    episodes: VecDeque<Episode>,
+    next_id: u64,
+    /// Per kind: the minute (of packet time) and the files started in it.
+    minute: [(u64, u32); 6],
+    spare: Vec<EvidenceRecord>,
+    /// Where the stats side sends records back.
+    back: Receiver<EvidenceRecord>,
+    /// The earliest deadline of an open event (with `--evidence-after DUR`).
+    next_deadline: u64,
+}
+
+impl Evidence {
+    pub fn new(cfg: EvidenceConfig) -> Self {
+        let snap = cfg.snaplen as usize;
+        let (home, back) = crossbeam_channel::bounded(SPARE_RECORDS);
+        Self {
+            cfg,
+            back,
+            ring: vec![0; RING_PACKETS * snap],
+            meta: vec![Kept::default(); RING_PACKETS],
+            seq: 0,
+            open: Vec::with_capacity(MAX_OPEN),
+            episodes: VecDeque::with_capacity(EPISODES),
+            next_id: 1,
+            minute: [(u64::MAX, 0); 6],
+            spare: (0..SPARE_RECORDS)
+                .map(|_| EvidenceRecord::with_capacity(cfg.snaplen, home.clone()))
+                .collect(),
+            next_deadline: u64::MAX,
+        }
+    }
+
+    pub fn config(&self) -> &EvidenceConfig {
+        &self.cfg
+    }
+
+    /// A record to fill: one at hand, or one the stats side sent back (waiting for it
+    /// with `wait_for_records`, unless the stats side is gone).
+    fn record(&mut self) -> Option<EvidenceRecord> {
+        while let Ok(r) = self.back.try_recv() {
+            self.spare.push(r);
+        }
+        if let Some(r) = self.spare.pop() {
+            return Some(r);
+        }
+        if self.cfg.wait_for_records {
+            return self.back.recv_timeout(std::time::Duration::from_secs(10)).ok();
+        }
+        None
+    }
+
+    fn ring_at(&self, seq: u64) -> (&Kept, &[u8]) {
+        let at = (seq % RING_PACKETS as u64) as usize;
+        let k = &self.meta[at];
+        let snap = self.cfg.snaplen as usize;
+        (k, &self.ring[at * snap..at * snap + k.len as usize])
+    }
+
+    /// Keeps one tracked packet (of the flow in `slot`) in the ring and in every event
+    /// collecting its flow's packets; events whose window is over go to `out`.
+    #[inline]
+    pub fn keep(
+        &mut self,
+        slot: u32,
+        frame: &[u8],
+        wire_len: u32,
+        ts: u64,
+        vantage: Vantage,
+        out: &mut impl FnMut(EvidenceRecord),
+    ) {
+        let snap = self.cfg.snaplen as usize;
+        let at = (self.seq % RING_PACKETS as u64) as usize;
+        let len = frame.len().min(snap);
+        self.ring[at * snap..at * snap + len].copy_from_slice(&frame[..len]);
+        let k = Kept { ts, wire_len, len: len as u32, vantage, slot };
+        self.meta[at] = k;
+        self.seq += 1;
+        if self.open.is_empty() {
+            return;
+        }
+        for o in self.open.iter_mut() {
+            if o.watches(slot) {
+                o.rec.push(k, &frame[..len]);
+                o.after += 1;
+            }
+        }
+        self.close_due(ts, out);
+    }
+
+    /// Time moved on to `now` (with `--evidence-after DUR`, windows end by time too).
+    pub fn observe(&mut self, now: u64, out: &mut impl FnMut(EvidenceRecord)) {
+        if !self.open.is_empty() {
+            self.close_due(now, out);
+        }
+    }
+
+    fn close_due(&mut self, now: u64, out: &mut impl FnMut(EvidenceRecord)) {
+        let after = self.cfg.after;
+        let due = |o: &Open| match after {
+            After::Packets(n) => o.after >= n,
+            After::Time(_) => now >= o.deadline,
+        };
+        if !self.open.iter().any(due) {
+            return;
+        }
+        let mut i = 0;
+        while i < self.open.len() {
+            if due(&self.open[i]) {
+                let o = self.open.swap_remove(i);
+                out(o.rec);
+            } else {
+                i += 1;
+            }
+        }
+        self.next_deadline = self.open.iter().map(|o| o.deadline).min().unwrap_or(u64::MAX);
+    }
+
+    /// The end: every open event goes out with what it has.
+    pub fn finish(&mut self, out: &mut impl FnMut(EvidenceRecord)) {
+        for o in self.open.drain(..) {
+            out(o.rec);
+        }
+    }
+
+    fn episode(&mut self, matches: impl Fn(&Episode) -> bool) -> Option<&mut Episode> {
+        self.episodes.iter_mut().rev().find(|e| matches(e))
+    }
+
+    /// A signal raised on a flow (its QP's flows, at every vantage, are `slots`): it joins
+    /// the episode it belongs to, or starts an event.
+    pub fn signal(&mut self, r: Raised, slots: &[u32], out: &mut impl FnMut(EvidenceRecord)) {
+        let gap = self.cfg.burst_gap_ns;
+        let (kind, psn) = match r.signal {
+            Signal::Gap { psn, .. } | Signal::NakSeq { psn } | Signal::Retransmission { psn } => {
+                (EventKind::Loss, psn)
+            }
+            Signal::RnrNak { psn } => (EventKind::RnrNak, psn),
+            Signal::Cnp | Signal::Ce => (EventKind::Congestion, 0),
+            Signal::Icrc => (EventKind::IcrcError, 0),
+        };
+        let ts = r.ts;
+        let joined = self.episode(|e| {
+            e.qp == r.qp
+                && match kind {
+                    // A loss's signals, and the retransmission after an RNR NAK, name the
+                    // PSN the episode began at.
+                    EventKind::Loss => {
+                        matches!(e.kind, EventKind::Loss | EventKind::RnrNak)
+                            && e.psn == psn
+                            && ts.saturating_sub(e.last_ts) <= EPISODE_MEMORY_NS
+                    }
+                    EventKind::RnrNak => {
+                        e.kind == kind && e.psn == psn && ts.saturating_sub(e.last_ts) <= EPISODE_MEMORY_NS
+                    }
+                    _ => e.kind == kind && ts.saturating_sub(e.last_ts) <= gap,
+                }
+        });
+        if let Some(e) = joined {
+            e.last_ts = e.last_ts.max(ts);
+            let id = e.id;
+            if let Some(o) = self.open.iter_mut().find(|o| o.id == id) {
+                for &s in slots {
+                    o.watch(s);
+                }
+                add_signal(&mut o.rec.event.verdict, r.signal);
+            }
+            return;
+        }
+        let mut verdict = match kind {
+            EventKind::Loss => Verdict::Loss { psn, gap_psns: 0, naks: 0, retransmitted: false },
+            EventKind::RnrNak => Verdict::RnrNak { psn, naks: 0, retransmitted: false },
+            EventKind::Congestion => Verdict::Congestion { cnps: 0, ce: 0 },
+            _ => Verdict::IcrcError { packets: 0 },
+        };
+        add_signal(&mut verdict, r.signal);
+        let event = Event { kind, ts, qp: r.qp, vantage: r.vantage, verdict };
+        self.start(event, psn, slots, None, out);
+    }
+
+    /// An I/O event (its QP's flows are `slots`): the packets of its flows from its command
+    /// on, with `--evidence-before` more before.
+    pub fn io_event(&mut self, r: IoRaised, slots: &[u32], out: &mut impl FnMut(EvidenceRecord)) {
+        let event = Event { kind: r.kind, ts: r.end_ns, qp: r.qp, vantage: r.vantage, verdict: r.verdict };
+        self.start(event, 0, slots, Some(r.start_ns), out);
+    }
+
+    fn start(
+        &mut self,
+        event: Event,
+        psn: u32,
+        slots: &[u32],
+        from_ns: Option<u64>,
+        out: &mut impl FnMut(EvidenceRecord),
+    ) {
+        let id = self.next_id;
+        self.next_id += 1;
+        if self.episodes.len() == EPISODES {
+            self.episodes.pop_front();
+        }
+        self.episodes.push_back(Episode { kind: event.kind, qp: event.qp, psn, last_ts: event.ts, id });
+        let minute = event.ts / NS_PER_MINUTE;
+        let m = &mut self.minute[event.kind.index()];
+        if m.0 != minute {
+            *m = (minute, 0);
+        }
+        let capped = m.1 >= self.cfg.max_per_minute;
+        let rec = match capped || self.open.len() == MAX_OPEN {
+            true => None,
+            false => self.record(),
+        };
+        let Some(mut rec) = rec else {
+            let status = if capped { Status::CappedPerMinute } else { Status::NoRoom };
+            out(EvidenceRecord {
+                event,
+                status,
+                packets: Vec::new(),
+                bytes: Vec::new(),
+                trigger: None,
+                truncated: 0,
+                home: None,
+            });
+            return;
+        };
+        self.minute[event.kind.index()].1 += 1;
+        rec.clear();
+        rec.event = event;
+        rec.status = Status::Kept;
+        let mut o = Open { id, slots: [0; 8], n: 0, after: 0, deadline: u64::MAX, rec };
+        for &s in slots {
+            o.watch(s);
+        }
+        // From the ring: back from the newest packet, the event's window (an I/O's, from
+        // its command on) and `--evidence-before` packets before it.
+        let oldest = self.seq.saturating_sub(RING_PACKETS as u64);
+        let mut before = self.cfg.before;
+        let mut first = self.seq;
+        let mut window = 0usize;
+        let mut trigger = None;
+        while first > oldest && window < FILE_PACKETS {
+            let (k, _) = self.ring_at(first - 1);
+            if o.watches(k.slot) {
+                let inside = match from_ns {
+                    Some(from) => k.ts >= from,
+                    // The newest packet of the flows is the one that raised the event.
+                    None => trigger.is_none(),
+                };
+                if inside {
+                    if from_ns.is_none() {
+                        trigger = Some(first - 1);
+                    }
+                } else if before == 0 {
+                    break;
+                } else {
+                    before -= 1;
+                }
+                window += 1;
+            }
+            first -= 1;
+        }
+        for seq in first..self.seq {
+            let (k, data) = self.ring_at(seq);
+            if o.watches(k.slot) {
+                if trigger == Some(seq) {
+                    o.rec.trigger = Some(o.rec.packets.len());
+                }
+                let k = *k;
+                o.rec.push(k, data);
+            }
+        }
+        if let After::Time(d) = self.cfg.after {
+            o.deadline = event.ts.saturating_add(d);
+            self.next_deadline = self.next_deadline.min(o.deadline);
+        }
+        self.open.push(o);
+        let now = event.ts;
+        self.close_due(now, out);
+    }
+}
+
+/// Counts a joining signal in an event's verdict.
+fn add_signal(v: &mut Verdict, s: Signal) {
+    match (v, s) {
+        (Verdict::Loss { gap_psns, .. }, Signal::Gap { skipped, .. }) => *gap_psns += u64::from(skipped),
+        (Verdict::Loss { naks, .. }, Signal::NakSeq { .. }) => *naks += 1,
+        (
+            Verdict::Loss { retransmitted, .. } | Verdict::RnrNak { retransmitted, .. },
+            Signal::Retransmission { .. },
+        ) => *retransmitted = true,
+        (Verdict::RnrNak { naks, .. }, Signal::RnrNak { .. }) => *naks += 1,
+        (Verdict::Congestion { cnps, .. }, Signal::Cnp) => *cnps += 1,
+        (Verdict::Congestion { ce, .. }, Signal::Ce) => *ce += 1,
+        (Verdict::IcrcError { packets }, Signal::Icrc) => *packets += 1,
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(before: u32, after: After) -> EvidenceConfig {
+        EvidenceConfig {
+            before,
+            after,
+            snaplen: 64,
+            slow_io_ns: 1_000_000,
+            max_per_minute: 2,
+            burst_gap_ns: 1_000_000,
+            wait_for_records: false,
+        }
+    }
+
+    fn qp(n: u32) -> Qp {
+        Qp { src: IpAddr::from([10, 0, 0, 1]), dst: IpAddr::from([10, 0, 0, 2]), dst_qpn: n }
+    }
+
+    fn raised(slot: u32, q: Qp, signal: Signal, ts: u64) -> Raised {
+        Raised { slot, vantage: Vantage::Compute, qp: q, signal, ts }
+    }
+
+    /// Frames whose first byte names their flow's slot and second their number.
+    fn frame(slot: u32, n: u8) -> [u8; 80] {
+        let mut f = [0u8; 80];
+        f[0] = slot as u8;
+        f[1] = n;
+        f
+    }
+
+    #[test]
+    fn an_event_holds_its_flows_packets_before_and_after_and_no_others() {
+        let mut e = Evidence::new(cfg(2, After::Packets(2)));
+        let got = std::cell::RefCell::new(Vec::new());
+        let mut out = |r: EvidenceRecord| got.borrow_mut().push(r);
+        for n in 0..5u8 {
+            e.keep(1, &frame(1, n), 80, u64::from(n), Vantage::Compute, &mut out);
+            e.keep(2, &frame(2, n), 80, u64::from(n), Vantage::Compute, &mut out);
+        }
+        // Packet 5 of flow 1 raises a loss; flow 3 is the QP's other direction.
+        e.keep(1, &frame(1, 5), 80, 5, Vantage::Compute, &mut out);
+        e.signal(raised(1, qp(7), Signal::Gap { psn: 100, skipped: 1 }, 5), &[1, 3], &mut out);
+        assert!(got.borrow().is_empty());
+        e.keep(2, &frame(2, 6), 80, 6, Vantage::Compute, &mut out);
+        e.keep(3, &frame(3, 6), 80, 6, Vantage::Storage, &mut out);
+        // The NAK, naming the same PSN from the other side, joins it.
+        e.signal(raised(3, qp(7), Signal::NakSeq { psn: 100 }, 6), &[1, 3], &mut out);
+        e.keep(1, &frame(1, 7), 80, 7, Vantage::Compute, &mut out);
+        let got = got.borrow();
+        assert_eq!(got.len(), 1);
+        let r = &got[0];
+        assert_eq!(r.status, Status::Kept);
+        let seen: Vec<(u8, u8)> = (0..r.packets.len()).map(|i| (r.data(i)[0], r.data(i)[1])).collect();
+        assert_eq!(seen, [(1, 3), (1, 4), (1, 5), (3, 6), (1, 7)]);
+        assert_eq!(r.trigger, Some(2));
+        assert_eq!(r.packets[0].len, 64, "cut to the snap length");
+        assert_eq!(r.packets[0].wire_len, 80);
+        assert_eq!(r.event.verdict, Verdict::Loss { psn: 100, gap_psns: 1, naks: 1, retransmitted: false });
+    }
+
+    #[test]
+    fn episodes_join_by_psn_and_bursts_by_time_and_caps_count() {
+        let mut e = Evidence::new(cfg(0, After::Packets(1)));
+        let mut got = Vec::new();
+        let mut out = |r: EvidenceRecord| got.push((r.event.kind, r.status));
+        let s = |sig, ts| raised(1, qp(7), sig, ts);
+        e.signal(s(Signal::RnrNak { psn: 5 }, 10), &[1], &mut out);
+        // The retransmission after it belongs to it; a loss at another PSN does not.
+        e.signal(s(Signal::Retransmission { psn: 5 }, 20), &[1], &mut out);
+        e.signal(s(Signal::Retransmission { psn: 9 }, 30), &[1], &mut out);
+        e.signal(s(Signal::Cnp, 40), &[1], &mut out);
+        e.signal(s(Signal::Ce, 40 + 900_000), &[1], &mut out);
+        e.signal(s(Signal::Ce, 40 + 2_000_000), &[1], &mut out);
+        // A third congestion burst in the same minute: capped.
+        e.signal(s(Signal::Cnp, 40 + 4_000_000), &[1], &mut out);
+        // A minute later, room again.
+        e.signal(s(Signal::Cnp, 61_000_000_000), &[1], &mut out);
+        e.finish(&mut out);
+        got.sort_by_key(|g| format!("{g:?}"));
+        assert_eq!(
+            got,
+            [
+                (EventKind::Congestion, Status::CappedPerMinute),
+                (EventKind::Congestion, Status::Kept),
+                (EventKind::Congestion, Status::Kept),
+                (EventKind::Congestion, Status::Kept),
+                (EventKind::Loss, Status::Kept),
+                (EventKind::RnrNak, Status::Kept),
+            ]
+        );
+    }
+
+    #[test]
+    fn more_events_than_records_are_told_not_copied() {
+        let mut e = Evidence::new(EvidenceConfig { max_per_minute: 1000, ..cfg(0, After::Packets(100)) });
+        let mut got = Vec::new();
+        let mut out = |r: EvidenceRecord| got.push(r.status);
+        for n in 0..MAX_OPEN as u32 + 3 {
+            e.signal(raised(n, qp(n), Signal::Icrc, 1), &[n], &mut out);
+        }
+        assert_eq!(got, [Status::NoRoom; 3]);
+    }
+}

@@ -1,0 +1,450 @@
+//! Evidence on demand (`--evidence-dir`): one pcapng file per loss episode, RNR NAK,
+//! congestion burst and slow I/O of the generated scenarios, whose packets are the original
+//! frames with their times, read back by tshark; the caps hold under a flood of events;
+//! replay with several workers and live capture keep the same evidence.
+//!
+//! The truth: the generator's truth files (retransmission episodes, RNR NAKs, I/O
+//! latencies and anchor times), tshark's decode of the original captures (NAK PSNs, CNPs
+//! and ECN-CE marks), and the original capture files read here by a pcap reader of this
+//! test's own.
+
+mod common;
+use common::*;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A frame of a pcap file (nanosecond or microsecond): time in ns, original length, bytes.
+type Rec = (u64, u32, Vec<u8>);
+
+/// Reads a little-endian pcap file (this test's own reader, not roceprobe's).
+fn read_pcap(path: &Path) -> Vec<Rec> {
+    let b = std::fs::read(path).unwrap();
+    let magic = u32::from_le_bytes(b[0..4].try_into().unwrap());
+    let scale = match magic {
+        0xA1B2_3C4D => 1,
+        0xA1B2_C3D4 => 1000,
+        m => panic!("{}: pcap magic {m:#x}", path.display()),
+    };
+    let mut out = Vec::new();
+    let mut o = 24;
+    while o + 16 <= b.len() {
+        let w = |i: usize| u32::from_le_bytes(b[o + i..o + i + 4].try_into().unwrap());
+        let (sec, frac, incl, orig) = (w(0), w(4), w(8) as usize, w(12));
+        out.push((
+            u64::from(sec) * 1_000_000_000 + u64::from(frac) * scale,
+            orig,
+            b[o + 16..o + 16 + incl].to_vec(),
+        ));
+        o += 16 + incl;
+    }
+    out
+}
+
+fn tshark(args: &[&str]) -> String {
+    let o =
+        Command::new("tshark").args(args).output().expect("tshark is installed (scripts/test installs it)");
+    assert!(o.status.success(), "tshark {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// tshark's fields of every frame of a file, tab-separated.
+fn fields(file: &Path, names: &[&str]) -> Vec<Vec<String>> {
+    let mut a = vec!["-r", file.to_str().unwrap(), "-T", "fields", "-E", "occurrence=f"];
+    for n in names {
+        a.extend(["-e", n]);
+    }
+    tshark(&a).lines().map(|l| l.split('\t').map(str::to_owned).collect()).collect()
+}
+
+/// An evidence file's packets as tshark reads them, written back as a nanosecond pcap.
+fn packets_of(file: &Path, scratch: &Path) -> Vec<Rec> {
+    let out = scratch.join(format!("{}.pcap", file.file_name().unwrap().to_string_lossy()));
+    tshark(&["-r", file.to_str().unwrap(), "-F", "nsecpcap", "-w", out.to_str().unwrap()]);
+    read_pcap(&out)
+}
+
+struct Run {
+    dir: tempfile::TempDir,
+    events: Vec<Row>,
+    summary: serde_json::Value,
+}
+
+impl Run {
+    fn evidence(&self) -> PathBuf {
+        self.dir.path().join("evidence")
+    }
+}
+
+fn replay(files: &[PathBuf], args: &[String], extra: &[&str]) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let ev = dir.path().join("evidence");
+    let csv = dir.path().join("csv");
+    let sum = dir.path().join("summary.json");
+    let mut a: Vec<String> =
+        vec!["replay".into(), "-q".into(), "--summary".into(), sum.display().to_string()];
+    a.extend([
+        "--evidence-dir".into(),
+        ev.display().to_string(),
+        "--csv-dir".into(),
+        csv.display().to_string(),
+    ]);
+    a.extend(args.iter().cloned());
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a.extend(files.iter().map(|f| f.display().to_string()));
+    let o = Command::new(bin()).args(&a).output().unwrap();
+    assert!(o.status.success(), "roceprobe {a:?}: {}", String::from_utf8_lossy(&o.stderr));
+    let summary = serde_json::from_str(&std::fs::read_to_string(&sum).unwrap()).unwrap();
+    let events = read_csv(&csv.join("events.csv"));
+    Run { dir, events, summary }
+}
+
+fn scenario(name: &str) -> (Vec<PathBuf>, Vec<String>, serde_json::Value) {
+    let t = scenario_truth(name);
+    (scenario_files(name, &t), scenario_args(&t), t)
+}
+
+/// Per (requester, responder): the most any vantage counted of a truth flow field, summed
+/// over the pair's flows in the direction `forward` (requests) or the other way.
+fn per_pair(t: &serde_json::Value, field: &str, forward: bool) -> BTreeMap<(String, String), u64> {
+    let mut by: BTreeMap<(String, String, String), u64> = BTreeMap::new();
+    for f in t["flows"].as_array().unwrap() {
+        let (s, d) = (f["src_ip"].as_str().unwrap().to_owned(), f["dst_ip"].as_str().unwrap().to_owned());
+        let key = if forward { (s, d) } else { (d, s) };
+        *by.entry((key.0, key.1, f["vantage"].as_str().unwrap().to_owned())).or_default() +=
+            f[field].as_u64().unwrap_or(0);
+    }
+    let mut out = BTreeMap::new();
+    for ((s, d, _), n) in by {
+        let e = out.entry((s, d)).or_default();
+        *e = n.max(*e);
+    }
+    out.retain(|_, n| *n > 0);
+    out
+}
+
+/// Events of a kind per (requester, responder), from events.csv.
+fn listed(events: &[Row], kind: &str) -> BTreeMap<(String, String), u64> {
+    let mut out = BTreeMap::new();
+    for r in events.iter().filter(|r| r["event"] == kind) {
+        *out.entry((r["src_ip"].clone(), r["dst_ip"].clone())).or_default() += 1;
+    }
+    out
+}
+
+/// Congestion bursts per host pair (either order) from tshark: CNPs and ECN-CE marked RoCE
+/// packets, a burst ending after 1 ms (`--flow-idle`) without one.
+fn congestion_bursts(files: &[PathBuf]) -> BTreeMap<(String, String), u64> {
+    let mut times: BTreeMap<(String, String), Vec<u64>> = BTreeMap::new();
+    for f in files {
+        for r in
+            fields(f, &["frame.time_epoch", "ip.src", "ip.dst", "infiniband.bth.opcode", "ip.dsfield.ecn"])
+        {
+            if r[3].is_empty() || !(r[3] == "129" || r[4] == "3") {
+                continue;
+            }
+            let mut pair = [r[1].clone(), r[2].clone()];
+            pair.sort();
+            times.entry((pair[0].clone(), pair[1].clone())).or_default().push(epoch_ns(&r[0]));
+        }
+    }
+    times
+        .into_iter()
+        .map(|(k, mut t)| {
+            t.sort_unstable();
+            (k, 1 + t.windows(2).filter(|w| w[1] - w[0] > 1_000_000).count() as u64)
+        })
+        .collect()
+}
+
+fn unordered(m: BTreeMap<(String, String), u64>) -> BTreeMap<(String, String), u64> {
+    let mut out = BTreeMap::new();
+    for ((a, b), n) in m {
+        let k = if a < b { (a, b) } else { (b, a) };
+        *out.entry(k).or_default() += n;
+    }
+    out
+}
+
+/// Every packet of every evidence file is an original frame (to the snap length), with
+/// its time and original length; returns each file's packets.
+fn assert_original(run: &Run, originals: &[PathBuf], snaplen: usize) -> HashMap<String, Vec<Rec>> {
+    let mut by_time: HashMap<u64, Vec<(u32, Vec<u8>)>> = HashMap::new();
+    for f in originals {
+        for (ts, orig, data) in read_pcap(f) {
+            by_time.entry(ts).or_default().push((orig, data));
+        }
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    let mut out = HashMap::new();
+    for r in run.events.iter().filter(|r| r["status"] == "written") {
+        let file = run.evidence().join(&r["file"]);
+        let packets = packets_of(&file, scratch.path());
+        assert_eq!(packets.len().to_string(), r["packets"], "{}", r["file"]);
+        for (ts, orig, data) in &packets {
+            let same = by_time.get(ts).is_some_and(|c| {
+                c.iter().any(|(o, d)| {
+                    o == orig && d.len().min(snaplen) == data.len() && d[..data.len()] == data[..]
+                })
+            });
+            assert!(same, "{}: a packet at {ts} is not an original frame", r["file"]);
+        }
+        out.insert(r["file"].clone(), packets);
+    }
+    out
+}
+
+fn losses_naks_and_congestion(name: &str) {
+    let (files, args, t) = scenario(name);
+    let run = replay(&files, &args, &[]);
+    assert!(!run.events.is_empty());
+    assert!(run.events.iter().all(|r| r["status"] == "written"), "{:?}", run.events);
+    // One file per loss episode: retransmission episodes, but those after an RNR NAK.
+    let rnr = per_pair(&t, "nak_rnr", false);
+    let mut loss = per_pair(&t, "retx_episodes", true);
+    for (k, n) in &rnr {
+        if let Some(l) = loss.get_mut(k) {
+            *l -= n;
+        }
+    }
+    loss.retain(|_, n| *n > 0);
+    assert_eq!(listed(&run.events, "loss"), loss, "{name}: loss episodes");
+    assert_eq!(listed(&run.events, "rnr_nak"), rnr, "{name}: RNR NAKs");
+    assert_eq!(unordered(listed(&run.events, "congestion")), congestion_bursts(&files), "{name}: bursts");
+    assert!(!loss.is_empty() && !rnr.is_empty());
+
+    let packets = assert_original(&run, &files, 256);
+    // The NAK sequence errors of the originals (tshark), by the requester they go to.
+    let mut naks: BTreeSet<(String, u64)> = BTreeSet::new();
+    for f in &files {
+        for r in fields(f, &["ip.dst", "infiniband.bth.psn", "infiniband.aeth.syndrome"]) {
+            if r[2] == "96" {
+                naks.insert((r[0].clone(), r[1].parse().unwrap()));
+            }
+        }
+    }
+    let mut covered = BTreeSet::new();
+    for r in &run.events {
+        let file = run.evidence().join(&r["file"]);
+        let f = fields(
+            &file,
+            &["ip.src", "ip.dst", "infiniband.bth.opcode", "infiniband.bth.psn", "infiniband.aeth.syndrome"],
+        );
+        let num = |s: &str| s.parse::<u64>().unwrap_or(u64::MAX);
+        match r["event"].as_str() {
+            "loss" => {
+                // The NAK, and the requests on either side of the PSN it names.
+                let host = &r["src_ip"];
+                let nak = f
+                    .iter()
+                    .find(|x| x[4] == "96" && &x[1] == host && naks.contains(&(host.clone(), num(&x[3]))))
+                    .unwrap_or_else(|| panic!("{}: no NAK", r["file"]));
+                let psn = num(&nak[3]);
+                covered.insert((host.clone(), psn));
+                let sent: BTreeSet<u64> = f.iter().filter(|x| &x[0] == host).map(|x| num(&x[3])).collect();
+                let (before, after) = ((psn + (1 << 24) - 1) % (1 << 24), (psn + 1) % (1 << 24));
+                assert!(sent.contains(&before) && sent.contains(&after), "{}: PSNs around {psn}", r["file"]);
+            }
+            "rnr_nak" => {
+                assert!(f.iter().any(|x| (32..64).contains(&num(&x[4]))), "{}: no RNR NAK", r["file"])
+            }
+            "congestion" => assert!(f.iter().any(|x| x[2] == "129"), "{}: no CNP", r["file"]),
+            k => panic!("unexpected {k} event"),
+        }
+        assert!(!packets[&r["file"]].is_empty());
+    }
+    assert_eq!(covered, naks, "{name}: every NAK sequence error is in a loss file");
+    // The summary counts what events.csv lists.
+    let e = &run.summary["evidence"];
+    assert_eq!(e["files_written"].as_u64().unwrap(), run.events.len() as u64);
+    assert_eq!(e["events"].as_array().unwrap().len(), run.events.len());
+    assert_eq!(
+        e["files_on_disk"].as_u64().unwrap(),
+        std::fs::read_dir(run.evidence()).unwrap().count() as u64
+    );
+
+    // `roceprobe evidence DIR` lists every file with its event.
+    let o = run_cmd(&["evidence", run.evidence().to_str().unwrap()]);
+    for r in &run.events {
+        let line = o.lines().find(|l| l.ends_with(r["file"].as_str())).unwrap_or_else(|| panic!("{o}"));
+        assert!(line.contains(r["event"].as_str()) && line.contains(r["time"].as_str()), "{line}");
+    }
+}
+
+fn run_cmd(args: &[&str]) -> String {
+    let o = run(args);
+    assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+#[test]
+fn each_loss_rnr_and_congestion_episode_gives_one_file_of_the_original_packets() {
+    losses_naks_and_congestion("rc_loss_vlan");
+    losses_naks_and_congestion("rc_loss_split");
+}
+
+#[test]
+fn slow_ios_give_one_file_each_with_their_command_and_completion() {
+    let (files, args, t) = scenario("nvme_vlan");
+    let ios = t["ios"].as_array().unwrap();
+    let mut lat: Vec<u64> = ios.iter().map(|i| i["io_compute_ns"].as_u64().unwrap()).collect();
+    lat.sort_unstable();
+    // A threshold between two distinct latencies, about a fifth of the I/Os above it.
+    let k = (lat.len() * 4 / 5..lat.len() - 1).find(|&k| lat[k] < lat[k + 1]).unwrap();
+    let threshold = (lat[k] + lat[k + 1]) / 2;
+    let slow: Vec<&serde_json::Value> =
+        ios.iter().filter(|i| i["io_compute_ns"].as_u64().unwrap() > threshold).collect();
+    let run = replay(
+        &files,
+        &args,
+        &[
+            "--evidence-slow-io",
+            &format!("{threshold}ns"),
+            "--evidence-max-per-minute",
+            "1000",
+            "--evidence-after",
+            "4",
+        ],
+    );
+    let rows: Vec<&Row> = run.events.iter().filter(|r| r["event"] == "slow_io").collect();
+    assert_eq!(rows.len(), slow.len());
+    assert!(rows.iter().all(|r| r["status"] == "written"));
+    let packets = assert_original(&run, &files, 256);
+    for r in rows {
+        // The I/O the verdict names (by CID on its QP), its command and completion at both
+        // vantages (the truth's anchor times) in its file.
+        let cid: u64 = r["verdict"].split("CID ").nth(1).unwrap().split(':').next().unwrap().parse().unwrap();
+        let times: BTreeSet<u64> = packets[&r["file"]].iter().map(|p| p.0).collect();
+        let found = slow.iter().any(|io| {
+            io["cid"].as_u64() == Some(cid)
+                && io["target_qpn"].as_u64().map(|q| q.to_string()).as_deref() == Some(r["dst_qpn"].as_str())
+                && ["sqe_first@compute", "cqe@compute", "sqe_first@storage", "cqe@storage"]
+                    .iter()
+                    .all(|a| io["anchors"][a].as_u64().is_some_and(|t| times.contains(&t)))
+        });
+        assert!(found, "{}: the I/O's capsules", r["file"]);
+    }
+}
+
+#[test]
+fn caps_hold_under_a_flood_of_events_and_the_counts_add_up() {
+    let (files, args, _) = scenario("nvme_vlan");
+    // Every I/O is slow: 120 events in well under a minute.
+    let run = replay(
+        &files,
+        &args,
+        &["--evidence-slow-io", "1us", "--evidence-max-per-minute", "7", "--evidence-max-bytes", "64K"],
+    );
+    let e = &run.summary["evidence"];
+    let k = &e["kinds"]["slow_io"];
+    let n = |v: &serde_json::Value| v.as_u64().unwrap();
+    assert_eq!(n(&k["events"]), 120);
+    assert_eq!(
+        n(&k["events"]),
+        n(&k["files"]) + n(&k["capped_per_minute"]) + n(&k["no_room"]) + n(&k["write_failed"])
+    );
+    assert_eq!(n(&k["files"]), 7, "the first seven of the minute");
+    assert_eq!(run.events.len(), 120);
+    assert_eq!(run.events.iter().filter(|r| r["status"] == "written").count(), 7);
+    let on_disk: Vec<u64> =
+        std::fs::read_dir(run.evidence()).unwrap().map(|f| f.unwrap().metadata().unwrap().len()).collect();
+    assert!(on_disk.iter().sum::<u64>() <= 64 * 1024);
+    assert_eq!(on_disk.iter().sum::<u64>(), n(&e["bytes_on_disk"]));
+    assert_eq!(n(&e["files_written"]) - n(&e["files_removed"]), on_disk.len() as u64);
+    assert!(n(&e["files_removed"]) > 0, "the disk cap removed the oldest");
+    assert_eq!(n(&e["bytes_written"]) - n(&e["bytes_removed"]), n(&e["bytes_on_disk"]));
+}
+
+/// The events a run listed: (kind, requester, responder, time, file).
+fn event_set(run: &Run) -> BTreeSet<(String, String, String, String, String)> {
+    run.events
+        .iter()
+        .map(|r| {
+            (
+                r["event"].clone(),
+                r["src_ip"].clone(),
+                r["dst_ip"].clone(),
+                r["time"].clone(),
+                r["file"].clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn several_workers_and_live_capture_keep_the_same_evidence() {
+    let (files, args, _) = scenario("rc_loss_vlan");
+    let one = replay(&files, &args, &[]);
+    for w in ["2", "4"] {
+        let many = replay(&files, &args, &["--workers", w]);
+        assert_eq!(event_set(&many), event_set(&one), "--workers {w}");
+        for r in &one.events {
+            let a = std::fs::read(one.evidence().join(&r["file"])).unwrap();
+            let b = std::fs::read(many.evidence().join(&r["file"])).unwrap();
+            assert_eq!(a, b, "--workers {w}: {}", r["file"]);
+        }
+    }
+    // Live through a net_pcap port: packet times are the probe's clock, so the events are
+    // compared by kind and QP.
+    let dir = tempfile::tempdir().unwrap();
+    let ev = dir.path().join("ev");
+    let mut extra: Vec<&str> = args.iter().map(String::as_str).collect();
+    extra.extend(["--evidence-dir", ev.to_str().unwrap()]);
+    let paths: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+    let s = live_summary(&paths, &extra);
+    let kinds = |rows: Vec<(String, String, String)>| {
+        let mut m: BTreeMap<(String, String, String), u64> = BTreeMap::new();
+        for r in rows {
+            *m.entry(r).or_default() += 1;
+        }
+        m
+    };
+    let live = kinds(
+        s["evidence"]["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                assert_eq!(e["status"], "written");
+                (
+                    e["kind"].as_str().unwrap().into(),
+                    e["src_ip"].as_str().unwrap().into(),
+                    e["dst_ip"].as_str().unwrap().into(),
+                )
+            })
+            .collect(),
+    );
+    let replayed = kinds(
+        one.events.iter().map(|r| (r["event"].clone(), r["src_ip"].clone(), r["dst_ip"].clone())).collect(),
+    );
+    assert_eq!(live, replayed);
+    assert_eq!(
+        std::fs::read_dir(&ev).unwrap().count() as u64,
+        s["evidence"]["files_written"].as_u64().unwrap()
+    );
+}
+
+#[test]
+fn bad_evidence_options_are_one_line_errors_before_any_work() {
+    let pcap = fixtures().join("scenarios/rc_loss_vlan/rc_loss_vlan.pcap");
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let not_dir = file.path().join("sub");
+    for (args, says) in [
+        (vec!["--evidence-dir", not_dir.to_str().unwrap()], "--evidence-dir"),
+        (vec!["--evidence-dir", "/tmp", "--evidence-after", "0"], "--evidence-after"),
+        (vec!["--evidence-dir", "/tmp", "--evidence-snaplen", "32"], "--evidence-snaplen"),
+        (vec!["--evidence-dir", "/tmp", "--evidence-max-bytes", "8K"], "--evidence-max-bytes"),
+    ] {
+        let mut a = vec!["replay", "-q"];
+        a.extend(args);
+        a.push(pcap.to_str().unwrap());
+        let o = run(&a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{a:?}");
+        assert!(err.contains(says), "{a:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+    let o = run(&["evidence", not_dir.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert_eq!(String::from_utf8_lossy(&o.stderr).trim_end().lines().count(), 1);
+}
