@@ -353,6 +353,42 @@ fn caps_hold_under_a_flood_of_events_and_the_counts_add_up() {
     assert_eq!(n(&e["files_written"]) - n(&e["files_removed"]), on_disk.len() as u64);
     assert!(n(&e["files_removed"]) > 0, "the disk cap removed the oldest");
     assert_eq!(n(&e["bytes_written"]) - n(&e["bytes_removed"]), n(&e["bytes_on_disk"]));
+
+    // Prometheus counts the same (and promtool accepts the page).
+    let summary: roceprobe::report::Summary = serde_json::from_value(run.summary.clone()).unwrap();
+    let page = roceprobe::report::prometheus::render(&summary, "t", 10);
+    // So does the dashboard (its totals box, on a terminal 120 wide).
+    let view = roceprobe::report::dashboard::ViewBuilder::over_run(None).build(summary.clone(), None, true);
+    let mut term = ratatui::Terminal::new(ratatui::backend::TestBackend::new(120, 30)).unwrap();
+    term.draw(|f| roceprobe::report::dashboard::draw(f, Some(&view), &Default::default())).unwrap();
+    let buf = term.backend().buffer().clone();
+    let screen: String = (0..buf.area.height)
+        .map(|y| (0..buf.area.width).map(|x| buf[(x, y)].symbol().to_owned()).collect::<String>() + "\n")
+        .collect();
+    assert!(screen.contains("evidence 7/120 files, 113 without"), "{screen}");
+    for line in [
+        "roceprobe_evidence_events_total{probe=\"t\",kind=\"slow_io\"} 120".to_owned(),
+        "roceprobe_evidence_files_total{probe=\"t\",kind=\"slow_io\"} 7".to_owned(),
+        format!(
+            "roceprobe_evidence_not_written_total{{probe=\"t\",kind=\"slow_io\",reason=\"capped_per_minute\"}} {}",
+            n(&k["capped_per_minute"])
+        ),
+        format!("roceprobe_evidence_files_removed_total{{probe=\"t\"}} {}", n(&e["files_removed"])),
+        format!("roceprobe_evidence_bytes_on_disk{{probe=\"t\"}} {}", n(&e["bytes_on_disk"])),
+    ] {
+        assert!(page.lines().any(|l| l == line), "{line} not in\n{page}");
+    }
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool is installed (scripts/setup)");
+    std::io::Write::write_all(&mut check.stdin.take().unwrap(), page.as_bytes()).unwrap();
+    let out = check.wait_with_output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && said.trim().is_empty(), "promtool: {said}");
 }
 
 /// The events a run listed: (kind, requester, responder, time, file).

@@ -305,16 +305,30 @@ fn draw_totals(f: &mut Frame<'_>, area: Rect, s: &Summary) {
             n(s.mirror_duplicates.compute),
             n(s.mirror_duplicates.storage)
         )),
-        Line::from(vec![Span::styled(
-            format!(
-                "drops: rx missed {}  errors {}  no mbuf {}  reports {}",
-                n(missed),
-                n(errors),
-                n(nombuf),
-                n(s.report_drops)
-            ),
-            warn,
-        )]),
+        {
+            let mut spans = vec![Span::styled(
+                format!(
+                    "drops: rx missed {}  errors {}  no mbuf {}  reports {}",
+                    n(missed),
+                    n(errors),
+                    n(nombuf),
+                    n(s.report_drops)
+                ),
+                warn,
+            )];
+            // Evidence: events, the files written, and those a cap or a failure left
+            // without one.
+            if let Some(e) = &s.evidence {
+                let events: u64 = e.kinds.values().map(|c| c.events).sum();
+                let without = events - e.files_written + e.events_dropped;
+                let style = if without > 0 { Style::new().fg(Color::Yellow) } else { Style::new() };
+                spans.push(Span::styled(
+                    format!("  evidence {}/{} files, {} without", n(e.files_written), n(events), n(without)),
+                    style,
+                ));
+            }
+            Line::from(spans)
+        },
         {
             let mut spans = vec![Span::raw(format!(
                 "time: {}",

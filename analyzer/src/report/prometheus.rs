@@ -235,6 +235,7 @@ pub fn render(s: &Summary, probe: &str, max_flows: usize) -> String {
     latency_family(&mut o, &p, s);
     io_families(&mut o, &p, s);
     job_families(&mut o, &p, s);
+    evidence_families(&mut o, &p, s);
     flow_families(&mut o, &p, s, max_flows);
     o
 }
@@ -306,6 +307,59 @@ fn dropped_families(o: &mut String, p: &str, s: &Summary) {
         "Latency samples beyond the bound on latency series.",
     );
     let _ = writeln!(o, "roceprobe_latency_samples_dropped_total{{{p}}} {}", s.latency_samples_dropped);
+}
+
+/// Evidence (with `--evidence-dir`): events and files per kind, the events without a file
+/// by reason, what the disk bound removed and holds.
+fn evidence_families(o: &mut String, p: &str, s: &Summary) {
+    let Some(e) = &s.evidence else { return };
+    family(
+        o,
+        "roceprobe_evidence_events_total",
+        "counter",
+        "Evidence events (loss, RNR NAK, congestion, slow or timed-out I/O, ICRC error), by kind.",
+    );
+    for (kind, c) in &e.kinds {
+        let _ = writeln!(o, "roceprobe_evidence_events_total{{{p},kind=\"{kind}\"}} {}", c.events);
+    }
+    family(o, "roceprobe_evidence_files_total", "counter", "Evidence pcapng files written, by event kind.");
+    for (kind, c) in &e.kinds {
+        let _ = writeln!(o, "roceprobe_evidence_files_total{{{p},kind=\"{kind}\"}} {}", c.files);
+    }
+    family(
+        o,
+        "roceprobe_evidence_not_written_total",
+        "counter",
+        "Evidence events without a file, by kind and reason (capped_per_minute, no_room, write_failed).",
+    );
+    for (kind, c) in &e.kinds {
+        for (reason, n) in [
+            ("capped_per_minute", c.capped_per_minute),
+            ("no_room", c.no_room),
+            ("write_failed", c.write_failed),
+        ] {
+            let _ = writeln!(
+                o,
+                "roceprobe_evidence_not_written_total{{{p},kind=\"{kind}\",reason=\"{reason}\"}} {n}"
+            );
+        }
+    }
+    family(
+        o,
+        "roceprobe_evidence_files_removed_total",
+        "counter",
+        "Evidence files removed, oldest first, to stay within --evidence-max-bytes.",
+    );
+    let _ = writeln!(o, "roceprobe_evidence_files_removed_total{{{p}}} {}", e.files_removed);
+    family(o, "roceprobe_evidence_bytes_on_disk", "gauge", "Bytes of the evidence files in --evidence-dir.");
+    let _ = writeln!(o, "roceprobe_evidence_bytes_on_disk{{{p}}} {}", e.bytes_on_disk);
+    family(
+        o,
+        "roceprobe_evidence_events_dropped_total",
+        "counter",
+        "Evidence events lost before the stats side (a live capture whose reports fell behind).",
+    );
+    let _ = writeln!(o, "roceprobe_evidence_events_dropped_total{{{p}}} {}", e.events_dropped);
 }
 
 /// Scrapes of this endpoint by outcome (only when the summary has them).
