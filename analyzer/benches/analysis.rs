@@ -12,6 +12,7 @@
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use roceprobe::capture::pcap::Replay;
 use roceprobe::capture::{Capture, Frame, Poll, BURST};
+use roceprobe::report::evidence::EvidenceSettings;
 use roceprobe::runtime::{worker_with_draining_stats, PipelineConfig, Worker};
 use roceprobe::track::VantageMap;
 use roceprobe::wire::decode_frame;
@@ -78,14 +79,24 @@ fn bench(c: &mut Criterion) {
     let two = VantageMap::new(&[rule], roceprobe::track::vantage::SourceKind::File, &[0]).unwrap();
     let idle = default.flow_idle;
     let hour = Duration::from_secs(3600);
-    for (name, check_icrc, reorder_window, flow_idle, vantages) in [
-        ("decode+track", false, default.reorder_window, idle, VantageMap::default()),
-        ("decode+track+icrc", true, default.reorder_window, idle, VantageMap::default()),
-        ("decode+track+no-reorder", false, Duration::ZERO, idle, VantageMap::default()),
-        ("decode+track+held", false, default.reorder_window, idle, two),
-        ("decode+track+idle-1h", false, default.reorder_window, hour, VantageMap::default()),
+    // With --evidence-dir (its defaults; the files are the stats side's, not measured):
+    // every packet copied into the worker's ring, events' packets into their records.
+    let evidence = Some(EvidenceSettings::with_defaults(std::env::temp_dir().join("roceprobe-bench")));
+    for (name, check_icrc, reorder_window, flow_idle, vantages, evidence) in [
+        ("decode+track", false, default.reorder_window, idle, VantageMap::default(), None),
+        ("decode+track+icrc", true, default.reorder_window, idle, VantageMap::default(), None),
+        ("decode+track+no-reorder", false, Duration::ZERO, idle, VantageMap::default(), None),
+        ("decode+track+held", false, default.reorder_window, idle, two, None),
+        ("decode+track+idle-1h", false, default.reorder_window, hour, VantageMap::default(), None),
+        ("decode+track+evidence", false, default.reorder_window, idle, VantageMap::default(), evidence),
     ] {
-        let cfg = PipelineConfig { check_icrc, reorder_window, flow_idle, ..PipelineConfig::new(vantages) };
+        let cfg = PipelineConfig {
+            check_icrc,
+            reorder_window,
+            flow_idle,
+            evidence,
+            ..PipelineConfig::new(vantages)
+        };
         let (mut worker, drain) = worker_with_draining_stats(&cfg);
         let mut pass = 0u64;
         g.bench_function(name, |b| {

@@ -122,6 +122,7 @@ pub const EVIDENCE_BEFORE: u32 = 16;
 /// `--evidence-after`: packets of the event's flows after it: a go-back-N retransmission
 /// and the ACKs that end it, a few CNPs' effect on the rate.
 pub const EVIDENCE_AFTER: &str = "32";
+pub const EVIDENCE_AFTER_PACKETS: u32 = 32;
 
 /// `--evidence-snaplen`: every header up to the NVMe capsule's command (ERSPAN III outer
 /// headers, an inner VLAN tag, IPv6, UDP, BTH, RETH, a 64-byte SQE) fits in 256 bytes.
@@ -130,12 +131,14 @@ pub const EVIDENCE_SNAPLEN: u32 = 256;
 /// `--evidence-slow-io`: an NVMe I/O slower than this is an event (flash reads take a
 /// hundred microseconds; 10 ms is a stall an operator asks about).
 pub const EVIDENCE_SLOW_IO: &str = "10ms";
+pub const EVIDENCE_SLOW_IO_NS: u64 = 10_000_000;
 
 /// `--evidence-max-per-minute`: files per event kind and minute of packet time.
 pub const EVIDENCE_MAX_PER_MINUTE: u32 = 10;
 
 /// `--evidence-max-bytes`: the evidence files take at most this much disk.
 pub const EVIDENCE_MAX_BYTES: &str = "1G";
+pub const EVIDENCE_MAX_BYTES_N: u64 = 1 << 30;
 
 #[cfg(test)]
 mod tests {
@@ -151,6 +154,7 @@ mod tests {
             (DUPLICATE_WINDOW, DUPLICATE_WINDOW_NS),
             (IO_TIMEOUT, IO_TIMEOUT_NS),
             (STEP_GAP, STEP_GAP_NS),
+            (EVIDENCE_SLOW_IO, EVIDENCE_SLOW_IO_NS),
             (CSV_ROTATE_AGE, CSV_ROTATE_AGE_NS),
         ] {
             assert_eq!(crate::cli::parse_duration(text).unwrap().as_nanos() as u64, ns, "{text}");
@@ -162,10 +166,12 @@ mod tests {
         for (text, bytes) in [
             (CSV_RETAIN, CSV_RETAIN_BYTES),
             (CSV_RETAIN_MIN, CSV_RETAIN_MIN_BYTES),
+            (EVIDENCE_MAX_BYTES, EVIDENCE_MAX_BYTES_N),
             (CSV_ROTATE_SIZE_MAX, CSV_ROTATE_SIZE_MAX_BYTES),
         ] {
             assert_eq!(crate::cli::parse_size(text), Ok(bytes), "{text}");
         }
+        assert_eq!(EVIDENCE_AFTER.parse::<u32>(), Ok(EVIDENCE_AFTER_PACKETS));
         assert_eq!(csv_rotate_size(CSV_RETAIN_BYTES), 64 << 20);
         assert_eq!(csv_rotate_size(8 << 20), 512 << 10);
         assert_eq!(

@@ -22,6 +22,30 @@ pub struct EvidenceSettings {
     pub output: EvidenceOutput,
 }
 
+impl EvidenceSettings {
+    /// The command line's defaults, into `dir`.
+    pub fn with_defaults(dir: PathBuf) -> Self {
+        use crate::defaults as d;
+        Self {
+            track: crate::track::evidence::EvidenceConfig {
+                before: d::EVIDENCE_BEFORE,
+                after: crate::track::evidence::After::Packets(d::EVIDENCE_AFTER_PACKETS),
+                snaplen: d::EVIDENCE_SNAPLEN,
+                slow_io_ns: d::EVIDENCE_SLOW_IO_NS,
+                max_per_minute: d::EVIDENCE_MAX_PER_MINUTE,
+                burst_gap_ns: d::FLOW_IDLE_NS,
+                wait_for_records: false,
+            },
+            output: EvidenceOutput {
+                dir,
+                max_per_minute: d::EVIDENCE_MAX_PER_MINUTE,
+                max_bytes: d::EVIDENCE_MAX_BYTES_N,
+                snaplen: d::EVIDENCE_SNAPLEN,
+            },
+        }
+    }
+}
+
 /// Where the files go and how many.
 #[derive(Debug, Clone)]
 pub struct EvidenceOutput {
