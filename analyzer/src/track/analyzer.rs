@@ -141,18 +141,14 @@ impl Analyzer {
     fn take_signals(&mut self, out: &mut impl FnMut(FlowEvent)) {
         let Some(ev) = self.evidence.as_mut() else { return };
         let mut send = |r: EvidenceRecord| out(FlowEvent::Evidence(r));
-        let mut slots = [0u32; 8];
-        for k in 0..self.flows.signals.flows.len() {
-            let r = self.flows.signals.flows[k];
-            let n = self.flows.qp_slots(&r.qp, Some(r.slot), &mut slots);
-            ev.signal(r, &slots[..n], &mut send);
+        let flows = &self.flows;
+        for &r in &flows.signals.flows {
+            ev.signal(r, |s| flows.qp_slots(&r.qp, Some(r.slot), s), &mut send);
+        }
+        for &r in &self.ios.raised {
+            ev.io_event(r, |s| flows.qp_slots(&r.qp, None, s), &mut send);
         }
         self.flows.signals.flows.clear();
-        for k in 0..self.ios.raised.len() {
-            let r = self.ios.raised[k];
-            let n = self.flows.qp_slots(&r.qp, None, &mut slots);
-            ev.io_event(r, &slots[..n], &mut send);
-        }
         self.ios.raised.clear();
     }
 

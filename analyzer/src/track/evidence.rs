@@ -11,17 +11,18 @@ use super::flow::FlowKey;
 use super::Vantage;
 use crate::metrics::latency::Op;
 use crossbeam_channel::{Receiver, Sender};
-use std::collections::VecDeque;
 use std::net::IpAddr;
 
 /// The worker's ring of recent packets (each up to the snap length).
-pub const RING_PACKETS: usize = 65_536;
+pub const RING_PACKETS: usize = 16_384;
 /// Events collecting their packets at once, per worker; beyond it an event gets no file.
 pub const MAX_OPEN: usize = 16;
 /// Packets one file holds at most (before, the event's own window, after).
 pub const FILE_PACKETS: usize = 1024;
-/// Episodes remembered for joining later signals to them (the oldest forgotten first).
-const EPISODES: usize = 256;
+/// Episodes remembered for joining later signals to them: the latest of each QP and kind
+/// of episode, in a table of this many places by their hash (a new episode takes its
+/// place's; a flood of signals costs one lookup each).
+const EPISODES: usize = 1024;
 /// A loss or RNR episode is joined by signals naming its PSN for this long after its last.
 const EPISODE_MEMORY_NS: u64 = 1_000_000_000;
 /// Records allocated at start-up: the open events' and those on their way to the stats
@@ -354,7 +355,8 @@ pub struct Evidence {
     /// Packets kept so far (the next one's place is `seq % RING_PACKETS`).
     seq: u64,
     open: Vec<Open>,
-    episodes: VecDeque<Episode>,
+    episodes: Vec<Option<Episode>>,
+    hasher: ahash::RandomState,
     next_id: u64,
     /// Per kind: the minute (of packet time) and the files started in it.
     minute: [(u64, u32); 6],
@@ -376,7 +378,8 @@ impl Evidence {
             meta: vec![Kept::default(); RING_PACKETS],
             seq: 0,
             open: Vec::with_capacity(MAX_OPEN),
-            episodes: VecDeque::with_capacity(EPISODES),
+            episodes: vec![None; EPISODES],
+            hasher: ahash::RandomState::with_seeds(1, 2, 3, 4),
             next_id: 1,
             minute: [(u64::MAX, 0); 6],
             spare: (0..SPARE_RECORDS)
@@ -478,13 +481,24 @@ impl Evidence {
         }
     }
 
-    fn episode(&mut self, matches: impl Fn(&Episode) -> bool) -> Option<&mut Episode> {
-        self.episodes.iter_mut().rev().find(|e| matches(e))
+    /// The place of a QP's episodes of a kind: loss and RNR share theirs (the retransmission
+    /// after an RNR NAK joins it).
+    fn place(&self, qp: &Qp, kind: EventKind) -> usize {
+        let class = match kind {
+            EventKind::Loss | EventKind::RnrNak => 0u8,
+            k => k as u8,
+        };
+        self.hasher.hash_one((qp, class)) as usize & (EPISODES - 1)
     }
 
-    /// A signal raised on a flow (its QP's flows, at every vantage, are `slots`): it joins
-    /// the episode it belongs to, or starts an event.
-    pub fn signal(&mut self, r: Raised, slots: &[u32], out: &mut impl FnMut(EvidenceRecord)) {
+    /// A signal raised on a flow (`slots` gives its QP's flows, at every vantage, when they
+    /// are needed): it joins the episode it belongs to, or starts an event.
+    pub fn signal(
+        &mut self,
+        r: Raised,
+        slots: impl FnOnce(&mut [u32; 8]) -> usize,
+        out: &mut impl FnMut(EvidenceRecord),
+    ) {
         let gap = self.cfg.burst_gap_ns;
         let (kind, psn) = match r.signal {
             Signal::Gap { psn, .. } | Signal::NakSeq { psn } | Signal::Retransmission { psn } => {
@@ -495,7 +509,8 @@ impl Evidence {
             Signal::Icrc => (EventKind::IcrcError, 0),
         };
         let ts = r.ts;
-        let joined = self.episode(|e| {
+        let place = self.place(&r.qp, kind);
+        let joined = self.episodes[place].as_mut().filter(|e| {
             e.qp == r.qp
                 && match kind {
                     // A loss's signals, and the retransmission after an RNR NAK, name the
@@ -515,7 +530,9 @@ impl Evidence {
             e.last_ts = e.last_ts.max(ts);
             let id = e.id;
             if let Some(o) = self.open.iter_mut().find(|o| o.id == id) {
-                for &s in slots {
+                let mut s = [0; 8];
+                let n = slots(&mut s);
+                for &s in &s[..n] {
                     o.watch(s);
                 }
                 add_signal(&mut o.rec.event.verdict, r.signal);
@@ -530,30 +547,32 @@ impl Evidence {
         };
         add_signal(&mut verdict, r.signal);
         let event = Event { kind, ts, qp: r.qp, vantage: r.vantage, verdict };
-        self.start(event, psn, slots, None, out);
+        let id = self.next_id;
+        self.episodes[place] = Some(Episode { kind, qp: r.qp, psn, last_ts: ts, id });
+        self.start(id, event, slots, None, out);
     }
 
-    /// An I/O event (its QP's flows are `slots`): the packets of its flows from its command
-    /// on, with `--evidence-before` more before.
-    pub fn io_event(&mut self, r: IoRaised, slots: &[u32], out: &mut impl FnMut(EvidenceRecord)) {
+    /// An I/O event (`slots` gives its QP's flows): the packets of its flows from its
+    /// command on, with `--evidence-before` more before.
+    pub fn io_event(
+        &mut self,
+        r: IoRaised,
+        slots: impl FnOnce(&mut [u32; 8]) -> usize,
+        out: &mut impl FnMut(EvidenceRecord),
+    ) {
         let event = Event { kind: r.kind, ts: r.end_ns, qp: r.qp, vantage: r.vantage, verdict: r.verdict };
-        self.start(event, 0, slots, Some(r.start_ns), out);
+        self.start(self.next_id, event, slots, Some(r.start_ns), out);
     }
 
     fn start(
         &mut self,
+        id: u64,
         event: Event,
-        psn: u32,
-        slots: &[u32],
+        slots: impl FnOnce(&mut [u32; 8]) -> usize,
         from_ns: Option<u64>,
         out: &mut impl FnMut(EvidenceRecord),
     ) {
-        let id = self.next_id;
         self.next_id += 1;
-        if self.episodes.len() == EPISODES {
-            self.episodes.pop_front();
-        }
-        self.episodes.push_back(Episode { kind: event.kind, qp: event.qp, psn, last_ts: event.ts, id });
         let minute = event.ts / NS_PER_MINUTE;
         let m = &mut self.minute[event.kind.index()];
         if m.0 != minute {
@@ -582,9 +601,7 @@ impl Evidence {
         rec.event = event;
         rec.status = Status::Kept;
         let mut o = Open { id, slots: [0; 8], n: 0, after: 0, deadline: u64::MAX, rec };
-        for &s in slots {
-            o.watch(s);
-        }
+        o.n = slots(&mut o.slots);
         // From the ring: back from the newest packet, the event's window (an I/O's, from
         // its command on) and `--evidence-before` packets before it.
         let oldest = self.seq.saturating_sub(RING_PACKETS as u64);
@@ -666,6 +683,14 @@ mod tests {
         }
     }
 
+    /// The flows of an event, as the analyzer gives them.
+    fn sl(v: &[u32]) -> impl FnOnce(&mut [u32; 8]) -> usize + '_ {
+        |out| {
+            out[..v.len()].copy_from_slice(v);
+            v.len()
+        }
+    }
+
     fn qp(n: u32) -> Qp {
         Qp { src: IpAddr::from([10, 0, 0, 1]), dst: IpAddr::from([10, 0, 0, 2]), dst_qpn: n }
     }
@@ -693,12 +718,12 @@ mod tests {
         }
         // Packet 5 of flow 1 raises a loss; flow 3 is the QP's other direction.
         e.keep(1, &frame(1, 5), 80, 5, Vantage::Compute, &mut out);
-        e.signal(raised(1, qp(7), Signal::Gap { psn: 100, skipped: 1 }, 5), &[1, 3], &mut out);
+        e.signal(raised(1, qp(7), Signal::Gap { psn: 100, skipped: 1 }, 5), sl(&[1, 3]), &mut out);
         assert!(got.borrow().is_empty());
         e.keep(2, &frame(2, 6), 80, 6, Vantage::Compute, &mut out);
         e.keep(3, &frame(3, 6), 80, 6, Vantage::Storage, &mut out);
         // The NAK, naming the same PSN from the other side, joins it.
-        e.signal(raised(3, qp(7), Signal::NakSeq { psn: 100 }, 6), &[1, 3], &mut out);
+        e.signal(raised(3, qp(7), Signal::NakSeq { psn: 100 }, 6), sl(&[1, 3]), &mut out);
         e.keep(1, &frame(1, 7), 80, 7, Vantage::Compute, &mut out);
         let got = got.borrow();
         assert_eq!(got.len(), 1);
@@ -718,17 +743,17 @@ mod tests {
         let mut got = Vec::new();
         let mut out = |r: EvidenceRecord| got.push((r.event.kind, r.status));
         let s = |sig, ts| raised(1, qp(7), sig, ts);
-        e.signal(s(Signal::RnrNak { psn: 5 }, 10), &[1], &mut out);
+        e.signal(s(Signal::RnrNak { psn: 5 }, 10), sl(&[1]), &mut out);
         // The retransmission after it belongs to it; a loss at another PSN does not.
-        e.signal(s(Signal::Retransmission { psn: 5 }, 20), &[1], &mut out);
-        e.signal(s(Signal::Retransmission { psn: 9 }, 30), &[1], &mut out);
-        e.signal(s(Signal::Cnp, 40), &[1], &mut out);
-        e.signal(s(Signal::Ce, 40 + 900_000), &[1], &mut out);
-        e.signal(s(Signal::Ce, 40 + 2_000_000), &[1], &mut out);
+        e.signal(s(Signal::Retransmission { psn: 5 }, 20), sl(&[1]), &mut out);
+        e.signal(s(Signal::Retransmission { psn: 9 }, 30), sl(&[1]), &mut out);
+        e.signal(s(Signal::Cnp, 40), sl(&[1]), &mut out);
+        e.signal(s(Signal::Ce, 40 + 900_000), sl(&[1]), &mut out);
+        e.signal(s(Signal::Ce, 40 + 2_000_000), sl(&[1]), &mut out);
         // A third congestion burst in the same minute: capped.
-        e.signal(s(Signal::Cnp, 40 + 4_000_000), &[1], &mut out);
+        e.signal(s(Signal::Cnp, 40 + 4_000_000), sl(&[1]), &mut out);
         // A minute later, room again.
-        e.signal(s(Signal::Cnp, 61_000_000_000), &[1], &mut out);
+        e.signal(s(Signal::Cnp, 61_000_000_000), sl(&[1]), &mut out);
         e.finish(&mut out);
         got.sort_by_key(|g| format!("{g:?}"));
         assert_eq!(
@@ -750,7 +775,7 @@ mod tests {
         let mut got = Vec::new();
         let mut out = |r: EvidenceRecord| got.push(r.status);
         for n in 0..MAX_OPEN as u32 + 3 {
-            e.signal(raised(n, qp(n), Signal::Icrc, 1), &[n], &mut out);
+            e.signal(raised(n, qp(n), Signal::Icrc, 1), sl(&[n]), &mut out);
         }
         assert_eq!(got, [Status::NoRoom; 3]);
     }
