@@ -164,6 +164,8 @@ const FRAMES_AHEAD: usize = 4;
 pub struct Worker {
     id: usize,
     analyzer: Analyzer,
+    /// `--evidence-dir`: every tracked frame is kept for the evidence.
+    evidence: bool,
     counters: GlobalCounters,
     untracked_reported: u64,
     forgotten_reported: Forgotten,
@@ -209,6 +211,7 @@ impl Worker {
         Self {
             id,
             analyzer: Analyzer::new(&cfg.analyzer()),
+            evidence: cfg.evidence.is_some(),
             counters: GlobalCounters::default(),
             untracked_reported: 0,
             forgotten_reported: Forgotten::default(),
@@ -556,6 +559,11 @@ impl Worker {
                     self.observe_time(now);
                 }
                 self.process(s);
+                // Kept here, not in `process`, which stays as it is without evidence.
+                if self.evidence && matches!(s.decoded, Decoded::Roce(_)) {
+                    let out = &mut self.out;
+                    self.analyzer.keep_evidence(s.f.data, s.f.wire_len, s.ts, &mut |e| out.event(e));
+                }
             }
         }
     }
@@ -578,7 +586,7 @@ impl Worker {
                 let out = &mut self.out;
                 let wire_len = p.inner_frame_len.unwrap_or(f.wire_len);
                 let seen = Seen { source: f.source, wire_len, ts, switch_clock, late, flow, hint };
-                self.analyzer.track(p, (f.data, f.wire_len), seen, &mut |e| out.event(e));
+                self.analyzer.track(p, seen, &mut |e| out.event(e));
             }
             Decoded::NotRoce(_) => self.counters.non_roce_packets += 1,
             Decoded::Error(e) => self.counters.decode_errors[e.index()] += 1,

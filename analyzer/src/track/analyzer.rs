@@ -138,6 +138,7 @@ impl Analyzer {
 
     /// Signals raised since the last call become events or join theirs.
     #[cold]
+    #[inline(never)]
     fn take_signals(&mut self, out: &mut impl FnMut(FlowEvent)) {
         let Some(ev) = self.evidence.as_mut() else { return };
         let mut send = |r: EvidenceRecord| out(FlowEvent::Evidence(r));
@@ -152,17 +153,13 @@ impl Analyzer {
         self.ios.raised.clear();
     }
 
-    /// With `--evidence-dir`, after a packet (`kept`: its flow's slot and vantage, if it
-    /// counted in one): the packet goes into the ring and the events collecting its flow's,
-    /// then the signals it raised are taken.
+    /// With `--evidence-dir`, after [`Analyzer::track`] of a packet (the captured `frame`,
+    /// `frame_len` bytes on the wire, at `ts`): if it counted in a flow it goes into the
+    /// ring and the events collecting its flow's, then the signals it raised are taken.
     #[cold]
-    fn evidence_after(
-        &mut self,
-        kept: Option<(u32, Vantage)>,
-        (frame, frame_len): (&[u8], u32),
-        ts: u64,
-        out: &mut impl FnMut(FlowEvent),
-    ) {
+    #[inline(never)]
+    pub fn keep_evidence(&mut self, frame: &[u8], frame_len: u32, ts: u64, out: &mut impl FnMut(FlowEvent)) {
+        let kept = self.flows.take_last_recorded();
         if let (Some(ev), Some((slot, vantage))) = (self.evidence.as_mut(), kept) {
             ev.keep(slot, frame, frame_len, ts, vantage, &mut |r| out(FlowEvent::Evidence(r)));
         }
@@ -288,33 +285,10 @@ impl Analyzer {
         self.ios.counts()
     }
 
-    /// Tracks one RoCE packet (the captured `frame`, `frame_len` bytes on the wire), seen as
-    /// `seen` says; ended
-    /// transmissions (and, with `--evidence-dir`, events' evidence) go to `out`. Allocates
-    /// nothing.
+    /// Tracks one RoCE packet, seen as `seen` says; ended transmissions go to `out`.
+    /// Allocates nothing. With `--evidence-dir`, [`Analyzer::keep_evidence`] follows.
     #[inline]
-    pub fn track(
-        &mut self,
-        p: &RocePacket<'_>,
-        (frame, frame_len): (&[u8], u32),
-        seen: Seen,
-        out: &mut impl FnMut(FlowEvent),
-    ) {
-        let kept = self.track_packet(p, seen, out);
-        if self.evidence.is_some() {
-            self.evidence_after(kept, (frame, frame_len), seen.ts, out);
-        }
-    }
-
-    /// [`Analyzer::track`] but for the evidence; returns the slot and vantage of the flow
-    /// the packet counted in.
-    #[inline]
-    fn track_packet(
-        &mut self,
-        p: &RocePacket<'_>,
-        seen: Seen,
-        out: &mut impl FnMut(FlowEvent),
-    ) -> Option<(u32, Vantage)> {
+    pub fn track(&mut self, p: &RocePacket<'_>, seen: Seen, out: &mut impl FnMut(FlowEvent)) {
         let Seen { source, ts, switch_clock, late, .. } = seen;
         let vantage = match seen.flow {
             Some(r) => r.vantage(),
@@ -332,7 +306,7 @@ impl Analyzer {
             Recorded::Flow(slot) => Some(slot),
             Recorded::Untracked => None,
             // The mirror's second copy of a packet counted already.
-            Recorded::Duplicate => return None,
+            Recorded::Duplicate => return,
         };
         let opcode = p.bth.opcode();
         let psn = p.bth.psn();
@@ -341,16 +315,15 @@ impl Analyzer {
                 self.flows.count_icrc_error(slot, opcode, ts);
             }
         }
-        let kept = slot.map(|s| (s, vantage));
         if late {
-            return kept;
+            return;
         }
         // CM is followed even on flows beyond --max-flows: its own tables are bounded.
         if opcode == op::UD_SEND_ONLY && dst_qpn == GSI_QPN {
             self.connection_management(vantage, p);
-            return kept;
+            return;
         }
-        let slot = slot?;
+        let Some(slot) = slot else { return };
         let rec = &mut self.latency;
         let (src, dst) = (p.ip.src, p.ip.dst);
         match classify(opcode, p.payload, p.payload_len) {
@@ -420,7 +393,6 @@ impl Analyzer {
                 _ => {}
             },
         }
-        Some((slot, vantage))
     }
 
     /// A CM MAD: a ConnectReply names the QP pair its request started.

@@ -578,6 +578,8 @@ pub struct FlowTable {
     answered: [u64; PENDING],
     /// With `--evidence-dir`: the losses, NAKs and congestion marks seen, for the evidence.
     pub signals: Signals,
+    /// The slot the last packet recorded counted in (`NONE`: none), for the evidence.
+    last_recorded: u32,
 }
 
 /// What [`FlowTable::record`] made of a packet.
@@ -625,6 +627,7 @@ impl FlowTable {
             duplicate_window_ns: 0,
             answered: [0; PENDING],
             signals: Signals::default(),
+            last_recorded: NONE,
         }
     }
 
@@ -1250,8 +1253,10 @@ impl FlowTable {
         let opcode = p.bth.opcode();
         let Some(i) = self.slot(key, &seen, p.bth.transport(), opcode, ts, out) else {
             self.untracked_packets += 1;
+            self.last_recorded = NONE;
             return Recorded::Untracked;
         };
+        self.last_recorded = i;
         self.note_change(i);
         if self.mirror_duplicate(i, p, opcode, ts) {
             *self.rest_field(i, |c| &mut c.mirror_duplicates) += 1;
@@ -1416,6 +1421,13 @@ impl FlowTable {
         if self.signals.on {
             self.raise(slot, is_request(opcode) || !is_response(opcode), Signal::Icrc, ts);
         }
+    }
+
+    /// The slot and vantage of the flow the last packet recorded counted in (a mirror's
+    /// second copy included), once.
+    pub fn take_last_recorded(&mut self) -> Option<(u32, Vantage)> {
+        let i = std::mem::replace(&mut self.last_recorded, NONE);
+        (i != NONE).then(|| (i, self.hot[i as usize].vantage()))
     }
 
     /// The QP a flow's packets belong to, by its request direction: the flow's own key

@@ -681,18 +681,11 @@ impl IoTracker {
                 (None, None) => None,
             };
             if let Some((io_ns, completed_ns)) = whole {
-                if self.report.evidence_slow_ns.is_some_and(|t| io_ns > t) && self.raised.len() < RAISED {
-                    let first = io.sqe_first.at(c).or(io.sqe_first.at(s)).unwrap_or(io.created);
+                if self.report.evidence_slow_ns.is_some_and(|t| io_ns > t) {
                     let vantage = if io_c.is_some() { Vantage::Compute } else { Vantage::Storage };
-                    self.raised.push(IoRaised {
-                        kind: EventKind::SlowIo,
-                        qp: Qp { src: io.host, dst: io.target, dst_qpn: io.target_qpn },
-                        vantage,
-                        start_ns: first,
-                        end_ns: completed_ns,
-                        verdict: Verdict::SlowIo { op: io.kind.op(), cid: io.cid, io_ns, bytes: io.bytes },
-                    });
+                    self.raise(i, EventKind::SlowIo, vantage, completed_ns, io_ns);
                 }
+                let io = &self.ios[i];
                 let mut segments = [None; 5];
                 for (segment, v) in samples.into_iter().flatten() {
                     segments[segment.index()] = Some(v);
@@ -711,18 +704,13 @@ impl IoTracker {
                 self.report.slowest.offer(slow);
             }
         }
-        let io = &self.ios[i];
-        if !completed && self.report.evidence_slow_ns.is_some() && self.raised.len() < RAISED {
+        if !completed && self.report.evidence_slow_ns.is_some() {
+            let io = &self.ios[i];
             let vantage = if io.sqe_first.at(0).is_some() { Vantage::Compute } else { Vantage::Storage };
-            self.raised.push(IoRaised {
-                kind: EventKind::IoTimeout,
-                qp: Qp { src: io.host, dst: io.target, dst_qpn: io.target_qpn },
-                vantage,
-                start_ns: io.created,
-                end_ns: io.created.saturating_add(self.timeout_ns),
-                verdict: Verdict::IoTimeout { op: io.kind.op(), cid: io.cid, waited_ns: self.timeout_ns },
-            });
+            let end = io.created.saturating_add(self.timeout_ns);
+            self.raise(i, EventKind::IoTimeout, vantage, end, self.timeout_ns);
         }
+        let io = &self.ios[i];
         let (pair, op, retx, bytes) = ((io.host, io.target), io.kind.op(), io.retransmitted, io.bytes);
         let n = self.count(pair, op);
         if completed {
@@ -736,6 +724,33 @@ impl IoTracker {
         }
         n.retransmitted += u64::from(retx);
         self.release(i);
+    }
+
+    /// Raises I/O `i` for the evidence: slow (`ns` its latency, `end` its completion) or
+    /// timed out (`ns` the timeout).
+    #[cold]
+    #[inline(never)]
+    fn raise(&mut self, i: usize, kind: EventKind, vantage: Vantage, end: u64, ns: u64) {
+        if self.raised.len() == RAISED {
+            return;
+        }
+        let io = &self.ios[i];
+        let (op, cid) = (io.kind.op(), io.cid);
+        let (start_ns, verdict) = match kind {
+            EventKind::SlowIo => (
+                io.sqe_first.at(0).or(io.sqe_first.at(1)).unwrap_or(io.created),
+                Verdict::SlowIo { op, cid, io_ns: ns, bytes: io.bytes },
+            ),
+            _ => (io.created, Verdict::IoTimeout { op, cid, waited_ns: ns }),
+        };
+        self.raised.push(IoRaised {
+            kind,
+            qp: Qp { src: io.host, dst: io.target, dst_qpn: io.target_qpn },
+            vantage,
+            start_ns,
+            end_ns: end,
+            verdict,
+        });
     }
 
     /// Whether every vantage that saw the command has seen its completion, and the host's
