@@ -524,7 +524,11 @@ impl Outputs {
         }
         Ok(Self {
             sink: common.summary.as_deref().map(SummarySink::open).transpose()?,
-            csv: common.csv_dir.as_deref().map(|d| CsvWriter::create(d, rotation)).transpose()?,
+            csv: common
+                .csv_dir
+                .as_deref()
+                .map(|d| CsvWriter::create_with_events(d, rotation, common.evidence_dir.is_some()))
+                .transpose()?,
             prometheus: common.prometheus.as_deref().map(prometheus::bind).transpose()?,
         })
     }
@@ -533,9 +537,11 @@ impl Outputs {
 /// What becomes of the CSV files as they grow (checked before any work starts).
 fn csv_rotation(common: &CommonArgs) -> Result<Rotation> {
     let retain = common.csv_retain;
-    if let Some(size) = common.csv_rotate_size.filter(|s| *s > retain / 8) {
+    // Every report's current file must fit: eight, nine with events.csv (--evidence-dir).
+    let (reports, part) = if common.evidence_dir.is_some() { (9, "a ninth") } else { (8, "an eighth") };
+    if let Some(size) = common.csv_rotate_size.filter(|s| *s > retain / reports) {
         bail!(
-            "--csv-rotate-size {} is larger than an eighth of --csv-retain {} (the eight reports' current files must fit in it): give a smaller --csv-rotate-size or a larger --csv-retain",
+            "--csv-rotate-size {} is larger than {part} of --csv-retain {} (the {reports} reports' current files must fit in it): give a smaller --csv-rotate-size or a larger --csv-retain",
             size_text(size),
             size_text(retain)
         );

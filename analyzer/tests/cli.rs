@@ -154,6 +154,13 @@ fn every_option_refuses_bad_values() {
         ("--top", "many"),
         ("--job", "nonsense"),
         ("--step-gap", "0"),
+        ("--evidence-dir", "/proc/version/evidence"),
+        ("--evidence-before", "257"),
+        ("--evidence-after", "0"),
+        ("--evidence-snaplen", "32"),
+        ("--evidence-slow-io", "0"),
+        ("--evidence-max-per-minute", "many"),
+        ("--evidence-max-bytes", "1"),
     ];
     let live_only: &[(&str, &str)] = &[
         ("--port", "x"),

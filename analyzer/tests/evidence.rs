@@ -470,6 +470,20 @@ fn bad_evidence_options_are_one_line_errors_before_any_work() {
         (vec!["--evidence-dir", "/tmp", "--evidence-after", "0"], "--evidence-after"),
         (vec!["--evidence-dir", "/tmp", "--evidence-snaplen", "32"], "--evidence-snaplen"),
         (vec!["--evidence-dir", "/tmp", "--evidence-max-bytes", "8K"], "--evidence-max-bytes"),
+        // events.csv is a ninth report whose current file must fit in --csv-retain.
+        (
+            vec![
+                "--evidence-dir",
+                "/tmp",
+                "--csv-dir",
+                "/tmp",
+                "--csv-retain",
+                "1M",
+                "--csv-rotate-size",
+                "120K",
+            ],
+            "larger than a ninth of --csv-retain 1M",
+        ),
     ] {
         let mut a = vec!["replay", "-q"];
         a.extend(args);
@@ -480,6 +494,10 @@ fn bad_evidence_options_are_one_line_errors_before_any_work() {
         assert!(err.contains(says), "{a:?}: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     }
+    // Without --evidence-dir there is no events.csv.
+    let d = tempfile::tempdir().unwrap();
+    run_cmd(&["replay", "-q", "--csv-dir", d.path().to_str().unwrap(), pcap.to_str().unwrap()]);
+    assert!(d.path().join("flows.csv").exists() && !d.path().join("events.csv").exists());
     let o = run(&["evidence", not_dir.to_str().unwrap()]);
     assert!(!o.status.success());
     assert_eq!(String::from_utf8_lossy(&o.stderr).trim_end().lines().count(), 1);

@@ -198,6 +198,11 @@ impl CsvWriter {
     /// Creates the directory if needed and the files with their headers (replacing files
     /// of an earlier run), so an unwritable place is an error before any work starts.
     pub fn create(dir: &Path, rotation: Rotation) -> Result<Self> {
+        Self::create_with_events(dir, rotation, false)
+    }
+
+    /// As [`CsvWriter::create`], with events.csv too when `events` (`--evidence-dir`).
+    pub fn create_with_events(dir: &Path, rotation: Rotation, events: bool) -> Result<Self> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("--csv-dir: cannot create {}", dir.display()))?;
         let headers = [
@@ -211,8 +216,13 @@ impl CsvWriter {
             PORTS_HEADER.to_owned(),
             EVENTS_HEADER.to_owned(),
         ];
-        let (link, unstarted) =
-            super::csv_files::prepare_writer(dir, rotation, STEMS.into_iter().zip(headers).collect())?;
+        // events.csv is the last report: without evidence it is left out.
+        let reports = if events { STEMS.len() } else { STEMS.len() - 1 };
+        let (link, unstarted) = super::csv_files::prepare_writer(
+            dir,
+            rotation,
+            STEMS.into_iter().zip(headers).take(reports).collect(),
+        )?;
         let file = |stem: &str| CsvFile {
             id: STEMS.iter().position(|s| *s == stem).expect("a report's stem"),
             rows: String::new(),
