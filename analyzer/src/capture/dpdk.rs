@@ -1014,40 +1014,6 @@ impl Capture for DpdkCapture {
 // The few operating-system calls the rest of the probe needs besides DPDK's, here so that
 // every `unsafe` block stays in this module.
 
-/// Copies `src` to the start of `dst` with stores that bypass the cache (the evidence
-/// ring: written for every packet, read only when an event starts, it would otherwise evict
-/// the flow state, and each line would first be read from memory). `dst` must have room for
-/// `src` rounded up to 16 bytes (the last 16 bytes are padded with zeros); a `dst` not
-/// aligned to 16 bytes, or another architecture, gets an ordinary copy. Reads on this
-/// thread see the bytes at once; no other thread may read `dst`.
-#[inline]
-pub fn copy_streaming(dst: &mut [u8], src: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
-        let whole = src.len() / 16;
-        let room = src.len().next_multiple_of(16);
-        if dst.len() >= room && (dst.as_ptr() as usize).is_multiple_of(16) {
-            let d = dst.as_mut_ptr().cast::<__m128i>();
-            for k in 0..whole {
-                // SAFETY: k < src.len() / 16, so the 16 bytes read are inside `src`; the
-                // destination is inside `dst` (room checked above) and 16-byte aligned
-                // (checked above, and each step is 16 bytes). SSE2 is part of x86_64.
-                unsafe { _mm_stream_si128(d.add(k), _mm_loadu_si128(src.as_ptr().cast::<__m128i>().add(k))) };
-            }
-            let rest = src.len() - 16 * whole;
-            if rest > 0 {
-                let mut tail = [0u8; 16];
-                tail[..rest].copy_from_slice(&src[16 * whole..]);
-                // SAFETY: as above; the tail's 16 bytes are inside `dst` (room checked).
-                unsafe { _mm_stream_si128(d.add(whole), _mm_loadu_si128(tail.as_ptr().cast::<__m128i>())) };
-            }
-            return;
-        }
-    }
-    dst[..src.len()].copy_from_slice(src);
-}
-
 /// Asks the CPU to bring `lines` cache lines from `p` on into the cache. A hint: it never
 /// faults, whatever the address, and does nothing on other architectures.
 #[inline(always)]

@@ -8,7 +8,7 @@
 //!   misses into hits. Best effort: where the kernel says no, the table works as before.
 //! - Prefetching the state a burst's packets will touch (see `Worker::handle_burst`).
 
-pub use crate::capture::dpdk::{copy_streaming, prefetch};
+pub use crate::capture::dpdk::prefetch;
 
 /// Advises huge pages for the memory `v` has reserved (its whole capacity).
 pub fn advise_huge<T>(v: &Vec<T>) {
