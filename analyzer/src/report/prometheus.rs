@@ -313,18 +313,20 @@ fn dropped_families(o: &mut String, p: &str, s: &Summary) {
 /// by reason, what the disk bound removed and holds.
 fn evidence_families(o: &mut String, p: &str, s: &Summary) {
     let Some(e) = &s.evidence else { return };
-    family(
-        o,
-        "roceprobe_evidence_events_total",
-        "counter",
-        "Evidence events (loss, RNR NAK, congestion, slow or timed-out I/O, ICRC error), by kind.",
-    );
-    for (kind, c) in &e.kinds {
-        let _ = writeln!(o, "roceprobe_evidence_events_total{{{p},kind=\"{kind}\"}} {}", c.events);
-    }
-    family(o, "roceprobe_evidence_files_total", "counter", "Evidence pcapng files written, by event kind.");
-    for (kind, c) in &e.kinds {
-        let _ = writeln!(o, "roceprobe_evidence_files_total{{{p},kind=\"{kind}\"}} {}", c.files);
+    type Count = fn(&crate::metrics::evidence::KindCounts) -> u64;
+    let per_kind: [(&str, &str, Count); 2] = [
+        (
+            "roceprobe_evidence_events_total",
+            "Evidence events (loss, RNR NAK, congestion, slow or timed-out I/O, ICRC error), by kind.",
+            |c| c.events,
+        ),
+        ("roceprobe_evidence_files_total", "Evidence pcapng files written, by event kind.", |c| c.files),
+    ];
+    for (name, help, count) in per_kind {
+        family(o, name, "counter", help);
+        for (kind, c) in &e.kinds {
+            let _ = writeln!(o, "{name}{{{p},kind=\"{kind}\"}} {}", count(c));
+        }
     }
     family(
         o,

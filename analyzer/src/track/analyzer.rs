@@ -133,7 +133,7 @@ impl Analyzer {
 
     /// Signals lost since the last call (more in one packet than their buffer holds).
     pub fn take_lost_signals(&mut self) -> u64 {
-        std::mem::take(&mut self.flows.signals.lost)
+        std::mem::take(&mut self.flows.signals.lost) + std::mem::take(&mut self.ios.raised_lost)
     }
 
     /// Signals raised since the last call become events or join theirs.

@@ -279,7 +279,6 @@ pub struct IoRaised {
 pub struct Signals {
     pub on: bool,
     pub flows: Vec<Raised>,
-    pub ios: Vec<IoRaised>,
     pub lost: u64,
 }
 
@@ -287,7 +286,7 @@ const SIGNALS: usize = 64;
 
 impl Signals {
     pub fn enabled() -> Self {
-        Self { on: true, flows: Vec::with_capacity(SIGNALS), ios: Vec::with_capacity(SIGNALS), lost: 0 }
+        Self { on: true, flows: Vec::with_capacity(SIGNALS), lost: 0 }
     }
 
     #[inline]
@@ -300,17 +299,8 @@ impl Signals {
     }
 
     #[inline]
-    pub fn raise_io(&mut self, r: IoRaised) {
-        if self.ios.len() < self.ios.capacity() {
-            self.ios.push(r);
-        } else {
-            self.lost += 1;
-        }
-    }
-
-    #[inline]
     pub fn any(&self) -> bool {
-        !self.flows.is_empty() || !self.ios.is_empty()
+        !self.flows.is_empty()
     }
 }
 

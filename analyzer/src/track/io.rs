@@ -422,6 +422,8 @@ pub struct IoTracker {
     /// Slow and timed-out I/Os for the evidence, until the analyzer takes them (room for
     /// [`RAISED`], allocated with `with_evidence`; beyond it they are not raised).
     pub raised: Vec<IoRaised>,
+    /// I/O events beyond that room, lost.
+    pub raised_lost: u64,
 }
 
 /// I/O events that can wait for the analyzer at once.
@@ -473,6 +475,7 @@ impl IoTracker {
                 evidence_slow_ns: None,
             }),
             raised: Vec::new(),
+            raised_lost: 0,
         }
     }
 
@@ -732,6 +735,7 @@ impl IoTracker {
     #[inline(never)]
     fn raise(&mut self, i: usize, kind: EventKind, vantage: Vantage, end: u64, ns: u64) {
         if self.raised.len() == RAISED {
+            self.raised_lost += 1;
             return;
         }
         let io = &self.ios[i];
