@@ -257,6 +257,8 @@ pub struct IntervalSnapshot {
     /// Evidence records the stats side had no room for, and signals beyond the analysis's
     /// buffer for them (`--evidence-dir`).
     pub dropped_evidence: u64,
+    /// Evidence events that got no file, and why (`--evidence-dir`).
+    pub evidence_no_file: Vec<crate::track::evidence::NoFile>,
     /// Latency samples of series beyond the bound on series, in this interval.
     pub dropped_latency_samples: u64,
     /// Entries of bounded tables forgotten in this interval.

@@ -301,16 +301,19 @@ impl CsvWriter {
     }
 
     /// events.csv: a row per event (`--evidence-dir`), with its file or why it has none.
-    pub fn write_event(&mut self, r: &crate::metrics::evidence::EventRow) -> Result<()> {
-        let l = &mut self.line;
-        l.clear();
-        let _ = write!(l, "{},{},{},{},{},{},", r.time, r.kind, r.vantage, r.src_ip, r.dst_ip, r.dst_qpn);
-        field(l, &r.verdict);
-        let _ = write!(l, ",{},", r.status);
-        field(l, &r.file);
-        let _ = write!(l, ",{}\r\n", r.packets);
-        self.events.rows.push_str(l);
-        self.events.commit(r.ts_ns, &self.rotation, &mut self.health)
+    pub fn write_events(&mut self, rows: &[crate::metrics::evidence::EventRow]) -> Result<()> {
+        for r in rows {
+            let l = &mut self.line;
+            l.clear();
+            let _ = write!(l, "{},{},{},{},{},{},", r.time, r.kind, r.vantage, r.src_ip, r.dst_ip, r.dst_qpn);
+            field(l, &r.verdict);
+            let _ = write!(l, ",{},", r.status);
+            field(l, &r.file);
+            let _ = write!(l, ",{}\r\n", r.packets);
+            self.events.rows.push_str(l);
+        }
+        let first = rows.iter().map(|r| r.ts_ns).min().unwrap_or(0);
+        self.events.commit(first, &self.rotation, &mut self.health)
     }
 
     /// steps.csv: a row per closed step; stragglers.csv: per interval, job, host and

@@ -341,6 +341,21 @@ impl EvidenceWriter {
         row
     }
 
+    /// An event a worker listed without a file (capped, or no record free), counted and
+    /// listed as [`EvidenceWriter::take`] does.
+    pub fn take_no_file(&mut self, n: &crate::track::evidence::NoFile, t: &mut EvidenceTotals) -> EventRow {
+        let rec = EvidenceRecord {
+            event: n.event,
+            status: n.status,
+            packets: Vec::new(),
+            bytes: Vec::new(),
+            trigger: None,
+            truncated: 0,
+            home: None,
+        };
+        self.take(&rec, t)
+    }
+
     fn write(&mut self, rec: &EvidenceRecord, t: &mut EvidenceTotals) -> Result<(String, u64)> {
         let bytes = pcapng(rec, self.out.snaplen);
         let size = bytes.len() as u64;

@@ -157,7 +157,12 @@ impl PipelineConfig {
 /// state the worker allocates nothing, not even per interval.
 #[derive(Debug)]
 pub enum Recycled {
-    Interval { flows: Vec<FlowDelta>, latency: LatencyBatch, ios: crate::track::io::IoBatch },
+    Interval {
+        flows: Vec<FlowDelta>,
+        latency: LatencyBatch,
+        ios: crate::track::io::IoBatch,
+        no_file: Vec<crate::track::evidence::NoFile>,
+    },
     Transmissions(Vec<Transmission>),
 }
 
@@ -265,7 +270,13 @@ pub fn recycle(msg: ToStats) -> Option<Recycled> {
             s.flows.clear();
             s.latency.clear();
             s.ios.clear();
-            Some(Recycled::Interval { flows: s.flows, latency: s.latency, ios: s.ios })
+            s.evidence_no_file.clear();
+            Some(Recycled::Interval {
+                flows: s.flows,
+                latency: s.latency,
+                ios: s.ios,
+                no_file: s.evidence_no_file,
+            })
         }
         ToStats::Transmissions(_, mut t) => {
             t.clear();
@@ -521,11 +532,20 @@ fn pipeline(
             let written = match &msg {
                 ToStats::Interval(s) => {
                     totals.add(s);
+                    let listed = match (evidence.as_mut(), s.evidence_no_file.is_empty()) {
+                        (Some(w), false) => {
+                            let t = totals.evidence.get_or_insert_with(Default::default);
+                            let rows: Vec<_> = s.evidence_no_file.iter().map(|n| w.take_no_file(n, t)).collect();
+                            csv.as_mut().map(|c| c.write_events(&rows))
+                        }
+                        _ => None,
+                    };
                     let closed = totals.steps.take_closed();
                     let open_from = totals.steps.oldest_pending_ns();
                     let done = totals.progress.done();
                     csv.as_mut()
                         .map(|w| w.write_interval(s, two_vantages, done).and(w.write_steps(&closed, open_from)))
+                        .map(|r| r.and(listed.unwrap_or(Ok(()))))
                 }
                 ToStats::Transmissions(_, t) => {
                     totals.add_transmissions(t);
@@ -535,7 +555,7 @@ fn pipeline(
                     Some(w) => {
                         let t = totals.evidence.get_or_insert_with(Default::default);
                         let row = w.take(r, t);
-                        csv.as_mut().map(|c| c.write_event(&row))
+                        csv.as_mut().map(|c| c.write_events(std::slice::from_ref(&row)))
                     }
                     None => None,
                 },

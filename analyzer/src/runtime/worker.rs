@@ -7,6 +7,7 @@ use crate::capture::{Frame, BURST};
 use crate::metrics::latency::LatencyBatch;
 use crate::metrics::snapshot::Forgotten;
 use crate::metrics::{GlobalCounters, IntervalSnapshot};
+use crate::track::evidence::NoFile;
 use crate::track::flow::{FlowDelta, FlowEvent, FlowRef, Transmission};
 use crate::track::io::{IoBatch, IoCountsByPair};
 use crate::track::{Analyzer, Seen};
@@ -29,6 +30,8 @@ struct Buffers {
     flows: Vec<Vec<FlowDelta>>,
     latency: Vec<LatencyBatch>,
     ios: Vec<IoBatch>,
+    /// Evidence events without a file, listed with each interval.
+    no_file: Vec<Vec<NoFile>>,
     transmissions: Vec<Vec<Transmission>>,
 }
 
@@ -39,6 +42,7 @@ impl Buffers {
             flows: (0..SPARE_BUFFERS).map(|_| Vec::with_capacity(flows_capacity)).collect(),
             latency: (0..SPARE_BUFFERS).map(|_| LatencyBatch::default()).collect(),
             ios: (0..SPARE_BUFFERS).map(|_| IoBatch::with_capacity(IO_PAIRS, slow_ios)).collect(),
+            no_file: (0..SPARE_BUFFERS).map(|_| Vec::new()).collect(),
             transmissions: (0..SPARE_BUFFERS).map(|_| Vec::with_capacity(TX_BATCH)).collect(),
         }
     }
@@ -47,7 +51,10 @@ impl Buffers {
         let Some(back) = &self.back else { return };
         while let Ok(r) = back.try_recv() {
             match r {
-                Recycled::Interval { flows, latency: batch, ios } => {
+                Recycled::Interval { flows, latency: batch, ios, no_file } => {
+                    if self.no_file.len() < self.no_file.capacity() {
+                        self.no_file.push(no_file);
+                    }
                     if self.flows.len() < self.flows.capacity() {
                         self.flows.push(flows);
                     }
@@ -620,6 +627,8 @@ impl Worker {
         let mut flows = self.out.buffers.flows.pop().unwrap_or_else(|| Vec::with_capacity(tracked));
         let mut latency = self.out.buffers.latency.pop().unwrap_or_default();
         let mut ios = self.out.buffers.ios.pop().unwrap_or_default();
+        let mut evidence_no_file = self.out.buffers.no_file.pop().unwrap_or_default();
+        self.analyzer.drain_no_file(&mut evidence_no_file);
         let dropped_latency_samples = self.analyzer.drain_interval(&mut flows, &mut latency, &mut ios);
         let (dropped_snapshots, dropped_batches) = std::mem::take(&mut self.out.dropped);
         let dropped_evidence =
@@ -649,6 +658,7 @@ impl Worker {
             flows,
             latency,
             ios,
+            evidence_no_file,
         };
         self.first_ts = u64::MAX;
         self.last_ts = 0;

@@ -6,7 +6,7 @@
 
 use super::bounded::FifoMap;
 use super::clock::MirrorClocks;
-use super::evidence::{Evidence, EvidenceConfig, EvidenceRecord};
+use super::evidence::{Evidence, EvidenceConfig, EvidenceRecord, NoFile};
 use super::flow::{acked_psn, FlowDelta, FlowEvent, FlowRef, Recorded};
 use super::io::{At, IoBatch, IoCountsByPair, IoTracker, Sent};
 use super::nvme::{NvmeRecognizer, PendingKey};
@@ -131,9 +131,19 @@ impl Analyzer {
         }
     }
 
-    /// Signals lost since the last call (more in one packet than their buffer holds).
+    /// Evidence events lost since the last call: signals beyond their buffer in one packet,
+    /// events without a file beyond an interval's room for them.
     pub fn take_lost_signals(&mut self) -> u64 {
-        std::mem::take(&mut self.flows.signals.lost) + std::mem::take(&mut self.ios.raised_lost)
+        let no_file = self.evidence.as_mut().map_or(0, |e| std::mem::take(&mut e.no_file_lost));
+        std::mem::take(&mut self.flows.signals.lost) + std::mem::take(&mut self.ios.raised_lost) + no_file
+    }
+
+    /// The events without a file since the last call (see `Evidence::drain_no_file`).
+    pub fn drain_no_file(&mut self, into: &mut Vec<NoFile>) {
+        match self.evidence.as_mut() {
+            Some(e) => e.drain_no_file(into),
+            None => into.clear(),
+        }
     }
 
     /// Signals raised since the last call become events or join theirs.

@@ -150,6 +150,17 @@ pub enum Status {
     NoRoom,
 }
 
+/// An event that got no file, and why: listed with the worker's next interval report (one
+/// message for all of them, however many a flood brings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoFile {
+    pub event: Event,
+    pub status: Status,
+}
+
+/// Events without a file an interval can list per worker (more are counted as dropped).
+pub const NO_FILE: usize = 4096;
+
 /// A kept packet: where its bytes are in a buffer, and what the file says of it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Kept {
@@ -358,6 +369,9 @@ pub struct Evidence {
     spare: Vec<EvidenceRecord>,
     /// Where the stats side sends records back.
     back: Receiver<EvidenceRecord>,
+    /// Events without a file since the last interval report, and those beyond its room.
+    no_file: Vec<NoFile>,
+    pub no_file_lost: u64,
     /// The earliest deadline of an open event (with `--evidence-after DUR`).
     next_deadline: u64,
 }
@@ -383,7 +397,17 @@ impl Evidence {
                 .map(|_| EvidenceRecord::with_capacity(cfg.snaplen, home.clone()))
                 .collect(),
             next_deadline: u64::MAX,
+            no_file: Vec::with_capacity(NO_FILE),
+            no_file_lost: 0,
         }
+    }
+
+    /// Hands the events without a file over in `into` (an emptied buffer that comes back
+    /// from the stats side; the one taken in its place keeps room for [`NO_FILE`]).
+    pub fn drain_no_file(&mut self, into: &mut Vec<NoFile>) {
+        into.clear();
+        std::mem::swap(&mut self.no_file, into);
+        self.no_file.reserve(NO_FILE);
     }
 
     pub fn config(&self) -> &EvidenceConfig {
@@ -583,15 +607,11 @@ impl Evidence {
         };
         let Some(mut rec) = rec else {
             let status = if capped { Status::CappedPerMinute } else { Status::NoRoom };
-            out(EvidenceRecord {
-                event,
-                status,
-                packets: Vec::new(),
-                bytes: Vec::new(),
-                trigger: None,
-                truncated: 0,
-                home: None,
-            });
+            if self.no_file.len() < self.no_file.capacity() {
+                self.no_file.push(NoFile { event, status });
+            } else {
+                self.no_file_lost += 1;
+            }
             return;
         };
         self.minute[event.kind.index()].1 += 1;
@@ -740,6 +760,7 @@ mod tests {
         let mut e = Evidence::new(cfg(0, After::Packets(1)));
         let mut got = Vec::new();
         let mut out = |r: EvidenceRecord| got.push((r.event.kind, r.status));
+        let mut no_file = Vec::new();
         let s = |sig, ts| raised(1, qp(7), sig, ts);
         e.signal(s(Signal::RnrNak { psn: 5 }, 10), sl(&[1]), &mut out);
         // The retransmission after it belongs to it; a loss at another PSN does not.
@@ -753,6 +774,8 @@ mod tests {
         // A minute later, room again.
         e.signal(s(Signal::Cnp, 61_000_000_000), sl(&[1]), &mut out);
         e.finish(&mut out);
+        e.drain_no_file(&mut no_file);
+        got.extend(no_file.iter().map(|n| (n.event.kind, n.status)));
         got.sort_by_key(|g| format!("{g:?}"));
         assert_eq!(
             got,
@@ -775,6 +798,9 @@ mod tests {
         for n in 0..MAX_OPEN as u32 + 3 {
             e.signal(raised(n, qp(n), Signal::Icrc, 1), sl(&[n]), &mut out);
         }
-        assert_eq!(got, [Status::NoRoom; 3]);
+        assert!(got.is_empty(), "none has ended");
+        let mut no_file = Vec::new();
+        e.drain_no_file(&mut no_file);
+        assert_eq!(no_file.iter().map(|n| n.status).collect::<Vec<_>>(), [Status::NoRoom; 3]);
     }
 }
