@@ -736,12 +736,7 @@ fn evidence_settings(common: &CommonArgs) -> Option<EvidenceSettings> {
             burst_gap_ns: common.flow_idle.as_nanos() as u64,
             wait_for_records: false,
         },
-        output: EvidenceOutput {
-            dir,
-            max_per_minute: common.evidence_max_per_minute,
-            max_bytes: common.evidence_max_bytes,
-            snaplen: common.evidence_snaplen,
-        },
+        output: EvidenceOutput { dir, max_bytes: common.evidence_max_bytes },
     })
 }
 

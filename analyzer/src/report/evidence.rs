@@ -36,23 +36,17 @@ impl EvidenceSettings {
                 burst_gap_ns: d::FLOW_IDLE_NS,
                 wait_for_records: false,
             },
-            output: EvidenceOutput {
-                dir,
-                max_per_minute: d::EVIDENCE_MAX_PER_MINUTE,
-                max_bytes: d::EVIDENCE_MAX_BYTES_N,
-                snaplen: d::EVIDENCE_SNAPLEN,
-            },
+            output: EvidenceOutput { dir, max_bytes: d::EVIDENCE_MAX_BYTES_N },
         }
     }
 }
 
-/// Where the files go and how many.
+/// Where the files go, and how much of the disk they take (the per-minute bound and the
+/// snap length are the workers', [`EvidenceSettings::track`]).
 #[derive(Debug, Clone)]
 pub struct EvidenceOutput {
     pub dir: PathBuf,
-    pub max_per_minute: u32,
     pub max_bytes: u64,
-    pub snaplen: u32,
 }
 
 impl EvidenceOutput {
@@ -214,6 +208,8 @@ pub fn pcapng(rec: &EvidenceRecord, snaplen: u32) -> Vec<u8> {
 /// Writes the records into files within the bounds, and counts.
 pub struct EvidenceWriter {
     out: EvidenceOutput,
+    max_per_minute: u32,
+    snaplen: u32,
     /// Files in the directory, oldest first, with their sizes.
     files: VecDeque<(PathBuf, u64)>,
     on_disk: u64,
@@ -226,7 +222,8 @@ impl EvidenceWriter {
     /// The evidence files already in the directory count against `--evidence-max-bytes`
     /// (oldest first by their names, which begin with their time); the run's counts start
     /// in the totals returned.
-    pub fn new(out: EvidenceOutput) -> (Self, EvidenceTotals) {
+    pub fn new(settings: &EvidenceSettings) -> (Self, EvidenceTotals) {
+        let out = settings.output.clone();
         let mut found: Vec<(String, PathBuf, u64)> = std::fs::read_dir(&out.dir)
             .into_iter()
             .flatten()
@@ -246,6 +243,8 @@ impl EvidenceWriter {
         };
         let mut w = Self {
             out,
+            max_per_minute: settings.track.max_per_minute,
+            snaplen: settings.track.snaplen,
             files: found.into_iter().map(|(_, p, s)| (p, s)).collect(),
             on_disk,
             minutes: HashMap::new(),
@@ -255,10 +254,6 @@ impl EvidenceWriter {
         totals.files_on_disk = w.files.len() as u64;
         totals.bytes_on_disk = w.on_disk;
         (w, totals)
-    }
-
-    pub fn dir(&self) -> &Path {
-        &self.out.dir
     }
 
     /// Removes the oldest files until `need` more bytes fit.
@@ -291,7 +286,7 @@ impl EvidenceWriter {
                 "no_room"
             }
             Status::Kept
-                if self.minutes.get(&(e.kind, minute)).copied().unwrap_or(0) >= self.out.max_per_minute =>
+                if self.minutes.get(&(e.kind, minute)).copied().unwrap_or(0) >= self.max_per_minute =>
             {
                 t.kind_mut(e.kind).capped_per_minute += 1;
                 "capped_per_minute"
@@ -357,7 +352,7 @@ impl EvidenceWriter {
     }
 
     fn write(&mut self, rec: &EvidenceRecord, t: &mut EvidenceTotals) -> Result<(String, u64)> {
-        let bytes = pcapng(rec, self.out.snaplen);
+        let bytes = pcapng(rec, self.snaplen);
         let size = bytes.len() as u64;
         if size > self.out.max_bytes {
             bail!("a file of {size} bytes is larger than --evidence-max-bytes");
@@ -524,13 +519,11 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let one = pcapng(&record(EventKind::Loss, 0, 4), 256).len() as u64;
-        let out = EvidenceOutput {
-            dir: dir.clone(),
-            max_per_minute: 3,
-            max_bytes: 2 * one + one / 2,
-            snaplen: 256,
-        };
-        let (mut w, mut t) = EvidenceWriter::new(out);
+        let mut settings = EvidenceSettings::with_defaults(dir.clone());
+        settings.track.max_per_minute = 3;
+        settings.track.snaplen = 256;
+        settings.output.max_bytes = 2 * one + one / 2;
+        let (mut w, mut t) = EvidenceWriter::new(&settings);
         for i in 0..10u64 {
             // Ten losses a second apart (one minute), two congestion events a minute apart.
             w.take(&record(EventKind::Loss, 1_000_000_000 * (i + 1), 4), &mut t);

@@ -503,7 +503,7 @@ fn pipeline(
     // Each bound that loses something is told once on stderr, when it first does.
     let mut told = std::collections::HashSet::new();
     let control = cfg.control_cpus.clone();
-    let evidence_output = cfg.evidence.as_ref().map(|e| e.output.clone());
+    let evidence_settings = cfg.evidence.clone();
     // The stats thread starts on the control CPUs, and the CSV writer thread where it is.
     let spawn = || {
         std::thread::Builder::new().name("roceprobe-stats".into()).spawn(move || {
@@ -514,7 +514,7 @@ fn pipeline(
         }
         // Whole-run flows: room for every flow the workers can track, twice over, so that
         // flows whose slots were taken by new ones stay in the summary for a while.
-        let (mut evidence, evidence_totals) = evidence_output.map(EvidenceWriter::new).unzip();
+        let (mut evidence, evidence_totals) = evidence_settings.as_ref().map(EvidenceWriter::new).unzip();
         let mut totals = Totals {
             evidence: evidence_totals,
             max_flows: Some(2 * max_flows * workers),

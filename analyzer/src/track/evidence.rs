@@ -69,10 +69,6 @@ impl EventKind {
     pub fn index(self) -> usize {
         self as usize
     }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str() == s)
-    }
 }
 
 /// How long an event keeps collecting packets after it (`--evidence-after`).
@@ -372,8 +368,6 @@ pub struct Evidence {
     /// Events without a file since the last interval report, and those beyond its room.
     no_file: Vec<NoFile>,
     pub no_file_lost: u64,
-    /// The earliest deadline of an open event (with `--evidence-after DUR`).
-    next_deadline: u64,
 }
 
 impl Evidence {
@@ -396,7 +390,6 @@ impl Evidence {
             spare: (0..SPARE_RECORDS)
                 .map(|_| EvidenceRecord::with_capacity(cfg.snaplen, home.clone()))
                 .collect(),
-            next_deadline: u64::MAX,
             no_file: Vec::with_capacity(NO_FILE),
             no_file_lost: 0,
         }
@@ -408,10 +401,6 @@ impl Evidence {
         into.clear();
         std::mem::swap(&mut self.no_file, into);
         self.no_file.reserve(NO_FILE);
-    }
-
-    pub fn config(&self) -> &EvidenceConfig {
-        &self.cfg
     }
 
     /// A record to fill: one at hand, or one the stats side sent back (waiting for it
@@ -493,7 +482,6 @@ impl Evidence {
                 i += 1;
             }
         }
-        self.next_deadline = self.open.iter().map(|o| o.deadline).min().unwrap_or(u64::MAX);
     }
 
     /// The end: every open event goes out with what it has.
@@ -660,7 +648,6 @@ impl Evidence {
         }
         if let After::Time(d) = self.cfg.after {
             o.deadline = event.ts.saturating_add(d);
-            self.next_deadline = self.next_deadline.min(o.deadline);
         }
         self.open.push(o);
         let now = event.ts;

@@ -137,7 +137,8 @@ pub struct FlowDelta {
 pub enum FlowEvent {
     /// A transmission ended.
     Ended(Transmission),
-    /// An event's evidence (`--evidence-dir`), or an event without a file and why.
+    /// An event's evidence, its packets in a record (`--evidence-dir`; events without a
+    /// file go with the interval report).
     Evidence(crate::track::evidence::EvidenceRecord),
 }
 
@@ -526,6 +527,13 @@ pub fn acked_psn(opcode: u8, ext: &Tracked, psn: u32) -> Option<(u32, AckKind)> 
         AckKind::Nak { .. } | AckKind::RnrNak { .. } => Some((psn.wrapping_sub(1) & 0x00FF_FFFF, kind)),
         AckKind::Reserved => None,
     }
+}
+
+/// Whether a packet of this opcode travels the way its QP's requests do: a request, or a
+/// packet that answers nothing (a CNP). Its flow's key is then the QP's request direction.
+#[inline]
+fn requests_side(opcode: u8) -> bool {
+    is_request(opcode) || !is_response(opcode)
 }
 
 /// Responses carry the requester's PSNs: ACKs and READ / atomic responses (they answer
@@ -1199,15 +1207,11 @@ impl FlowTable {
                 }
                 *self.rest_field(t, |c| &mut c.cnp) += 1;
                 self.note_change(t);
-                if self.signals.on {
-                    self.raise(t, true, Signal::Cnp, ts);
-                }
+                self.signal(t, true, Signal::Cnp, ts);
             }
             None => {
                 *self.rest_field(i, |c| &mut c.cnp_unattributed) += 1;
-                if self.signals.on {
-                    self.raise(i, false, Signal::Cnp, ts);
-                }
+                self.signal(i, false, Signal::Cnp, ts);
             }
         }
     }
@@ -1299,9 +1303,7 @@ impl FlowTable {
         self.cold[i as usize].opcodes.add(opcode);
         if p.ecn == 3 {
             *self.rest_field(i, |c| &mut c.ecn_ce) += 1;
-            if self.signals.on {
-                self.raise(i, is_request(opcode) || !is_response(opcode), Signal::Ce, ts);
-            }
+            self.signal(i, requests_side(opcode), Signal::Ce, ts);
         }
         if seen.late {
             *self.rest_field(i, |c| &mut c.late_packets) += 1;
@@ -1317,16 +1319,12 @@ impl FlowTable {
             match ack {
                 Some((_, AckKind::Nak { code: 0 })) => {
                     *self.rest_field(i, |c| &mut c.nak_seq) += 1;
-                    if self.signals.on {
-                        self.raise(i, false, Signal::NakSeq { psn: p.bth.psn() }, ts);
-                    }
+                    self.signal(i, false, Signal::NakSeq { psn: p.bth.psn() }, ts);
                 }
                 Some((_, AckKind::Nak { .. })) => *self.rest_field(i, |c| &mut c.nak_other) += 1,
                 Some((_, AckKind::RnrNak { .. })) => {
                     *self.rest_field(i, |c| &mut c.nak_rnr) += 1;
-                    if self.signals.on {
-                        self.raise(i, false, Signal::RnrNak { psn: p.bth.psn() }, ts);
-                    }
+                    self.signal(i, false, Signal::RnrNak { psn: p.bth.psn() }, ts);
                 }
                 _ => {}
             }
@@ -1376,13 +1374,13 @@ impl FlowTable {
                 *self.rest_field(i, |c| &mut c.retx_bytes) += u64::from(p.payload_len);
                 if episode {
                     *self.rest_field(i, |c| &mut c.retx_episodes) += 1;
-                    if self.signals.on {
-                        self.raise(i, true, Signal::Retransmission { psn }, ts);
-                    }
+                    self.signal(i, true, Signal::Retransmission { psn }, ts);
                 }
             }
             Outcome::Gap { skipped } => {
                 *self.rest_field(i, |c| &mut c.gap_psns) += u64::from(skipped);
+                // Tested here rather than in `signal`: the first PSN skipped is computed only
+                // with evidence on (measured: 6 instructions a packet less on many_qps).
                 if self.signals.on {
                     let first = psn.wrapping_sub(skipped) & 0x00FF_FFFF;
                     self.raise(i, true, Signal::Gap { psn: first, skipped }, ts);
@@ -1418,9 +1416,7 @@ impl FlowTable {
     #[inline]
     pub fn count_icrc_error(&mut self, slot: u32, opcode: u8, ts: u64) {
         *self.rest_field(slot, |c| &mut c.icrc_errors) += 1;
-        if self.signals.on {
-            self.raise(slot, is_request(opcode) || !is_response(opcode), Signal::Icrc, ts);
-        }
+        self.signal(slot, requests_side(opcode), Signal::Icrc, ts);
     }
 
     /// The slot and vantage of the flow the last packet recorded counted in (a mirror's
@@ -1438,6 +1434,15 @@ impl FlowTable {
             Qp::of(&k)
         } else {
             Qp { src: k.dst, dst: k.src, dst_qpn: self.hot[i as usize].peer_qpn }
+        }
+    }
+
+    /// With `--evidence-dir`, raises `signal` on flow `i` (see [`FlowTable::qp_of`] for
+    /// `request`); nothing otherwise.
+    #[inline]
+    fn signal(&mut self, i: u32, request: bool, signal: Signal, ts: u64) {
+        if self.signals.on {
+            self.raise(i, request, signal, ts);
         }
     }
 
