@@ -153,7 +153,6 @@ struct Staged<'a> {
     observe: Option<u64>,
     late: bool,
     flow: Option<FlowRef>,
-    slot: Option<u32>,
 }
 
 pub use crate::metrics::snapshot::TimeUse;
@@ -162,9 +161,7 @@ pub use crate::metrics::snapshot::TimeUse;
 /// left the flow's hot lines still on their way when the step after read them (on this
 /// kind of VM a miss that also misses the TLB takes several hundred ns): four analysed 13 %
 /// more packets a second live on many QPs, and as many as two on the cache-hot mix.
-const PIPE: usize = 4;
-/// How many frames ahead of the one being timed a frame's headers are prefetched.
-const FRAMES_AHEAD: usize = 4;
+const PIPE: usize = 8;
 
 /// Moves frames into its [`Analyzer`] and reports out: interval snapshots at interval
 /// boundaries of packet time, ended transmissions in batches.
@@ -322,29 +319,26 @@ impl Worker {
         let mut rest = frames;
         while !rest.is_empty() && !r.is_armed() {
             let chunk = &rest[..rest.len().min(BURST)];
-            let mut times = [(0u64, false); BURST];
+            // A NIC writes frames to memory, not to this core's cache: the headers of every
+            // frame of the chunk are asked for before the first is decoded.
+            for f in chunk {
+                prefetch(f.data.as_ptr(), 1);
+            }
+            // Each frame decoded and timed as it is staged: the frames up to the first one
+            // out of time order are tracked as a burst.
+            let mut staged: [Option<Staged<'a>>; BURST] = [None; BURST];
             let mut n = 0;
             let mut out_of_order = None;
-            for (i, f) in chunk.iter().enumerate() {
-                // A NIC writes frames to memory, not to this core's cache: the headers of a
-                // frame a few on are asked for while this one is timed and decoded.
-                if let Some(ahead) = chunk.get(i + FRAMES_AHEAD) {
-                    prefetch(ahead.data.as_ptr(), 2);
-                }
-                let t = self.arrival_time(f);
-                if !r.pass(t.0) {
-                    out_of_order = Some(t);
+            for f in chunk {
+                let s = self.stage(&mut staged[n], *f, None, None, false);
+                if !r.pass(s.ts) {
+                    out_of_order = Some((s.ts, s.switch));
                     break;
                 }
-                times[n] = t;
+                s.f.ts_ns = s.ts;
                 n += 1;
             }
-            self.burst(chunk[..n].iter().zip(&times).map(|(f, &(ts, switch))| Incoming {
-                f: Frame { ts_ns: ts, ..*f },
-                stamped: Some(switch),
-                observe: None,
-                late: false,
-            }));
+            self.track_staged(&staged[..n]);
             rest = &rest[n..];
             if let Some((ts, switch)) = out_of_order {
                 let first = Incoming {
@@ -526,58 +520,83 @@ impl Worker {
         let mut staged: [Option<Staged<'a>>; BURST] = [None; BURST];
         let mut n = 0;
         for Incoming { f, stamped, observe, late } in frames.take(BURST) {
-            // Staged first, then decoded into its slot: the decoded packet is written where
-            // it is kept, not moved there.
-            let s = staged[n].insert(Staged {
-                f,
-                decoded: Decoded::NotRoce(NotRoce::NotIp),
-                ts: f.ts_ns,
-                switch: false,
-                observe,
-                late,
-                flow: None,
-                slot: None,
-            });
-            decode_frame_into(f.data, &mut s.decoded);
-            (s.ts, s.switch) = match stamped {
-                Some(sw) => (f.ts_ns, sw),
-                None => self.analyzer.packet_time(&s.decoded, f.ts_ns),
-            };
-            if let Decoded::Roce(p) = &s.decoded {
-                let r = self.analyzer.flow_ref(p, f.source);
-                self.analyzer.flows().prefetch_index(r.hash);
-                s.flow = Some(r);
-            }
+            self.stage(&mut staged[n], f, stamped, observe, late);
             n += 1;
         }
+        self.track_staged(&staged[..n]);
+    }
+
+    /// A frame staged into `at`: decoded there (the decoded packet is written where it is
+    /// kept, not moved there), timed (by `stamped`'s time, or as it arrives), and its flow's
+    /// key hashed, the key's index bucket prefetched.
+    #[inline(always)]
+    fn stage<'s, 'a>(
+        &mut self,
+        at: &'s mut Option<Staged<'a>>,
+        f: Frame<'a>,
+        stamped: Option<bool>,
+        observe: Option<u64>,
+        late: bool,
+    ) -> &'s mut Staged<'a> {
+        let s = at.insert(Staged {
+            f,
+            decoded: Decoded::NotRoce(NotRoce::NotIp),
+            ts: f.ts_ns,
+            switch: false,
+            observe,
+            late,
+            flow: None,
+        });
+        decode_frame_into(f.data, &mut s.decoded);
+        (s.ts, s.switch) = match stamped {
+            Some(sw) => (f.ts_ns, sw),
+            None => self.analyzer.packet_time(&s.decoded, f.ts_ns),
+        };
+        if let Decoded::Roce(p) = &s.decoded {
+            let r = self.analyzer.flow_ref(p, f.source);
+            self.analyzer.flows().prefetch_index(r.hash);
+            s.flow = Some(r);
+        }
+        s
+    }
+
+    /// Tracks staged frames, in order, pipelined (see [`Worker::burst`]).
+    #[inline(always)]
+    fn track_staged(&mut self, staged: &[Option<Staged<'_>>]) {
+        let n = staged.len();
+        let mut slots = [None; BURST];
         for k in 0..n + 2 * PIPE {
-            if let Some(Some(s)) = staged[..n].get_mut(k) {
-                if let (Some(r), Decoded::Roce(p)) = (s.flow, &s.decoded) {
-                    s.slot = self.analyzer.flows().prefetch_entry(r.hash, p.bth.opcode());
+            if let Some(Some(s)) = staged.get(k) {
+                if let Some(r) = s.flow {
+                    slots[k % BURST] = self.analyzer.flows().prefetch_entry(r.hash);
                 }
             }
-            if let Some(Some(s)) = k.checked_sub(PIPE).and_then(|j| staged[..n].get(j)) {
-                if let (Decoded::Roce(p), Some(slot)) = (&s.decoded, s.slot) {
-                    self.analyzer.flows().prefetch_next(slot, p.bth.opcode(), p.bth.psn());
+            if let Some(j) = k.checked_sub(PIPE).filter(|&j| j < n) {
+                if let (Some(s), Some(slot)) = (&staged[j], slots[j % BURST]) {
+                    if let Decoded::Roce(p) = &s.decoded {
+                        self.analyzer.flows().prefetch_next(slot, p.bth.opcode(), p.bth.psn());
+                    }
                 }
             }
-            if let Some(Some(s)) = k.checked_sub(2 * PIPE).and_then(|j| staged[..n].get(j)) {
-                if let Some(now) = s.observe {
-                    self.observe_time(now);
-                }
-                self.process(s);
-                // Kept here, not in `process`, which stays as it is without evidence.
-                if self.evidence && matches!(s.decoded, Decoded::Roce(_)) {
-                    let out = &mut self.out;
-                    self.analyzer.keep_evidence(s.f.data, s.f.wire_len, s.ts, &mut |e| out.event(e));
+            if let Some(j) = k.checked_sub(2 * PIPE).filter(|&j| j < n) {
+                if let Some(s) = &staged[j] {
+                    if let Some(now) = s.observe {
+                        self.observe_time(now);
+                    }
+                    self.process(s, slots[j % BURST]);
+                    // Kept here, not in `process`, which stays as it is without evidence.
+                    if self.evidence && matches!(s.decoded, Decoded::Roce(_)) {
+                        let out = &mut self.out;
+                        self.analyzer.keep_evidence(s.f.data, s.f.wire_len, s.ts, &mut |e| out.event(e));
+                    }
                 }
             }
         }
     }
 
-    #[inline]
-    fn process(&mut self, s: &Staged<'_>) {
-        let Staged { f, ts, switch: switch_clock, late, flow, slot: hint, .. } = *s;
+    #[inline(always)]
+    fn process(&mut self, s: &Staged<'_>, hint: Option<u32>) {
+        let Staged { f, ts, switch: switch_clock, late, flow, .. } = *s;
         self.advance_time(ts);
         self.counters.packets += 1;
         match &s.decoded {

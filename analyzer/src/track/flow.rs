@@ -95,6 +95,19 @@ impl OpcodeCounts {
         }
     }
 
+    /// Adds `n` packets of an opcode of the flow's own group (a flow's first opcode, see
+    /// `Hot::main_op`).
+    fn add_many(&mut self, opcode: u8, n: u64) {
+        debug_assert!(opcode >> 5 == self.group && opcode != op::CNP);
+        self.own[usize::from(opcode & 0x1F)] += n;
+    }
+
+    /// The packets counted.
+    fn total(&self) -> u64 {
+        let foreign: u64 = self.foreign[..usize::from(self.foreign_used)].iter().sum();
+        self.own.iter().sum::<u64>() + foreign + self.other
+    }
+
     /// (opcode, count) for every opcode with a non-zero count.
     pub fn iter(&self) -> impl Iterator<Item = (u8, u64)> + '_ {
         let base = self.group << 5;
@@ -198,9 +211,15 @@ struct Hot {
     addrs: u64,
     last_ts: u64,
     /// Which of [`Cold::rest`]'s counters have their value at the open transmission's start
-    /// saved in [`Cold::tx_base`] (bit k: counter k): each is saved the first time the
-    /// transmission changes it, which nearly none does.
-    tx_mask: u32,
+    /// saved in [`Cold::tx_base`] (bit k: counter `HOT_COUNTS + k`): each is saved the first
+    /// time the transmission changes it, which nearly none does.
+    tx_mask: u16,
+    /// The flow's first opcode (with [`MAIN_OP`]): its packets are not counted in
+    /// [`Cold::opcodes`] but worked out when the interval is handed over (the interval's
+    /// packets less those of every other opcode), so that a flow of one opcode, as nearly
+    /// every RDMA flow is, touches no cold line to count its opcode.
+    main_op: u8,
+    _spare: u8,
     /// Where the I/O tracker last found this flow's NVMe connection state (a slot of its
     /// table, checked against the key before use; see `IoTracker`), so that an NVMe
     /// packet's flow lookup is its only hash lookup there. `NONE` until then.
@@ -248,6 +267,8 @@ const CHANGED: u8 = 1 << 4;
 const CAPSULES: u8 = 1 << 5;
 /// The flow is in the index of request flows per host pair.
 const IN_PAIR_INDEX: u8 = 1 << 6;
+/// [`Hot::main_op`] holds the flow's first opcode, which [`Cold::opcodes`] does not count.
+const MAIN_OP: u8 = 1 << 7;
 const TRANSPORT_BITS: u8 = 0b111;
 
 /// How far ahead the flows a hand-over visits are prefetched (see [`FlowTable::end_idle`]).
@@ -323,12 +344,17 @@ impl FlowRef {
 }
 
 impl Hot {
-    fn new(key: &FlowKey, transport: Transport, peer_qpn: u32, mtu: u32) -> Self {
+    fn new(key: &FlowKey, transport: Transport, opcode: u8, peer_qpn: u32, mtu: u32) -> Self {
         let (addrs, tag) = compact(key);
+        // A CNP's flow takes the transport of its first other packet (see
+        // `OpcodeCounts::regroup`): it counts every opcode in its cold part.
+        let main = if opcode == op::CNP { 0 } else { MAIN_OP };
         Self {
             addrs,
             last_ts: 0,
             tx_mask: 0,
+            main_op: opcode,
+            _spare: 0,
             io_hint: NONE,
             tx_start: 0,
             tag,
@@ -338,7 +364,7 @@ impl Hot {
             psn: PsnTracker::default(),
             mtu_log2: mtu_log2(mtu),
             ttl_max: 0,
-            bits: transport_bits(transport),
+            bits: transport_bits(transport) | main,
             rings: 0,
             counts: [0; HOT_COUNTS],
             tx_base: [0; HOT_COUNTS],
@@ -766,26 +792,29 @@ impl FlowTable {
         self.index.prefetch(hash);
     }
 
-    /// Step 2: the hot lines of the entry the bucket names (after step 1 has had time),
-    /// and the line that counts the packet's opcode.
+    /// Step 2: the hot lines of the entry the bucket names (after step 1 has had time).
     #[inline]
-    pub fn prefetch_entry(&self, hash: KeyHash, opcode: u8) -> Option<u32> {
+    pub fn prefetch_entry(&self, hash: KeyHash) -> Option<u32> {
         let i = self.index.peek(hash)?;
         let h = self.hot.get(i as usize)?;
         memory::prefetch(h as *const Hot, HOT_LINES);
-        let c = &self.cold[i as usize];
-        memory::prefetch(&c.opcodes.group as *const u8, 1);
-        memory::prefetch(&c.opcodes.own[usize::from(opcode & 0x1F)] as *const u64, 1);
         Some(i)
     }
 
     /// Step 3 (after step 2 has had time): for a response, the paired flow's hot line and
     /// the ring it answers; for an RC request that ends a message or reads, the ring slot it
-    /// goes to; for a request out of sequence, the counters it will change.
+    /// goes to; for a request out of sequence, the counters it will change; for a packet not of
+    /// the flow's first opcode, the line counting it.
     #[inline]
     pub fn prefetch_next(&self, slot: u32, opcode: u8, psn: u32) {
         let Some(h) = self.hot.get(slot as usize) else { return };
         let low = opcode & 0x1F;
+        if opcode != h.main_op || !h.has(MAIN_OP) {
+            // Not the flow's first opcode: its counter in the cold part.
+            let c = &self.cold[slot as usize];
+            memory::prefetch(&c.opcodes.group as *const u8, 1);
+            memory::prefetch(&c.opcodes.own[usize::from(low)] as *const u64, 1);
+        }
         if self.went_idle(slot) {
             // Its transmission went idle: the packet ends it first, in the flow's short
             // counts, or, if long enough to be reported and it changed them, with the cold
@@ -845,7 +874,7 @@ impl FlowTable {
         }
         let rest = if h.tx_mask != 0 {
             let c = &self.cold[i as usize];
-            c.rest.since_masked(&c.tx_base, h.tx_mask)
+            c.rest.since_masked(&c.tx_base, u32::from(h.tx_mask) << HOT_COUNTS)
         } else {
             FlowCounts::default()
         };
@@ -862,7 +891,7 @@ impl FlowTable {
         let h = &mut self.hot[i as usize];
         let c = &mut self.cold[i as usize];
         if h.has(TX_OPEN) {
-            let bit = 1u32 << c.rest.index_of(field);
+            let bit = 1u16 << (c.rest.index_of(field) - HOT_COUNTS as u32);
             if h.tx_mask & bit == 0 {
                 h.tx_mask |= bit;
                 *field(&mut c.tx_base) = *field(&mut c.rest);
@@ -1033,7 +1062,7 @@ impl FlowTable {
             }
         };
         let (peer_qpn, mtu) = self.announced.remove(&key).unwrap_or((NONE, 0));
-        let (hot, cold) = (Hot::new(&key, transport, peer_qpn, mtu), Cold::new(key, opcode));
+        let (hot, cold) = (Hot::new(&key, transport, opcode, peer_qpn, mtu), Cold::new(key, opcode));
         let i = match reuse {
             Some(i) => {
                 self.hot[i as usize] = hot;
@@ -1300,7 +1329,10 @@ impl FlowTable {
         if full_size(opcode) && (256..=4096).contains(&p.payload_len) && p.payload_len.is_power_of_two() {
             e.mtu_log2 = mtu_log2(p.payload_len);
         }
-        self.cold[i as usize].opcodes.add(opcode);
+        let e = &self.hot[i as usize];
+        if opcode != e.main_op || !e.has(MAIN_OP) {
+            self.cold[i as usize].opcodes.add(opcode);
+        }
         if p.ecn == 3 {
             *self.rest_field(i, |c| &mut c.ecn_ce) += 1;
             self.signal(i, requests_side(opcode), Signal::Ce, ts);
@@ -1609,7 +1641,13 @@ impl FlowTable {
                 continue;
             }
             let (key, transport) = (self.key(i), self.hot[i as usize].transport());
+            let h = &self.hot[i as usize];
             let c = &mut self.cold[i as usize];
+            if h.has(MAIN_OP) {
+                // Every packet counted in the interval is of the flow's first opcode or
+                // counted in `opcodes`.
+                c.opcodes.add_many(h.main_op, delta.packets - c.opcodes.total());
+            }
             out.push(FlowDelta { key, transport, counts: delta, short, opcodes: c.opcodes.clone() });
             c.reported = totals;
             c.opcodes.clear();
