@@ -374,6 +374,11 @@ impl Hot {
     fn has(&self, flag: u8) -> bool {
         self.bits & flag != 0
     }
+    /// See [`FlowTable::went_idle`].
+    #[inline]
+    fn went_idle(&self, horizon: u64, idle_ns: u64) -> bool {
+        self.has(TX_OPEN) && horizon > self.last_ts.saturating_add(idle_ns)
+    }
     /// Packets of the open transmission so far.
     #[inline]
     fn tx_packets(&self) -> u64 {
@@ -567,6 +572,23 @@ fn requests_side(opcode: u8) -> bool {
 #[inline]
 pub fn is_response(opcode: u8) -> bool {
     CLASSES[usize::from(opcode)] & RESPONSE != 0
+}
+
+/// Counter `field` of a flow's cold counters ([`Cold::rest`]), to add to, its entry's two
+/// parts given. While a transmission is open, its value at the transmission's start is
+/// saved first, the first time the transmission changes it (see [`Hot::tx_mask`]): one
+/// word written, on the line of the counter's base, where saving every counter read three
+/// lines and wrote three (a retransmission storm changes a counter in every transmission).
+#[inline]
+fn rest_field<'c>(h: &mut Hot, c: &'c mut Cold, field: fn(&mut FlowCounts) -> &mut u64) -> &'c mut u64 {
+    if h.has(TX_OPEN) {
+        let bit = 1u16 << (c.rest.index_of(field) - HOT_COUNTS as u32);
+        if h.tx_mask & bit == 0 {
+            h.tx_mask |= bit;
+            *field(&mut c.tx_base) = *field(&mut c.rest);
+        }
+    }
+    field(&mut c.rest)
 }
 
 pub struct FlowTable {
@@ -881,23 +903,10 @@ impl FlowTable {
         with_hot(rest, &hot)
     }
 
-    /// Counter `field` of flow `i`'s cold counters ([`Cold::rest`]), to add to. While a
-    /// transmission is open, its value at the transmission's start is saved first, the
-    /// first time the transmission changes it (see [`Hot::tx_mask`]): one word written, on
-    /// the line of the counter's base, where saving every counter read three lines and
-    /// wrote three (a retransmission storm changes a counter in every transmission).
+    /// Counter `field` of flow `i`'s cold counters, to add to (see [`rest_field`]).
     #[inline]
     fn rest_field(&mut self, i: u32, field: fn(&mut FlowCounts) -> &mut u64) -> &mut u64 {
-        let h = &mut self.hot[i as usize];
-        let c = &mut self.cold[i as usize];
-        if h.has(TX_OPEN) {
-            let bit = 1u16 << (c.rest.index_of(field) - HOT_COUNTS as u32);
-            if h.tx_mask & bit == 0 {
-                h.tx_mask |= bit;
-                *field(&mut c.tx_base) = *field(&mut c.rest);
-            }
-        }
-        field(&mut c.rest)
+        rest_field(&mut self.hot[i as usize], &mut self.cold[i as usize], field)
     }
 
     #[inline]
@@ -1002,8 +1011,7 @@ impl FlowTable {
     /// is what ending each transmission as soon as it went idle would give.
     #[inline]
     fn went_idle(&self, i: u32) -> bool {
-        let e = &self.hot[i as usize];
-        e.has(TX_OPEN) && self.horizon > e.last_ts.saturating_add(self.idle_ns)
+        self.hot[i as usize].went_idle(self.horizon, self.idle_ns)
     }
 
     /// Ends flow `i`'s transmission if it went idle (see `went_idle`).
@@ -1254,9 +1262,7 @@ impl FlowTable {
     /// retransmission, which crosses the mirrored router again, comes with the higher TTL
     /// again and counts as one. Otherwise the packet's TTL becomes the flow's.
     #[inline]
-    fn mirror_duplicate(&mut self, i: u32, p: &RocePacket<'_>, opcode: u8, ts: u64) -> bool {
-        let window = self.duplicate_window_ns;
-        let e = &mut self.hot[i as usize];
+    fn mirror_duplicate(e: &mut Hot, window: u64, p: &RocePacket<'_>, opcode: u8, ts: u64) -> bool {
         if p.ttl < e.ttl_max
             && window > 0
             && ts.saturating_sub(e.last_ts) <= window
@@ -1290,14 +1296,22 @@ impl FlowTable {
             return Recorded::Untracked;
         };
         self.last_recorded = i;
-        self.note_change(i);
-        if self.mirror_duplicate(i, p, opcode, ts) {
-            *self.rest_field(i, |c| &mut c.mirror_duplicates) += 1;
+        // The entry's two parts are borrowed once, beside the table's other fields, for
+        // what every packet does; the rare steps go through the table's methods.
+        let e = &mut self.hot[i as usize];
+        if !e.has(CHANGED) {
+            e.set(CHANGED, true);
+            self.changed.push(i);
+        }
+        if Self::mirror_duplicate(e, self.duplicate_window_ns, p, opcode, ts) {
+            *rest_field(e, &mut self.cold[i as usize], |c| &mut c.mirror_duplicates) += 1;
             return Recorded::Duplicate;
         }
         // The transmission may have gone idle since its last packet: it ends before this
         // packet counts (`advance(ts)` above made `ts` part of the horizon).
-        self.settle(i, out);
+        if e.went_idle(self.horizon, self.idle_ns) {
+            self.close_transmission(i, out);
+        }
         let e = &mut self.hot[i as usize];
         if !e.has(TX_OPEN) {
             e.set(TX_OPEN, true);
@@ -1305,36 +1319,26 @@ impl FlowTable {
             e.tx_start = ts;
             e.tx_base = e.counts;
         }
-        let e = &self.hot[i as usize];
         if e.peer_slot == NONE && e.peer_qpn != NONE {
-            // Paired by CM before both directions were in the table: link the slots now,
-            // unless the other direction has since paired with another flow.
-            if let Some(r) = self.reverse_index(i) {
-                let other = &self.hot[r as usize];
-                if other.peer_slot == NONE || other.peer_qpn == self.hot[i as usize].dst_qpn() {
-                    self.set_pair(i, r);
-                }
-            }
+            self.link_announced(i);
         }
-        let e = &mut self.hot[i as usize];
+        let (e, c) = (&mut self.hot[i as usize], &mut self.cold[i as usize]);
         e.last_ts = e.last_ts.max(ts);
         if e.transport() == Transport::Cnp && opcode != op::CNP {
             e.set_transport(p.bth.transport());
-            self.cold[i as usize].opcodes.regroup(opcode);
+            c.opcodes.regroup(opcode);
         }
-        let e = &mut self.hot[i as usize];
         e.counts[0] += 1;
         e.counts[1] += u64::from(wire_len);
         e.counts[2] += u64::from(p.payload_len);
         if full_size(opcode) && (256..=4096).contains(&p.payload_len) && p.payload_len.is_power_of_two() {
             e.mtu_log2 = mtu_log2(p.payload_len);
         }
-        let e = &self.hot[i as usize];
         if opcode != e.main_op || !e.has(MAIN_OP) {
-            self.cold[i as usize].opcodes.add(opcode);
+            c.opcodes.add(opcode);
         }
         if p.ecn == 3 {
-            *self.rest_field(i, |c| &mut c.ecn_ce) += 1;
+            *rest_field(e, c, |c| &mut c.ecn_ce) += 1;
             self.signal(i, requests_side(opcode), Signal::Ce, ts);
         }
         if seen.late {
@@ -1372,6 +1376,18 @@ impl FlowTable {
         Recorded::Flow(i)
     }
 
+    /// Paired by CM before both directions were in the table: links the slots now, unless
+    /// the other direction has since paired with another flow.
+    #[inline(never)]
+    fn link_announced(&mut self, i: u32) {
+        if let Some(r) = self.reverse_index(i) {
+            let other = &self.hot[r as usize];
+            if other.peer_slot == NONE || other.peer_qpn == self.hot[i as usize].dst_qpn() {
+                self.set_pair(i, r);
+            }
+        }
+    }
+
     /// A request packet of flow `i`: its message, its PSN, and what it awaits an answer to.
     #[inline]
     fn request(&mut self, i: u32, p: &RocePacket<'_>, opcode: u8, ts: u64) {
@@ -1383,7 +1399,7 @@ impl FlowTable {
             Span::ONE
         };
         let psn = p.bth.psn();
-        let e = &mut self.hot[i as usize];
+        let (e, c) = (&mut self.hot[i as usize], &mut self.cold[i as usize]);
         if ends_message(low) {
             e.counts[3] += 1;
         }
@@ -1393,24 +1409,24 @@ impl FlowTable {
         if opcode >> 5 == 0 {
             if low == op::READ_REQUEST {
                 let at = e.next_ring_slot(1);
-                self.cold[i as usize].reads[at] = Pending::new(psn, span.max, ts);
+                c.reads[at] = Pending::new(psn, span.max, ts);
             } else if ends_message(low) && !matches!(low, op::COMPARE_SWAP | op::FETCH_ADD) {
                 let at = e.next_ring_slot(0);
-                self.cold[i as usize].acks[at] = Pending::new(psn, 1, ts);
+                c.acks[at] = Pending::new(psn, 1, ts);
             }
         }
-        match self.hot[i as usize].psn.observe(psn, span) {
+        match e.psn.observe(psn, span) {
             Outcome::InOrder => {}
             Outcome::Retransmission { episode } => {
-                *self.rest_field(i, |c| &mut c.retx_packets) += 1;
-                *self.rest_field(i, |c| &mut c.retx_bytes) += u64::from(p.payload_len);
+                *rest_field(e, c, |c| &mut c.retx_packets) += 1;
+                *rest_field(e, c, |c| &mut c.retx_bytes) += u64::from(p.payload_len);
                 if episode {
-                    *self.rest_field(i, |c| &mut c.retx_episodes) += 1;
+                    *rest_field(e, c, |c| &mut c.retx_episodes) += 1;
                     self.signal(i, true, Signal::Retransmission { psn }, ts);
                 }
             }
             Outcome::Gap { skipped } => {
-                *self.rest_field(i, |c| &mut c.gap_psns) += u64::from(skipped);
+                *rest_field(e, c, |c| &mut c.gap_psns) += u64::from(skipped);
                 // Tested here rather than in `signal`: the first PSN skipped is computed only
                 // with evidence on (measured: 6 instructions a packet less on many_qps).
                 if self.signals.on {
@@ -1418,7 +1434,7 @@ impl FlowTable {
                     self.raise(i, true, Signal::Gap { psn: first, skipped }, ts);
                 }
             }
-            Outcome::OutOfWindow => *self.rest_field(i, |c| &mut c.out_of_window) += 1,
+            Outcome::OutOfWindow => *rest_field(e, c, |c| &mut c.out_of_window) += 1,
         }
         let e = &self.hot[i as usize];
         if !e.has(IN_PAIR_INDEX) && e.dst_qpn() != 1 {
