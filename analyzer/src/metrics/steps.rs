@@ -182,6 +182,9 @@ pub struct Steps {
     ips: Vec<IpAddr>,
     /// Request flows' transmissions whose step has not closed.
     pending: Vec<Transmission>,
+    /// How many of the first `pending` have joined their hosts' group already (those a
+    /// close left waiting): only the ones after them are joined at the next close.
+    joined: usize,
     /// Transmissions of the answering direction that carried NAKs, by (from, to) host, in
     /// the order they came.
     naks: VecDeque<(IpAddr, IpAddr, u64, u64)>,
@@ -210,6 +213,7 @@ impl Steps {
             parent: Vec::new(),
             ips: Vec::new(),
             pending: Vec::new(),
+            joined: 0,
             naks: VecDeque::new(),
             nvme_pairs: HashSet::default(),
             closed: Vec::new(),
@@ -332,28 +336,66 @@ impl Steps {
     }
 
     /// The pending transmissions by job, each job's in start order. Those of host pairs
-    /// found carrying NVMe meanwhile are dropped here (storage traffic is no job).
+    /// found carrying NVMe meanwhile are dropped here (storage traffic is no job). Each
+    /// host's job is named once (not once per transmission), the transmissions are moved
+    /// (not copied), and each job's list is allocated once at its size: the stats thread
+    /// does this every interval over up to [`MAX_PENDING`] transmissions.
     fn by_job(&mut self) -> BTreeMap<String, Vec<Transmission>> {
         let mut ts = std::mem::take(&mut self.pending);
-        ts.retain(|t| !self.nvme_pairs.contains(&pair(t)));
-        let mut kept = Vec::with_capacity(ts.len());
-        for t in ts {
-            if self.join(&t) {
-                kept.push(t);
-            } else {
-                self.dropped += 1;
+        let (mut dropped, mut k, old) = (0, 0, std::mem::take(&mut self.joined));
+        ts.retain(|t| {
+            k += 1;
+            if self.nvme_pairs.contains(&pair(t)) {
+                return false;
             }
-        }
+            // Joining again would change nothing.
+            let joined = k <= old || self.join(t);
+            dropped += u64::from(!joined);
+            joined
+        });
+        self.dropped += dropped;
         let names = self.group_names();
-        let mut jobs: BTreeMap<String, Vec<Transmission>> = BTreeMap::new();
-        for t in kept {
-            let job = self.job_of(t.key.src, &names);
-            jobs.entry(job).or_default().push(t);
+        // Each source host's job, as an index into `jobs`, and how many transmissions each
+        // job has.
+        let mut job_of: HashMap<IpAddr, usize, ahash::RandomState> = HashMap::default();
+        let mut by_name: HashMap<String, usize, ahash::RandomState> = HashMap::default();
+        let mut jobs: Vec<(String, usize)> = Vec::new();
+        let mut which = Vec::with_capacity(ts.len());
+        for t in &ts {
+            let j = match job_of.get(&t.key.src) {
+                Some(&j) => j,
+                None => {
+                    let name = self.job_of(t.key.src, &names);
+                    let j = *by_name.entry(name).or_insert_with_key(|name| {
+                        jobs.push((name.clone(), 0));
+                        jobs.len() - 1
+                    });
+                    job_of.insert(t.key.src, j);
+                    j
+                }
+            };
+            jobs[j].1 += 1;
+            which.push(j);
         }
-        for v in jobs.values_mut() {
-            v.sort_by_key(|t| (t.start_ns, t.end_ns, t.key));
+        // No two pending transmissions share a flow and a start: the unstable sort (which
+        // allocates nothing) gives the one order there is.
+        let order = |v: &mut Vec<Transmission>| v.sort_unstable_by_key(|t| (t.start_ns, t.end_ns, t.key));
+        let mut out = BTreeMap::new();
+        if jobs.len() == 1 {
+            // One job (a cluster's usual case): the list is the pending list itself.
+            order(&mut ts);
+            out.insert(jobs.swap_remove(0).0, ts);
+            return out;
         }
-        jobs
+        let mut lists: Vec<Vec<Transmission>> = jobs.iter().map(|&(_, n)| Vec::with_capacity(n)).collect();
+        for (t, j) in ts.into_iter().zip(which) {
+            lists[j].push(t);
+        }
+        for ((name, _), mut v) in jobs.into_iter().zip(lists) {
+            order(&mut v);
+            out.insert(name, v);
+        }
+        out
     }
 
     /// Closes, in each job's order, the steps `due` (given a step's place in its job's
@@ -362,18 +404,27 @@ impl Steps {
         if self.pending.is_empty() {
             return;
         }
-        for (job, ts) in self.by_job() {
-            let mut rest = Vec::new();
+        for (job, mut ts) in self.by_job() {
+            // The steps that close are the first ones of the job's list: how many
+            // transmissions they hold.
+            let mut closed = 0;
             for (i, group) in groups(&ts, self.gap_ns).into_iter().enumerate() {
                 let end = group.iter().map(|t| t.end_ns).max().unwrap_or(0);
-                if rest.is_empty() && due(i, end) {
-                    self.record(&job, group);
-                } else {
-                    rest.extend(group.iter().cloned());
+                if !due(i, end) {
+                    break;
                 }
+                self.record(&job, group);
+                closed += group.len();
             }
-            self.pending.extend(rest);
+            if self.pending.is_empty() {
+                // What waits becomes the pending list, in the list's own allocation.
+                ts.drain(..closed);
+                self.pending = ts;
+            } else {
+                self.pending.extend(ts.drain(closed..));
+            }
         }
+        self.joined = self.pending.len();
     }
 
     /// Too many transmissions pending: each job's oldest step closes with what it has, so
@@ -593,6 +644,25 @@ mod tests {
         let closed = s.take_closed();
         assert_eq!(closed.len(), 1, "the oldest step closed early once");
         assert_eq!(closed[0].start_ns, 0);
+    }
+
+    #[test]
+    fn a_waiting_transmission_of_a_pair_later_found_carrying_nvme_is_no_step() {
+        let mut s = Steps::new(Vec::new(), 2_000_000, 1_000_000);
+        s.offer(&tx("10.0.0.1", "10.0.0.2", 0, 1_000, |_| {}));
+        s.offer(&tx("10.0.0.3", "10.0.0.4", 0, 1_000, |_| {}));
+        // Not settled yet: both wait, joined to their hosts' groups.
+        s.advance(500_000);
+        assert!(s.take_closed().is_empty());
+        assert_eq!(s.pending.len(), 2);
+        // The first pair's capsules show up afterwards: its waiting transmission is storage.
+        s.offer(&tx("10.0.0.2", "10.0.0.1", 2_000, 3_000, |c| c.nvme_completions = 1));
+        s.offer(&tx("10.0.0.3", "10.0.0.4", 5_000, 6_000, |_| {}));
+        s.finish();
+        let closed = s.take_closed();
+        assert_eq!(closed.len(), 1, "{closed:?}");
+        assert_eq!((closed[0].job.as_str(), closed[0].flows, closed[0].end_ns), ("10.0.0.3", 1, 6_000));
+        assert_eq!(s.dropped, 0);
     }
 
     #[test]
