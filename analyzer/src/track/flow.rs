@@ -1662,7 +1662,7 @@ impl FlowTable {
             if h.has(MAIN_OP) {
                 // Every packet counted in the interval is of the flow's first opcode or
                 // counted in `opcodes`.
-                c.opcodes.add_many(h.main_op, delta.packets - c.opcodes.total());
+                c.opcodes.add_many(h.main_op, delta.packets.saturating_sub(c.opcodes.total()));
             }
             out.push(FlowDelta { key, transport, counts: delta, short, opcodes: c.opcodes.clone() });
             c.reported = totals;
