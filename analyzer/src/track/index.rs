@@ -52,8 +52,6 @@ pub fn hash_hosts<H: Hasher>(a: &IpAddr, b: &IpAddr, rest: u64, h: &mut H) {
 
 pub struct FlowIndex {
     buckets: Vec<u64>,
-    /// Where the buckets start in `buckets` (at a 2 MiB boundary).
-    base: usize,
     mask: usize,
     /// The hash's keys, drawn at start-up.
     keys: [u64; 4],
@@ -76,21 +74,13 @@ impl FlowIndex {
     /// Room for `max` entries at most half full.
     pub fn new(max: usize) -> Self {
         let n = (2 * max.max(1)).next_power_of_two();
-        // Over-allocated by a huge page's worth, the buckets start at a 2 MiB boundary, and
-        // the huge pages they touch are advised whole (the allocation holds them): the
-        // kernel can back them with huge pages, so that a bucket read does not miss the TLB.
-        const HUGE: usize = 2 << 20;
-        let bytes = n * 8;
-        let mut raw: Vec<u64> = Vec::with_capacity((bytes.next_multiple_of(HUGE) + HUGE) / 8);
-        let addr = raw.as_ptr() as usize;
-        let skip = (addr.next_multiple_of(HUGE) - addr) / 8;
-        crate::capture::dpdk::advise_huge_pages(addr + skip * 8, bytes.next_multiple_of(HUGE));
-        raw.resize(skip + n, EMPTY);
-        let buckets = raw;
+        let mut buckets = Vec::with_capacity(n);
+        super::memory::advise_huge(&buckets);
+        buckets.resize(n, EMPTY);
         // Four keys from a randomly seeded aHash (its seed comes from the OS at start-up).
         let seed = ahash::RandomState::new();
         let keys = [0u64, 1, 2, 3].map(|i| seed.hash_one(i) | 1);
-        Self { buckets, base: skip, mask: n - 1, keys }
+        Self { buckets, mask: n - 1, keys }
     }
 
     /// Bytes allocated for `max` entries.
@@ -132,7 +122,7 @@ impl FlowIndex {
     /// Brings the key's home bucket into the cache ahead of [`FlowIndex::find`].
     #[inline]
     pub fn prefetch(&self, hash: KeyHash) {
-        super::memory::prefetch(self.buckets.as_ptr().wrapping_add(self.base + self.home(hash)), 1);
+        super::memory::prefetch(self.buckets.as_ptr().wrapping_add(self.home(hash)), 1);
     }
 
     /// The slot of the first entry under this hash, without comparing keys: a hint of the
@@ -141,7 +131,7 @@ impl FlowIndex {
     pub fn peek(&self, hash: KeyHash) -> Option<u32> {
         let mut i = self.home(hash);
         loop {
-            let b = self.buckets[self.base + i];
+            let b = self.buckets[i];
             if b == EMPTY {
                 return None;
             }
@@ -157,7 +147,7 @@ impl FlowIndex {
     pub fn find(&self, hash: KeyHash, mut is: impl FnMut(u32) -> bool) -> Option<u32> {
         let mut i = self.home(hash);
         loop {
-            let b = self.buckets[self.base + i];
+            let b = self.buckets[i];
             if b == EMPTY {
                 return None;
             }
@@ -171,17 +161,17 @@ impl FlowIndex {
     /// Adds an entry (the caller keeps at most half the buckets in use).
     pub fn insert(&mut self, hash: KeyHash, slot: u32) {
         let mut i = self.home(hash);
-        while self.buckets[self.base + i] != EMPTY {
+        while self.buckets[i] != EMPTY {
             i = (i + 1) & self.mask;
         }
-        self.buckets[self.base + i] = bucket(hash, slot);
+        self.buckets[i] = bucket(hash, slot);
     }
 
     /// Removes the entry of `slot` under `hash`, if present.
     pub fn remove(&mut self, hash: KeyHash, slot: u32) {
         let mut i = self.home(hash);
         loop {
-            let b = self.buckets[self.base + i];
+            let b = self.buckets[i];
             if b == EMPTY {
                 return;
             }
@@ -194,18 +184,18 @@ impl FlowIndex {
         let mut j = i;
         loop {
             j = (j + 1) & self.mask;
-            let b = self.buckets[self.base + j];
+            let b = self.buckets[j];
             if b == EMPTY {
                 break;
             }
             let k = self.home((b >> 32) as u32);
             let stays = if i <= j { i < k && k <= j } else { i < k || k <= j };
             if !stays {
-                self.buckets[self.base + i] = b;
+                self.buckets[i] = b;
                 i = j;
             }
         }
-        self.buckets[self.base + i] = EMPTY;
+        self.buckets[i] = EMPTY;
     }
 }
 
@@ -236,7 +226,7 @@ mod tests {
                 assert_eq!(ix.find(h, |c| c == s), Some(s), "step {step}");
             }
         }
-        assert_eq!(ix.buckets.len() - ix.base, 64, "never grew");
+        assert_eq!(ix.buckets.len(), 64, "never grew");
     }
 
     #[test]
