@@ -417,8 +417,11 @@ impl Steps {
                 closed += group.len();
             }
             if self.pending.is_empty() {
-                // What waits becomes the pending list, in the list's own allocation.
+                // What waits becomes the pending list, in the list's own allocation, cut to
+                // its size: the memory of a list that grew towards the bound goes back once
+                // its steps have closed.
                 ts.drain(..closed);
+                ts.shrink_to_fit();
                 self.pending = ts;
             } else {
                 self.pending.extend(ts.drain(closed..));
