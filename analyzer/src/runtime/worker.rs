@@ -336,7 +336,6 @@ impl Worker {
                     out_of_order = Some((s.ts, s.switch));
                     break;
                 }
-                s.f.ts_ns = s.ts;
                 n += 1;
             }
             self.track_staged(&staged[..n]);

@@ -241,7 +241,7 @@ struct Hot {
     /// Path MTU of the QP as its base-2 logarithm (256 to 4096 bytes), 0 while unknown.
     mtu_log2: u8,
     /// The highest IP TTL of the flow's packets at the latest of them (see
-    /// [`FlowTable::mirror_duplicate`]).
+    /// [`Hot::mirror_duplicate`]).
     ttl_max: u8,
     /// The transport (low three bits) and the flags below.
     bits: u8,
@@ -378,6 +378,32 @@ impl Hot {
     #[inline]
     fn went_idle(&self, horizon: u64, idle_ns: u64) -> bool {
         self.has(TX_OPEN) && horizon > self.last_ts.saturating_add(idle_ns)
+    }
+    /// Whether a packet of `opcode` is counted in [`Cold::opcodes`]: any but the flow's
+    /// first opcode (see [`Hot::main_op`]).
+    #[inline]
+    fn counts_in_cold(&self, opcode: u8) -> bool {
+        opcode != self.main_op || !self.has(MAIN_OP)
+    }
+    /// Whether a packet of this flow is the second copy of one it counted already: a
+    /// mirror that takes both the copy a router received and the copy it sent on (both
+    /// ports of a routed hop mirrored) delivers each packet twice, the second with a TTL
+    /// one less. A packet is such a copy when its TTL is lower than the flow's packets had
+    /// just before (the last at most `--duplicate-window` earlier) and, for a request, its
+    /// PSN was seen already (a request whose first copy the mirror lost is counted). A
+    /// retransmission, which crosses the mirrored router again, comes with the higher TTL
+    /// again and counts as one. Otherwise the packet's TTL becomes the flow's.
+    #[inline]
+    fn mirror_duplicate(&mut self, window: u64, p: &RocePacket<'_>, opcode: u8, ts: u64) -> bool {
+        if p.ttl < self.ttl_max
+            && window > 0
+            && ts.saturating_sub(self.last_ts) <= window
+            && (!is_request(opcode) || self.psn.is_behind(p.bth.psn()))
+        {
+            return true;
+        }
+        self.ttl_max = p.ttl;
+        false
     }
     /// Packets of the open transmission so far.
     #[inline]
@@ -646,7 +672,7 @@ pub enum Recorded {
     /// The table was full: counted as untracked.
     Untracked,
     /// A second copy of a packet the flow counted already (see
-    /// [`FlowTable::mirror_duplicate`]): counted as such, and nothing else.
+    /// [`Hot::mirror_duplicate`]): counted as such, and nothing else.
     Duplicate,
 }
 
@@ -688,7 +714,7 @@ impl FlowTable {
     }
 
     /// A packet whose copy with a higher TTL the flow had within `ns` before can be that
-    /// copy's second (see [`FlowTable::mirror_duplicate`]); 0 never.
+    /// copy's second (see [`Hot::mirror_duplicate`]); 0 never.
     pub fn with_duplicate_window(mut self, ns: u64) -> Self {
         self.duplicate_window_ns = ns;
         self
@@ -831,7 +857,7 @@ impl FlowTable {
     pub fn prefetch_next(&self, slot: u32, opcode: u8, psn: u32) {
         let Some(h) = self.hot.get(slot as usize) else { return };
         let low = opcode & 0x1F;
-        if opcode != h.main_op || !h.has(MAIN_OP) {
+        if h.counts_in_cold(opcode) {
             // Not the flow's first opcode: its counter in the cold part.
             let c = &self.cold[slot as usize];
             memory::prefetch(&c.opcodes.group as *const u8, 1);
@@ -1253,27 +1279,6 @@ impl FlowTable {
         }
     }
 
-    /// Whether a packet of flow `i` is the second copy of one the flow counted already: a
-    /// mirror that takes both the copy a router received and the copy it sent on (both
-    /// ports of a routed hop mirrored) delivers each packet twice, the second with a TTL
-    /// one less. A packet is such a copy when its TTL is lower than the flow's packets had
-    /// just before (the last at most `--duplicate-window` earlier) and, for a request, its
-    /// PSN was seen already (a request whose first copy the mirror lost is counted). A
-    /// retransmission, which crosses the mirrored router again, comes with the higher TTL
-    /// again and counts as one. Otherwise the packet's TTL becomes the flow's.
-    #[inline]
-    fn mirror_duplicate(e: &mut Hot, window: u64, p: &RocePacket<'_>, opcode: u8, ts: u64) -> bool {
-        if p.ttl < e.ttl_max
-            && window > 0
-            && ts.saturating_sub(e.last_ts) <= window
-            && (!is_request(opcode) || e.psn.is_behind(p.bth.psn()))
-        {
-            return true;
-        }
-        e.ttl_max = p.ttl;
-        false
-    }
-
     /// Counts one RoCE packet of the flow whose key `key` makes (called only for a new flow,
     /// a key that is not an IPv4 pair, or a `seen` without the flow), seen as `seen` says (its time, length, and the
     /// flow's compact key and hash if found already), first ending transmissions that went
@@ -1303,7 +1308,7 @@ impl FlowTable {
             e.set(CHANGED, true);
             self.changed.push(i);
         }
-        if Self::mirror_duplicate(e, self.duplicate_window_ns, p, opcode, ts) {
+        if e.mirror_duplicate(self.duplicate_window_ns, p, opcode, ts) {
             *rest_field(e, &mut self.cold[i as usize], |c| &mut c.mirror_duplicates) += 1;
             return Recorded::Duplicate;
         }
@@ -1334,7 +1339,7 @@ impl FlowTable {
         if full_size(opcode) && (256..=4096).contains(&p.payload_len) && p.payload_len.is_power_of_two() {
             e.mtu_log2 = mtu_log2(p.payload_len);
         }
-        if opcode != e.main_op || !e.has(MAIN_OP) {
+        if e.counts_in_cold(opcode) {
             c.opcodes.add(opcode);
         }
         if p.ecn == 3 {
