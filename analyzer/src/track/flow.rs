@@ -600,6 +600,16 @@ pub fn is_response(opcode: u8) -> bool {
     CLASSES[usize::from(opcode)] & RESPONSE != 0
 }
 
+/// Puts flow `i`, whose hot part is `h`, on the list of flows to hand over at the end of the
+/// interval (`changed`), once.
+#[inline]
+fn note_change(h: &mut Hot, changed: &mut Vec<u32>, i: u32) {
+    if !h.has(CHANGED) {
+        h.set(CHANGED, true);
+        changed.push(i);
+    }
+}
+
 /// Counter `field` of a flow's cold counters ([`Cold::rest`]), to add to, its entry's two
 /// parts given. While a transmission is open, its value at the transmission's start is
 /// saved first, the first time the transmission changes it (see [`Hot::tx_mask`]): one
@@ -1304,10 +1314,7 @@ impl FlowTable {
         // The entry's two parts are borrowed once, beside the table's other fields, for
         // what every packet does; the rare steps go through the table's methods.
         let e = &mut self.hot[i as usize];
-        if !e.has(CHANGED) {
-            e.set(CHANGED, true);
-            self.changed.push(i);
-        }
+        note_change(e, &mut self.changed, i);
         if e.mirror_duplicate(self.duplicate_window_ns, p, opcode, ts) {
             *rest_field(e, &mut self.cold[i as usize], |c| &mut c.mirror_duplicates) += 1;
             return Recorded::Duplicate;
@@ -1640,11 +1647,7 @@ impl FlowTable {
     /// Puts a flow on the list of flows to hand over at the end of the interval.
     #[inline]
     fn note_change(&mut self, i: u32) {
-        let e = &mut self.hot[i as usize];
-        if !e.has(CHANGED) {
-            e.set(CHANGED, true);
-            self.changed.push(i);
-        }
+        note_change(&mut self.hot[i as usize], &mut self.changed, i);
     }
 
     /// Hands over every flow that changed in the interval, in slot order: only the flows on
