@@ -27,9 +27,16 @@ const BATCH_BYTES: usize = 256 * 1024;
 const BATCH_FRAMES: usize = 512;
 /// How many frames of a batch ahead the worker prefetches a frame's headers.
 const FRAMES_AHEAD: usize = 8;
-/// Batches queued per worker, and spare batches per worker.
+/// Batches queued per worker, and spare batches made for a worker at start.
 const QUEUE: usize = 64;
 const SPARES: usize = 8;
+/// Room for every batch a lane can have made on its way back. The dispatcher makes one only
+/// when none is spare, that is when all are queued, being analysed or being filled: at most
+/// `QUEUE + 3` exist, so none is ever dropped. (With room for eight only, a worker that
+/// caught up on a full queue while the receiving thread was off its CPU dropped the rest,
+/// each a 256 KiB `munmap` whose TLB shootdown interrupted the other core, and the
+/// dispatcher made them again page by page: 3,000 a second on many_qps with `--rx-core`.)
+const RETURNS: usize = QUEUE + SPARES;
 
 #[derive(Debug, Clone, Copy)]
 struct Slot {
@@ -159,7 +166,7 @@ fn spawn_workers(
     let mut handles = Vec::with_capacity(n);
     for (id, back) in backs.into_iter().enumerate() {
         let (in_tx, in_rx) = bounded::<Batch>(QUEUE);
-        let (spare_tx, spare_rx) = bounded::<Batch>(SPARES);
+        let (spare_tx, spare_rx) = bounded::<Batch>(RETURNS);
         for _ in 0..SPARES / 2 {
             let _ = spare_tx.try_send(Batch::new());
         }
