@@ -169,6 +169,45 @@ impl JobTotals {
     }
 }
 
+/// What a step needs of a request flow's transmission. A transmission carries all of its
+/// flow's counters; the pending list holds up to [`MAX_PENDING`] of these instead, about a
+/// third of the bytes to move when it is sorted and split by job every interval.
+#[derive(Debug, Clone, Copy)]
+struct Member {
+    key: FlowKey,
+    start_ns: u64,
+    end_ns: u64,
+    /// Wire bytes.
+    bytes: u64,
+    /// Payload bytes less those retransmitted.
+    payload: u64,
+    /// Retransmitted packets or PSN gaps.
+    loss: bool,
+    /// CNPs or ECN-CE marks.
+    congestion: bool,
+}
+
+impl Member {
+    fn of(t: &Transmission) -> Self {
+        let c = &t.counts;
+        Self {
+            key: t.key,
+            start_ns: t.start_ns,
+            end_ns: t.end_ns,
+            bytes: c.bytes,
+            payload: c.payload_bytes.saturating_sub(c.retx_bytes),
+            loss: c.retx_packets + c.gap_psns > 0,
+            congestion: c.cnp + c.ecn_ce > 0,
+        }
+    }
+
+    /// A job's order: by start. No two pending members share a flow and a start, so the
+    /// order is one whatever the sort.
+    fn order(&self) -> (u64, u64, FlowKey) {
+        (self.start_ns, self.end_ns, self.key)
+    }
+}
+
 /// Finds the steps of every job from the transmissions the workers end.
 #[derive(Debug, Clone)]
 pub struct Steps {
@@ -181,10 +220,13 @@ pub struct Steps {
     parent: Vec<usize>,
     ips: Vec<IpAddr>,
     /// Request flows' transmissions whose step has not closed.
-    pending: Vec<Transmission>,
-    /// How many of the first `pending` have joined their hosts' group already (those a
-    /// close left waiting): only the ones after them are joined at the next close.
+    pending: Vec<Member>,
+    /// How many of the first `pending` a close left waiting. They have joined their hosts'
+    /// groups, were checked against `nvme_pairs` as it was then (`nvme_checked` pairs), and
+    /// are in their job's order: a close joins and sorts only those after them, and checks
+    /// the waiting ones again only if a pair has been found carrying NVMe since.
     joined: usize,
+    nvme_checked: usize,
     /// Transmissions of the answering direction that carried NAKs, by (from, to) host, in
     /// the order they came.
     naks: VecDeque<(IpAddr, IpAddr, u64, u64)>,
@@ -214,6 +256,7 @@ impl Steps {
             ips: Vec::new(),
             pending: Vec::new(),
             joined: 0,
+            nvme_checked: 0,
             naks: VecDeque::new(),
             nvme_pairs: HashSet::default(),
             closed: Vec::new(),
@@ -254,7 +297,7 @@ impl Steps {
         if c.nvme_commands + c.nvme_completions > 0 {
             // The whole connection is storage traffic, its data transfers too.
             if self.nvme_pairs.len() < MAX_HOSTS {
-                self.nvme_pairs.insert(pair(t));
+                self.nvme_pairs.insert(pair(&t.key));
             }
             return;
         }
@@ -271,14 +314,14 @@ impl Steps {
         if self.pending.len() >= MAX_PENDING {
             self.close_oldest();
         }
-        self.pending.push(t.clone());
+        self.pending.push(Member::of(t));
     }
 
     /// Every worker has reported the intervals up to `done_ns`: the steps they are all past
     /// by the settle time close, and the NAKs no step can use any more go.
     pub fn advance(&mut self, done_ns: u64) {
         let settle = self.settle_ns;
-        self.close(move |_, step_end| step_end.saturating_add(settle) < done_ns);
+        self.close(move |step_end, _| step_end.saturating_add(settle) < done_ns);
         // A transmission still to come ends after `done_ns - settle`; one pending started at
         // the oldest pending start.
         let horizon = self.oldest_pending_ns().unwrap_or(u64::MAX).min(done_ns.saturating_sub(settle));
@@ -326,7 +369,7 @@ impl Steps {
     }
 
     /// Joins the hosts a request flow connects; false beyond the bound on hosts.
-    fn join(&mut self, t: &Transmission) -> bool {
+    fn join(&mut self, t: &Member) -> bool {
         let (Some(a), Some(b)) = (self.host(t.key.src), self.host(t.key.dst)) else { return false };
         let (ra, rb) = (self.root(a), self.root(b));
         if ra != rb {
@@ -338,36 +381,44 @@ impl Steps {
     /// The pending transmissions by job, each job's in start order. Those of host pairs
     /// found carrying NVMe meanwhile are dropped here (storage traffic is no job). Each
     /// host's job is named once (not once per transmission), the transmissions are moved
-    /// (not copied), and each job's list is allocated once at its size: the stats thread
-    /// does this every interval over up to [`MAX_PENDING`] transmissions.
-    fn by_job(&mut self) -> BTreeMap<String, Vec<Transmission>> {
+    /// (not copied), and only those that came since the last close are joined and sorted,
+    /// then merged with those it left waiting (already in their job's order): the stats
+    /// thread does this every interval over up to [`MAX_PENDING`] transmissions.
+    fn by_job(&mut self) -> BTreeMap<String, Vec<Member>> {
         let mut ts = std::mem::take(&mut self.pending);
-        let (mut dropped, mut k, old) = (0, 0, std::mem::take(&mut self.joined));
+        let old = std::mem::take(&mut self.joined);
+        // The waiting ones need checking again only against pairs found since.
+        let recheck = self.nvme_pairs.len() != self.nvme_checked;
+        self.nvme_checked = self.nvme_pairs.len();
+        let (mut dropped, mut k, mut kept_old) = (0, 0, 0);
         ts.retain(|t| {
             k += 1;
-            if self.nvme_pairs.contains(&pair(t)) {
+            let waiting = k <= old;
+            if (!waiting || recheck) && self.nvme_pairs.contains(&pair(&t.key)) {
                 return false;
             }
             // Joining again would change nothing.
-            let joined = k <= old || self.join(t);
+            let joined = waiting || self.join(t);
             dropped += u64::from(!joined);
+            kept_old += usize::from(waiting);
             joined
         });
         self.dropped += dropped;
+        ts[kept_old..].sort_unstable_by_key(Member::order);
         let names = self.group_names();
-        // Each source host's job, as an index into `jobs`, and how many transmissions each
-        // job has.
+        // Each source host's job, as an index into `jobs`; how many transmissions each job
+        // has, and how many of them waited.
         let mut job_of: HashMap<IpAddr, usize, ahash::RandomState> = HashMap::default();
         let mut by_name: HashMap<String, usize, ahash::RandomState> = HashMap::default();
-        let mut jobs: Vec<(String, usize)> = Vec::new();
+        let mut jobs: Vec<(String, usize, usize)> = Vec::new();
         let mut which = Vec::with_capacity(ts.len());
-        for t in &ts {
+        for (i, t) in ts.iter().enumerate() {
             let j = match job_of.get(&t.key.src) {
                 Some(&j) => j,
                 None => {
                     let name = self.job_of(t.key.src, &names);
                     let j = *by_name.entry(name).or_insert_with_key(|name| {
-                        jobs.push((name.clone(), 0));
+                        jobs.push((name.clone(), 0, 0));
                         jobs.len() - 1
                     });
                     job_of.insert(t.key.src, j);
@@ -375,32 +426,32 @@ impl Steps {
                 }
             };
             jobs[j].1 += 1;
+            jobs[j].2 += usize::from(i < kept_old);
             which.push(j);
         }
-        // No two pending transmissions share a flow and a start: the unstable sort (which
-        // allocates nothing) gives the one order there is.
-        let order = |v: &mut Vec<Transmission>| v.sort_unstable_by_key(|t| (t.start_ns, t.end_ns, t.key));
         let mut out = BTreeMap::new();
         if jobs.len() == 1 {
             // One job (a cluster's usual case): the list is the pending list itself.
-            order(&mut ts);
-            out.insert(jobs.swap_remove(0).0, ts);
+            let (name, _, waited) = jobs.swap_remove(0);
+            in_order(&mut ts, waited);
+            out.insert(name, ts);
             return out;
         }
-        let mut lists: Vec<Vec<Transmission>> = jobs.iter().map(|&(_, n)| Vec::with_capacity(n)).collect();
+        let mut lists: Vec<Vec<Member>> = jobs.iter().map(|&(_, n, _)| Vec::with_capacity(n)).collect();
         for (t, j) in ts.into_iter().zip(which) {
             lists[j].push(t);
         }
-        for ((name, _), mut v) in jobs.into_iter().zip(lists) {
-            order(&mut v);
+        for ((name, _, waited), mut v) in jobs.into_iter().zip(lists) {
+            in_order(&mut v, waited);
             out.insert(name, v);
         }
         out
     }
 
-    /// Closes, in each job's order, the steps `due` (given a step's place in its job's
-    /// pending ones and its end) says may close; from the first that may not, the rest wait.
-    fn close(&mut self, due: impl Fn(usize, u64) -> bool) {
+    /// Closes, in each job's order, the steps `due` says may close, given a step's end and
+    /// the share of its job's pending transmissions that the steps before it hold; from
+    /// the first that may not, the rest wait.
+    fn close(&mut self, due: impl Fn(u64, f64) -> bool) {
         if self.pending.is_empty() {
             return;
         }
@@ -408,9 +459,9 @@ impl Steps {
             // The steps that close are the first ones of the job's list: how many
             // transmissions they hold.
             let mut closed = 0;
-            for (i, group) in groups(&ts, self.gap_ns).into_iter().enumerate() {
+            for group in groups(&ts, self.gap_ns) {
                 let end = group.iter().map(|t| t.end_ns).max().unwrap_or(0);
-                if !due(i, end) {
+                if !due(end, closed as f64 / ts.len() as f64) {
                     break;
                 }
                 self.record(&job, group);
@@ -430,17 +481,23 @@ impl Steps {
         self.joined = self.pending.len();
     }
 
-    /// Too many transmissions pending: each job's oldest step closes with what it has, so
-    /// that the bound holds even for a job that never pauses.
+    /// Too many transmissions pending: each job's oldest steps close with what they have,
+    /// so that the bound holds even for a job that never pauses: the first, and the next
+    /// ones until a quarter of the job's pending transmissions are closed. (Closing only the
+    /// first made a job with a short first step pay a close, which sorts and splits the
+    /// whole list, for every few transmissions offered once at the bound.)
     fn close_oldest(&mut self) {
-        self.close(|i, _| i == 0);
+        self.close(|_, before| before < 0.25);
     }
 
-    fn record(&mut self, job: &str, group: &[Transmission]) {
+    fn record(&mut self, job: &str, group: &[Member]) {
         let step = step_of(job, group, &self.naks);
-        let mut hosts: Vec<IpAddr> = group.iter().flat_map(|t| [t.key.src, t.key.dst]).collect();
-        hosts.sort();
-        hosts.dedup();
+        // A step closed at the bound holds up to MAX_PENDING transmissions between a few
+        // hundred hosts: the distinct ones first, then sorted.
+        let distinct: HashSet<IpAddr, ahash::RandomState> =
+            group.iter().flat_map(|t| [t.key.src, t.key.dst]).collect();
+        let mut hosts: Vec<IpAddr> = distinct.into_iter().collect();
+        hosts.sort_unstable();
         let j = self.jobs.entry(job.to_owned()).or_insert_with(JobTotals::new);
         j.steps += 1;
         let _ = j.durations.record(step.duration_ns().max(1));
@@ -459,14 +516,43 @@ impl Steps {
     }
 }
 
-/// The unordered host pair of a transmission, lower address first.
-fn pair(t: &Transmission) -> (IpAddr, IpAddr) {
-    (t.key.src.min(t.key.dst), t.key.src.max(t.key.dst))
+/// The unordered host pair of a flow, lower address first.
+fn pair(k: &FlowKey) -> (IpAddr, IpAddr) {
+    (k.src.min(k.dst), k.src.max(k.dst))
+}
+
+/// Puts a job's list in its order, given that its first `waited` members are the ones a
+/// close left waiting and the rest came since, each part in order already (unless groups
+/// merged since, which joins two jobs' waiting parts: then that part is sorted). Only the
+/// waiting ones that start after the first new one are merged with the new ones.
+fn in_order(v: &mut [Member], waited: usize) {
+    let (old, new) = v.split_at_mut(waited);
+    if !old.is_sorted_by_key(Member::order) {
+        old.sort_unstable_by_key(Member::order);
+    }
+    let Some(first) = new.first().map(Member::order) else { return };
+    let from = old.partition_point(|m| m.order() <= first);
+    if from == waited {
+        return;
+    }
+    // The waiting ones to merge are copied out; the merged list is written from `from` on,
+    // never past the next new one still to read.
+    let waiting = v[from..waited].to_vec();
+    let (mut a, mut b) = (0, waited);
+    for at in from..v.len() {
+        if a < waiting.len() && (b == v.len() || waiting[a].order() <= v[b].order()) {
+            v[at] = waiting[a];
+            a += 1;
+        } else {
+            v[at] = v[b];
+            b += 1;
+        }
+    }
 }
 
 /// Transmissions in start order cut into steps: a gap longer than `gap_ns` after the latest
 /// end so far starts a new one.
-fn groups(ts: &[Transmission], gap_ns: u64) -> Vec<&[Transmission]> {
+fn groups(ts: &[Member], gap_ns: u64) -> Vec<&[Member]> {
     let mut out = Vec::new();
     let mut from = 0;
     let mut end = 0u64;
@@ -484,45 +570,52 @@ fn groups(ts: &[Transmission], gap_ns: u64) -> Vec<&[Transmission]> {
     out
 }
 
+/// What a step adds up per flow: its finish, its payload (less retransmissions), and
+/// whether its packets showed loss or congestion.
+#[derive(Debug, Clone, Copy, Default)]
+struct FlowInStep {
+    finish: u64,
+    payload: u64,
+    loss: bool,
+    congestion: bool,
+}
+
 /// The step a group of transmissions makes: its span, its flows, the straggler and why.
-fn step_of(job: &str, group: &[Transmission], naks: &VecDeque<(IpAddr, IpAddr, u64, u64)>) -> Step {
+fn step_of(job: &str, group: &[Member], naks: &VecDeque<(IpAddr, IpAddr, u64, u64)>) -> Step {
     let start_ns = group.iter().map(|t| t.start_ns).min().unwrap_or(0);
     let end_ns = group.iter().map(|t| t.end_ns).max().unwrap_or(0);
-    // Per flow: its finish, payload, and what its packets showed.
-    let mut flows: BTreeMap<FlowKey, (u64, u64, crate::track::FlowCounts)> = BTreeMap::new();
+    let mut flows: HashMap<FlowKey, FlowInStep, ahash::RandomState> = HashMap::default();
     let mut bytes = 0;
     for t in group {
-        bytes += t.counts.bytes;
-        let f = flows.entry(t.key).or_insert((0, 0, Default::default()));
-        f.0 = f.0.max(t.end_ns);
-        f.1 += t.counts.payload_bytes.saturating_sub(t.counts.retx_bytes);
-        f.2.add(&t.counts);
+        bytes += t.bytes;
+        let f = flows.entry(t.key).or_default();
+        f.finish = f.finish.max(t.end_ns);
+        f.payload += t.payload;
+        f.loss |= t.loss;
+        f.congestion |= t.congestion;
     }
-    let mut finishes: Vec<u64> = flows.values().map(|f| f.0).collect();
+    let mut finishes: Vec<u64> = flows.values().map(|f| f.finish).collect();
     finishes.sort_unstable();
     let median_finish_ns = finishes[(finishes.len() - 1) / 2];
-    // The last to finish; among equals, the lowest key (the map's order).
-    let (straggler, (finish, payload, c)) = flows
+    // The last to finish; among equals, the lowest key.
+    let (straggler, f) = flows
         .iter()
-        .fold(None::<(&FlowKey, &(u64, u64, crate::track::FlowCounts))>, |best, (k, f)| match best {
-            Some((_, b)) if b.0 >= f.0 => best,
-            _ => Some((k, f)),
-        })
+        .max_by(|(ka, a), (kb, b)| a.finish.cmp(&b.finish).then_with(|| kb.cmp(ka)))
         .expect("a step has a flow");
     let answered_with_nak = naks.iter().any(|&(from, to, s, e)| {
-        from == straggler.dst && to == straggler.src && s <= *finish && e >= start_ns
+        from == straggler.dst && to == straggler.src && s <= f.finish && e >= start_ns
     });
-    let reason = if c.retx_packets + c.gap_psns > 0 {
+    let reason = if f.loss {
         Reason::Loss
     } else if answered_with_nak {
         Reason::Nak
-    } else if c.cnp + c.ecn_ce > 0 {
+    } else if f.congestion {
         Reason::Congestion
     } else {
         Reason::None
     };
     let gbps = |payload: u64, finish: u64| (payload * 8) as f64 / (finish - start_ns).max(1) as f64;
-    let mut rates: Vec<f64> = flows.values().map(|f| gbps(f.1, f.0)).collect();
+    let mut rates: Vec<f64> = flows.values().map(|f| gbps(f.payload, f.finish)).collect();
     rates.sort_by(f64::total_cmp);
     Step {
         job: job.to_owned(),
@@ -531,10 +624,10 @@ fn step_of(job: &str, group: &[Transmission], naks: &VecDeque<(IpAddr, IpAddr, u
         flows: flows.len(),
         bytes,
         straggler: *straggler,
-        straggler_finish_ns: *finish,
+        straggler_finish_ns: f.finish,
         median_finish_ns,
         reason,
-        straggler_gbps: gbps(*payload, *finish),
+        straggler_gbps: gbps(f.payload, f.finish),
         median_gbps: rates[(rates.len() - 1) / 2],
     }
 }
@@ -647,6 +740,70 @@ mod tests {
         let closed = s.take_closed();
         assert_eq!(closed.len(), 1, "the oldest step closed early once");
         assert_eq!(closed[0].start_ns, 0);
+    }
+
+    #[test]
+    fn a_job_of_short_steps_at_the_bound_closes_a_quarter_at_once() {
+        let mut s = Steps::new(Vec::new(), 2_000_000, 0);
+        // Steps of four flows each, 3 ms apart (a gap longer than --step-gap): 65,536 steps
+        // fill the bound; the next transmission closes the oldest 16,384 of them (a quarter
+        // of the 262,144 pending), not one.
+        let flows = [
+            ("10.0.0.1", "10.0.0.2"),
+            ("10.0.0.2", "10.0.0.3"),
+            ("10.0.0.3", "10.0.0.4"),
+            ("10.0.0.4", "10.0.0.1"),
+        ];
+        for k in 0..MAX_PENDING as u64 / 4 {
+            for (a, b) in flows {
+                s.offer(&tx(a, b, k * 3_000_000, k * 3_000_000 + 10_000, |_| {}));
+            }
+        }
+        assert_eq!((s.pending.len(), s.closed.len()), (MAX_PENDING, 0));
+        s.offer(&tx("10.0.0.1", "10.0.0.2", 1 << 40, (1 << 40) + 10_000, |_| {}));
+        assert_eq!(s.pending.len(), MAX_PENDING - MAX_PENDING / 4 + 1);
+        let closed = s.take_closed();
+        assert_eq!(closed.len(), 16_384);
+        assert_eq!((closed[16_383].start_ns, closed[16_383].flows), (16_383 * 3_000_000, 4));
+    }
+
+    #[test]
+    fn transmissions_that_come_after_a_close_are_put_in_order_among_those_waiting() {
+        let mut s = Steps::new(Vec::new(), 2_000_000, 1_000_000);
+        s.offer(&tx("10.0.0.1", "10.0.0.2", 10_000, 20_000, |_| {}));
+        s.offer(&tx("10.9.0.1", "10.9.0.2", 10_000, 20_000, |_| {}));
+        s.advance(500_000);
+        assert!(s.take_closed().is_empty());
+        // Later reports: a flow of the same step that started before the waiting one, and
+        // one 5 ms after it (the next step).
+        s.offer(&tx("10.0.0.2", "10.0.0.1", 5_000, 30_000, |_| {}));
+        s.offer(&tx("10.0.0.1", "10.0.0.2", 5_020_000, 5_030_000, |_| {}));
+        s.finish();
+        let a: Vec<(u64, u64, usize)> = s
+            .take_closed()
+            .iter()
+            .filter(|x| x.job == "10.0.0.1")
+            .map(|x| (x.start_ns, x.end_ns, x.flows))
+            .collect();
+        assert_eq!(a, [(5_000, 30_000, 2), (5_020_000, 5_030_000, 1)]);
+    }
+
+    #[test]
+    fn a_list_waiting_and_new_in_order_and_two_waiting_parts_joined() {
+        let m = |start: u64| Member::of(&tx("10.0.0.1", "10.0.0.2", start, start + 1, |_| {}));
+        let starts = |v: &[Member]| v.iter().map(|m| m.start_ns).collect::<Vec<_>>();
+        // Waiting 1, 5, 9; new 3, 4, 10.
+        let mut v: Vec<Member> = [1, 5, 9, 3, 4, 10].into_iter().map(m).collect();
+        in_order(&mut v, 3);
+        assert_eq!(starts(&v), [1, 3, 4, 5, 9, 10]);
+        // Every new one after those waiting: nothing moves.
+        let mut v: Vec<Member> = [1, 2, 7, 8].into_iter().map(m).collect();
+        in_order(&mut v, 2);
+        assert_eq!(starts(&v), [1, 2, 7, 8]);
+        // Two jobs' waiting parts joined into one job (5, 1), then a new one.
+        let mut v: Vec<Member> = [5, 1, 2].into_iter().map(m).collect();
+        in_order(&mut v, 2);
+        assert_eq!(starts(&v), [1, 2, 5]);
     }
 
     #[test]
