@@ -21,7 +21,8 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::IpAddr;
 
 /// Transmissions waiting for their step to close; beyond it, each job's oldest steps close
-/// early (see [`Steps::close_oldest`]). Also the bound on the NAK-carrying transmissions kept (beyond it the oldest go).
+/// early (see [`Steps::close_oldest`]). Also the bound on the NAK-carrying transmissions
+/// kept (beyond it the oldest go).
 const MAX_PENDING: usize = 262_144;
 /// Hosts in jobs; beyond it, the transmissions of new hosts are not analysed (counted).
 const MAX_HOSTS: usize = 65_536;

@@ -27,8 +27,9 @@ const BATCH_BYTES: usize = 256 * 1024;
 const BATCH_FRAMES: usize = 512;
 /// How many frames of a batch ahead the worker prefetches a frame's headers.
 const FRAMES_AHEAD: usize = 8;
-/// Batches queued per worker, and spare batches made for a worker at start.
+/// Batches queued per worker.
 const QUEUE: usize = 64;
+/// Spare batches per worker: half of them made at start.
 const SPARES: usize = 8;
 /// Room for every batch a lane can have made on its way back. The dispatcher makes one only
 /// when none is spare, that is when all are queued, being analysed or being filled: at most
