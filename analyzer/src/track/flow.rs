@@ -159,6 +159,8 @@ pub enum FlowEvent {
 /// Requests awaiting their last response (rdma_read). A small ring: beyond it the oldest
 /// is forgotten, which a healthy RC connection (a few outstanding messages) never reaches.
 const PENDING: usize = 8;
+// `Hot::acks_live` has a bit per place.
+const _: () = assert!(PENDING <= 8);
 
 /// 16 bytes: the PSN (24 bits) with the top bit telling whether the request still awaits
 /// its answer, the PSNs it covers (READ: its span; a message end: 1), and its time.
@@ -219,7 +221,9 @@ struct Hot {
     /// packets less those of every other opcode), so that a flow of one opcode, as nearly
     /// every RDMA flow is, touches no cold line to count its opcode.
     main_op: u8,
-    _spare: u8,
+    /// The places of [`Cold::acks`] that hold a request still awaiting its ACK (bit k:
+    /// place k), so that an ACK looks at those only, not at the whole ring.
+    acks_live: u8,
     /// Where the I/O tracker last found this flow's NVMe connection state (a slot of its
     /// table, checked against the key before use; see `IoTracker`), so that an NVMe
     /// packet's flow lookup is its only hash lookup there. `NONE` until then.
@@ -354,7 +358,7 @@ impl Hot {
             last_ts: 0,
             tx_mask: 0,
             main_op: opcode,
-            _spare: 0,
+            acks_live: 0,
             io_hint: NONE,
             tx_start: 0,
             tag,
@@ -1425,6 +1429,7 @@ impl FlowTable {
             } else if ends_message(low) && !matches!(low, op::COMPARE_SWAP | op::FETCH_ADD) {
                 let at = e.next_ring_slot(0);
                 c.acks[at] = Pending::new(psn, 1, ts);
+                e.acks_live |= 1 << at;
             }
         }
         match e.psn.observe(psn, span) {
@@ -1567,10 +1572,23 @@ impl FlowTable {
         // own array, not one zeroed on the stack for every response).
         let samples = &mut self.answered;
         let mut n = 0;
-        for p in ring.iter_mut().filter(|p| p.live() && ts >= p.ts) {
+        // The places to look at, in ring order: for ACKs those the flow knows are awaiting
+        // one (usually one or two of the eight), for READ responses all.
+        let acks_live = &mut self.hot[r as usize].acks_live;
+        let mut look = if which == 0 { *acks_live } else { u8::MAX };
+        while look != 0 {
+            let k = look.trailing_zeros() as usize;
+            look &= look - 1;
+            let p = &mut ring[k % PENDING];
+            if !p.live() || ts < p.ts {
+                continue;
+            }
             let offset = psn.wrapping_sub(p.psn()) & 0x00FF_FFFF;
             if offset < within.unwrap_or(p.span.max(1)) {
                 p.answered();
+                if which == 0 {
+                    *acks_live &= !(1 << k);
+                }
                 // The ring has PENDING entries, so n < PENDING here: the modulo (a mask)
                 // only spares the bounds check.
                 samples[n % PENDING] = ts - p.ts;
