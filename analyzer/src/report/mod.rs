@@ -9,6 +9,7 @@ pub mod plot;
 pub mod prometheus;
 pub mod summary;
 pub mod table;
+pub mod text;
 pub mod time;
 
 pub use summary::Summary;
