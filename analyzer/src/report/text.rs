@@ -138,11 +138,15 @@ mod tests {
             f64::NAN,
             f64::INFINITY,
         ];
-        // Exact ties at the sixth decimal (k + 1/2) * 2^-n that are binary fractions, and a
-        // spread of ordinary values (a fixed xorshift sequence).
+        // The exact ties at the sixth decimal: x * 10^6 = n + 1/2 makes x = (2n + 1) /
+        // (2^7 * 5^6), a binary fraction only for the odd multiples of 1/128 (0.0078125,
+        // 0.0234375, ...), rounded down and up in turn; values next to a tie that binary
+        // cannot hold ((2k + 1) / 2,000,000) and to a 2^-21 grid; then a spread of ordinary
+        // values (a fixed xorshift sequence).
         for k in 0..2_000u64 {
-            values.push((k as f64 + 0.5) / 1_048_576.0);
+            values.push((2 * k + 1) as f64 / 128.0);
             values.push((2 * k + 1) as f64 / 2_000_000.0);
+            values.push((k as f64 + 0.5) / 1_048_576.0);
         }
         let mut r = 0x9E37_79B9_7F4A_7C15u64;
         for _ in 0..20_000 {
@@ -159,6 +163,10 @@ mod tests {
         for x in values {
             assert_eq!(via(push_fixed6, x), format!("{x:.6}"), "{x:e}");
         }
+        // By hand: 1/128 * 10^6 = 7,812.5 goes to the even 7,812; 3/128 * 10^6 = 23,437.5
+        // to 23,438.
+        assert_eq!(via(push_fixed6, 1.0 / 128.0), "0.007812");
+        assert_eq!(via(push_fixed6, 3.0 / 128.0), "0.023438");
     }
 
     #[test]
