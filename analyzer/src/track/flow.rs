@@ -1572,7 +1572,7 @@ impl FlowTable {
         // own array, not one zeroed on the stack for every response).
         let samples = &mut self.answered;
         let mut n = 0;
-        // The places to look at, in ring order: for ACKs those the flow knows are awaiting
+        // The places to look at, in place order as before: for ACKs those the flow knows await
         // one (usually one or two of the eight), for READ responses all.
         let acks_live = &mut self.hot[r as usize].acks_live;
         let mut look = if which == 0 { *acks_live } else { u8::MAX };
