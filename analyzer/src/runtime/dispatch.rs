@@ -38,6 +38,7 @@ const SPARES: usize = 8;
 /// each a 256 KiB `munmap` whose TLB shootdown interrupted the other core, and the
 /// dispatcher made them again page by page: 3,000 a second on many_qps with `--rx-core`.)
 const RETURNS: usize = QUEUE + SPARES;
+const _: () = assert!(RETURNS >= QUEUE + 3);
 
 #[derive(Debug, Clone, Copy)]
 struct Slot {
