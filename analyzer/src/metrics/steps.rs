@@ -383,7 +383,7 @@ impl Steps {
     /// found carrying NVMe meanwhile are dropped here (storage traffic is no job). Each
     /// host's job is named once (not once per transmission), the transmissions are moved
     /// (not copied), and only those that came since the last close are joined and sorted,
-    /// then merged with those it left waiting (already in their job's order): the stats
+    /// then put in order among those it left waiting (see [`in_order`]): the stats
     /// thread does this every interval over up to [`MAX_PENDING`] transmissions.
     fn by_job(&mut self) -> BTreeMap<String, Vec<Member>> {
         let mut ts = std::mem::take(&mut self.pending);
@@ -525,7 +525,9 @@ fn pair(k: &FlowKey) -> (IpAddr, IpAddr) {
 /// Puts a job's list in its order, given that its first `waited` members are the ones a
 /// close left waiting and the rest came since, each part in order already (unless groups
 /// merged since, which joins two jobs' waiting parts: then that part is sorted). Only the
-/// waiting ones that start after the first new one are merged with the new ones.
+/// waiting ones that start after the first new one are sorted again, with the new ones, in
+/// place: a merge through a copy of them allocated up to the whole list at every close,
+/// and the soak test's resident memory crept up with those allocations.
 fn in_order(v: &mut [Member], waited: usize) {
     let (old, new) = v.split_at_mut(waited);
     if !old.is_sorted_by_key(Member::order) {
@@ -533,21 +535,8 @@ fn in_order(v: &mut [Member], waited: usize) {
     }
     let Some(first) = new.first().map(Member::order) else { return };
     let from = old.partition_point(|m| m.order() <= first);
-    if from == waited {
-        return;
-    }
-    // The waiting ones to merge are copied out; the merged list is written from `from` on,
-    // never past the next new one still to read.
-    let waiting = v[from..waited].to_vec();
-    let (mut a, mut b) = (0, waited);
-    for at in from..v.len() {
-        if a < waiting.len() && (b == v.len() || waiting[a].order() <= v[b].order()) {
-            v[at] = waiting[a];
-            a += 1;
-        } else {
-            v[at] = v[b];
-            b += 1;
-        }
+    if from < waited {
+        v[from..].sort_unstable_by_key(Member::order);
     }
 }
 
