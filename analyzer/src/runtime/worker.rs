@@ -8,7 +8,7 @@ use crate::metrics::latency::LatencyBatch;
 use crate::metrics::snapshot::Forgotten;
 use crate::metrics::{GlobalCounters, IntervalSnapshot};
 use crate::track::evidence::NoFile;
-use crate::track::flow::{FlowDelta, FlowEvent, FlowRef, Transmission};
+use crate::track::flow::{FlowDelta, FlowEvent, Transmission};
 use crate::track::io::{IoBatch, IoCountsByPair};
 use crate::track::{Analyzer, Seen};
 use crate::wire::{could_be_mirrored, decode_frame, decode_frame_into, Decoded, NotRoce};
@@ -148,11 +148,11 @@ struct Incoming<'a> {
 struct Staged<'a> {
     f: Frame<'a>,
     decoded: Decoded<'a>,
-    ts: u64,
-    switch: bool,
+    /// How the tracker sees the packet, built as the frame is staged (its time, its flow's
+    /// key and hash) and completed by the pipeline (the index's hint): handed to the
+    /// tracker by reference, not built again from the staged fields.
+    seen: Seen,
     observe: Option<u64>,
-    late: bool,
-    flow: Option<FlowRef>,
 }
 
 pub use crate::metrics::snapshot::TimeUse;
@@ -332,13 +332,13 @@ impl Worker {
             let mut out_of_order = None;
             for f in chunk {
                 let s = self.stage(&mut staged[n], *f, None, None, false);
-                if !r.pass(s.ts) {
-                    out_of_order = Some((s.ts, s.switch));
+                if !r.pass(s.seen.ts) {
+                    out_of_order = Some((s.seen.ts, s.seen.switch_clock));
                     break;
                 }
                 n += 1;
             }
-            self.track_staged(&staged[..n]);
+            self.track_staged(&mut staged[..n]);
             rest = &rest[n..];
             if let Some((ts, switch)) = out_of_order {
                 let first = Incoming {
@@ -523,7 +523,7 @@ impl Worker {
             self.stage(&mut staged[n], f, stamped, observe, late);
             n += 1;
         }
-        self.track_staged(&staged[..n]);
+        self.track_staged(&mut staged[..n]);
     }
 
     /// A frame staged into `at`: decoded there (the decoded packet is written where it is
@@ -538,42 +538,46 @@ impl Worker {
         observe: Option<u64>,
         late: bool,
     ) -> &'s mut Staged<'a> {
-        let s = at.insert(Staged {
-            f,
-            decoded: Decoded::NotRoce(NotRoce::NotIp),
+        let seen = Seen {
+            source: f.source,
+            wire_len: f.wire_len,
             ts: f.ts_ns,
-            switch: false,
-            observe,
+            switch_clock: false,
             late,
             flow: None,
-        });
+            hint: None,
+        };
+        let s = at.insert(Staged { f, decoded: Decoded::NotRoce(NotRoce::NotIp), seen, observe });
         decode_frame_into(f.data, &mut s.decoded);
-        (s.ts, s.switch) = match stamped {
+        (s.seen.ts, s.seen.switch_clock) = match stamped {
             Some(sw) => (f.ts_ns, sw),
             None => self.analyzer.packet_time(&s.decoded, f.ts_ns),
         };
         if let Decoded::Roce(p) = &s.decoded {
+            // A mirrored frame counts as long as the frame the monitored link carried.
+            if let Some(len) = p.inner_frame_len {
+                s.seen.wire_len = len;
+            }
             let r = self.analyzer.flow_ref(p, f.source);
             self.analyzer.flows().prefetch_index(r.hash);
-            s.flow = Some(r);
+            s.seen.flow = Some(r);
         }
         s
     }
 
     /// Tracks staged frames, in order, pipelined (see [`Worker::burst`]).
     #[inline(always)]
-    fn track_staged(&mut self, staged: &[Option<Staged<'_>>]) {
+    fn track_staged(&mut self, staged: &mut [Option<Staged<'_>>]) {
         let n = staged.len();
-        let mut slots = [None; BURST];
         for k in 0..n + 2 * PIPE {
-            if let Some(Some(s)) = staged.get(k) {
-                if let Some(r) = s.flow {
-                    slots[k % BURST] = self.analyzer.flows().prefetch_entry(r.hash);
+            if let Some(Some(s)) = staged.get_mut(k) {
+                if let Some(r) = s.seen.flow {
+                    s.seen.hint = self.analyzer.flows().prefetch_entry(r.hash);
                 }
             }
             if let Some(j) = k.checked_sub(PIPE).filter(|&j| j < n) {
-                if let (Some(s), Some(slot)) = (&staged[j], slots[j % BURST]) {
-                    if let Decoded::Roce(p) = &s.decoded {
+                if let Some(s) = &staged[j] {
+                    if let (Some(slot), Decoded::Roce(p)) = (s.seen.hint, &s.decoded) {
                         self.analyzer.flows().prefetch_next(slot, p.bth.opcode(), p.bth.psn());
                     }
                 }
@@ -583,11 +587,11 @@ impl Worker {
                     if let Some(now) = s.observe {
                         self.observe_time(now);
                     }
-                    self.process(s, slots[j % BURST]);
+                    self.process(s);
                     // Kept here, not in `process`, which stays as it is without evidence.
                     if self.evidence && matches!(s.decoded, Decoded::Roce(_)) {
                         let out = &mut self.out;
-                        self.analyzer.keep_evidence(s.f.data, s.f.wire_len, s.ts, &mut |e| out.event(e));
+                        self.analyzer.keep_evidence(s.f.data, s.f.wire_len, s.seen.ts, &mut |e| out.event(e));
                     }
                 }
             }
@@ -595,9 +599,9 @@ impl Worker {
     }
 
     #[inline(always)]
-    fn process(&mut self, s: &Staged<'_>, hint: Option<u32>) {
-        let Staged { f, ts, switch: switch_clock, late, flow, .. } = *s;
-        self.advance_time(ts);
+    fn process(&mut self, s: &Staged<'_>) {
+        let (f, seen) = (&s.f, &s.seen);
+        self.advance_time(seen.ts);
         self.counters.packets += 1;
         match &s.decoded {
             Decoded::Roce(p) => {
@@ -605,13 +609,11 @@ impl Worker {
                 if p.mirror.is_some_and(|m| m.erspan_type == 3 && m.time.is_none()) {
                     self.counters.erspan_untimed += 1;
                 }
-                if late {
+                if seen.late {
                     let v = self.analyzer.vantage_of(p, f.source);
                     self.counters.late_packets[v as usize] += 1;
                 }
                 let out = &mut self.out;
-                let wire_len = p.inner_frame_len.unwrap_or(f.wire_len);
-                let seen = Seen { source: f.source, wire_len, ts, switch_clock, late, flow, hint };
                 self.analyzer.track(p, seen, &mut |e| out.event(e));
             }
             Decoded::NotRoce(_) => self.counters.non_roce_packets += 1,

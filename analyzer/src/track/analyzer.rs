@@ -298,8 +298,8 @@ impl Analyzer {
     /// Tracks one RoCE packet, seen as `seen` says; ended transmissions go to `out`.
     /// Allocates nothing. With `--evidence-dir`, [`Analyzer::keep_evidence`] follows.
     #[inline]
-    pub fn track(&mut self, p: &RocePacket<'_>, seen: Seen, out: &mut impl FnMut(FlowEvent)) {
-        let Seen { source, ts, switch_clock, late, .. } = seen;
+    pub fn track(&mut self, p: &RocePacket<'_>, seen: &Seen, out: &mut impl FnMut(FlowEvent)) {
+        let Seen { source, ts, switch_clock, late, .. } = *seen;
         let vantage = match seen.flow {
             Some(r) => r.vantage(),
             None => self.vantage_of(p, source),

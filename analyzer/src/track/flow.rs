@@ -1302,14 +1302,14 @@ impl FlowTable {
         &mut self,
         key: impl Fn() -> FlowKey,
         p: &RocePacket<'_>,
-        seen: Seen,
+        seen: &Seen,
         rec: &mut LatencyRecorder,
         out: &mut impl FnMut(FlowEvent),
     ) -> Recorded {
-        let Seen { wire_len, ts, .. } = seen;
+        let Seen { wire_len, ts, .. } = *seen;
         self.advance(ts);
         let opcode = p.bth.opcode();
-        let Some(i) = self.slot(key, &seen, p.bth.transport(), opcode, ts, out) else {
+        let Some(i) = self.slot(key, seen, p.bth.transport(), opcode, ts, out) else {
             self.untracked_packets += 1;
             self.last_recorded = NONE;
             return Recorded::Untracked;
@@ -1800,7 +1800,7 @@ mod pairing {
             flow: None,
             hint: None,
         };
-        t.record(|| key, &p, seen, &mut LatencyRecorder::new(16, 0), &mut |_| {});
+        t.record(|| key, &p, &seen, &mut LatencyRecorder::new(16, 0), &mut |_| {});
     }
 
     fn counts(t: &FlowTable, src: &str, dst: &str, qpn: u32) -> FlowCounts {
