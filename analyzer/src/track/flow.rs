@@ -614,6 +614,26 @@ fn note_change(h: &mut Hot, changed: &mut Vec<u32>, i: u32) {
     }
 }
 
+/// Closes the open transmission of a flow (its two parts given) if it is too short to say
+/// anything of its own (see `FlowTable::with_min_transmission_packets`): counted in the
+/// flow's interval, where its packets are already. Its packets and bytes come from the hot
+/// part. Returns whether it was; a longer one is left open, to be reported with all its
+/// counters (`FlowTable::report_transmission`), which closes it.
+#[inline]
+fn close_short(h: &mut Hot, c: &mut Cold, min_packets: u64) -> bool {
+    let packets = h.tx_packets();
+    if packets >= min_packets {
+        return false;
+    }
+    h.set(TX_OPEN, false);
+    let bytes = h.counts[1] - h.tx_base[1];
+    let s = &mut c.short;
+    s.0 = s.0.saturating_add(1);
+    s.1 = s.1.saturating_add(packets as u32);
+    s.2 += bytes;
+    true
+}
+
 /// Counter `field` of a flow's cold counters ([`Cold::rest`]), to add to, its entry's two
 /// parts given. While a transmission is open, its value at the transmission's start is
 /// saved first, the first time the transmission changes it (see [`Hot::tx_mask`]): one
@@ -951,30 +971,20 @@ impl FlowTable {
 
     #[inline]
     fn close_transmission(&mut self, i: u32, out: &mut impl FnMut(FlowEvent)) {
-        let h = &mut self.hot[i as usize];
-        h.set(TX_OPEN, false);
-        // Its packets and bytes come from the hot part; only a transmission long enough to
-        // be reported needs the rest of its counters.
-        let packets = h.tx_packets();
-        if packets < self.min_tx_packets {
-            // Too short to say anything of its own (see `with_min_transmission_packets`):
-            // counted in the flow's interval, where its packets are already.
-            let bytes = h.counts[1] - h.tx_base[1];
-            let s = &mut self.cold[i as usize].short;
-            s.0 = s.0.saturating_add(1);
-            s.1 = s.1.saturating_add(packets as u32);
-            s.2 += bytes;
-            self.note_change(i);
+        let (h, c) = (&mut self.hot[i as usize], &mut self.cold[i as usize]);
+        if !close_short(h, c, self.min_tx_packets) {
+            self.report_transmission(i, out);
             return;
         }
-        self.report_transmission(i, out);
+        self.note_change(i);
     }
 
     /// Ends a transmission long enough to be reported: with all its counters, to `out`.
     #[inline(never)]
     fn report_transmission(&mut self, i: u32, out: &mut impl FnMut(FlowEvent)) {
         let counts = self.tx_counts(i);
-        let h = &self.hot[i as usize];
+        let h = &mut self.hot[i as usize];
+        h.set(TX_OPEN, false);
         let (transport, start_ns, end_ns) = (h.transport(), h.tx_start, h.last_ts);
         out(FlowEvent::Ended(Transmission { key: self.key(i), transport, start_ns, end_ns, counts }));
     }
@@ -1317,30 +1327,31 @@ impl FlowTable {
         self.last_recorded = i;
         // The entry's two parts are borrowed once, beside the table's other fields, for
         // what every packet does; the rare steps go through the table's methods.
-        let e = &mut self.hot[i as usize];
+        let (mut e, mut c) = (&mut self.hot[i as usize], &mut self.cold[i as usize]);
         note_change(e, &mut self.changed, i);
         if e.mirror_duplicate(self.duplicate_window_ns, p, opcode, ts) {
-            *rest_field(e, &mut self.cold[i as usize], |c| &mut c.mirror_duplicates) += 1;
+            *rest_field(e, c, |c| &mut c.mirror_duplicates) += 1;
             return Recorded::Duplicate;
         }
+        // Paired by CM before both directions were in the table (rare): linked below.
+        let link = e.peer_slot == NONE && e.peer_qpn != NONE;
         // The transmission may have gone idle since its last packet: it ends before this
-        // packet counts (`advance(ts)` above made `ts` part of the horizon).
-        // `settle`, on the entry borrowed already (calling it measured ten instructions a
-        // packet more: callgrind, 1,028.0 against 1,037.9 on many_qps).
-        if e.went_idle(self.horizon, self.idle_ns) {
-            self.close_transmission(i, out);
+        // packet counts (`advance(ts)` above made `ts` part of the horizon). `settle`
+        // written out on the entry borrowed already, the flow noted as changed above.
+        if e.went_idle(self.horizon, self.idle_ns) && !close_short(e, c, self.min_tx_packets) {
+            self.report_transmission(i, out);
+            (e, c) = (&mut self.hot[i as usize], &mut self.cold[i as usize]);
         }
-        let e = &mut self.hot[i as usize];
+        if link {
+            self.link_announced(i);
+            (e, c) = (&mut self.hot[i as usize], &mut self.cold[i as usize]);
+        }
         if !e.has(TX_OPEN) {
             e.set(TX_OPEN, true);
             e.tx_mask = 0;
             e.tx_start = ts;
             e.tx_base = e.counts;
         }
-        if e.peer_slot == NONE && e.peer_qpn != NONE {
-            self.link_announced(i);
-        }
-        let (e, c) = (&mut self.hot[i as usize], &mut self.cold[i as usize]);
         e.last_ts = e.last_ts.max(ts);
         if e.transport() == Transport::Cnp && opcode != op::CNP {
             e.set_transport(p.bth.transport());
