@@ -887,7 +887,7 @@ impl FlowTable {
     /// the ring it answers; for an RC request that ends a message or reads, the ring slot it
     /// goes to; for a request out of sequence, the counters it will change; for a packet not of
     /// the flow's first opcode, the line counting it.
-    #[inline]
+    #[inline(always)]
     pub fn prefetch_next(&self, slot: u32, opcode: u8, psn: u32) {
         let Some(h) = self.hot.get(slot as usize) else { return };
         let low = opcode & 0x1F;
