@@ -120,7 +120,7 @@ pub fn decode_frame(frame: &[u8]) -> Decoded<'_> {
 /// is kept, not built aside and moved there.
 pub fn decode_frame_into<'a>(frame: &'a [u8], out: &mut Decoded<'a>) {
     if let Some((l2, n)) = plain(frame) {
-        *out = transport(frame, &l2, &n, None);
+        transport_into(frame, &l2, &n, None, out);
     } else {
         *out = walk(frame);
     }
@@ -357,45 +357,67 @@ fn mirrored<'a>(n: &L3<'a>, inside_mirror: bool) -> Result<(&'a [u8], Mirror), S
 /// UDP to port 4791, BTH and the extension headers: the RoCE packet, built in place.
 #[inline(always)]
 fn transport<'a>(frame: &'a [u8], l2: &L2, n: &L3<'a>, mirror: Option<Mirror>) -> Decoded<'a> {
+    let mut out = Decoded::NotRoce(NotRoce::NotIp);
+    transport_into(frame, l2, n, mirror, &mut out);
+    out
+}
+
+/// [`transport`] into `out`, written at each way out (one store of every field where it was
+/// worked out; a single store of the outcome after the branches made the compiler keep the
+/// packet's fields on the stack until the branches joined).
+#[inline(always)]
+fn transport_into<'a>(frame: &'a [u8], l2: &L2, n: &L3<'a>, mirror: Option<Mirror>, out: &mut Decoded<'a>) {
     if n.protocol != ipv4::PROTO_UDP {
-        return Decoded::NotRoce(NotRoce::NotUdp);
+        *out = Decoded::NotRoce(NotRoce::NotUdp);
+        return;
     }
     let l4 = n.l3.get(n.l4_offset..).unwrap_or_default();
     if n.first_fragment {
         // RoCEv2 is never fragmented (DF), so a first fragment to 4791 is broken.
-        return match udp::Packet::new_checked(l4) {
+        *out = match udp::Packet::new_checked(l4) {
             Ok(u) if u.dst_port() == ROCEV2_UDP_PORT => Decoded::Error(DecodeError::IpFragment),
             _ => Decoded::NotRoce(NotRoce::IpFragmentTail),
         };
+        return;
     }
     let u = match udp::Packet::new_checked(l4) {
         Ok(u) => u,
-        Err(e) => return Decoded::Error(e),
+        Err(e) => {
+            *out = Decoded::Error(e);
+            return;
+        }
     };
     if u.dst_port() != ROCEV2_UDP_PORT {
-        return Decoded::NotRoce(NotRoce::OtherUdpPort);
+        *out = Decoded::NotRoce(NotRoce::OtherUdpPort);
+        return;
     }
     let udp_len = usize::from(u.length());
     if udp_len > n.l4_len {
-        return Decoded::Error(DecodeError::UdpBadLength);
+        *out = Decoded::Error(DecodeError::UdpBadLength);
+        return;
     }
     let roce = l4.get(udp::HEADER_LEN..udp_len.min(l4.len())).unwrap_or_default();
     let b = match bth::Packet::new_checked(roce) {
         Ok(b) => b,
-        Err(e) => return Decoded::Error(e),
+        Err(e) => {
+            *out = Decoded::Error(e);
+            return;
+        }
     };
     let plan = ib_ext::plan(b.opcode());
     let hdrs = bth::HEADER_LEN + usize::from(plan.len);
     if roce.len() < hdrs {
-        return Decoded::Error(DecodeError::ExtHeadersTruncated);
+        *out = Decoded::Error(DecodeError::ExtHeadersTruncated);
+        return;
     }
     let overhead = udp::HEADER_LEN + hdrs + usize::from(b.pad_count()) + bth::ICRC_LEN;
     let Some(payload_len) = udp_len.checked_sub(overhead) else {
-        return Decoded::Error(DecodeError::RoceBadLength);
+        *out = Decoded::Error(DecodeError::RoceBadLength);
+        return;
     };
     let payload_end = (hdrs + payload_len).min(roce.len());
     let ext = roce.get(bth::HEADER_LEN..hdrs).unwrap_or_default();
-    Decoded::Roce(RocePacket {
+    *out = Decoded::Roce(RocePacket {
         vlans: l2.vlans,
         vlan_count: l2.vlan_count,
         mirror,
@@ -417,7 +439,7 @@ fn transport<'a>(frame: &'a [u8], l2: &L2, n: &L3<'a>, mirror: Option<Mirror>) -
             ip_header_len: n.ip_header_len as u8,
             ipv6: n.ipv6,
         },
-    })
+    });
 }
 
 #[cfg(test)]
