@@ -621,7 +621,7 @@ impl Worker {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn advance_time(&mut self, ts: u64) {
         match self.current {
             None => self.current = Some(self.interval_of(ts)),
