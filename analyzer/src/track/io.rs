@@ -27,6 +27,8 @@ const NONE: u32 = u32::MAX;
 const CID_SLOTS: usize = 4;
 /// Per connection: READ phases and completions awaiting their answer.
 const CONN_RING: usize = 16;
+// `Conn::completions_live` has a bit per place.
+const _: () = assert!(CONN_RING <= 16);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -172,6 +174,9 @@ struct Conn {
     reads: [RingEntry; CONN_RING],
     /// Completions awaiting the host's ACK: the CQE's PSN.
     completions: [RingEntry; CONN_RING],
+    /// The places of `completions` that hold one (bit k: place k), so that an ACK looks at
+    /// those only, not at the whole ring.
+    completions_live: u16,
     next_read: u8,
     next_completion: u8,
     /// Per vantage: the command capsule whose SEND Last is still to come.
@@ -183,6 +188,7 @@ impl Default for Conn {
         Self {
             reads: [RingEntry::default(); CONN_RING],
             completions: [RingEntry::default(); CONN_RING],
+            completions_live: 0,
             next_read: 0,
             next_completion: 0,
             open_capsule: [NO_REF; 2],
@@ -1116,6 +1122,7 @@ impl IoTracker {
             let c = self.conn(host, target, q, hint);
             let n = usize::from(c.next_completion);
             c.completions[n] = RingEntry { psn, io: Some(me) };
+            c.completions_live |= 1 << n;
             c.next_completion = ((n + 1) % CONN_RING) as u8;
         }
         self.maybe_finish(i, ts, rec);
@@ -1132,16 +1139,25 @@ impl IoTracker {
         let Some(c) = self.conns.get_mut_recent_hinted(&ConnKey(host, target, target_qpn), hint) else {
             return;
         };
-        let mut covered: [Option<Ref>; CONN_RING] = [None; CONN_RING];
-        for (k, e) in c.completions.iter_mut().enumerate() {
+        // The completions it covers, in ring order.
+        let mut covered = [NO_REF; CONN_RING];
+        let mut n = 0;
+        let mut look = c.completions_live;
+        while look != 0 {
+            let k = look.trailing_zeros() as usize;
+            look &= look - 1;
+            let e = &mut c.completions[k % CONN_RING];
             if let Some(r) = e.io {
                 if (acked.wrapping_sub(e.psn) & 0x00FF_FFFF) < (1 << 16) {
-                    covered[k] = Some(r);
+                    // At most CONN_RING places are live: the modulo only spares the check.
+                    covered[n % CONN_RING] = r;
+                    n += 1;
                     e.io = None;
+                    c.completions_live &= !(1 << k);
                 }
             }
         }
-        for r in covered.into_iter().flatten() {
+        for &r in &covered[..n] {
             if let Some(i) = self.get(r) {
                 self.ios[i].ack.first(0, ts);
                 self.maybe_finish(i, ts, rec);
