@@ -246,6 +246,7 @@ impl Worker {
     /// The latest packet time across all workers, or the clock of a live capture whose link
     /// is silent: the open interval closes, transmissions end and I/Os time out as they
     /// would with one worker seeing packets, even when this one sees none for a while.
+    #[inline]
     pub fn observe_time(&mut self, now: u64) {
         match self.reorder.take() {
             Some(mut r) if r.is_armed() => {

@@ -225,6 +225,7 @@ impl Analyzer {
     /// Time moved on to `now` without a packet here: transmissions idle for `--flow-idle`
     /// have ended (they are closed by the next packet of their flow or before the interval
     /// is handed over, see [`Analyzer::end_idle`]), and I/Os older than `--io-timeout` end.
+    #[inline]
     pub fn observe(&mut self, now: u64, out: &mut impl FnMut(FlowEvent)) {
         self.flows.advance(now);
         self.ios.expire(now, &mut self.latency);
