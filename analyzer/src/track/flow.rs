@@ -969,6 +969,8 @@ impl FlowTable {
         rest_field(&mut self.hot[i as usize], &mut self.cold[i as usize], field)
     }
 
+    /// Ends flow `i`'s open transmission: a short one counted in the flow's interval
+    /// ([`close_short`]), a longer one reported with all its counters.
     #[inline]
     fn close_transmission(&mut self, i: u32, out: &mut impl FnMut(FlowEvent)) {
         let (h, c) = (&mut self.hot[i as usize], &mut self.cold[i as usize]);
