@@ -15,10 +15,6 @@ use std::net::IpAddr;
 
 /// Histogram of one interval (counts per bucket fit 32 bits).
 pub type IntervalHist = Histogram<u32>;
-/// Whole-run histogram (stats side): it grows to the largest value recorded, so a series
-/// whose samples stay under a millisecond holds a third of the full range's buckets.
-pub type TotalHist = Histogram<u64>;
-
 /// Recorded range: 1 ns to 1 hour; longer values are clamped to an hour.
 pub const MAX_NS: u64 = 3_600_000_000_000;
 pub const SIGFIG: u8 = 3;
@@ -27,10 +23,99 @@ pub fn interval_hist() -> IntervalHist {
     Histogram::new_with_bounds(1, MAX_NS, SIGFIG).expect("valid histogram bounds")
 }
 
-pub fn total_hist() -> TotalHist {
-    let mut h = Histogram::new_with_bounds(1, 2, SIGFIG).expect("valid histogram bounds");
-    h.auto(true);
-    h
+/// One histogram whose bucket arithmetic (a bucket's bounds and middle) every series
+/// shares; its counts stay empty.
+pub fn arithmetic() -> &'static IntervalHist {
+    static LIKE: std::sync::OnceLock<IntervalHist> = std::sync::OnceLock::new();
+    LIKE.get_or_init(interval_hist)
+}
+
+/// The place of `value`'s bucket in a histogram of 1 ns to [`MAX_NS`] at [`SIGFIG`]
+/// significant digits (2,048 sub-buckets: the first bucket holds 0 to 2,047 one by one,
+/// every further one the next power of two's range in 1,024 steps), as hdrhistogram
+/// numbers them.
+fn bucket_index(value: u64) -> usize {
+    let bucket = 53 - (value | 2047).leading_zeros();
+    ((bucket as usize + 1) << 10) + (value >> bucket) as usize - 1024
+}
+
+/// The lowest value of the bucket at `index` ([`bucket_index`] reversed).
+fn bucket_value(index: usize) -> u64 {
+    match index >> 10 {
+        0 | 1 => index as u64,
+        b => ((index & 1023) as u64 + 1024) << (b - 1),
+    }
+}
+
+/// Buckets of a whole-run series: every bucket up to [`MAX_NS`].
+const RUN_BUCKETS: usize = (53 - (MAX_NS | 2047).leading_zeros() as usize + 2) << 10;
+
+/// A whole-run series (stats side): a histogram of every sample the run gave it, over the
+/// whole range (1 ns to an hour) from its first sample on, so that its memory does not
+/// move after that: 66 KiB, written once when it is made. Each bucket counts in 16 bits;
+/// a bucket that passes 65,535 carries the multiples of 65,536 to a list of the few that
+/// did (one entry of 16 bytes each, once). A histogram that grows to each new largest value
+/// instead costs its whole range up to that value (270 KiB at an hour), and grows by
+/// megabytes at once when a pause gives many series an outlier together.
+pub struct RunHist {
+    low: Box<[u16]>,
+    /// (bucket index, count / 65,536), ascending by index.
+    carries: Vec<(u32, u64)>,
+    total: u64,
+    /// The first and last buckets holding a sample (first > last while empty).
+    first: usize,
+    last: usize,
+}
+
+impl Default for RunHist {
+    fn default() -> Self {
+        let mut low = vec![0u16; RUN_BUCKETS].into_boxed_slice();
+        // The zeroed allocation may be pages the system has yet to provide: touch each one
+        // now (through a reference the compiler cannot see into), not with a later sample.
+        let pages = std::hint::black_box(&mut low[..]);
+        for i in (0..RUN_BUCKETS).step_by(1024) {
+            pages[i] = 0;
+        }
+        RunHist { low, carries: Vec::new(), total: 0, first: usize::MAX, last: 0 }
+    }
+}
+
+impl RunHist {
+    /// Adds buckets (value, count) as an interval hands them over: each value is its
+    /// bucket's, at most [`MAX_NS`] (workers clamp).
+    pub fn merge(&mut self, add: &[(u64, u64)]) {
+        for &(v, n) in add {
+            let i = bucket_index(v.min(MAX_NS));
+            let c = u64::from(self.low[i]) + n;
+            self.low[i] = c as u16;
+            if c >> 16 != 0 {
+                let at = self.carries.partition_point(|e| (e.0 as usize) < i);
+                match self.carries.get_mut(at) {
+                    Some(e) if e.0 as usize == i => e.1 = e.1.saturating_add(c >> 16),
+                    _ => self.carries.insert(at, (i as u32, c >> 16)),
+                }
+            }
+            self.total = self.total.saturating_add(n);
+            self.first = self.first.min(i);
+            self.last = self.last.max(i);
+        }
+    }
+
+    /// The non-empty buckets (value, count), ascending.
+    pub fn buckets(&self) -> impl Iterator<Item = (u64, u64)> + Clone + '_ {
+        let (from, to) = if self.first > self.last { (0, 0) } else { (self.first, self.last + 1) };
+        let mut carries = self.carries.iter().peekable();
+        (from..to).filter_map(move |i| {
+            let carry = carries.next_if(|e| e.0 as usize == i).map_or(0, |e| e.1 << 16);
+            let n = u64::from(self.low[i]) | carry;
+            (n != 0).then(|| (bucket_value(i), n))
+        })
+    }
+
+    /// The series' statistics, as a histogram holding its samples gives them.
+    pub fn stats(&self) -> Stats {
+        stats_of(arithmetic(), self.total, self.buckets())
+    }
 }
 
 /// Interval histograms as their non-empty buckets (value, count), every series in one
@@ -101,9 +186,29 @@ impl LatencyBatch {
 /// of ~135 KiB per series and interval.
 pub fn bucket_stats(like: &IntervalHist, buckets: &[(u64, u64)]) -> Stats {
     // An interval histogram counts at most u32::MAX per bucket.
-    let count = |n: u64| n.min(u64::from(u32::MAX));
-    let total: u64 = buckets.iter().map(|&(_, n)| count(n)).sum();
-    let (Some(&(first, _)), Some(&(last, _))) = (buckets.first(), buckets.last()) else {
+    let capped = buckets.iter().map(|&(v, n)| (v, n.min(u64::from(u32::MAX))));
+    stats_of(like, capped.clone().fold(0, |t: u64, (_, n)| t.saturating_add(n)), capped)
+}
+
+/// The statistics of buckets (value, count), ascending, `total` samples in all, in one
+/// walk.
+fn stats_of(like: &IntervalHist, total: u64, buckets: impl Iterator<Item = (u64, u64)>) -> Stats {
+    let us = |ns: u64| ns as f64 / 1000.0;
+    const QUANTILES: [f64; 4] = [0.50, 0.90, 0.99, 0.999];
+    let targets = QUANTILES.map(|q| ((q * total as f64).ceil() as u64).max(1));
+    let (mut at, mut running, mut mean) = ([0; 4], 0u64, 0.0_f64);
+    let (mut reached, mut first, mut last) = (0, None, 0);
+    for (v, n) in buckets {
+        first = first.or(Some(v));
+        last = v;
+        running = running.saturating_add(n);
+        while reached < 4 && running >= targets[reached] {
+            at[reached] = like.highest_equivalent(v);
+            reached += 1;
+        }
+        mean += like.median_equivalent(v) as f64 * n as f64 / total as f64;
+    }
+    let Some(first) = first else {
         return Stats {
             count: 0,
             min_us: 0.0,
@@ -115,29 +220,14 @@ pub fn bucket_stats(like: &IntervalHist, buckets: &[(u64, u64)]) -> Stats {
             max_us: 0.0,
         };
     };
-    let quantile = |q: f64| {
-        let target = ((q * total as f64).ceil() as u64).max(1);
-        let mut running = 0;
-        for &(v, n) in buckets {
-            running += count(n);
-            if running >= target {
-                return like.highest_equivalent(v);
-            }
-        }
-        0
-    };
-    let mean = buckets.iter().fold(0.0_f64, |sum, &(v, n)| {
-        sum + like.median_equivalent(v) as f64 * count(n) as f64 / total as f64
-    });
-    let us = |ns: u64| ns as f64 / 1000.0;
     Stats {
         count: total,
         min_us: us(like.lowest_equivalent(first)),
         mean_us: mean / 1000.0,
-        p50_us: us(quantile(0.50)),
-        p90_us: us(quantile(0.90)),
-        p99_us: us(quantile(0.99)),
-        p999_us: us(quantile(0.999)),
+        p50_us: us(at[0]),
+        p90_us: us(at[1]),
+        p99_us: us(at[2]),
+        p999_us: us(at[3]),
         max_us: us(like.highest_equivalent(last)),
     }
 }
@@ -407,23 +497,24 @@ pub struct Stats {
     pub max_us: f64,
 }
 
-pub fn stats<T: hdrhistogram::Counter>(h: &Histogram<T>) -> Stats {
-    let us = |ns: u64| ns as f64 / 1000.0;
-    Stats {
-        count: h.len(),
-        min_us: us(h.min()),
-        mean_us: h.mean() / 1000.0,
-        p50_us: us(h.value_at_quantile(0.50)),
-        p90_us: us(h.value_at_quantile(0.90)),
-        p99_us: us(h.value_at_quantile(0.99)),
-        p999_us: us(h.value_at_quantile(0.999)),
-        max_us: us(h.max()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// hdrhistogram's statistics of `h`: the second opinion.
+    pub fn stats<T: hdrhistogram::Counter>(h: &Histogram<T>) -> Stats {
+        let us = |ns: u64| ns as f64 / 1000.0;
+        Stats {
+            count: h.len(),
+            min_us: us(h.min()),
+            mean_us: h.mean() / 1000.0,
+            p50_us: us(h.value_at_quantile(0.50)),
+            p90_us: us(h.value_at_quantile(0.90)),
+            p99_us: us(h.value_at_quantile(0.99)),
+            p999_us: us(h.value_at_quantile(0.999)),
+            max_us: us(h.max()),
+        }
+    }
 
     /// hdrhistogram's own non-empty buckets of `h`, as series `key`: the second opinion.
     fn push_histogram(batch: &mut LatencyBatch, key: SeriesKey, h: &IntervalHist) {
@@ -530,16 +621,81 @@ mod tests {
     }
 
     #[test]
-    fn whole_run_histograms_grow_to_the_largest_value() {
-        let mut t = total_hist();
-        t.record_n(999, 2).unwrap();
-        let small = t.distinct_values();
-        t.record_n(MAX_NS, 1).unwrap();
-        assert!(t.distinct_values() > 10 * small, "grown to an hour");
-        let s = stats(&t);
-        assert_eq!(s.count, 3);
-        assert!((s.min_us - 0.999).abs() < 1e-3, "{s:?}");
+    fn bucket_places_are_hdrhistograms() {
+        let h = Histogram::<u64>::new_with_bounds(1, MAX_NS, SIGFIG).unwrap();
+        assert_eq!(h.distinct_values(), RUN_BUCKETS, "one place per bucket up to an hour");
+        // Every bucket's place follows the one before: its lowest value is the value just
+        // above the last bucket's highest.
+        let mut value = 0;
+        for index in 0..RUN_BUCKETS {
+            assert_eq!((bucket_value(index), bucket_index(value)), (value, index), "bucket {index}");
+            assert_eq!(h.lowest_equivalent(value), value);
+            assert_eq!(bucket_index(h.highest_equivalent(value)), index, "the top of bucket {index}");
+            value = h.highest_equivalent(value) + 1;
+        }
+        assert!(value > MAX_NS);
+    }
+
+    #[test]
+    fn whole_run_series_hold_what_one_histogram_of_every_interval_would() {
+        // hdrhistogram is the second opinion: intervals of samples merged one by one give
+        // the buckets and statistics of one histogram that recorded every sample.
+        let like = interval_hist();
+        let mut seed = 0x2545_F491_4F6C_DD1D_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for case in 0..40 {
+            let mut run = RunHist::default();
+            let mut h = Histogram::<u64>::new_with_bounds(1, MAX_NS, SIGFIG).unwrap();
+            for interval in 0..30 {
+                let n = if interval % 3 == 0 { 1 + next() % 4 } else { next() % 600 };
+                let scale = [100, 10_000, 1_000_000, MAX_NS][(case + interval) % 4];
+                let mut values: Vec<u64> = (0..n).map(|_| (next() % scale).max(1)).collect();
+                values.iter().for_each(|&v| h.record(v).unwrap());
+                let mut batch = LatencyBatch::default();
+                batch.push_values(key(Segment::Storage), &like, &mut values);
+                run.merge(batch.iter().next().map_or(&[][..], |s| s.1));
+            }
+            let want: Vec<(u64, u64)> = h
+                .iter_recorded()
+                .map(|v| (h.lowest_equivalent(v.value_iterated_to()), v.count_at_value()))
+                .collect();
+            assert_eq!(run.buckets().collect::<Vec<_>>(), want, "case {case}");
+            assert_eq!(run.stats(), stats(&h), "case {case}");
+        }
+    }
+
+    #[test]
+    fn whole_run_counts_go_past_16_bits() {
+        // Counts that pass 65,535 in a bucket, once, many times over and by many at once,
+        // next to buckets that do not, and the last bucket (an hour): as hdrhistogram counts
+        // them.
+        let mut run = RunHist::default();
+        let mut h = Histogram::<u64>::new_with_bounds(1, MAX_NS, SIGFIG).unwrap();
+        let like = arithmetic();
+        let (a, b, c, top) =
+            (1_000, like.highest_equivalent(250_000), 7_000_000, like.highest_equivalent(MAX_NS));
+        for (i, n) in [60_000, 9_999, 65_535, 1, 1 << 40, 3, 65_536].into_iter().enumerate() {
+            let add = [(a, n), (b, 1 + i as u64), (c, n / 2 + 1), (top, n)];
+            run.merge(&add);
+            for (v, n) in add {
+                h.record_n(v, n).unwrap();
+            }
+        }
+        let want: Vec<(u64, u64)> = h
+            .iter_recorded()
+            .map(|v| (h.lowest_equivalent(v.value_iterated_to()), v.count_at_value()))
+            .collect();
+        assert_eq!(run.buckets().collect::<Vec<_>>(), want);
+        assert_eq!(run.stats(), stats(&h));
+        assert_eq!(run.carries.len(), 3, "the buckets that passed 65,535");
+        let s = run.stats();
         assert!((s.max_us - MAX_NS as f64 / 1e3).abs() / (MAX_NS as f64 / 1e3) < 1e-3, "{s:?}");
+        assert_eq!(RunHist::default().stats().count, 0);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Whole-run totals, merged on the stats side from interval snapshots and ended
 //! transmissions.
 
-use super::latency::{total_hist, SeriesKey, TotalHist};
+use super::latency::{RunHist, SeriesKey};
 use super::snapshot::{GlobalCounters, IntervalSnapshot};
 use crate::track::io::{IoCountsByPair, Slowest};
 use crate::track::{FlowCounts, FlowKey, ShortTransmissions, Transmission, Vantage};
@@ -67,7 +67,7 @@ impl Progress {
 #[derive(Default)]
 pub struct Totals {
     /// Whole-run latency histograms per series.
-    pub latency: HashMap<SeriesKey, TotalHist, ahash::RandomState>,
+    pub latency: HashMap<SeriesKey, RunHist, ahash::RandomState>,
     pub counters: GlobalCounters,
     pub untracked_packets: u64,
     /// The mirrors' second copies of packets, per vantage (compute, storage).
@@ -143,13 +143,7 @@ impl Totals {
             self.last_ts_ns = Some(self.last_ts_ns.map_or(l, |x| x.max(l)));
         }
         for (k, buckets) in s.latency.iter() {
-            let t = self.latency.entry(k).or_insert_with(total_hist);
-            for &(v, n) in buckets {
-                // Grows the histogram to `v` (never beyond MAX_NS: workers clamp).
-                if t.record_n(v, n).is_err() {
-                    t.saturating_record_n(v, n);
-                }
-            }
+            self.latency.entry(k).or_default().merge(buckets);
         }
         self.progress.note(s.worker, s.end_ns);
         self.steps.advance(self.progress.done());

@@ -2,7 +2,6 @@
 //! in the field names and shapes docs/METRICS.md lists. Field order is kept stable.
 
 use crate::capture::SourceStats;
-use crate::metrics::latency::stats;
 use crate::metrics::latency::Segment;
 use crate::metrics::snapshot::TimeUse;
 use crate::metrics::Totals;
@@ -303,7 +302,7 @@ impl Summary {
         let latency = series
             .into_iter()
             .map(|(k, h)| {
-                let s = stats(h);
+                let s = h.stats();
                 LatencySummary {
                     initiator_ip: k.initiator.to_string(),
                     target_ip: k.target.to_string(),
