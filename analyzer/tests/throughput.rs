@@ -232,6 +232,53 @@ fn csv_deltas_sum_to_the_summary_and_transmissions_cover_every_packet() {
 }
 
 #[test]
+fn a_flows_row_is_for_an_interval_with_packets_of_the_flow() {
+    // Flow A→B QP 10: three WRITE Only at 0.9995-0.9997 s, a transmission still open when
+    // the first one-second interval ends; flow B→A QP 20: a packet at 1.5 s (which moves
+    // time past A→B's idle time) and one at 2.5 s. A→B's transmission ends in the second
+    // interval, which has none of its packets: it is a transmissions.csv row and counts in
+    // the summary, but the second interval's flows.csv rows are B→A's alone.
+    use roceprobe::capture::pcap::Writer;
+    use roceprobe::wire::bth;
+    use roceprobe::wire::build::RoceFrame;
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("idle.pcap");
+    let (a, b): (std::net::IpAddr, std::net::IpAddr) =
+        ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+    let t0 = 1_800_000_000_000_000_000u64;
+    let mut w = Writer::new(std::fs::File::create(&pcap).unwrap()).unwrap();
+    let payload = [0u8; 64];
+    for (src, dst, qpn, psn, at) in [
+        (a, b, 10, 0, 999_500_000),
+        (a, b, 10, 1, 999_600_000),
+        (a, b, 10, 2, 999_700_000),
+        (b, a, 20, 0, 1_500_000_000),
+        (b, a, 20, 1, 2_500_000_000),
+    ] {
+        let mut f =
+            RoceFrame::new(src, dst, bth::Repr { opcode: 0x0A, dest_qp: qpn, psn, ..Default::default() });
+        f.payload = &payload;
+        let f = f.emit();
+        w.write(t0 + at, &f, f.len() as u32).unwrap();
+    }
+    drop(w);
+    let (s, flows, tx) = run_with_csv(&[&pcap], &[]);
+    let rows: Vec<(String, String)> = flows.iter().map(|r| (r[0].to_owned(), r[5].to_owned())).collect();
+    let second = rfc3339_nanos(t0 + 1_000_000_000);
+    let first = rfc3339_nanos(t0);
+    let third = rfc3339_nanos(t0 + 2_000_000_000);
+    assert_eq!(
+        rows,
+        [(first, "10".to_owned()), (second, "20".to_owned()), (third, "20".to_owned())],
+        "{flows:?}"
+    );
+    assert_eq!(tx.len(), 1, "A→B's transmission of three packets");
+    assert_eq!((&tx[0][5], &tx[0][8]), ("10", "3"));
+    let ab = s["flows"].as_array().unwrap().iter().find(|f| f["dst_qpn"] == 10).unwrap();
+    assert_eq!((ab["packets"].as_u64(), ab["transmissions"].as_u64()), (Some(3), Some(1)));
+}
+
+#[test]
 fn short_transmissions_are_counted_per_flow_and_interval() {
     // By default a one-packet transmission is not a transmissions.csv row: its flow's
     // flows.csv row counts it (short_transmissions and their packets and bytes) in the

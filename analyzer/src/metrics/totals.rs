@@ -170,7 +170,7 @@ impl Totals {
             t.counts.add(&d.counts);
             // Transmissions too short to be reported one by one end here.
             t.short.add(&d.short);
-            t.transmissions += d.short.count;
+            t.transmissions += d.short.count + d.reported;
             t.last_ns = t.last_ns.max(s.end_ns);
             t.other_opcodes += d.opcodes.other;
             for (op, n) in d.opcodes.iter() {
@@ -196,14 +196,12 @@ impl Totals {
         self.forgotten.summary_flows += remove as u64;
     }
 
+    /// Transmissions reported one by one, for the collective step analysis (each flow's
+    /// interval counts how many of its own ended: [`crate::track::flow::FlowDelta::reported`]).
     pub fn add_transmissions(&mut self, ts: &[Transmission]) {
         for t in ts {
             self.steps.offer(t);
-            let f = self.flows.entry(t.key).or_insert_with(|| FlowTotals::new(t.transport));
-            f.transmissions += 1;
-            f.last_ns = f.last_ns.max(t.end_ns);
         }
-        self.trim_flows();
     }
 
     /// The bounds that lost something so far, each with the value that would not have.
@@ -249,6 +247,7 @@ mod tests {
                 transport: Transport::Rc,
                 counts: FlowCounts { packets: 1, ..Default::default() },
                 short: ShortTransmissions::default(),
+                reported: 0,
                 opcodes: OpcodeCounts::new(0x04),
             })
             .collect();

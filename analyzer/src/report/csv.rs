@@ -403,7 +403,10 @@ impl CsvWriter {
             HashMap::default()
         };
         let (start, end) = (rfc3339_nanos(s.start_ns), rfc3339_nanos(s.end_ns));
-        let mut rows: Vec<_> = s.flows.iter().collect();
+        // A flow whose interval only ended a transmission it had counted before (idle
+        // since) has nothing for a row.
+        let mut rows: Vec<_> =
+            s.flows.iter().filter(|d| d.counts != FlowCounts::default() || d.short.count > 0).collect();
         rows.sort_by_key(|d| d.key);
         for d in rows {
             let c = &d.counts;

@@ -141,6 +141,10 @@ pub struct FlowDelta {
     pub counts: FlowCounts,
     /// Transmissions too short to be reported that ended in the interval.
     pub short: ShortTransmissions,
+    /// Transmissions reported one by one ([`FlowEvent::Ended`]) that ended in the interval:
+    /// counted here, so that the stats side adds them to the flow's totals once per
+    /// interval, not with a lookup per transmission.
+    pub reported: u64,
     pub opcodes: OpcodeCounts,
 }
 
@@ -493,6 +497,8 @@ struct Cold {
     /// Short transmissions that ended since then (see [`FlowTable::with_min_transmission_packets`]):
     /// how many, their packets and their bytes.
     short: Short,
+    /// Transmissions reported one by one since then.
+    ended: u32,
 }
 
 /// Short transmissions ended since the last hand-over: how many, their packets and their
@@ -513,6 +519,7 @@ impl Cold {
             tx_base: FlowCounts::default(),
             reported: FlowCounts::default(),
             short: Short::default(),
+            ended: 0,
         }
     }
 }
@@ -988,6 +995,9 @@ impl FlowTable {
         let h = &mut self.hot[i as usize];
         h.set(TX_OPEN, false);
         let (transport, start_ns, end_ns) = (h.transport(), h.tx_start, h.last_ts);
+        let c = &mut self.cold[i as usize];
+        c.ended = c.ended.saturating_add(1);
+        self.note_change(i);
         out(FlowEvent::Ended(Transmission { key: self.key(i), transport, start_ns, end_ns, counts }));
     }
 
@@ -1153,6 +1163,7 @@ impl FlowTable {
                 || e.last_ts.saturating_add(self.expire_ns) >= now
                 || self.totals(i) != self.cold[i as usize].reported
                 || self.cold[i as usize].short.0 > 0
+                || self.cold[i as usize].ended > 0
             {
                 continue;
             }
@@ -1694,7 +1705,8 @@ impl FlowTable {
             let delta = totals.since(&self.cold[i as usize].reported);
             let Short(n, packets, bytes) = std::mem::take(&mut self.cold[i as usize].short);
             let short = ShortTransmissions { count: n.into(), packets: packets.into(), bytes };
-            if delta == FlowCounts::default() && n == 0 {
+            let reported = u64::from(std::mem::take(&mut self.cold[i as usize].ended));
+            if delta == FlowCounts::default() && n == 0 && reported == 0 {
                 continue;
             }
             let (key, transport) = (self.key(i), self.hot[i as usize].transport());
@@ -1705,7 +1717,14 @@ impl FlowTable {
                 // counted in `opcodes`.
                 c.opcodes.add_many(h.main_op, delta.packets.saturating_sub(c.opcodes.total()));
             }
-            out.push(FlowDelta { key, transport, counts: delta, short, opcodes: c.opcodes.clone() });
+            out.push(FlowDelta {
+                key,
+                transport,
+                counts: delta,
+                short,
+                reported,
+                opcodes: c.opcodes.clone(),
+            });
             c.reported = totals;
             c.opcodes.clear();
         }
@@ -1853,6 +1872,33 @@ mod pairing {
         feed(&mut t, &frame(A, B, 0x04, 20, 104, ExtHeaders::default(), 8), 7);
         feed(&mut t, &frame(A, B, 0x04, 20, 106, ExtHeaders::default(), 8), 8);
         assert_eq!(counts(&t, A, B, 20).gap_psns, 1, "105 is missing, 102-103 were the READ's");
+    }
+
+    #[test]
+    fn a_transmission_reported_in_a_later_interval_is_counted_in_that_one() {
+        const MS: u64 = 1_000_000;
+        let send = |psn| frame(A, B, 0x04, 10, psn, ExtHeaders::default(), 8);
+        let mut t = FlowTable::new(8, MS, None).with_min_transmission_packets(2);
+        for (psn, ts) in [(0, 0), (1, 1_000), (2, 2_000)] {
+            feed(&mut t, &send(psn), ts);
+        }
+        // The interval ends while the transmission is open: its packets go, it does not.
+        let (mut ended, mut out) = (0, Vec::new());
+        t.end_idle(&mut |_| ended += 1);
+        t.drain_interval(&mut out);
+        assert_eq!((ended, out.len(), out[0].counts.packets, out[0].reported), (0, 1, 3, 0));
+        // The next interval has no packet of the flow; the transmission went idle in it.
+        out.clear();
+        t.advance(5 * MS);
+        t.end_idle(&mut |e| ended += usize::from(matches!(e, FlowEvent::Ended(_))));
+        t.drain_interval(&mut out);
+        assert_eq!(ended, 1);
+        assert_eq!(out.len(), 1, "the flow is handed over for the transmission alone");
+        assert_eq!((out[0].counts, out[0].short.count, out[0].reported), (FlowCounts::default(), 0, 1));
+        // Nothing more after that.
+        out.clear();
+        t.drain_interval(&mut out);
+        assert!(out.is_empty());
     }
 
     #[test]
