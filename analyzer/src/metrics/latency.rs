@@ -516,6 +516,16 @@ mod tests {
         }
     }
 
+    /// Pseudo-random numbers (xorshift64) from `seed`, the same on every run.
+    fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+        move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        }
+    }
+
     /// hdrhistogram's own non-empty buckets of `h`, as series `key`: the second opinion.
     fn push_histogram(batch: &mut LatencyBatch, key: SeriesKey, h: &IntervalHist) {
         let start = batch.buckets.len();
@@ -590,13 +600,7 @@ mod tests {
         // hdrhistogram itself is the second opinion: the same samples recorded into a
         // histogram give the same count, min, mean, percentiles and max.
         let like = interval_hist();
-        let mut seed = 0x9E37_79B9_7F4A_7C15_u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift(0x9E37_79B9_7F4A_7C15);
         for case in 0..200 {
             let n = 1 + next() % 3000;
             let scale = [10, 1_000, 100_000, 10_000_000, MAX_NS][case % 5];
@@ -641,13 +645,7 @@ mod tests {
         // hdrhistogram is the second opinion: intervals of samples merged one by one give
         // the buckets and statistics of one histogram that recorded every sample.
         let like = interval_hist();
-        let mut seed = 0x2545_F491_4F6C_DD1D_u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift(0x2545_F491_4F6C_DD1D);
         for case in 0..40 {
             let mut run = RunHist::default();
             let mut h = Histogram::<u64>::new_with_bounds(1, MAX_NS, SIGFIG).unwrap();
