@@ -114,7 +114,7 @@ impl RunHist {
 
     /// The series' statistics, as a histogram holding its samples gives them.
     pub fn stats(&self) -> Stats {
-        stats_of(arithmetic(), self.total, self.buckets())
+        stats_of(self.total, self.buckets())
     }
 }
 
@@ -179,20 +179,21 @@ impl LatencyBatch {
     }
 }
 
-/// Statistics of one series' buckets (value, count), ascending, as a histogram `like` would
-/// give them holding those counts ([`stats`]), computed from the buckets alone: hdrhistogram's
+/// Statistics of one interval's buckets (value, count), ascending, as a histogram holding
+/// those counts would give them, computed from the buckets alone: hdrhistogram's
 /// rules (the quantile: the first bucket whose running count reaches ⌈q × count⌉; the mean
 /// of each bucket's middle value, summed in order) without filling and clearing a histogram
 /// of ~135 KiB per series and interval.
-pub fn bucket_stats(like: &IntervalHist, buckets: &[(u64, u64)]) -> Stats {
+pub fn bucket_stats(buckets: &[(u64, u64)]) -> Stats {
     // An interval histogram counts at most u32::MAX per bucket.
     let capped = buckets.iter().map(|&(v, n)| (v, n.min(u64::from(u32::MAX))));
-    stats_of(like, capped.clone().fold(0, |t: u64, (_, n)| t.saturating_add(n)), capped)
+    stats_of(capped.clone().fold(0, |t: u64, (_, n)| t.saturating_add(n)), capped)
 }
 
 /// The statistics of buckets (value, count), ascending, `total` samples in all, in one
 /// walk.
-fn stats_of(like: &IntervalHist, total: u64, buckets: impl Iterator<Item = (u64, u64)>) -> Stats {
+fn stats_of(total: u64, buckets: impl Iterator<Item = (u64, u64)>) -> Stats {
+    let like = arithmetic();
     let us = |ns: u64| ns as f64 / 1000.0;
     const QUANTILES: [f64; 4] = [0.50, 0.90, 0.99, 0.999];
     let targets = QUANTILES.map(|q| ((q * total as f64).ceil() as u64).max(1));
@@ -556,7 +557,7 @@ mod tests {
         let mut out = LatencyBatch::default();
         r.drain(&mut out);
         out.sort();
-        let s = bucket_stats(&interval_hist(), out.iter().next().unwrap().1);
+        let s = bucket_stats(out.iter().next().unwrap().1);
         // Values come back as their bucket's bounds: within 0.1 % (3 significant digits).
         assert_eq!(s.count, 3);
         assert!((s.min_us - 1.0).abs() <= 1e-3 && (s.max_us - 3.0).abs() <= 3e-3, "{s:?}");
@@ -612,7 +613,7 @@ mod tests {
             let mut batch = LatencyBatch::default();
             batch.push_values(key(Segment::Storage), &like, &mut values);
             let buckets = batch.iter().next().unwrap().1;
-            assert_eq!(bucket_stats(&like, buckets), stats(&h), "case {case}: {n} samples below {scale}");
+            assert_eq!(bucket_stats(buckets), stats(&h), "case {case}: {n} samples below {scale}");
         }
         // One sample; samples in one bucket.
         for values in [vec![1], vec![5_000_000; 7]] {
@@ -620,7 +621,7 @@ mod tests {
             values.iter().for_each(|&v| h.record(v).unwrap());
             let mut batch = LatencyBatch::default();
             batch.push_values(key(Segment::Storage), &like, &mut values.clone());
-            assert_eq!(bucket_stats(&like, batch.iter().next().unwrap().1), stats(&h));
+            assert_eq!(bucket_stats(batch.iter().next().unwrap().1), stats(&h));
         }
     }
 

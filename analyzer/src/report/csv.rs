@@ -9,7 +9,7 @@
 use super::text::{push_fixed6, push_ip, push_padded, push_u64};
 use super::time::{rfc3339_nanos, write_rfc3339_nanos};
 use crate::capture::SourceStats;
-use crate::metrics::latency::{bucket_stats, interval_hist, IntervalHist};
+use crate::metrics::latency::bucket_stats;
 use crate::metrics::steps::{Reason, Step, Straggling};
 use crate::metrics::totals::{fabric_loss, other_vantage};
 use crate::metrics::IntervalSnapshot;
@@ -194,9 +194,6 @@ pub struct CsvWriter {
     /// Per interval (by its start, the interval a step ended in): per (job, host, reason),
     /// the steps that host held back and their lag, until no open step can end in it.
     straggling: BTreeMap<u64, BTreeMap<(String, std::net::IpAddr, Reason), Straggling>>,
-    /// The latency histograms' bucket arithmetic, for an interval's statistics from its
-    /// buckets (never recorded into).
-    like: IntervalHist,
     /// The `roceprobe-csv` thread, until [`CsvWriter::finish`]: it returns its health.
     writer: Option<std::thread::JoinHandle<CsvHealth>>,
     /// The writer thread until [`CsvWriter::start_writer`] starts it.
@@ -256,7 +253,6 @@ impl CsvWriter {
             slow_k: crate::defaults::SLOW_IOS,
             interval_ns: crate::defaults::INTERVAL_NS,
             straggling: BTreeMap::new(),
-            like: interval_hist(),
             writer: None,
             unstarted: Some(unstarted),
             link,
@@ -456,7 +452,7 @@ impl CsvWriter {
         let mut series: Vec<_> = s.latency.iter().collect();
         series.sort_by_key(|(k, _)| *k);
         for (k, buckets) in series {
-            let st = bucket_stats(&self.like, buckets);
+            let st = bucket_stats(buckets);
             let l = &mut self.line;
             l.clear();
             let _ = write!(l, "{start},{end},");
