@@ -202,10 +202,12 @@ impl Member {
         }
     }
 
-    /// A job's order: by start. No two pending members share a flow and a start, so the
-    /// order is one whatever the sort.
-    fn order(&self) -> (u64, u64, FlowKey) {
-        (self.start_ns, self.end_ns, self.key)
+    /// A job's order: by start, then end, then flow. No two pending members share a flow
+    /// and a start, so the order is one whatever the sort. Compared field by field: the
+    /// flow's key (two addresses) is looked at only on a tie of both times, and no tuple
+    /// of the three is built for each comparison.
+    fn order(a: &Self, b: &Self) -> std::cmp::Ordering {
+        (a.start_ns, a.end_ns).cmp(&(b.start_ns, b.end_ns)).then_with(|| a.key.cmp(&b.key))
     }
 }
 
@@ -235,6 +237,8 @@ pub struct Steps {
     nvme_pairs: HashSet<(IpAddr, IpAddr), ahash::RandomState>,
     /// Steps closed since the last [`Steps::take_closed`].
     closed: Vec<Step>,
+    /// What closing a step works in, kept from one step to the next.
+    scratch: Scratch,
     pub jobs: BTreeMap<String, JobTotals>,
     /// Transmissions not analysed: beyond the bound on hosts, or pending.
     pub dropped: u64,
@@ -261,6 +265,7 @@ impl Steps {
             naks: VecDeque::new(),
             nvme_pairs: HashSet::default(),
             closed: Vec::new(),
+            scratch: Scratch::default(),
             jobs: BTreeMap::new(),
             dropped: 0,
         }
@@ -405,14 +410,13 @@ impl Steps {
             joined
         });
         self.dropped += dropped;
-        ts[kept_old..].sort_unstable_by_key(Member::order);
+        ts[kept_old..].sort_unstable_by(Member::order);
         let names = self.group_names();
         // Each source host's job, as an index into `jobs`; how many transmissions each job
         // has, and how many of them waited.
         let mut job_of: HashMap<IpAddr, usize, ahash::RandomState> = HashMap::default();
         let mut by_name: HashMap<String, usize, ahash::RandomState> = HashMap::default();
         let mut jobs: Vec<(String, usize, usize)> = Vec::new();
-        let mut which = Vec::with_capacity(ts.len());
         for (i, t) in ts.iter().enumerate() {
             let j = match job_of.get(&t.key.src) {
                 Some(&j) => j,
@@ -428,22 +432,21 @@ impl Steps {
             };
             jobs[j].1 += 1;
             jobs[j].2 += usize::from(i < kept_old);
-            which.push(j);
         }
         let mut out = BTreeMap::new();
         if jobs.len() == 1 {
             // One job (a cluster's usual case): the list is the pending list itself.
             let (name, _, waited) = jobs.swap_remove(0);
-            in_order(&mut ts, waited);
+            in_order(&mut ts, waited, &mut self.scratch.merge);
             out.insert(name, ts);
             return out;
         }
         let mut lists: Vec<Vec<Member>> = jobs.iter().map(|&(_, n, _)| Vec::with_capacity(n)).collect();
-        for (t, j) in ts.into_iter().zip(which) {
-            lists[j].push(t);
+        for t in ts {
+            lists[job_of[&t.key.src]].push(t);
         }
         for ((name, _, waited), mut v) in jobs.into_iter().zip(lists) {
-            in_order(&mut v, waited);
+            in_order(&mut v, waited, &mut self.scratch.merge);
             out.insert(name, v);
         }
         out
@@ -469,11 +472,14 @@ impl Steps {
                 closed += group.len();
             }
             if self.pending.is_empty() {
-                // What waits becomes the pending list, in the list's own allocation, cut to
-                // its size: the memory of a list that grew towards the bound goes back once
-                // its steps have closed.
+                // What waits becomes the pending list, in the list's own allocation. The
+                // memory of a list that grew towards the bound goes back once most of it
+                // has closed; cut at every close, a job that never pauses (closed a quarter
+                // at a time at the bound) grew it again each time, page by page.
                 ts.drain(..closed);
-                ts.shrink_to_fit();
+                if ts.len() < ts.capacity() / 4 {
+                    ts.shrink_to(2 * ts.len());
+                }
                 self.pending = ts;
             } else {
                 self.pending.extend(ts.drain(closed..));
@@ -492,12 +498,14 @@ impl Steps {
     }
 
     fn record(&mut self, job: &str, group: &[Member]) {
-        let step = step_of(job, group, &self.naks);
+        let step = step_of(job, group, &self.naks, &mut self.scratch);
         // A step closed at the bound holds up to MAX_PENDING transmissions between a few
         // hundred hosts: the distinct ones first, then sorted.
-        let distinct: HashSet<IpAddr, ahash::RandomState> =
-            group.iter().flat_map(|t| [t.key.src, t.key.dst]).collect();
-        let mut hosts: Vec<IpAddr> = distinct.into_iter().collect();
+        let Scratch { distinct, hosts, .. } = &mut self.scratch;
+        distinct.clear();
+        distinct.extend(group.iter().flat_map(|t| [t.key.src, t.key.dst]));
+        hosts.clear();
+        hosts.extend(distinct.iter().copied());
         hosts.sort_unstable();
         let j = self.jobs.entry(job.to_owned()).or_insert_with(JobTotals::new);
         j.steps += 1;
@@ -505,7 +513,7 @@ impl Steps {
         let s = j.stragglers.entry((step.straggler.src, step.reason)).or_default();
         s.steps += 1;
         s.lag_ns += step.lag_ns();
-        for h in hosts {
+        for &h in hosts.iter() {
             if let Err(at) = j.hosts.binary_search(&h) {
                 j.hosts.insert(at, h);
             }
@@ -514,6 +522,40 @@ impl Steps {
             j.last = Some(step.clone());
         }
         self.closed.push(step);
+        self.scratch.trim();
+    }
+}
+
+/// The maps and lists closing a step works in. Made once and cleared for each step, not
+/// allocated for each: at fabric scale (a job that never pauses, closed at the bound) the
+/// stats thread closed hundreds of steps a second, each allocating and growing a map of
+/// its flows, and a fifth of its time went to page faults and returning memory.
+#[derive(Debug, Clone, Default)]
+struct Scratch {
+    flows: HashMap<FlowKey, FlowInStep, ahash::RandomState>,
+    finishes: Vec<u64>,
+    rates: Vec<f64>,
+    distinct: HashSet<IpAddr, ahash::RandomState>,
+    hosts: Vec<IpAddr>,
+    /// The new part of a job's list while it is merged with the part waiting ([`in_order`]).
+    merge: Vec<Member>,
+}
+
+impl Scratch {
+    /// Flows (or hosts) in a step beyond which what the scratch grew to is given back after
+    /// the step: the usual step keeps its room, a rare huge one does not keep its memory.
+    const KEEP: usize = 32_768;
+
+    fn trim(&mut self) {
+        if self.flows.capacity() > 2 * Self::KEEP {
+            self.flows = HashMap::default();
+            self.finishes = Vec::new();
+            self.rates = Vec::new();
+        }
+        if self.distinct.capacity() > 2 * Self::KEEP {
+            self.distinct = HashSet::default();
+            self.hosts = Vec::new();
+        }
     }
 }
 
@@ -524,19 +566,40 @@ fn pair(k: &FlowKey) -> (IpAddr, IpAddr) {
 
 /// Puts a job's list in its order, given that its first `waited` members are the ones a
 /// close left waiting and the rest came since, each part in order already (unless groups
-/// merged since, which joins two jobs' waiting parts: then that part is sorted). Only the
-/// waiting ones that start after the first new one are sorted again, with the new ones, in
-/// place: a merge through a copy of them allocated up to the whole list at every close,
-/// and the soak test's resident memory crept up with those allocations.
-fn in_order(v: &mut [Member], waited: usize) {
+/// merged since, which joins two jobs' waiting parts: then that part is sorted). The
+/// waiting ones that start after the first new one are merged with the new ones, from the
+/// back, through `buf`, which holds a copy of the new ones and is kept from one close to
+/// the next. (Sorting them all again cost a third of the stats thread on a job that never
+/// pauses, closed a quarter at a time at the bound; a merge through a copy allocated at
+/// each close made the soak test's resident memory creep.)
+fn in_order(v: &mut [Member], waited: usize, buf: &mut Vec<Member>) {
     let (old, new) = v.split_at_mut(waited);
-    if !old.is_sorted_by_key(Member::order) {
-        old.sort_unstable_by_key(Member::order);
+    if !old.is_sorted_by(|a, b| Member::order(a, b).is_le()) {
+        old.sort_unstable_by(Member::order);
     }
-    let Some(first) = new.first().map(Member::order) else { return };
-    let from = old.partition_point(|m| m.order() <= first);
-    if from < waited {
-        v[from..].sort_unstable_by_key(Member::order);
+    let Some(first) = new.first() else { return };
+    let from = old.partition_point(|m| Member::order(m, first).is_le());
+    if from == waited {
+        return;
+    }
+    buf.clear();
+    buf.extend_from_slice(new);
+    // v[from..waited] and buf, each in order, into v[from..], largest first.
+    let (mut i, mut j) = (waited, buf.len());
+    for k in (from..v.len()).rev() {
+        if j == 0 {
+            break; // the rest of the waiting ones are in place
+        }
+        if i > from && Member::order(&v[i - 1], &buf[j - 1]).is_gt() {
+            v[k] = v[i - 1];
+            i -= 1;
+        } else {
+            v[k] = buf[j - 1];
+            j -= 1;
+        }
+    }
+    if buf.capacity() > MAX_PENDING / 4 {
+        *buf = Vec::new();
     }
 }
 
@@ -571,10 +634,16 @@ struct FlowInStep {
 }
 
 /// The step a group of transmissions makes: its span, its flows, the straggler and why.
-fn step_of(job: &str, group: &[Member], naks: &VecDeque<(IpAddr, IpAddr, u64, u64)>) -> Step {
+fn step_of(
+    job: &str,
+    group: &[Member],
+    naks: &VecDeque<(IpAddr, IpAddr, u64, u64)>,
+    scratch: &mut Scratch,
+) -> Step {
     let start_ns = group.iter().map(|t| t.start_ns).min().unwrap_or(0);
     let end_ns = group.iter().map(|t| t.end_ns).max().unwrap_or(0);
-    let mut flows: HashMap<FlowKey, FlowInStep, ahash::RandomState> = HashMap::default();
+    let Scratch { flows, finishes, rates, .. } = scratch;
+    flows.clear();
     let mut bytes = 0;
     for t in group {
         bytes += t.bytes;
@@ -584,7 +653,8 @@ fn step_of(job: &str, group: &[Member], naks: &VecDeque<(IpAddr, IpAddr, u64, u6
         f.loss |= t.loss;
         f.congestion |= t.congestion;
     }
-    let mut finishes: Vec<u64> = flows.values().map(|f| f.finish).collect();
+    finishes.clear();
+    finishes.extend(flows.values().map(|f| f.finish));
     finishes.sort_unstable();
     let median_finish_ns = finishes[(finishes.len() - 1) / 2];
     // The last to finish; among equals, the lowest key.
@@ -605,7 +675,8 @@ fn step_of(job: &str, group: &[Member], naks: &VecDeque<(IpAddr, IpAddr, u64, u6
         Reason::None
     };
     let gbps = |payload: u64, finish: u64| (payload * 8) as f64 / (finish - start_ns).max(1) as f64;
-    let mut rates: Vec<f64> = flows.values().map(|f| gbps(f.payload, f.finish)).collect();
+    rates.clear();
+    rates.extend(flows.values().map(|f| gbps(f.payload, f.finish)));
     rates.sort_by(f64::total_cmp);
     Step {
         job: job.to_owned(),
@@ -783,17 +854,28 @@ mod tests {
         let m = |start: u64| Member::of(&tx("10.0.0.1", "10.0.0.2", start, start + 1, |_| {}));
         let starts = |v: &[Member]| v.iter().map(|m| m.start_ns).collect::<Vec<_>>();
         // Waiting 1, 5, 9; new 3, 4, 10.
+        let buf = &mut Vec::new();
         let mut v: Vec<Member> = [1, 5, 9, 3, 4, 10].into_iter().map(m).collect();
-        in_order(&mut v, 3);
+        in_order(&mut v, 3, buf);
         assert_eq!(starts(&v), [1, 3, 4, 5, 9, 10]);
         // Every new one after those waiting: nothing moves.
         let mut v: Vec<Member> = [1, 2, 7, 8].into_iter().map(m).collect();
-        in_order(&mut v, 2);
+        in_order(&mut v, 2, buf);
         assert_eq!(starts(&v), [1, 2, 7, 8]);
         // Two jobs' waiting parts joined into one job (5, 1), then a new one.
         let mut v: Vec<Member> = [5, 1, 2].into_iter().map(m).collect();
-        in_order(&mut v, 2);
+        in_order(&mut v, 2, buf);
         assert_eq!(starts(&v), [1, 2, 5]);
+        // Every new one before those waiting; then new ones among and after them, one with
+        // the start of a waiting one (the end breaks the tie).
+        let mut v: Vec<Member> = [7, 8, 9, 1, 2].into_iter().map(m).collect();
+        in_order(&mut v, 3, buf);
+        assert_eq!(starts(&v), [1, 2, 7, 8, 9]);
+        let mut v: Vec<Member> = [2, 4, 6, 1, 4, 5, 9].into_iter().map(m).collect();
+        v[4].end_ns = 1;
+        in_order(&mut v, 3, buf);
+        assert_eq!(starts(&v), [1, 2, 4, 4, 5, 6, 9]);
+        assert_eq!((v[2].end_ns, v[3].end_ns), (1, 5), "a tie of starts ordered by end");
     }
 
     #[test]
