@@ -583,6 +583,7 @@ fn in_order(v: &mut [Member], waited: usize, buf: &mut Vec<Member>) {
         return;
     }
     buf.clear();
+    buf.reserve_exact(new.len());
     buf.extend_from_slice(new);
     // v[from..waited] and buf, each in order, into v[from..], largest first.
     let (mut i, mut j) = (waited, buf.len());
@@ -598,7 +599,8 @@ fn in_order(v: &mut [Member], waited: usize, buf: &mut Vec<Member>) {
             j -= 1;
         }
     }
-    if buf.capacity() > MAX_PENDING / 4 {
+    // A close at the bound merges a quarter of it, a little more with what came meanwhile.
+    if buf.capacity() > MAX_PENDING / 2 {
         *buf = Vec::new();
     }
 }
