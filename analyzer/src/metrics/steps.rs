@@ -186,6 +186,10 @@ struct Member {
     loss: bool,
     /// CNPs or ECN-CE marks.
     congestion: bool,
+    /// The source and destination hosts' places among the hosts of jobs, once joined
+    /// ([`Steps::join`]).
+    src_host: u32,
+    dst_host: u32,
 }
 
 impl Member {
@@ -199,6 +203,8 @@ impl Member {
             payload: c.payload_bytes.saturating_sub(c.retx_bytes),
             loss: c.retx_packets + c.gap_psns > 0,
             congestion: c.cnp + c.ecn_ce > 0,
+            src_host: u32::MAX,
+            dst_host: u32::MAX,
         }
     }
 
@@ -374,9 +380,11 @@ impl Steps {
         names
     }
 
-    /// Joins the hosts a request flow connects; false beyond the bound on hosts.
-    fn join(&mut self, t: &Member) -> bool {
+    /// Joins the hosts a request flow connects, and notes their places; false beyond the
+    /// bound on hosts.
+    fn join(&mut self, t: &mut Member) -> bool {
         let (Some(a), Some(b)) = (self.host(t.key.src), self.host(t.key.dst)) else { return false };
+        (t.src_host, t.dst_host) = (a as u32, b as u32);
         let (ra, rb) = (self.root(a), self.root(b));
         if ra != rb {
             self.parent[ra.max(rb)] = ra.min(rb);
@@ -386,7 +394,8 @@ impl Steps {
 
     /// The pending transmissions by job, each job's in start order. Those of host pairs
     /// found carrying NVMe meanwhile are dropped here (storage traffic is no job). Each
-    /// host's job is named once (not once per transmission), the transmissions are moved
+    /// host's job is named once (not once per transmission) and found for a transmission by
+    /// its source host's place (not looked up by address), the transmissions are moved
     /// (not copied), and only those that came since the last close are joined and sorted,
     /// then put in order among those it left waiting (see [`in_order`]): the stats
     /// thread does this every interval over up to [`MAX_PENDING`] transmissions.
@@ -397,14 +406,14 @@ impl Steps {
         let recheck = self.nvme_pairs.len() != self.nvme_checked;
         self.nvme_checked = self.nvme_pairs.len();
         let (mut dropped, mut k, mut kept_old) = (0, 0, 0);
-        ts.retain(|t| {
+        ts.retain_mut(|t| {
             k += 1;
             let waiting = k <= old;
             if (!waiting || recheck) && self.nvme_pairs.contains(&pair(&t.key)) {
                 return false;
             }
-            // Joining again would change nothing.
-            let joined = waiting || self.join(t);
+            // Joining again would change nothing (a waiting one has its host's place).
+            let joined = (waiting && t.src_host != u32::MAX) || self.join(t);
             dropped += u64::from(!joined);
             kept_old += usize::from(waiting);
             joined
@@ -412,23 +421,26 @@ impl Steps {
         self.dropped += dropped;
         ts[kept_old..].sort_unstable_by(Member::order);
         let names = self.group_names();
-        // Each source host's job, as an index into `jobs`; how many transmissions each job
-        // has, and how many of them waited.
-        let mut job_of: HashMap<IpAddr, usize, ahash::RandomState> = HashMap::default();
+        // Each source host's job (by the host's place), as an index into `jobs`; how many
+        // transmissions each job has, and how many of them waited.
+        let mut job_of = std::mem::take(&mut self.scratch.job_of);
+        job_of.clear();
+        job_of.resize(self.ips.len(), usize::MAX);
         let mut by_name: HashMap<String, usize, ahash::RandomState> = HashMap::default();
         let mut jobs: Vec<(String, usize, usize)> = Vec::new();
         for (i, t) in ts.iter().enumerate() {
-            let j = match job_of.get(&t.key.src) {
-                Some(&j) => j,
-                None => {
+            let h = t.src_host as usize;
+            let j = match job_of[h] {
+                usize::MAX => {
                     let name = self.job_of(t.key.src, &names);
                     let j = *by_name.entry(name).or_insert_with_key(|name| {
                         jobs.push((name.clone(), 0, 0));
                         jobs.len() - 1
                     });
-                    job_of.insert(t.key.src, j);
+                    job_of[h] = j;
                     j
                 }
+                j => j,
             };
             jobs[j].1 += 1;
             jobs[j].2 += usize::from(i < kept_old);
@@ -436,6 +448,7 @@ impl Steps {
         let mut out = BTreeMap::new();
         if jobs.len() == 1 {
             // One job (a cluster's usual case): the list is the pending list itself.
+            self.scratch.job_of = job_of;
             let (name, _, waited) = jobs.swap_remove(0);
             in_order(&mut ts, waited, &mut self.scratch.merge);
             out.insert(name, ts);
@@ -443,8 +456,9 @@ impl Steps {
         }
         let mut lists: Vec<Vec<Member>> = jobs.iter().map(|&(_, n, _)| Vec::with_capacity(n)).collect();
         for t in ts {
-            lists[job_of[&t.key.src]].push(t);
+            lists[job_of[t.src_host as usize]].push(t);
         }
+        self.scratch.job_of = job_of;
         for ((name, _, waited), mut v) in jobs.into_iter().zip(lists) {
             in_order(&mut v, waited, &mut self.scratch.merge);
             out.insert(name, v);
@@ -500,13 +514,30 @@ impl Steps {
     fn record(&mut self, job: &str, group: &[Member]) {
         let step = step_of(job, group, &self.naks, &mut self.scratch);
         // A step closed at the bound holds up to MAX_PENDING transmissions between a few
-        // hundred hosts: the distinct ones first, then sorted.
-        let Scratch { distinct, hosts, .. } = &mut self.scratch;
-        distinct.clear();
-        distinct.extend(group.iter().flat_map(|t| [t.key.src, t.key.dst]));
+        // hundred hosts: the distinct ones first (each host marked by its place as the
+        // step's), then sorted.
+        let Scratch { marked, stamp, hosts, .. } = &mut self.scratch;
+        marked.resize(self.ips.len(), 0);
+        *stamp = stamp.wrapping_add(1);
+        if *stamp == 0 {
+            marked.fill(0);
+            *stamp = 1;
+        }
         hosts.clear();
-        hosts.extend(distinct.iter().copied());
+        for t in group {
+            for (h, ip) in [(t.src_host, t.key.src), (t.dst_host, t.key.dst)] {
+                match marked.get_mut(h as usize) {
+                    Some(m) if *m == *stamp => {}
+                    Some(m) => {
+                        *m = *stamp;
+                        hosts.push(ip);
+                    }
+                    None => hosts.push(ip),
+                }
+            }
+        }
         hosts.sort_unstable();
+        hosts.dedup();
         let j = self.jobs.entry(job.to_owned()).or_insert_with(JobTotals::new);
         j.steps += 1;
         let _ = j.durations.record(step.duration_ns().max(1));
@@ -532,13 +563,19 @@ impl Steps {
 /// its flows, and a fifth of its time went to page faults and returning memory.
 #[derive(Debug, Clone, Default)]
 struct Scratch {
-    flows: HashMap<FlowKey, FlowInStep, ahash::RandomState>,
+    /// A step's flows, by [`flow_id`].
+    flows: HashMap<u64, FlowInStep, ahash::RandomState>,
     finishes: Vec<u64>,
     rates: Vec<f64>,
-    distinct: HashSet<IpAddr, ahash::RandomState>,
+    /// By host place: the step that last listed the host (`stamp`), so that each is listed
+    /// once without a set of addresses.
+    marked: Vec<u32>,
+    stamp: u32,
     hosts: Vec<IpAddr>,
     /// The new part of a job's list while it is merged with the part waiting ([`in_order`]).
     merge: Vec<Member>,
+    /// Each host's job while a close splits the list by job (by the host's place).
+    job_of: Vec<usize>,
 }
 
 impl Scratch {
@@ -552,8 +589,7 @@ impl Scratch {
             self.finishes = Vec::new();
             self.rates = Vec::new();
         }
-        if self.distinct.capacity() > 2 * Self::KEEP {
-            self.distinct = HashSet::default();
+        if self.hosts.capacity() > 2 * Self::KEEP {
             self.hosts = Vec::new();
         }
     }
@@ -625,10 +661,20 @@ fn groups(ts: &[Member], gap_ns: u64) -> Vec<&[Member]> {
     out
 }
 
+/// A flow of a step by its hosts' places and its destination QP, one word: the steps are
+/// the compute vantage's (one vantage), there are at most [`MAX_HOSTS`] (16 bits each),
+/// and a QPN has 24 bits. Hashed per transmission where the flow's key (two addresses)
+/// hashed several times slower.
+fn flow_id(t: &Member) -> u64 {
+    const _: () = assert!(MAX_HOSTS <= 1 << 16);
+    (u64::from(t.src_host) << 40) | (u64::from(t.dst_host & 0xFFFF) << 24) | u64::from(t.key.dst_qpn & 0x00FF_FFFF)
+}
+
 /// What a step adds up per flow: its finish, its payload (less retransmissions), and
 /// whether its packets showed loss or congestion.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 struct FlowInStep {
+    key: FlowKey,
     finish: u64,
     payload: u64,
     loss: bool,
@@ -649,7 +695,13 @@ fn step_of(
     let mut bytes = 0;
     for t in group {
         bytes += t.bytes;
-        let f = flows.entry(t.key).or_default();
+        let f = flows.entry(flow_id(t)).or_insert(FlowInStep {
+            key: t.key,
+            finish: 0,
+            payload: 0,
+            loss: false,
+            congestion: false,
+        });
         f.finish = f.finish.max(t.end_ns);
         f.payload += t.payload;
         f.loss |= t.loss;
@@ -660,10 +712,11 @@ fn step_of(
     finishes.sort_unstable();
     let median_finish_ns = finishes[(finishes.len() - 1) / 2];
     // The last to finish; among equals, the lowest key.
-    let (straggler, f) = flows
-        .iter()
-        .max_by(|(ka, a), (kb, b)| a.finish.cmp(&b.finish).then_with(|| kb.cmp(ka)))
+    let f = flows
+        .values()
+        .max_by(|a, b| a.finish.cmp(&b.finish).then_with(|| b.key.cmp(&a.key)))
         .expect("a step has a flow");
+    let straggler = &f.key;
     let answered_with_nak = naks.iter().any(|&(from, to, s, e)| {
         from == straggler.dst && to == straggler.src && s <= f.finish && e >= start_ns
     });
