@@ -596,7 +596,7 @@ impl Worker {
             }
             if let Some(j) = k.checked_sub(2 * PIPE).filter(|&j| j < n) {
                 if let Some(s) = &staged[j] {
-                    if let Some(now) = s.observe {
+                    if let Some(now) = s.observe.filter(|&now| !self.analysing_covers(s, now)) {
                         self.observe_time(now);
                     }
                     self.process(s);
@@ -608,6 +608,20 @@ impl Worker {
                 }
             }
         }
+    }
+
+    /// Whether analysing staged frame `s` moves time as far as observing `now` before it
+    /// would, so that the observing can be left out: `now` is no later than the frame's
+    /// time (behind a dispatcher it is the frame's own time, nearly always), and the frame is
+    /// a RoCE packet (its flow table moves to its time, as observing does; any other frame
+    /// only closes the interval and times I/Os out). Not with frames held by the reorder
+    /// window (observing releases them) nor with evidence (observing ends its records).
+    #[inline(always)]
+    fn analysing_covers(&self, s: &Staged<'_>, now: u64) -> bool {
+        now <= s.seen.ts
+            && matches!(s.decoded, Decoded::Roce(_))
+            && !self.evidence
+            && self.reorder.as_ref().is_none_or(|r| !r.is_armed())
     }
 
     #[inline(always)]
