@@ -164,11 +164,12 @@ pub use crate::metrics::snapshot::TimeUse;
 /// fewer lines, about 6 % more than four in memory (many QPs timed as live).
 const PIPE: usize = 8;
 
-/// Flows in the table from which the pipeline's third step (what a packet touches after
-/// its flow's hot lines) is taken. A smaller table (its entries are 1,280 bytes) stays in
-/// the core's cache: there the step is instructions that prefetch nothing missing. Left
-/// out below this, the bench's mix took 1,101 instructions a packet instead of 1,183 and
-/// its fastest pass in memory 2-5 % less time; many QPs took 10-20 % more without it.
+/// Flows in the table from which the pipeline's third prefetch step (what a packet
+/// touches after its flow's hot lines) is taken. A smaller table (its entries are 1,280
+/// bytes) stays in the core's cache: there the step is instructions that prefetch nothing
+/// missing. Left out below this, the bench's mix took 1,101 instructions a packet instead
+/// of 1,183 and its fastest pass in memory 2-5 % less time; many QPs took 10-20 % more
+/// without it.
 const PREFETCH_NEXT_FROM_FLOWS: usize = 512;
 
 /// Moves frames into its [`Analyzer`] and reports out: interval snapshots at interval
