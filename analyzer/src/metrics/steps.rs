@@ -667,9 +667,7 @@ fn groups(ts: &[Member], gap_ns: u64) -> Vec<&[Member]> {
 /// hashed several times slower.
 fn flow_id(t: &Member) -> u64 {
     const _: () = assert!(MAX_HOSTS <= 1 << 16);
-    (u64::from(t.src_host) << 40)
-        | (u64::from(t.dst_host & 0xFFFF) << 24)
-        | u64::from(t.key.dst_qpn & 0x00FF_FFFF)
+    (u64::from(t.src_host) << 40) | (u64::from(t.dst_host) << 24) | u64::from(t.key.dst_qpn & 0x00FF_FFFF)
 }
 
 /// What a step adds up per flow: its finish, its payload (less retransmissions), and

@@ -615,14 +615,13 @@ impl Worker {
     /// would, so that the observing can be left out: `now` is no later than the frame's
     /// time (behind a dispatcher it is the frame's own time, nearly always), and the frame is
     /// a RoCE packet (its flow table moves to its time, as observing does; any other frame
-    /// only closes the interval and times I/Os out). Not with frames held by the reorder
-    /// window (observing releases them) nor with evidence (observing ends its records).
+    /// only closes the interval and times I/Os out). Not with evidence (observing ends its
+    /// records). The reorder window needs no check: a frame with a time to observe is
+    /// tracked in a burst only while the window holds none (`handle_stamped_burst`,
+    /// `arrive`), and the window is out of `self.reorder` then.
     #[inline(always)]
     fn analysing_covers(&self, s: &Staged<'_>, now: u64) -> bool {
-        now <= s.seen.ts
-            && matches!(s.decoded, Decoded::Roce(_))
-            && !self.evidence
-            && self.reorder.as_ref().is_none_or(|r| !r.is_armed())
+        now <= s.seen.ts && matches!(s.decoded, Decoded::Roce(_)) && !self.evidence
     }
 
     #[inline(always)]
