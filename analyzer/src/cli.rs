@@ -86,14 +86,15 @@ pub struct CommonArgs {
     /// else its packets are counted as untracked.
     #[arg(long, value_name = "N", default_value_t = defaults::MAX_FLOWS, value_parser = parse_table_bound)]
     pub max_flows: usize,
-    /// Write flows.csv, latency.csv, ports.csv and transmissions.csv here, every interval
-    /// (the directory is created if needed; files of an earlier run are replaced).
+    /// Write the CSV reports here, every interval: flows, transmissions, latency, io,
+    /// slow_ios, steps, stragglers and ports.csv, and events.csv with --evidence-dir (the
+    /// directory is created if needed; files of an earlier run are replaced).
     #[arg(long, value_name = "DIR")]
     pub csv_dir: Option<PathBuf>,
     /// Start a new CSV file before one would grow past SIZE bytes (suffixes K, M, G); the
     /// full one is renamed <name>-<time of its first row>.csv, then compressed
-    /// (--csv-compress). At most --csv-retain/8. [default: 64M, or --csv-retain/16 when
-    /// smaller]
+    /// (--csv-compress). At most --csv-retain/8 (/9 with --evidence-dir). [default: 64M, or
+    /// --csv-retain/16 when smaller]
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub csv_rotate_size: Option<u64>,
     /// Start a new CSV file when the current one's first row is DUR of packet time old.
@@ -144,7 +145,7 @@ pub struct CommonArgs {
     #[arg(long, value_name = "N", default_value_t = defaults::MAX_IOS, value_parser = parse_table_bound)]
     pub max_ios: usize,
     /// Most latency series, (initiator, target, op, segment), per worker over the run
-    /// (a few KiB each on the worker, up to 270 KiB in the totals); samples of further series
+    /// (a few KiB each on the worker, 66 KiB in the totals); samples of further series
     /// are counted in latency_samples_dropped. Also bounds the (initiator, target, op) keys
     /// of the I/O counts (further pairs are counted under 0.0.0.0).
     #[arg(long, value_name = "N", default_value_t = defaults::MAX_LATENCY_SERIES, value_parser = parse_table_bound)]
@@ -399,7 +400,8 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     }
 }
 
-/// `--csv-retain`: a size of at least 16 KiB (the eight reports' current files need room).
+/// `--csv-retain`: a size of at least 16 KiB (the reports' current files, eight or nine with
+/// events.csv, need room).
 fn parse_retain(s: &str) -> Result<u64, String> {
     match parse_size(s)? {
         b if b < defaults::CSV_RETAIN_MIN_BYTES => {

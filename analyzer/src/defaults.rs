@@ -52,7 +52,7 @@ pub const MAX_IOS: usize = 65_536;
 
 /// `--max-latency-series`: latency series per worker, each an interval's samples on the
 /// worker (8 KiB: 512 values and 256 histogram buckets, grown once if more) and a
-/// whole-run histogram on the stats side (1 ns to 1 h at 3 significant digits, up to 270 KiB).
+/// whole-run histogram on the stats side (1 ns to 1 h at 3 significant digits, 66 KiB).
 pub const MAX_LATENCY_SERIES: usize = 1024;
 
 /// `--max-pending-commands`: NVMe commands awaiting their completion per worker.
@@ -82,14 +82,15 @@ pub const PROMETHEUS_MAX_FLOWS: usize = 1000;
 pub const CSV_RETAIN: &str = "1G";
 pub const CSV_RETAIN_BYTES: u64 = 1 << 30;
 
-/// `--csv-retain`'s least value: room for the eight reports' current files (their headers
-/// alone take 1.4 KiB).
+/// `--csv-retain`'s least value: room for the reports' current files, eight or nine with
+/// events.csv (their headers alone take 1.4 KiB).
 pub const CSV_RETAIN_MIN: &str = "16K";
 pub const CSV_RETAIN_MIN_BYTES: u64 = 16 << 10;
 
 /// `--csv-rotate-size`: a CSV file is rotated before it grows past 64 MiB, or past a
-/// sixteenth of `--csv-retain` when that is smaller (so that the eight reports' current
-/// files take at most half of it). Given, it may be at most an eighth of `--csv-retain`.
+/// sixteenth of `--csv-retain` when that is smaller (so that the reports' current files take
+/// about half of it: 8/16, or 9/16 with events.csv). Given, it may be at most an eighth of
+/// `--csv-retain` (a ninth with `--evidence-dir`).
 pub const CSV_ROTATE_SIZE_MAX: &str = "64M";
 pub const CSV_ROTATE_SIZE_MAX_BYTES: u64 = 64 << 20;
 

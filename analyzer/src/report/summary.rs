@@ -26,13 +26,14 @@ pub struct FlowSummary {
     pub transport: String,
     /// packets, bytes, payload_bytes, messages, retx_packets, retx_bytes, retx_episodes,
     /// gap_psns, out_of_window, nak_seq, nak_rnr, nak_other, cnp, cnp_unattributed, ecn_ce,
-    /// icrc_errors, nvme_commands, nvme_completions (see docs/METRICS.md).
+    /// icrc_errors, nvme_commands, nvme_completions, late_packets, mirror_duplicates (see
+    /// docs/METRICS.md).
     #[serde(flatten)]
     pub counts: FlowCounts,
     /// Packets per BTH opcode, keyed by the opcode in decimal.
     pub opcodes: BTreeMap<String, u64>,
     /// Gap PSNs here that the other vantage did not have: lost between the two taps.
-    /// Absent when the flow was seen at one vantage only.
+    /// `null` when the flow was seen at one vantage only.
     pub fabric_loss_psns: Option<u64>,
     /// Transmissions (bursts) of this flow that ended, those too short to be written to
     /// transmissions.csv (`short_transmissions`) included.
@@ -260,7 +261,7 @@ pub struct Summary {
     /// Entries of bounded tables forgotten to make room for newer ones, per table.
     pub forgotten: crate::metrics::snapshot::Forgotten,
     /// Each bound that lost something: its option and value, what it lost, and the value
-    /// that would have lost nothing (absent when no value would have).
+    /// that would have lost nothing (`null` when no value would have).
     #[serde(default)]
     pub bounds: Vec<crate::metrics::snapshot::BoundAdvice>,
     /// With `--csv-dir`: writes that failed (their rows lost), reports started again
