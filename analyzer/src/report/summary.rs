@@ -30,7 +30,8 @@ pub struct FlowSummary {
     /// docs/METRICS.md).
     #[serde(flatten)]
     pub counts: FlowCounts,
-    /// Packets per BTH opcode, keyed by the opcode in decimal.
+    /// Packets per BTH opcode, keyed by the opcode in decimal; `other` for those that found
+    /// no counter (when any did).
     pub opcodes: BTreeMap<String, u64>,
     /// Gap PSNs here that the other vantage did not have: lost between the two taps.
     /// `null` when the flow was seen at one vantage only.
