@@ -1,16 +1,20 @@
 //! The output contract as documented: every CSV column a run writes is named in its file's
-//! section of docs/CSV.md, and every key of the summary JSON in docs/METRICS.md (docs/EVIDENCE.md
-//! for `evidence`). The runs cover every report: an NVMe scenario at two vantages with
-//! evidence and a bound that loses samples, and a collective scenario (steps, stragglers).
-//! A column or key added without its definition fails here.
+//! section of docs/CSV.md, every key of the summary JSON in docs/METRICS.md (docs/EVIDENCE.md
+//! for `evidence`), and every Prometheus series in docs/PROMETHEUS.md. The runs cover every
+//! report: an NVMe scenario at two vantages with evidence and a bound that loses samples,
+//! and a collective scenario (steps, stragglers). A column, key or series added without its
+//! definition fails here.
 
 mod common;
 
-use common::{bin, scenario_args, scenario_files, scenario_truth};
+use common::{bin, free_port, scenario_args, scenario_files, scenario_truth};
 use serde_json::Value;
 use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 fn doc(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs").join(name);
@@ -145,6 +149,50 @@ fn every_csv_column_and_summary_key_is_documented() {
     let evidence_doc = doc("EVIDENCE.md");
     let reported = section(&evidence_doc, "Where it is reported");
     assert_named(reported, &evidence_keys, "docs/EVIDENCE.md, 'Where it is reported'");
+}
+
+/// The metrics page at `port`, if it answers.
+fn metrics_page(port: u16) -> Option<String> {
+    let mut c = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(c, "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut r = String::new();
+    c.read_to_string(&mut r).ok()?;
+    Some(r.split_once("\r\n\r\n")?.1.to_owned())
+}
+
+#[test]
+fn every_prometheus_series_is_documented() {
+    let tmp = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let (nvme, steps) = (scenario_truth("nvme_faults"), scenario_truth("collective_vlan"));
+    let mut probe = Command::new(bin())
+        .args(["replay", "-q", "--prometheus", &format!("127.0.0.1:{port}")])
+        .args(["--evidence-dir", &tmp.path().join("evidence").display().to_string()])
+        .args(scenario_args(&nvme))
+        .args(scenario_files("nvme_faults", &nvme))
+        .args(scenario_files("collective_vlan", &steps))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // A replay keeps serving its final page until it is stopped; every family is on it by then.
+    let families =
+        ["roceprobe_io_latency_seconds", "roceprobe_step_duration_seconds", "roceprobe_flow_bytes_total"];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let page = loop {
+        match metrics_page(port) {
+            Some(p) if families.iter().all(|f| p.contains(&format!("# HELP {f} "))) => break p,
+            _ if Instant::now() > deadline => panic!("the page never had every family"),
+            _ => std::thread::sleep(Duration::from_millis(100)),
+        }
+    };
+    let _ = probe.kill();
+    let _ = probe.wait();
+    let series: BTreeSet<String> =
+        page.lines().filter_map(|l| l.strip_prefix("# HELP ")?.split(' ').next().map(String::from)).collect();
+    assert!(series.contains("roceprobe_evidence_events_total"), "{series:?}");
+    let doc = doc("PROMETHEUS.md");
+    assert_named(section(&doc, "Series"), &series, "docs/PROMETHEUS.md, 'Series'");
 }
 
 #[test]

@@ -359,7 +359,7 @@ fn evidence_families(o: &mut String, p: &str, s: &Summary) {
         o,
         "roceprobe_evidence_events_dropped_total",
         "counter",
-        "Evidence events lost before the stats side (a live capture whose reports fell behind).",
+        "Evidence events lost before the stats side (a live capture whose reports fell behind, or events without a file beyond 4096 per worker and interval).",
     );
     let _ = writeln!(o, "roceprobe_evidence_events_dropped_total{{{p}}} {}", e.events_dropped);
 }
