@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{bin, free_port, scenario_args, scenario_files, scenario_truth};
+use common::{bin, free_port, scenario_args, scenario_files, scenario_truth, Reap};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
@@ -165,7 +165,7 @@ fn every_prometheus_series_is_documented() {
     let tmp = tempfile::tempdir().unwrap();
     let port = free_port();
     let (nvme, steps) = (scenario_truth("nvme_faults"), scenario_truth("collective_vlan"));
-    let mut probe = Command::new(bin())
+    let probe = Command::new(bin())
         .args(["replay", "-q", "--prometheus", &format!("127.0.0.1:{port}")])
         .args(["--evidence-dir", &tmp.path().join("evidence").display().to_string()])
         .args(scenario_args(&nvme))
@@ -175,6 +175,7 @@ fn every_prometheus_series_is_documented() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    let _probe = Reap(probe);
     // A replay keeps serving its final page until it is stopped; every family is on it by then.
     let families =
         ["roceprobe_io_latency_seconds", "roceprobe_step_duration_seconds", "roceprobe_flow_bytes_total"];
@@ -186,8 +187,6 @@ fn every_prometheus_series_is_documented() {
             _ => std::thread::sleep(Duration::from_millis(100)),
         }
     };
-    let _ = probe.kill();
-    let _ = probe.wait();
     let series: BTreeSet<String> =
         page.lines().filter_map(|l| l.strip_prefix("# HELP ")?.split(' ').next().map(String::from)).collect();
     assert!(series.contains("roceprobe_evidence_events_total"), "{series:?}");

@@ -7,7 +7,7 @@ use common::*;
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn url_encode(s: &str) -> String {
@@ -31,15 +31,6 @@ fn query(port: u16, q: &str) -> Vec<f64> {
         .as_array()
         .map(|a| a.iter().filter_map(|s| s["value"][1].as_str()?.parse().ok()).collect())
         .unwrap_or_default()
-}
-
-/// Kills a child on the way out, whatever happens.
-struct Reap(Child);
-impl Drop for Reap {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[test]

@@ -76,6 +76,15 @@ pub fn in_capsule_write(cid: u16, data_len: u32) -> roceprobe::wire::nvme::Sqe {
     }
 }
 
+/// Kills a child on the way out, whatever happens.
+pub struct Reap(pub std::process::Child);
+impl Drop for Reap {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A TCP port free on the loopback interface a moment ago.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
