@@ -6,26 +6,11 @@ mod common;
 use common::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 /// Per (initiator, target, op): completed I/Os, bytes, and I/Os per size class.
 type Volumes = BTreeMap<(String, String, String), (u64, u64, [u64; 13])>;
-
-/// Replays a scenario with its options and `extra`; returns stdout, the summary and the CSV folder.
-fn replay(name: &str, extra: &[&str], dir: &Path) -> (String, Value, PathBuf) {
-    let t = scenario_truth(name);
-    let (csv, summary) = (dir.join("csv"), dir.join("summary.json"));
-    let mut a: Vec<String> = vec!["replay".into(), "--csv-dir".into(), csv.display().to_string()];
-    a.extend(["--summary".into(), summary.display().to_string()]);
-    a.extend(scenario_args(&t));
-    a.extend(extra.iter().map(|s| s.to_string()));
-    a.extend(scenario_files(name, &t).iter().map(|f| f.display().to_string()));
-    let o = Command::new(bin()).args(&a).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let s = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
-    (String::from_utf8(o.stdout).unwrap(), s, csv)
-}
 
 /// The truth's I/Os that completed, with their whole latency (command to completion at the
 /// compute vantage, else at the storage vantage).
@@ -41,7 +26,7 @@ fn truth_ios(t: &Value) -> Vec<(u64, &Value)> {
 #[test]
 fn the_exit_report_opens_with_the_io_quality_the_summary_holds() {
     let dir = tempfile::tempdir().unwrap();
-    let (out, s, _) = replay("nvme_split", &[], dir.path());
+    let (out, s, _) = replay_scenario("nvme_split", &[], dir.path());
     assert!(out.starts_with("NVMe I/O quality over "), "{out}");
     let secs = s["duration_s"].as_f64().unwrap();
     assert!(secs > 0.0);
@@ -117,7 +102,7 @@ fn io_bytes_and_sizes_match_the_truth_in_the_summary_and_io_csv() {
         }
         assert_eq!(want.values().map(|w| w.0).sum::<u64>(), 120, "{name}");
         let dir = tempfile::tempdir().unwrap();
-        let (_, s, csv) = replay(name, &["--interval", "50us"], dir.path());
+        let (_, s, csv) = replay_scenario(name, &["--interval", "50us"], dir.path());
         let mut summary = Volumes::new();
         for p in s["ios"]["by_pair"].as_array().unwrap() {
             let k = (
@@ -198,7 +183,7 @@ fn the_slowest_ios_are_the_truths_slowest() {
             ios.iter().map(|(ns, io)| (truth_key(*ns, io), *io)).collect();
         let want: Vec<String> = ios.iter().take(10).map(|(ns, io)| truth_key(*ns, io)).collect();
         let dir = tempfile::tempdir().unwrap();
-        let (out, s, csv) = replay(name, &["--interval", "50us"], dir.path());
+        let (out, s, csv) = replay_scenario(name, &["--interval", "50us"], dir.path());
         let slowest = s["ios"]["slowest"].as_array().unwrap();
         let got: Vec<String> =
             slowest.iter().map(|io| slow_key_of(io, "qpn", io["io_us"].as_f64().unwrap())).collect();

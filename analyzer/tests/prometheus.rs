@@ -7,7 +7,7 @@ use common::*;
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn url_encode(s: &str) -> String {
@@ -31,6 +31,15 @@ fn query(port: u16, q: &str) -> Vec<f64> {
         .as_array()
         .map(|a| a.iter().filter_map(|s| s["value"][1].as_str()?.parse().ok()).collect())
         .unwrap_or_default()
+}
+
+/// Kills a child on the way out, whatever happens.
+struct Reap(Child);
+impl Drop for Reap {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 #[test]
@@ -185,13 +194,14 @@ struct Serving {
     stderr: std::sync::mpsc::Receiver<String>,
 }
 
-fn replay_serving(scenario: &str) -> Serving {
+fn replay_serving(scenario: &str, extra: &[&str]) -> Serving {
     use std::io::BufRead;
     let t = scenario_truth(scenario);
     let addr = format!("127.0.0.1:{}", free_port());
     let mut probe = Command::new(bin())
         .args(["replay", "-q", "--probe-id", "probe-a", "--prometheus", &addr])
         .args(scenario_args(&t))
+        .args(extra)
         .args(scenario_files(scenario, &t))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -247,7 +257,7 @@ const SCRAPE: &[u8] = b"GET /metrics HTTP/1.1\r\nHost: probe\r\nAccept: text/pla
 /// well under a second. The stalled ones are cut off after the request timeout, unanswered.
 #[test]
 fn stalled_and_oversized_clients_do_not_delay_a_scrape() {
-    let probe = replay_serving("nvme_vlan");
+    let probe = replay_serving("nvme_vlan", &[]);
     let (head, page) = ask(&probe.addr, SCRAPE);
     whole_page(&head, &page);
 
@@ -311,7 +321,7 @@ fn stalled_and_oversized_clients_do_not_delay_a_scrape() {
 #[test]
 fn promtool_accepts_the_page() {
     for scenario in ["nvme_vlan", "rc_loss_vlan", "corrupted", "collective_vlan"] {
-        let probe = replay_serving(scenario);
+        let probe = replay_serving(scenario, &[]);
         let (head, page) = ask(&probe.addr, SCRAPE);
         assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
         assert!(page.contains("# TYPE roceprobe_packets_total counter\n"), "{page}");
@@ -328,4 +338,28 @@ fn promtool_accepts_the_page() {
             format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         assert!(out.status.success() && said.trim().is_empty(), "{scenario}: promtool: {said}\n{page}");
     }
+}
+
+/// Every series the page has is defined in docs/PROMETHEUS.md, "Series": the pages of an NVMe
+/// scenario with evidence and of a collective scenario have every family.
+#[test]
+fn every_series_is_defined_in_the_docs() {
+    let dir = tempfile::tempdir().unwrap();
+    let evidence = dir.path().join("evidence").display().to_string();
+    let mut series = std::collections::BTreeSet::new();
+    for (scenario, extra) in [("nvme_faults", vec!["--evidence-dir", &evidence]), ("collective_vlan", vec![])]
+    {
+        let probe = replay_serving(scenario, &extra);
+        let (_, page) = ask(&probe.addr, SCRAPE);
+        series.extend(
+            page.lines().filter_map(|l| l.strip_prefix("# HELP ")?.split(' ').next().map(String::from)),
+        );
+    }
+    for family in
+        ["roceprobe_io_latency_seconds", "roceprobe_step_duration_seconds", "roceprobe_evidence_events_total"]
+    {
+        assert!(series.contains(family), "{family} not on the pages: {series:?}");
+    }
+    let docs = doc("PROMETHEUS.md");
+    assert_defined(doc_section(&docs, "Series"), &series, "docs/PROMETHEUS.md, 'Series'");
 }

@@ -76,13 +76,51 @@ pub fn in_capsule_write(cid: u16, data_len: u32) -> roceprobe::wire::nvme::Sqe {
     }
 }
 
-/// Kills a child on the way out, whatever happens.
-pub struct Reap(pub std::process::Child);
-impl Drop for Reap {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// Replays a scenario with its options and `extra`, the CSV reports in `dir/csv` and the
+/// summary in `dir`; returns stdout, the summary and the CSV folder.
+pub fn replay_scenario(name: &str, extra: &[&str], dir: &Path) -> (String, serde_json::Value, PathBuf) {
+    let t = scenario_truth(name);
+    let (csv, summary) = (dir.join("csv"), dir.join("summary.json"));
+    let mut a: Vec<String> = vec!["replay".into(), "--csv-dir".into(), csv.display().to_string()];
+    a.extend(["--summary".into(), summary.display().to_string()]);
+    a.extend(scenario_args(&t));
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a.extend(scenario_files(name, &t).iter().map(|f| f.display().to_string()));
+    let o = Command::new(bin()).args(&a).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    (String::from_utf8(o.stdout).unwrap(), s, csv)
+}
+
+/// A document of docs/, whole.
+pub fn doc(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs").join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The text of `## heading` in a document, up to the next `## ` heading (its `###` parts
+/// included).
+pub fn doc_section<'a>(text: &'a str, heading: &str) -> &'a str {
+    let start =
+        text.find(&format!("\n## {heading}\n")).unwrap_or_else(|| panic!("no section '## {heading}'")) + 1;
+    let end = text[start + 3..].find("\n## ").map_or(text.len(), |e| start + 3 + e);
+    &text[start..end]
+}
+
+/// Whether `text` names `key` as a whole word (letters, digits, `_` and `@` make a word, so
+/// `io` is not found in `io@compute_us`).
+pub fn defines(text: &str, key: &str) -> bool {
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '@';
+    text.match_indices(key).any(|(i, _)| {
+        !text[..i].chars().next_back().is_some_and(word)
+            && !text[i + key.len()..].chars().next().is_some_and(word)
+    })
+}
+
+/// Every one of `keys` is named in `text` (the part of the docs called `where_`).
+pub fn assert_defined<'k>(text: &str, keys: impl IntoIterator<Item = &'k String>, where_: &str) {
+    let missing: Vec<_> = keys.into_iter().filter(|k| !defines(text, k)).collect();
+    assert!(missing.is_empty(), "not defined in {where_}: {missing:?}");
 }
 
 /// A TCP port free on the loopback interface a moment ago.
