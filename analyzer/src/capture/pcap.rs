@@ -1,6 +1,7 @@
 //! Offline replay of pcap and pcapng files (microsecond and nanosecond pcap, pcapng with
-//! any `if_tsresol` / `if_tsoffset`). Several files are merged in timestamp order, so that
-//! two vantages captured into two files are seen as one probe would have seen them.
+//! any `if_tsoffset` and any decimal or binary `if_tsresol` of at most 64-bit ticks).
+//! Several files are merged in timestamp order, so that two vantages captured into two
+//! files are seen as one probe would have seen them.
 
 use super::dpdk::Mapping;
 use super::{Capture, Frame, Poll, SourceStats, BURST};
@@ -56,6 +57,17 @@ pub struct FileReader {
     next: Pending,
     has_next: bool,
     stats: SourceStats,
+}
+
+/// Ticks per second of a pcapng interface's `if_tsresol` (6, microseconds, when absent): 10
+/// to its value, or 2 to its low seven bits with the top bit set; `None` beyond 64 bits.
+/// (pcap-parser 0.17's `ts_resolution` gives `None` for every power of two.)
+fn ticks_per_second(if_tsresol: u8) -> Option<u64> {
+    if if_tsresol & 0x80 == 0 {
+        10u64.checked_pow(u32::from(if_tsresol))
+    } else {
+        1u64.checked_shl(u32::from(if_tsresol & 0x7F))
+    }
 }
 
 fn ticks_to_ns(ticks: u64, resolution: u64, offset_s: i64) -> u64 {
@@ -212,10 +224,18 @@ impl Format {
                 idb.linktype.0
             );
         }
-        self.interfaces.push(Interface {
-            resolution: idb.ts_resolution().unwrap_or(1_000_000),
-            offset_s: idb.if_tsoffset,
-        });
+        let Some(resolution) = ticks_per_second(idb.if_tsresol) else {
+            bail!(
+                "{}: interface {} gives its timestamps in units of {}, which roceprobe cannot count in 64 bits",
+                path.display(),
+                self.interfaces.len(),
+                match idb.if_tsresol {
+                    r if r & 0x80 == 0 => format!("10^-{r} s"),
+                    r => format!("2^-{} s", r & 0x7F),
+                }
+            );
+        };
+        self.interfaces.push(Interface { resolution, offset_s: idb.if_tsoffset });
         Ok(())
     }
 }
@@ -536,6 +556,51 @@ mod tests {
         assert_eq!(ticks_to_ns(3, 1_000_000_000, 10), 10_000_000_003);
         assert_eq!(ticks_to_ns(1024, 1024, 0), 1_000_000_000);
         assert_eq!(ticks_to_ns(5, 1_000_000, -10), 0);
+    }
+
+    /// A pcapng file (little-endian) of one Ethernet interface with `if_tsresol` and one
+    /// 60-byte frame at `ticks`, built by hand from the format's block layouts.
+    fn pcapng(if_tsresol: u8, ticks: u64) -> Vec<u8> {
+        let block = |kind: u32, body: &[u8]| {
+            let len = (12 + body.len()) as u32;
+            [&kind.to_le_bytes()[..], &len.to_le_bytes(), body, &len.to_le_bytes()].concat()
+        };
+        let shb =
+            block(0x0A0D_0D0A, &[&0x1A2B_3C4Du32.to_le_bytes()[..], &[1, 0, 0, 0], &[0xFF; 8]].concat());
+        // Link type 1, snap length 0 (none); options: if_tsresol (code 9, length 1,
+        // padded to 4), then the end of options.
+        let idb = block(1, &[1, 0, 0, 0, 0, 0, 0, 0, 9, 0, 1, 0, if_tsresol, 0, 0, 0, 0, 0, 0, 0]);
+        let epb_head = [0u32, (ticks >> 32) as u32, ticks as u32, 60, 60]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect::<Vec<_>>();
+        let epb = block(6, &[&epb_head[..], &[0u8; 60]].concat());
+        [shb, idb, epb].concat()
+    }
+
+    fn first_time(file: &[u8]) -> Result<u64> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.pcapng");
+        std::fs::write(&path, file).unwrap();
+        let mut r = Replay::open(&[path])?;
+        let mut ts = None;
+        while let Poll::Frames(_) = r.poll(|f| {
+            ts.get_or_insert(f.ts_ns);
+        })? {}
+        Ok(ts.expect("one frame"))
+    }
+
+    #[test]
+    fn pcapng_binary_and_decimal_resolutions() {
+        // 2^-20 s ticks: 3 × 2^20 + 2^19 of them are 3.5 s.
+        assert_eq!(first_time(&pcapng(0x80 | 20, 3 * (1 << 20) + (1 << 19))).unwrap(), 3_500_000_000);
+        // 10^-9 s and 10^-3 s.
+        assert_eq!(first_time(&pcapng(9, 1_234_567_891)).unwrap(), 1_234_567_891);
+        assert_eq!(first_time(&pcapng(3, 1_500)).unwrap(), 1_500_000_000);
+        // 10^-20 s ticks do not fit in 64 bits: refused in one line that names the unit.
+        let e = first_time(&pcapng(20, 1)).unwrap_err().to_string();
+        assert!(e.contains("interface 0 gives its timestamps in units of 10^-20 s"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
     }
 
     #[test]

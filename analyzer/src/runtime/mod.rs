@@ -185,6 +185,23 @@ pub enum ToStats {
     },
 }
 
+/// The interval of `interval_ns` that holds packet time `ts`, as [start, end): aligned to
+/// multiples of the interval since the epoch, so that reports of several probes (and of
+/// several runs over one capture) line up. The last one before the 64-bit clock ends, whose
+/// end would pass it, ends at `u64::MAX` and holds that time too (see [`is_past`]).
+pub(crate) fn interval_at(ts: u64, interval_ns: u64) -> (u64, u64) {
+    let start = ts - ts % interval_ns;
+    (start, start.saturating_add(interval_ns))
+}
+
+/// Whether packet time `ts` is past the interval that ends at `end` (from [`interval_at`]).
+/// Nothing is past the last one: a time clamped to `u64::MAX` (a hostile capture's, or a
+/// switch clock's) stays in it instead of closing it again at every frame.
+#[inline]
+pub(crate) fn is_past(ts: u64, end: u64) -> bool {
+    ts >= end && end != u64::MAX
+}
+
 /// Reads the capture's receive statistics at each interval boundary of capture time and
 /// hands the interval's differences to the stats side (ports.csv).
 pub struct PortReport {
@@ -199,8 +216,7 @@ impl PortReport {
     }
 
     fn interval_of(&self, ts: u64) -> (u64, u64) {
-        let start = ts - ts % self.interval_ns;
-        (start, start.saturating_add(self.interval_ns))
+        interval_at(ts, self.interval_ns)
     }
 
     fn send(&mut self, (start_ns, end_ns): (u64, u64), now: Vec<SourceStats>, tx: &Sender<ToStats>) {
@@ -217,7 +233,7 @@ impl PortReport {
     pub fn observe(&mut self, ts: u64, stats: impl FnOnce() -> Vec<SourceStats>, tx: &Sender<ToStats>) {
         match self.current {
             None if ts > 0 => self.current = Some(self.interval_of(ts)),
-            Some(iv) if ts >= iv.1 => {
+            Some(iv) if is_past(ts, iv.1) => {
                 self.send(iv, stats(), tx);
                 self.current = Some(self.interval_of(ts));
             }
@@ -628,4 +644,39 @@ fn pipeline(
     let (totals, csv) = stats.join().map_err(|_| anyhow::anyhow!("the stats thread panicked"))?;
     result?;
     Ok(Finished { totals, csv, ios, time_use })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_reports_close_the_last_interval_before_the_clock_ends_once() {
+        // Capture times clamped to u64::MAX (a hostile pcapng) stay in the last interval,
+        // which ends there: the sources' counters are read once, at the end, not at every
+        // poll that saw such a time.
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut ports = PortReport::new(Duration::from_secs(1));
+        let mut reads = 0;
+        for ts in [u64::MAX - 1, u64::MAX, u64::MAX, u64::MAX] {
+            ports.observe(
+                ts,
+                || {
+                    reads += 1;
+                    Vec::new()
+                },
+                &tx,
+            );
+        }
+        ports.finish(Vec::new, &tx);
+        let sent: Vec<(u64, u64)> = rx
+            .try_iter()
+            .filter_map(|m| match m {
+                ToStats::Ports { start_ns, end_ns, .. } => Some((start_ns, end_ns)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(reads, 0);
+        assert_eq!(sent, vec![(18_446_744_073_000_000_000, u64::MAX)]);
+    }
 }

@@ -1,7 +1,7 @@
 //! The worker: decode → track for every frame, snapshots at interval boundaries.
 
 use super::reorder::{Held, Reorder};
-use super::{PipelineConfig, Recycled, ToStats};
+use super::{interval_at, is_past, PipelineConfig, Recycled, ToStats};
 use crate::capture::dpdk::prefetch;
 use crate::capture::{Frame, BURST};
 use crate::metrics::latency::LatencyBatch;
@@ -274,7 +274,7 @@ impl Worker {
     /// Time moved on to `now`, every frame before it analysed already.
     fn observe_released(&mut self, now: u64) {
         if let Some((start, end)) = self.current {
-            if now >= end {
+            if is_past(now, end) {
                 self.emit(start, end);
                 self.current = Some(self.interval_of(now));
             }
@@ -299,11 +299,9 @@ impl Worker {
         self.analyzer.io_counts()
     }
 
-    /// Intervals are aligned to multiples of the interval since the epoch, so reports of
-    /// several probes (and of several runs over one capture) line up.
+    /// The interval that holds `ts` (see [`interval_at`]).
     fn interval_of(&self, ts: u64) -> (u64, u64) {
-        let start = ts - ts % self.interval_ns;
-        (start, start.saturating_add(self.interval_ns))
+        interval_at(ts, self.interval_ns)
     }
 
     /// Processes one frame. Allocates nothing.
@@ -653,7 +651,7 @@ impl Worker {
             None => self.current = Some(self.interval_of(ts)),
             // A frame at or past the end closes the interval. A frame from before the start
             // (a clock that stepped back) is counted in the open interval.
-            Some((start, end)) if ts >= end => {
+            Some((start, end)) if is_past(ts, end) => {
                 self.emit(start, end);
                 self.current = Some(self.interval_of(ts));
             }
@@ -789,6 +787,35 @@ mod tests {
                 (13 * S, 14 * S, 1, Some(13 * S + S / 10), Some(13 * S + S / 10)),
             ]
         );
+    }
+
+    #[test]
+    fn the_last_interval_before_the_clock_ends_closes_once() {
+        // Times a hostile capture can give (pcapng ticks clamped to u64::MAX): the 1 s
+        // interval that starts at the last whole second before 2^64 ns would end past it, so
+        // it ends at u64::MAX and holds that time too. Each of the three frames at u64::MAX
+        // would otherwise close it again and reopen it, one report per frame.
+        let cfg = PipelineConfig {
+            reorder_window: std::time::Duration::ZERO,
+            ..PipelineConfig::new(VantageMap::default())
+        };
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut w = Worker::new(0, &cfg, tx);
+        let last_start = u64::MAX - u64::MAX % S; // 18,446,744,073 s
+        for ts in [last_start - 1, last_start + 5, u64::MAX, u64::MAX, u64::MAX] {
+            w.handle(frame(ts));
+        }
+        w.observe_time(u64::MAX);
+        w.finish();
+        drop(w);
+        let snaps: Vec<(u64, u64, u64)> = rx
+            .iter()
+            .filter_map(|m| match m {
+                ToStats::Interval(s) => Some((s.start_ns, s.end_ns, s.counters.packets)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(snaps, vec![(last_start - S, last_start, 1), (last_start, u64::MAX, 4)]);
     }
 }
 

@@ -662,13 +662,17 @@ impl IoTracker {
                     d(io.read_request.at(s), io.sqe_last.at(s)),
                     d(io.cqe.at(s), io.last_read_response.at(s)),
                 ) {
-                    (Some(a), Some(b)) => Some(a + b),
+                    // Differences of packet times: their sum can pass 2^64 only on a hostile
+                    // capture's times, and then saturates instead of wrapping.
+                    (Some(a), Some(b)) => Some(a.saturating_add(b)),
                     _ => None,
                 };
                 samples[2] = compute.map(|v| (Segment::Compute, v));
                 samples[3] = storage.map(|v| (Segment::Storage, v));
                 samples[4] = match (io_c, compute, storage) {
-                    (Some(a), Some(b), Some(c)) => Some((Segment::Network, a.saturating_sub(b + c))),
+                    (Some(a), Some(b), Some(c)) => {
+                        Some((Segment::Network, a.saturating_sub(b.saturating_add(c))))
+                    }
                     _ => None,
                 };
             }
