@@ -84,6 +84,7 @@ struct Floor {
     mask: u32,
     /// With `--index`: buckets of (hash, slot), at most half full; entries taken in turn.
     index: Vec<u64>,
+    /// Entries taken.
     used: u32,
     /// With `--extra-lines`: that many lines of each flow's further state.
     extra: usize,
@@ -183,7 +184,6 @@ impl Floor {
             let v = self.index[b];
             if v == u64::MAX {
                 let i = self.used;
-                self.used += 1;
                 self.index[b] = u64::from(p.home) << 32 | u64::from(i);
                 return self.insert(i, p);
             }
@@ -216,6 +216,14 @@ impl Floor {
 
     #[inline(never)]
     fn insert(&mut self, i: u32, p: &Parsed) -> u32 {
+        // Taken in turn with the index; at most a quarter full without it (the table is
+        // four times the flows it may hold, so a lookup always ends).
+        let room = if self.index.is_empty() { self.table.len() / 4 } else { self.table.len() };
+        if self.used as usize == room {
+            eprintln!("floor: the capture has more than {room} flows, which is all the floor holds");
+            std::process::exit(1);
+        }
+        self.used += 1;
         self.table[i as usize] = Entry { addrs: p.addrs, qpn: p.qpn, ..FREE };
         if p.opcode != ACK {
             self.requests.entry(p.addrs).or_default().push(i);
