@@ -1209,6 +1209,30 @@ mod tests {
     }
 
     #[test]
+    fn a_write_whose_times_are_far_apart_saturates_its_segments() {
+        // A hostile capture's times: the storage vantage sees the command at 0, the READ
+        // of its data at 2^63 ns, the last READ Response at 0 and the completion at
+        // 2^63 + 1. Its storage segment (READ - command, plus completion - last response)
+        // passes 2^64 ns: it saturates instead of overflowing.
+        let mut t = IoTracker::new(4, 1_000_000_000);
+        let mut rec = LatencyRecorder::new(16, 4);
+        let mut h = NONE;
+        let (c, s) = (Vantage::Compute, Vantage::Storage);
+        let write = Sqe { opcode: crate::wire::nvme::opcode::WRITE, ..read(3) };
+        let sent = Sent { target_qpn: 9, psn: 100, whole: true };
+        let half = 1u64 << 63;
+        t.command(at(s, 0), sent, &write, &mut h, &mut rec);
+        t.command(at(c, 0), sent, &write, &mut h, &mut rec);
+        assert!(t.read_request(at(s, half), 500, 7, 0x4000, &mut h), "the write's data phase");
+        t.read_response_end(at(s, 0), 9, 500, &mut h);
+        assert!(t.completion(at(s, half + 1), Some(9), 3, 600, &mut h, &mut rec));
+        assert!(t.completion(at(c, half + 2), Some(9), 3, 600, &mut h, &mut rec));
+        t.finish_all(&mut rec);
+        let n = t.counts().values().next().unwrap();
+        assert_eq!(n.completed, 1);
+    }
+
+    #[test]
     fn timeouts_free_the_io_and_overflow_is_counted() {
         let mut t = IoTracker::new(2, 1_000);
         let mut rec = LatencyRecorder::new(16, 4);
