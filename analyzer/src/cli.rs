@@ -20,7 +20,7 @@ use crate::track::vantage::{Rule, Selector, SourceKind};
 use crate::track::VantageMap;
 use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -513,27 +513,118 @@ struct Outputs {
 }
 
 impl Outputs {
-    fn open(common: &CommonArgs) -> Result<Self> {
+    /// Checks the output options, creating nothing and emptying nothing: done first, so
+    /// that a run refused for any of its options leaves an earlier run's outputs as they
+    /// were. `inputs`: the files the run reads. Takes the Prometheus port (which changes no
+    /// file), handed to [`Outputs::open`].
+    fn check(common: &CommonArgs, inputs: &[PathBuf]) -> Result<Option<std::net::TcpListener>> {
         if common.dashboard && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
             bail!("--dashboard needs a terminal, and stdout is not one");
         }
-        let rotation = csv_rotation(common)?;
+        csv_rotation(common)?;
         if let Some(e) = evidence_settings(common) {
-            e.output.check()?;
             if e.output.max_bytes < 64 * 1024 {
                 bail!("--evidence-max-bytes {} is too small (at least 64K)", size_text(e.output.max_bytes));
             }
         }
-        Ok(Self {
-            sink: common.summary.as_deref().map(SummarySink::open).transpose()?,
-            csv: common
-                .csv_dir
-                .as_deref()
-                .map(|d| CsvWriter::create_with_events(d, rotation, common.evidence_dir.is_some()))
-                .transpose()?,
-            prometheus: common.prometheus.as_deref().map(prometheus::bind).transpose()?,
-        })
+        let place = |option: &str, path: &Path, dir: bool, what: &str| {
+            if can_make(path, dir) {
+                Ok(())
+            } else {
+                bail!("{option}: cannot {what} {}", path.display())
+            }
+        };
+        if let Some(d) = &common.csv_dir {
+            place("--csv-dir", d, true, "create")?;
+        }
+        if let Some(d) = &common.evidence_dir {
+            place("--evidence-dir", d, true, "create")?;
+        }
+        if let Some(p) = common.summary.as_deref().filter(|p| p.as_os_str() != "-") {
+            place("--summary", p, false, "write")?;
+        }
+        check_summary_path(common, inputs)?;
+        common.prometheus.as_deref().map(prometheus::bind).transpose()
     }
+
+    /// Opens them once the inputs are checked too: the evidence folder, the summary
+    /// (written in its place at the end) and the CSV files, which replace an earlier run's.
+    fn open(common: &CommonArgs, prometheus: Option<std::net::TcpListener>) -> Result<Self> {
+        if let Some(e) = evidence_settings(common) {
+            e.output.check()?;
+        }
+        let sink = common.summary.as_deref().map(SummarySink::open).transpose()?;
+        let csv = common
+            .csv_dir
+            .as_deref()
+            .map(|d| CsvWriter::create_with_events(d, csv_rotation(common)?, common.evidence_dir.is_some()))
+            .transpose()?;
+        Ok(Self { sink, csv, prometheus })
+    }
+}
+
+/// Whether a file (or, with `dir`, a folder) can be made at `path`, checked without making
+/// it: the nearest folder on the way that exists must be a folder this process can write in
+/// (a file made there and removed). A path that is neither a file nor a folder
+/// (`/dev/stdout`) is left to be opened.
+fn can_make(path: &Path, dir: bool) -> bool {
+    let writable = |d: &Path| {
+        let probe = d.join(".roceprobe-write-test");
+        let made = std::fs::write(&probe, b"").is_ok();
+        let _ = std::fs::remove_file(&probe);
+        made
+    };
+    if let Ok(m) = std::fs::metadata(path) {
+        return match (dir, m.is_dir(), m.is_file()) {
+            (true, true, _) => writable(path),
+            (true, false, _) | (false, true, _) => false,
+            (false, false, false) => true,
+            (false, false, true) => {
+                writable(path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")))
+            }
+        };
+    }
+    let mut up = path.parent();
+    while let Some(p) = up {
+        let p = if p.as_os_str().is_empty() { Path::new(".") } else { p };
+        if let Ok(m) = std::fs::metadata(p) {
+            return m.is_dir() && writable(p);
+        }
+        up = p.parent();
+    }
+    false
+}
+
+/// A `--summary` file the run would write over something it reads or writes: one of the
+/// input files, or a report of `--csv-dir`.
+fn check_summary_path(common: &CommonArgs, inputs: &[PathBuf]) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(path) = common.summary.as_deref().filter(|p| p.as_os_str() != "-") else { return Ok(()) };
+    if let Ok(s) = std::fs::metadata(path) {
+        let same = |p: &PathBuf| std::fs::metadata(p).is_ok_and(|m| (m.dev(), m.ino()) == (s.dev(), s.ino()));
+        if let Some(input) = inputs.iter().find(|p| same(p)) {
+            bail!(
+                "--summary {} is the input file {}: the run would write over it",
+                path.display(),
+                input.display()
+            );
+        }
+    }
+    if let (Some(dir), Some(name)) = (&common.csv_dir, path.file_name().and_then(|n| n.to_str())) {
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let same_dir = match (parent.canonicalize(), dir.canonicalize()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => parent.components().eq(dir.components()),
+        };
+        if same_dir && crate::report::csv::is_report_file(name) {
+            bail!(
+                "--summary {} is a file --csv-dir {} writes: give the summary another name",
+                path.display(),
+                dir.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// What becomes of the CSV files as they grow (checked before any work starts).
@@ -587,10 +678,11 @@ enum Mode {
 }
 
 fn replay(a: ReplayArgs) -> Result<()> {
-    let out = Outputs::open(&a.common)?;
+    let prometheus = Outputs::check(&a.common, &a.files)?;
     let mut replay = Replay::open(&a.files)?;
     let ids: Vec<u16> = (0..a.files.len() as u16).collect();
     let vantages = VantageMap::new(&a.common.vantages, SourceKind::File, &ids)?;
+    let out = Outputs::open(&a.common, prometheus)?;
     let times = replay.time_sources();
     execute(&a.common, vantages, out, Mode::Replay, times, |cfg, stop, reports| {
         runtime::run(&mut replay, cfg, stop, reports)
@@ -612,7 +704,7 @@ fn check_live_options(a: &LiveArgs) -> Result<()> {
 }
 
 fn live(a: LiveArgs) -> Result<()> {
-    let out = Outputs::open(&a.common)?;
+    let prometheus = Outputs::check(&a.common, &[])?;
     check_live_options(&a)?;
     let (mbuf_size, note) = crate::capture::dpdk::mbuf_size_for_vdevs(&a.eal_args, a.mbuf_size)?;
     if let Some(note) = note {
@@ -665,6 +757,7 @@ fn live(a: LiveArgs) -> Result<()> {
     )?;
     let ids: Vec<u16> = cap.ports().iter().map(|p| p.id()).collect();
     let vantages = VantageMap::new(&a.common.vantages, SourceKind::Port, &ids)?;
+    let out = Outputs::open(&a.common, prometheus)?;
     if a.duration.is_none() && a.idle_exit.is_none() && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         // Fine for a service; noted so a script that forgot a stop condition is not a mystery.
         eprintln!("roceprobe: capturing until SIGINT / SIGTERM");
@@ -910,11 +1003,30 @@ fn execute(
     let exporter = live.exporter.clone();
     let cfg = pipeline_config(common, vantages, mode, source_times);
     let reports = Reports { csv, live: live.subscribers() };
-    let mut summary = run(&cfg, &stop, reports).map(|r| final_summary(r, exporter.as_ref()));
-    live.finish(&mut summary, &mut sink)?;
-    print_and_write(common, &summary?.summary, sink)?;
+    // A run stopped early (a capture file damaged partway) still reports what it measured
+    // up to then; an output that fails at the end does not keep the others from theirs.
+    let (mut summary, stopped) = match run(&cfg, &stop, reports) {
+        Ok(mut r) => {
+            let stopped = r.error.take();
+            (Ok(final_summary(r, exporter.as_ref())), stopped)
+        }
+        Err(e) => (Err(e), None),
+    };
+    let shown = live.finish(&mut summary, &mut sink);
+    let written = print_and_write(common, &summary?.summary, sink);
+    let stopped = stopped
+        .map(|e| e.context("the run stopped early: the summary and reports hold what was measured before"));
+    let mut errors = [stopped, shown.err(), written.err()].into_iter().flatten();
+    let first = errors.next();
+    // All but the first told here; the first is the run's error, told as it ends.
+    for e in errors {
+        eprintln!("roceprobe: error: {}", format!("{e:#}").replace('\n', " "));
+    }
     if exporter.is_some() && replaying {
+        if let Some(e) = &first {
+            eprintln!("roceprobe: error: {}", format!("{e:#}").replace('\n', " "));
+        }
         serve_final_metrics(common, &stop);
     }
-    Ok(())
+    first.map_or(Ok(()), Err)
 }

@@ -542,3 +542,118 @@ fn infinite_rx_of_large_frames_sizes_the_mbufs_or_names_the_size_needed() {
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     assert_one_line_error(&refs, "--mbuf-size 4128");
 }
+
+#[test]
+fn a_refused_run_leaves_the_outputs_of_the_run_before() {
+    // A first run writes its CSV reports and summary; a second, refused for its input,
+    // must leave them byte for byte: outputs are opened only once the inputs are checked.
+    let d = tempfile::tempdir().unwrap();
+    let (csv, summary) = (d.path().join("reports"), d.path().join("reports/summary.json"));
+    let (csv_s, summary_s) = (csv.to_str().unwrap(), summary.to_str().unwrap());
+    let cap = capture("rdma_write_bw.pcap");
+    let o = run(&["replay", "-q", "--csv-dir", csv_s, "--summary", summary_s, cap.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let snapshot = || {
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&csv)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
+            .collect();
+        files.sort();
+        files
+    };
+    let before = snapshot();
+    let missing = d.path().join("no-such.pcap");
+    assert_one_line_error(
+        &["replay", "-q", "--csv-dir", csv_s, "--summary", summary_s, missing.to_str().unwrap()],
+        "no-such.pcap",
+    );
+    assert_one_line_error(
+        &[
+            "replay",
+            "-q",
+            "--csv-dir",
+            csv_s,
+            "--summary",
+            summary_s,
+            "--vantage",
+            "storage=file:5",
+            cap.to_str().unwrap(),
+        ],
+        "file:5",
+    );
+    assert_eq!(snapshot(), before, "the refused runs changed the earlier run's outputs");
+}
+
+#[test]
+fn a_summary_path_that_would_write_over_an_input_or_a_report_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("in.pcap");
+    std::fs::copy(capture("rdma_write_bw.pcap"), &input).unwrap();
+    let original = std::fs::read(&input).unwrap();
+    let i = input.to_str().unwrap();
+    assert_one_line_error(&["replay", "-q", "--summary", i, i], "is the input file");
+    assert_eq!(std::fs::read(&input).unwrap(), original, "the input was written over");
+    let csv = d.path().join("c");
+    let into_report = csv.join("flows.csv");
+    assert_one_line_error(
+        &["replay", "-q", "--csv-dir", csv.to_str().unwrap(), "--summary", into_report.to_str().unwrap(), i],
+        "is a file --csv-dir",
+    );
+    assert!(!csv.exists(), "the refused run created --csv-dir");
+}
+
+#[test]
+fn a_file_damaged_partway_still_reports_what_came_before() {
+    // The real capture's first 40 records, then a record header claiming 512 MiB: the
+    // run ends with an error naming the damage, after writing the summary of those 40
+    // packets (counted by hand from the file's record headers, not by roceprobe).
+    let d = tempfile::tempdir().unwrap();
+    let b = std::fs::read(capture("rdma_write_bw.pcap")).unwrap();
+    let mut off = 24;
+    for _ in 0..40 {
+        let caplen = u32::from_le_bytes(b[off + 8..off + 12].try_into().unwrap()) as usize;
+        off += 16 + caplen;
+    }
+    let mut damaged = b[..off].to_vec();
+    damaged.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0]);
+    damaged.extend_from_slice(&(512u32 << 20).to_le_bytes());
+    damaged.extend_from_slice(&(512u32 << 20).to_le_bytes());
+    let input = d.path().join("damaged.pcap");
+    std::fs::write(&input, &damaged).unwrap();
+    let summary = d.path().join("s.json");
+    let o = run(&["replay", "-q", "--summary", summary.to_str().unwrap(), input.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("stopped early") && err.contains("larger than 256 MiB"), "{err}");
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    assert_eq!(s["packets"], 40);
+}
+
+#[test]
+fn a_classic_pcap_cut_short_is_told() {
+    // The first 5,000 bytes of the real capture: 23 whole records (by its record headers,
+    // counted here), then part of the 24th.
+    let d = tempfile::tempdir().unwrap();
+    let b = std::fs::read(capture("rdma_write_bw.pcap")).unwrap();
+    let (mut off, mut whole) = (24, 0);
+    while off + 16 <= 5000 {
+        let caplen = u32::from_le_bytes(b[off + 8..off + 12].try_into().unwrap()) as usize;
+        if off + 16 + caplen > 5000 {
+            break;
+        }
+        off += 16 + caplen;
+        whole += 1;
+    }
+    assert_eq!(whole, 23);
+    let input = d.path().join("cut.pcap");
+    std::fs::write(&input, &b[..5000]).unwrap();
+    let summary = d.path().join("s.json");
+    let o = run(&["replay", "-q", "--summary", summary.to_str().unwrap(), input.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("the last record is cut short after 23 packets"), "{err}");
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    assert_eq!(s["packets"], 23);
+}

@@ -307,6 +307,16 @@ impl Cursor {
         }
     }
 
+    /// The file ends inside a record: what came before it stands.
+    #[cold]
+    fn warn_cut_short(&self) {
+        eprintln!(
+            "roceprobe: warning: {}: the last record is cut short after {} packets (a capture still being written, or a truncated file); stopping this file there",
+            self.path.display(),
+            self.stats.ipackets
+        );
+    }
+
     /// Moves to the next record. At the end, or at a record cut short (a capture still
     /// being written) `has_next` becomes false; a record claiming more than 256 MiB is an
     /// error, as for any other file.
@@ -314,6 +324,9 @@ impl Cursor {
         self.has_next = false;
         let at = self.off;
         if at.saturating_add(RECORD_HEADER) > b.len() {
+            if at < b.len() {
+                self.warn_cut_short();
+            }
             return Ok(());
         }
         let caplen = self.u32_at(b, at + 8) as usize;
@@ -322,6 +335,7 @@ impl Cursor {
         }
         let start = at + RECORD_HEADER;
         if start + caplen > b.len() {
+            self.warn_cut_short();
             return Ok(());
         }
         let frac = u64::from(self.u32_at(b, at + 4));
@@ -443,7 +457,11 @@ impl Capture for Replay {
                         source: i as u16,
                     };
                     n += 1;
-                    c.advance(bytes)?;
+                    if let Err(e) = c.advance(bytes) {
+                        // The frames read before the damage are analysed all the same.
+                        f(&burst[..n]);
+                        return Err(e);
+                    }
                 }
                 Input::Stream(r) => {
                     if n > 0 {

@@ -167,7 +167,7 @@ impl CsvHealth {
 }
 
 /// The report files, in the order of their index on the writer thread.
-const STEMS: [&str; 9] =
+pub const STEMS: [&str; 9] =
     ["flows", "transmissions", "latency", "io", "slow_ios", "steps", "stragglers", "ports", "events"];
 
 pub struct CsvWriter {
@@ -199,6 +199,15 @@ pub struct CsvWriter {
     /// The writer thread until [`CsvWriter::start_writer`] starts it.
     unstarted: Option<super::csv_files::Unstarted>,
     link: Link,
+}
+
+/// Whether `name` is a file this writer makes in its folder: a report's current file
+/// (`flows.csv`) or a rotated one (`flows-<time>.csv`, compressed or not).
+pub fn is_report_file(name: &str) -> bool {
+    STEMS.iter().any(|s| {
+        name.strip_prefix(s)
+            .is_some_and(|rest| rest == ".csv" || (rest.starts_with('-') && rest.contains(".csv")))
+    })
 }
 
 impl CsvWriter {

@@ -533,8 +533,10 @@ impl Writer {
         let r = &mut self.reports[id];
         if let Err(e) = r.file.write_all(rows.as_bytes()) {
             // A short write (disk full) would leave half a row: cut the file back to its
-            // last whole row.
+            // last whole row, and write on from there (not from where the short write
+            // stopped, which would leave a hole of zero bytes).
             let _ = r.file.set_len(r.bytes);
+            let _ = std::io::Seek::seek(&mut r.file, std::io::SeekFrom::Start(r.bytes));
             return Err(e.into());
         }
         r.bytes += rows.len() as u64;

@@ -387,7 +387,8 @@ pub fn describe_file(path: &Path) -> Result<(String, String, String, String, usi
     if u32_at(0) != Some(0x0A0D_0D0A) || u32_at(8) != Some(0x1A2B_3C4D) {
         bail!("{}: not a pcapng file written little-endian", path.display());
     }
-    let shb_len = u32_at(4).unwrap_or(0) as usize;
+    // A file cut short (a run killed while writing it) claims more than it holds.
+    let shb_len = (u32_at(4).unwrap_or(0) as usize).min(b.len());
     let mut comment = String::new();
     let mut o = 24;
     while o + 4 <= shb_len.saturating_sub(4) {
@@ -546,5 +547,28 @@ mod tests {
         assert!(listed.contains("congestion"), "{listed}");
         assert!(listed.contains("2 evidence file(s)"), "{listed}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod listing {
+    use super::*;
+
+    #[test]
+    fn a_file_cut_short_is_listed_not_a_panic() {
+        // A section header block that claims 1,000 bytes in a 26-byte file (a run killed
+        // while writing it): its first bytes by hand, block type, length, byte-order magic.
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = Vec::new();
+        b.extend_from_slice(&0x0A0D_0D0Au32.to_le_bytes());
+        b.extend_from_slice(&1000u32.to_le_bytes());
+        b.extend_from_slice(&0x1A2B_3C4Du32.to_le_bytes());
+        b.extend_from_slice(&[1, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 1, 0]);
+        assert_eq!(b.len(), 26);
+        std::fs::write(dir.path().join("20261203T000000.000000000Z_loss_10.0.0.1_10.0.0.2_qp1.pcapng"), &b)
+            .unwrap();
+        let out = list(dir.path()).unwrap();
+        assert!(out.contains("_qp1.pcapng"), "{out}");
+        assert!(out.ends_with(&format!("1 evidence file(s) in {}\n", dir.path().display())), "{out}");
     }
 }

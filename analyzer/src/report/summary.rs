@@ -10,7 +10,7 @@ use crate::track::io::{IoCounts, IoCountsByPair, SlowIo};
 use crate::track::Vantage;
 use crate::track::{FlowCounts, ShortTransmissions};
 use crate::wire::DecodeError;
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -434,7 +434,26 @@ impl Summary {
 /// error at start-up, not after the run.
 pub enum SummarySink {
     Stdout,
-    File(std::fs::File, std::path::PathBuf),
+    File(PartFile),
+}
+
+/// The summary file while the run lasts: written beside its path and renamed onto it at the
+/// end, so that a run that fails (or is refused) leaves an earlier summary there as it was.
+/// A path that is not a regular file (`/dev/stdout`, a FIFO) is written directly.
+pub struct PartFile {
+    file: std::fs::File,
+    /// The file written until the end, if not the path itself.
+    part: Option<std::path::PathBuf>,
+    path: std::path::PathBuf,
+    done: bool,
+}
+
+impl Drop for PartFile {
+    fn drop(&mut self) {
+        if let (false, Some(part)) = (self.done, &self.part) {
+            let _ = std::fs::remove_file(part);
+        }
+    }
 }
 
 impl SummarySink {
@@ -442,14 +461,25 @@ impl SummarySink {
         if path.as_os_str() == "-" {
             return Ok(Self::Stdout);
         }
+        if path.is_dir() {
+            bail!("--summary: {} is a directory", path.display());
+        }
         // Its directory is made as --csv-dir's is.
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("--summary: cannot create the directory of {}", path.display()))?;
         }
-        let f = std::fs::File::create(path)
-            .with_context(|| format!("--summary: cannot write {}", path.display()))?;
-        Ok(Self::File(f, path.to_owned()))
+        let special = std::fs::metadata(path).is_ok_and(|m| !m.is_file());
+        let part = (!special).then(|| {
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            path.with_file_name(format!(".{name}.roceprobe-part"))
+        });
+        let file = match &part {
+            Some(p) => std::fs::File::create(p),
+            None => std::fs::OpenOptions::new().write(true).open(path),
+        }
+        .with_context(|| format!("--summary: cannot write {}", path.display()))?;
+        Ok(Self::File(PartFile { file, part, path: path.to_owned(), done: false }))
     }
 
     pub fn write(self, s: &Summary) -> Result<()> {
@@ -459,10 +489,15 @@ impl SummarySink {
             Self::Stdout => {
                 std::io::stdout().write_all(text.as_bytes()).context("writing the summary to stdout")
             }
-            Self::File(mut f, p) => {
-                f.write_all(text.as_bytes())
-                    .with_context(|| format!("writing the summary to {}", p.display()))?;
-                f.sync_all().with_context(|| format!("writing the summary to {}", p.display()))
+            Self::File(mut f) => {
+                let what = || format!("writing the summary to {}", f.path.display());
+                f.file.write_all(text.as_bytes()).with_context(what)?;
+                if let Some(part) = &f.part {
+                    f.file.sync_all().with_context(what)?;
+                    std::fs::rename(part, &f.path).with_context(what)?;
+                }
+                f.done = true;
+                Ok(())
             }
         }
     }

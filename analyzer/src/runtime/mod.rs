@@ -260,6 +260,9 @@ pub struct RunResult {
     pub ios: IoCountsByPair,
     /// Where the packet times of each vantage (compute, storage) came from.
     pub time_use: [worker::TimeUse; 2],
+    /// What ended the run early (a capture file damaged partway, a worker that failed):
+    /// everything above is what was measured up to it, to be reported before the error.
+    pub error: Option<anyhow::Error>,
 }
 
 /// A worker whose stats side does nothing but hand every buffer back at once (a stats side
@@ -425,6 +428,7 @@ struct Finished {
     csv: Option<CsvHealth>,
     ios: IoCountsByPair,
     time_use: [worker::TimeUse; 2],
+    error: Option<anyhow::Error>,
 }
 
 impl Finished {
@@ -436,6 +440,7 @@ impl Finished {
             csv: self.csv,
             ios: self.ios,
             time_use: self.time_use,
+            error: self.error,
         }
     }
 }
@@ -642,8 +647,7 @@ fn pipeline(
     let mut ports = PortReport::new(cfg.interval);
     let (result, ios, time_use) = drive(tx, backs_rx, &mut ports);
     let (totals, csv) = stats.join().map_err(|_| anyhow::anyhow!("the stats thread panicked"))?;
-    result?;
-    Ok(Finished { totals, csv, ios, time_use })
+    Ok(Finished { totals, csv, ios, time_use, error: result.err() })
 }
 
 #[cfg(test)]
