@@ -71,7 +71,7 @@ pub struct PlotArgs {
 #[derive(Debug, Args)]
 pub struct CommonArgs {
     /// Report interval, in packet time (e.g. 1s, 250ms, 100us).
-    #[arg(long, value_name = "DUR", default_value = defaults::INTERVAL, value_parser = parse_interval)]
+    #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = defaults::INTERVAL, value_parser = parse_interval)]
     pub interval: Duration,
     /// Write the summary JSON here at exit ('-' = stdout; the flow table then goes to stderr).
     #[arg(long, value_name = "FILE")]
@@ -84,7 +84,7 @@ pub struct CommonArgs {
     pub vantages: Vec<Rule>,
     /// Most flows tracked at once; a new flow takes the slot of one idle for --flow-expire,
     /// else its packets are counted as untracked.
-    #[arg(long, value_name = "N", default_value_t = defaults::MAX_FLOWS, value_parser = parse_table_bound)]
+    #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = defaults::MAX_FLOWS, value_parser = parse_table_bound)]
     pub max_flows: usize,
     /// Write the CSV reports here, every interval: flows, transmissions, latency, io,
     /// slow_ios, steps, stragglers and ports.csv, and events.csv with --evidence-dir (the
@@ -95,10 +95,10 @@ pub struct CommonArgs {
     /// full one is renamed <name>-<time of its first row>.csv, then compressed
     /// (--csv-compress). At most --csv-retain/8 (/9 with --evidence-dir). [default: 64M, or
     /// --csv-retain/16 when smaller]
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, allow_hyphen_values = true, value_name = "SIZE", value_parser = parse_size)]
     pub csv_rotate_size: Option<u64>,
     /// Start a new CSV file when the current one's first row is DUR of packet time old.
-    #[arg(long, value_name = "DUR", default_value = defaults::CSV_ROTATE_AGE, value_parser = parse_interval)]
+    #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = defaults::CSV_ROTATE_AGE, value_parser = parse_interval)]
     pub csv_rotate_age: Duration,
     /// Compress rotated CSV files: none, gzip (<name>-<time>.csv.gz) or zstd (.csv.zst); the
     /// current <name>.csv stays plain.
@@ -107,64 +107,64 @@ pub struct CommonArgs {
     /// The CSV files in --csv-dir (current and rotated, compressed or not, of every report)
     /// take at most SIZE bytes (suffixes K, M, G; at least 16K): the oldest rotated files
     /// are removed first (summary csv_output.files_removed).
-    #[arg(long, value_name = "SIZE", default_value = defaults::CSV_RETAIN, value_parser = parse_retain)]
+    #[arg(long, allow_hyphen_values = true, value_name = "SIZE", default_value = defaults::CSV_RETAIN, value_parser = parse_retain)]
     pub csv_retain: u64,
     /// A transmission (burst) of a flow ends after this long without a packet of it.
-    #[arg(long, value_name = "DUR", default_value = defaults::FLOW_IDLE, value_parser = parse_interval)]
+    #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = defaults::FLOW_IDLE, value_parser = parse_interval)]
     pub flow_idle: Duration,
     /// A transmission of fewer packets is not written to transmissions.csv: flows.csv and
     /// the summary count it per flow and interval (short_transmissions, their packets and
     /// bytes). 1 writes every transmission.
-    #[arg(long, value_name = "N", default_value_t = defaults::MIN_TRANSMISSION_PACKETS, value_parser = parse_min_packets)]
+    #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = defaults::MIN_TRANSMISSION_PACKETS, value_parser = parse_min_packets)]
     pub min_transmission_packets: u64,
     /// When the flow table is full, a flow without a packet for this long (packet time)
     /// gives its slot to a new flow (summary: forgotten.idle_flows).
-    #[arg(long, value_name = "DUR", default_value = defaults::FLOW_EXPIRE, value_parser = parse_interval)]
+    #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = defaults::FLOW_EXPIRE, value_parser = parse_interval)]
     pub flow_expire: Duration,
     /// Path MTU for counting the PSNs a READ Request reserves (256, 512, 1024, 2048 or
     /// 4096); learned per QP from its packets when not given.
-    #[arg(long, value_name = "N", value_parser = parse_mtu)]
+    #[arg(long, allow_hyphen_values = true, value_name = "N", value_parser = parse_mtu)]
     pub mtu: Option<u32>,
     /// Put each worker's packets in packet-time order before analysing them, waiting this
     /// long (packet time) for mirror copies that arrive late (ERSPAN sessions with paths of
     /// different delay, queueing jitter, capture ports polled in turn); 0 analyses in
     /// arrival order. Packets later than this are counted in late_packets. At most 1s
-    #[arg(long, value_name = "DUR", default_value = defaults::REORDER_WINDOW, value_parser = parse_window)]
+    #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = defaults::REORDER_WINDOW, value_parser = parse_window)]
     pub reorder_window: Duration,
     /// A packet with a lower TTL than its flow's packets had at most this long before, and
     /// (for a request) a PSN the flow saw already, is the mirror's second copy of one
     /// counted already (both ports of a routed hop mirrored): counted in
     /// mirror_duplicates, and nothing else. 0: every copy counts. At most 1s
-    #[arg(long, value_name = "DUR", default_value = defaults::DUPLICATE_WINDOW, value_parser = parse_window)]
+    #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = defaults::DUPLICATE_WINDOW, value_parser = parse_window)]
     pub duplicate_window: Duration,
     /// An NVMe I/O without a completion after this long (packet time) is counted as timed out.
-    #[arg(long, value_name = "DUR", default_value = defaults::IO_TIMEOUT, value_parser = parse_interval)]
+    #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = defaults::IO_TIMEOUT, value_parser = parse_interval)]
     pub io_timeout: Duration,
     /// Most NVMe I/Os awaiting their completion at once; further commands are counted as
     /// overflowed. A quarter of it (at least 64) bounds the NVMe connections' state.
-    #[arg(long, value_name = "N", default_value_t = defaults::MAX_IOS, value_parser = parse_table_bound)]
+    #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = defaults::MAX_IOS, value_parser = parse_table_bound)]
     pub max_ios: usize,
     /// Most latency series, (initiator, target, op, segment), per worker over the run
     /// (a few KiB each on the worker, 66 KiB in the totals); samples of further series
     /// are counted in latency_samples_dropped. Also bounds the (initiator, target, op) keys
     /// of the I/O counts (further pairs are counted under 0.0.0.0).
-    #[arg(long, value_name = "N", default_value_t = defaults::MAX_LATENCY_SERIES, value_parser = parse_table_bound)]
+    #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = defaults::MAX_LATENCY_SERIES, value_parser = parse_table_bound)]
     pub max_latency_series: usize,
     /// Most NVMe commands awaiting their completion per worker; beyond it the oldest is
     /// forgotten (summary: forgotten.nvme_commands).
-    #[arg(long, value_name = "N", default_value_t = defaults::MAX_PENDING_COMMANDS, value_parser = parse_table_bound)]
+    #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = defaults::MAX_PENDING_COMMANDS, value_parser = parse_table_bound)]
     pub max_pending_commands: usize,
     /// Most CM ConnectRequests awaiting their reply per worker; beyond it the oldest is
     /// forgotten (summary: forgotten.cm_requests).
-    #[arg(long, value_name = "N", default_value_t = defaults::MAX_CM_REQUESTS, value_parser = parse_table_bound)]
+    #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = defaults::MAX_CM_REQUESTS, value_parser = parse_table_bound)]
     pub max_cm_requests: usize,
     /// Most flows announced by CM (two per connection) awaiting their first packet per
     /// worker; beyond it the oldest is forgotten (summary: forgotten.announced_flows).
-    #[arg(long, value_name = "N", default_value_t = defaults::MAX_ANNOUNCED_FLOWS, value_parser = parse_table_bound)]
+    #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = defaults::MAX_ANNOUNCED_FLOWS, value_parser = parse_table_bound)]
     pub max_announced_flows: usize,
     /// Analysis threads. 1: on the capture thread. More: the capture thread dispatches each
     /// frame by its inner IP pair to one of N workers pinned to cores (software dispatch).
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = parse_workers)]
+    #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = 1, value_parser = parse_workers)]
     pub workers: usize,
     /// Check every RoCEv2 packet's invariant CRC and count failures per flow (icrc_errors).
     #[arg(long)]
@@ -178,7 +178,7 @@ pub struct CommonArgs {
     pub probe_id: Option<String>,
     /// Most flows exported to Prometheus (those with the most bytes); the rest are counted
     /// in roceprobe_flows_not_exported.
-    #[arg(long, value_name = "N", default_value_t = defaults::PROMETHEUS_MAX_FLOWS)]
+    #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = defaults::PROMETHEUS_MAX_FLOWS)]
     pub prometheus_max_flows: usize,
     /// Show a live dashboard in the terminal, refreshed every interval (s: sort flows,
     /// p: pause, q: quit, which ends a live capture as SIGTERM does). The per-flow table and a
@@ -187,7 +187,7 @@ pub struct CommonArgs {
     pub dashboard: bool,
     /// The slowest NVMe I/Os listed per interval (slow_ios.csv) and kept for the run
     /// (summary ios.slowest, the exit report); 0: none.
-    #[arg(long, value_name = "K", default_value_t = defaults::SLOW_IOS, value_parser = parse_slow_ios)]
+    #[arg(long, allow_hyphen_values = true, value_name = "K", default_value_t = defaults::SLOW_IOS, value_parser = parse_slow_ios)]
     pub slow_ios: usize,
     /// A collective job's hosts, named (repeatable): NAME=CIDR[,CIDR...], e.g.
     /// llm=10.1.0.0/16. Without it, hosts that RC WRITE / SEND traffic (not NVMe) connects
@@ -195,11 +195,11 @@ pub struct CommonArgs {
     #[arg(long = "job", value_name = "NAME=CIDRS")]
     pub jobs: Vec<crate::metrics::steps::JobRule>,
     /// A job's step ends when none of its flows has sent for this long.
-    #[arg(long, value_name = "DUR", default_value = defaults::STEP_GAP, value_parser = parse_interval)]
+    #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = defaults::STEP_GAP, value_parser = parse_interval)]
     pub step_gap: Duration,
     /// Rows of each flow table in the exit report (flows with problems, busiest flows); the
     /// rest are in the summary and the CSV files.
-    #[arg(long, value_name = "N", default_value_t = defaults::TOP)]
+    #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = defaults::TOP)]
     pub top: usize,
     /// Do not print the exit report.
     #[arg(long, short)]
@@ -210,25 +210,25 @@ pub struct CommonArgs {
     #[arg(long, value_name = "DIR")]
     pub evidence_dir: Option<PathBuf>,
     /// Evidence: packets of each flow involved kept from before the event (at most 256).
-    #[arg(long, value_name = "N", default_value_t = defaults::EVIDENCE_BEFORE, value_parser = parse_evidence_before)]
+    #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = defaults::EVIDENCE_BEFORE, value_parser = parse_evidence_before)]
     pub evidence_before: u32,
     /// Evidence: how long an event's file goes on after it: N more packets of its flows, or a
     /// duration of packet time (e.g. 2ms).
-    #[arg(long, value_name = "N|DUR", default_value = defaults::EVIDENCE_AFTER, value_parser = parse_evidence_after)]
+    #[arg(long, allow_hyphen_values = true, value_name = "N|DUR", default_value = defaults::EVIDENCE_AFTER, value_parser = parse_evidence_after)]
     pub evidence_after: crate::track::evidence::After,
     /// Evidence: bytes kept of each packet (64 to 9216); the original length is kept too.
-    #[arg(long, value_name = "BYTES", default_value_t = defaults::EVIDENCE_SNAPLEN, value_parser = parse_evidence_snaplen)]
+    #[arg(long, allow_hyphen_values = true, value_name = "BYTES", default_value_t = defaults::EVIDENCE_SNAPLEN, value_parser = parse_evidence_snaplen)]
     pub evidence_snaplen: u32,
     /// Evidence: an NVMe I/O slower than this (command to completion) is an event.
-    #[arg(long, value_name = "DUR", default_value = defaults::EVIDENCE_SLOW_IO, value_parser = parse_interval)]
+    #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = defaults::EVIDENCE_SLOW_IO, value_parser = parse_interval)]
     pub evidence_slow_io: Duration,
     /// Evidence: at most N files per event kind and minute of packet time; the other events
     /// are counted and listed (capped_per_minute).
-    #[arg(long, value_name = "N", default_value_t = defaults::EVIDENCE_MAX_PER_MINUTE)]
+    #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = defaults::EVIDENCE_MAX_PER_MINUTE)]
     pub evidence_max_per_minute: u32,
     /// Evidence: the files in --evidence-dir take at most SIZE bytes (suffixes K, M, G); the
     /// oldest are removed first.
-    #[arg(long, value_name = "SIZE", default_value = defaults::EVIDENCE_MAX_BYTES, value_parser = parse_size)]
+    #[arg(long, allow_hyphen_values = true, value_name = "SIZE", default_value = defaults::EVIDENCE_MAX_BYTES, value_parser = parse_size)]
     pub evidence_max_bytes: u64,
 }
 
@@ -240,19 +240,19 @@ pub struct LiveArgs {
     #[arg(long = "port", value_name = "ID")]
     pub ports: Vec<u16>,
     /// Stop after this long (default: run until SIGINT / SIGTERM).
-    #[arg(long, value_name = "DUR", value_parser = parse_interval)]
+    #[arg(long, allow_hyphen_values = true, value_name = "DUR", value_parser = parse_interval)]
     pub duration: Option<Duration>,
     /// Size of the mbuf pool (default: enough for every RX ring). A net_pcap vdev with
     /// infinite_rx=1 keeps its whole file in mbufs and needs at least as many.
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = 0)]
     pub mbufs: u32,
     /// Bytes of frame data per mbuf, headroom included (default: DPDK's, 2176). Larger
     /// frames are received in chains of mbufs, except by net_pcap with infinite_rx=1, which
     /// needs every frame to fit one: by default roceprobe sizes them for its file.
-    #[arg(long, value_name = "BYTES", default_value_t = 0, value_parser = parse_mbuf_size)]
+    #[arg(long, allow_hyphen_values = true, value_name = "BYTES", default_value_t = 0, value_parser = parse_mbuf_size)]
     pub mbuf_size: u16,
     /// Stop when no frame has arrived for this long (for replaying files through a vdev).
-    #[arg(long, value_name = "DUR", value_parser = parse_interval)]
+    #[arg(long, allow_hyphen_values = true, value_name = "DUR", value_parser = parse_interval)]
     pub idle_exit: Option<Duration>,
     /// With --workers N: give every port N RX queues spread by the NIC's RSS on a symmetric
     /// hash of the IP pair, and let worker q poll queue q of every port (no software
@@ -273,7 +273,7 @@ pub struct LiveArgs {
     /// The largest frame to receive whole, Ethernet header to FCS: sets each port's MTU and
     /// receives larger-than-mbuf frames in chains (scatter). The default takes 4 KiB RoCE
     /// frames inside ERSPAN and 9 KiB jumbo frames.
-    #[arg(long, value_name = "BYTES", default_value_t = defaults::MAX_FRAME, value_parser = parse_max_frame)]
+    #[arg(long, allow_hyphen_values = true, value_name = "BYTES", default_value_t = defaults::MAX_FRAME, value_parser = parse_max_frame)]
     pub max_frame: u32,
     /// Ethernet flow control on the probe's ports: off (a probe that falls behind drops,
     /// counted in imissed, rather than send PAUSE frames to the mirror port) or keep (as

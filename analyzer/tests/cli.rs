@@ -657,3 +657,16 @@ fn a_classic_pcap_cut_short_is_told() {
     let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
     assert_eq!(s["packets"], 23);
 }
+
+#[test]
+fn negative_values_name_their_option() {
+    // A value that starts with '-' is the option's value, refused by the option's own
+    // check, not taken for an unknown option.
+    let c = capture("rdma_write_bw.pcap");
+    let c = c.to_str().unwrap();
+    for (opt, value) in
+        [("--interval", "-1s"), ("--max-flows", "-5"), ("--csv-retain", "-1G"), ("--top", "-3")]
+    {
+        assert_one_line_error(&["replay", opt, value, c], &format!("invalid value '{value}' for '{opt} "));
+    }
+}
