@@ -510,13 +510,18 @@ impl Writer {
         let path = self.dir.join(format!("{}.csv", self.reports[id].stem));
         if !path.exists() {
             // Removed (with its folder, perhaps) while open: rows written to the open file
-            // would vanish with it, so start the report again.
+            // would vanish with it, so start the report again, and with it every other
+            // report that went with the folder (one without rows since would otherwise
+            // stay away until its next row).
             std::fs::create_dir_all(&self.dir)
                 .with_context(|| format!("cannot create {}", self.dir.display()))?;
-            let r = &mut self.reports[id];
-            (r.file, r.bytes) = start(&self.dir, r.stem, &r.header)?;
-            r.first_ns = None;
-            self.health.files_recreated += 1;
+            for (k, r) in self.reports.iter_mut().enumerate() {
+                if k == id || !self.dir.join(format!("{}.csv", r.stem)).exists() {
+                    (r.file, r.bytes) = start(&self.dir, r.stem, &r.header)?;
+                    r.first_ns = None;
+                    self.health.files_recreated += 1;
+                }
+            }
             // What was kept may have gone with the folder.
             self.scan(false);
         }

@@ -491,10 +491,21 @@ impl SummarySink {
             }
             Self::File(mut f) => {
                 let what = || format!("writing the summary to {}", f.path.display());
-                f.file.write_all(text.as_bytes()).with_context(what)?;
-                if let Some(part) = &f.part {
-                    f.file.sync_all().with_context(what)?;
-                    std::fs::rename(part, &f.path).with_context(what)?;
+                match &f.part {
+                    // Its folder was removed during the run (with the part file in it):
+                    // made again, and the summary written in place.
+                    Some(part) if !part.exists() => {
+                        if let Some(dir) = f.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                            std::fs::create_dir_all(dir).with_context(what)?;
+                        }
+                        std::fs::write(&f.path, text.as_bytes()).with_context(what)?;
+                    }
+                    Some(part) => {
+                        f.file.write_all(text.as_bytes()).with_context(what)?;
+                        f.file.sync_all().with_context(what)?;
+                        std::fs::rename(part, &f.path).with_context(what)?;
+                    }
+                    None => f.file.write_all(text.as_bytes()).with_context(what)?,
                 }
                 f.done = true;
                 Ok(())
