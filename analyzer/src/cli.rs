@@ -469,6 +469,11 @@ fn parse_table_bound(s: &str) -> Result<usize, String> {
 }
 
 /// Runs the command line; returns the process exit code.
+/// An error and its causes on one line, as the command line tells them.
+fn one_line(e: &anyhow::Error) -> String {
+    format!("{e:#}").replace('\n', " ")
+}
+
 pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
     crate::capture::dpdk::return_large_blocks();
     let cli = match Cli::try_parse_from(args) {
@@ -491,7 +496,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
     match run(cli) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("roceprobe: error: {}", format!("{e:#}").replace('\n', " "));
+            eprintln!("roceprobe: error: {}", one_line(&e));
             1
         }
     }
@@ -568,12 +573,7 @@ impl Outputs {
 /// (a file made there and removed). A path that is neither a file nor a folder
 /// (`/dev/stdout`) is left to be opened.
 fn can_make(path: &Path, dir: bool) -> bool {
-    let writable = |d: &Path| {
-        let probe = d.join(".roceprobe-write-test");
-        let made = std::fs::write(&probe, b"").is_ok();
-        let _ = std::fs::remove_file(&probe);
-        made
-    };
+    let writable = |d: &Path| crate::report::can_write_in(d).is_ok();
     if let Ok(m) = std::fs::metadata(path) {
         return match (dir, m.is_dir(), m.is_file()) {
             (true, true, _) => writable(path),
@@ -1020,11 +1020,11 @@ fn execute(
     let first = errors.next();
     // All but the first told here; the first is the run's error, told as it ends.
     for e in errors {
-        eprintln!("roceprobe: error: {}", format!("{e:#}").replace('\n', " "));
+        eprintln!("roceprobe: error: {}", one_line(&e));
     }
     if exporter.is_some() && replaying {
         if let Some(e) = &first {
-            eprintln!("roceprobe: error: {}", format!("{e:#}").replace('\n', " "));
+            eprintln!("roceprobe: error: {}", one_line(e));
         }
         serve_final_metrics(common, &stop);
     }

@@ -167,7 +167,7 @@ impl CsvHealth {
 }
 
 /// The report files, in the order of their index on the writer thread.
-pub const STEMS: [&str; 9] =
+const STEMS: [&str; 9] =
     ["flows", "transmissions", "latency", "io", "slow_ios", "steps", "stragglers", "ports", "events"];
 
 pub struct CsvWriter {
@@ -204,10 +204,7 @@ pub struct CsvWriter {
 /// Whether `name` is a file this writer makes in its folder: a report's current file
 /// (`flows.csv`) or a rotated one (`flows-<time>.csv`, compressed or not).
 pub fn is_report_file(name: &str) -> bool {
-    STEMS.iter().any(|s| {
-        name.strip_prefix(s)
-            .is_some_and(|rest| rest == ".csv" || (rest.starts_with('-') && rest.contains(".csv")))
-    })
+    super::csv_files::is_report_file(name, STEMS)
 }
 
 impl CsvWriter {

@@ -238,6 +238,13 @@ impl Rotated {
     }
 }
 
+/// Whether `name` is a file the writer makes for one of `stems`: its current `<stem>.csv`
+/// or a rotated one, compressed or not.
+pub fn is_report_file<'a>(name: &str, stems: impl IntoIterator<Item = &'a str> + Clone) -> bool {
+    stems.clone().into_iter().any(|s| name.strip_suffix(".csv") == Some(s))
+        || Rotated::parse(name, stems).is_some()
+}
+
 /// The rotated files of `stems` in `dir`, oldest first (one name per file: where a plain
 /// file and its compressed copy are both there, as for a moment during compression, the
 /// compressed one).

@@ -54,11 +54,8 @@ impl EvidenceOutput {
     pub fn check(&self) -> Result<()> {
         std::fs::create_dir_all(&self.dir)
             .with_context(|| format!("--evidence-dir: cannot create {}", self.dir.display()))?;
-        let probe = self.dir.join(".roceprobe-write-test");
-        std::fs::write(&probe, b"")
-            .with_context(|| format!("--evidence-dir: cannot write in {}", self.dir.display()))?;
-        let _ = std::fs::remove_file(probe);
-        Ok(())
+        super::can_write_in(&self.dir)
+            .with_context(|| format!("--evidence-dir: cannot write in {}", self.dir.display()))
     }
 }
 
@@ -548,11 +545,6 @@ mod tests {
         assert!(listed.contains("2 evidence file(s)"), "{listed}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
-}
-
-#[cfg(test)]
-mod listing {
-    use super::*;
 
     #[test]
     fn a_file_cut_short_is_listed_not_a_panic() {

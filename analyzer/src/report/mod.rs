@@ -14,6 +14,15 @@ pub mod time;
 
 pub use summary::Summary;
 
+/// Whether this process can make files in folder `dir` (one is made there and removed),
+/// or why not.
+pub fn can_write_in(dir: &std::path::Path) -> std::io::Result<()> {
+    let probe = dir.join(".roceprobe-write-test");
+    let made = std::fs::write(&probe, b"");
+    let _ = std::fs::remove_file(&probe);
+    made
+}
+
 /// A live output (the dashboard, the Prometheus page): the stats side publishes to it once
 /// per interval what the run has measured so far. It must not block: the workers' reports
 /// queue behind it.

@@ -10,7 +10,7 @@ use crate::track::io::{IoCounts, IoCountsByPair, SlowIo};
 use crate::track::Vantage;
 use crate::track::{FlowCounts, ShortTransmissions};
 use crate::wire::DecodeError;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -460,9 +460,6 @@ impl SummarySink {
     pub fn open(path: &Path) -> Result<Self> {
         if path.as_os_str() == "-" {
             return Ok(Self::Stdout);
-        }
-        if path.is_dir() {
-            bail!("--summary: {} is a directory", path.display());
         }
         // Its directory is made as --csv-dir's is.
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
