@@ -115,3 +115,29 @@ fn command_ids_replayed_from_an_old_connection() {
     let near = |v: &serde_json::Value, want: f64| (v.as_f64().unwrap() - want).abs() <= want * 1e-3;
     assert!(near(&io["min_us"], 10.0) && near(&io["max_us"], 50.0), "{io}");
 }
+
+/// One frame stamped hours ahead (a bad capture timestamp, or an ERSPAN III switch time
+/// from a broken clock) in a stream of one source: the frames after it, at the right time,
+/// are a clock that stepped back (the reorder window starts again), not frames too late to
+/// analyse. Every request is analysed: 200 messages, no loss, no late packets.
+#[test]
+fn one_frame_stamped_hours_ahead_leaves_the_rest_analysed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ahead.pcap");
+    let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+    let t0 = 1_800_000_000_000_000_000u64;
+    for psn in 0..200u32 {
+        let ts = if psn == 100 { t0 + 10 * 3_600_000_000_000 } else { t0 + u64::from(psn) * 1_000 };
+        let f = frame(9, psn);
+        w.write(ts, &f, f.len() as u32).unwrap();
+    }
+    drop(w);
+    let s = replay_summary(&[&path], &[]);
+    let f = &s["flows"].as_array().unwrap()[0];
+    assert_eq!(
+        (f["packets"].as_u64(), f["messages"].as_u64(), f["late_packets"].as_u64()),
+        (Some(200), Some(200), Some(0)),
+        "{f}"
+    );
+    assert_eq!((f["gap_psns"].as_u64(), f["retx_packets"].as_u64()), (Some(0), Some(0)), "{f}");
+}

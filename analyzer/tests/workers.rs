@@ -74,6 +74,32 @@ fn two_and_four_workers_give_what_one_gives_on_every_fixture_and_capture() {
 }
 
 #[test]
+fn intervals_shorter_than_the_traffic_s_gaps_give_the_same_rows_with_any_number_of_workers() {
+    // Transmissions that go idle and I/Os that time out while no frame comes (in an interval
+    // without frames, or before the frame that closes theirs): one worker learns that time
+    // passed from its next frame, several from the dispatcher's clock, and each counts the
+    // event in the interval of its own time. With two vantages the reorder window holds
+    // frames; these scenarios differed here before.
+    for (name, interval) in [
+        ("misc_erspan1", "100us"),
+        ("misc_erspan2", "1ms"),
+        ("nvme_faults", "100us"),
+        ("nvme_faults_skewed", "1ms"),
+    ] {
+        let t = scenario_truth(name);
+        let files = scenario_files(name, &t);
+        let mut args = scenario_args(&t);
+        args.extend(["--interval".to_string(), interval.to_string()]);
+        let (one, one_rows) = run_with(&files, &args, 1);
+        for n in [2, 4] {
+            let (many, many_rows) = run_with(&files, &args, n);
+            assert_eq!(many, one, "{name} at {interval}: summary with --workers {n}");
+            assert_eq!(many_rows, one_rows, "{name} at {interval}: CSV rows with --workers {n}");
+        }
+    }
+}
+
+#[test]
 fn live_dispatch_through_dpdk_matches_one_worker() {
     let path = fixtures().join("scenarios/nvme_vlan/nvme_vlan.pcap");
     let p: &Path = &path;

@@ -153,9 +153,12 @@ impl Reorder {
 
     /// Whether a frame of packet time `ts` is so far from the latest time that the clock
     /// stepped: then everything held is to be analysed, and [`Reorder::restart`] called.
+    /// Whether frames were held before or analysed straight away (one source in time order,
+    /// see [`Reorder::pass`]): after one frame stamped hours ahead, the frames that follow
+    /// at the right time are a clock that stepped back, not frames too late to analyse.
     #[inline]
     pub fn is_clock_step(&self, ts: u64) -> bool {
-        self.next_seq > 0 && ts.abs_diff(self.latest) > CLOCK_STEP_NS
+        self.latest > 0 && ts.abs_diff(self.latest) > CLOCK_STEP_NS
     }
 
     /// Starts afresh (nothing may be held): the next frame sets the time.

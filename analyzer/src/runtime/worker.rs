@@ -273,11 +273,8 @@ impl Worker {
 
     /// Time moved on to `now`, every frame before it analysed already.
     fn observe_released(&mut self, now: u64) {
-        if let Some((start, end)) = self.current {
-            if is_past(now, end) {
-                self.emit(start, end);
-                self.current = Some(self.interval_of(now));
-            }
+        if self.current.is_some_and(|(_, end)| is_past(now, end)) {
+            self.close_intervals(now);
         }
         let out = &mut self.out;
         self.analyzer.observe(now, &mut |e| out.event(e));
@@ -651,15 +648,36 @@ impl Worker {
             None => self.current = Some(self.interval_of(ts)),
             // A frame at or past the end closes the interval. A frame from before the start
             // (a clock that stepped back) is counted in the open interval.
-            Some((start, end)) if is_past(ts, end) => {
-                self.emit(start, end);
-                self.current = Some(self.interval_of(ts));
-            }
+            Some((_, end)) if is_past(ts, end) => self.close_intervals(ts),
             Some(_) => {}
         }
         self.first_ts = self.first_ts.min(ts);
         self.last_ts = self.last_ts.max(ts);
         self.analyzer.advance(ts);
+    }
+
+    /// Time moved on to `now`, past the open interval, every frame before `now` analysed:
+    /// closes the open interval with what came due before its end counted in it (a
+    /// transmission that went idle, an I/O that timed out: [`Analyzer::come_due`]), then
+    /// each interval between it and `now`'s in which something more came due, the same way
+    /// (intervals without a frame; those in which nothing happened are not reported), and
+    /// opens `now`'s. Each event is thus counted in the interval of its own time, whether or
+    /// not a frame came in that interval, and whichever frames or clocks told the worker
+    /// that time had passed (one worker, or several behind a dispatcher, give the same).
+    #[cold]
+    #[inline(never)]
+    fn close_intervals(&mut self, now: u64) {
+        let Some((mut start, mut end)) = self.current else { return };
+        let to = self.interval_of(now);
+        loop {
+            self.analyzer.come_due(end);
+            self.emit(start, end);
+            match self.analyzer.next_due() {
+                Some(t) if t >= end && t < to.0 => (start, end) = self.interval_of(t),
+                _ => break,
+            }
+        }
+        self.current = Some(to);
     }
 
     fn emit(&mut self, start_ns: u64, end_ns: u64) {

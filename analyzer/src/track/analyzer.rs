@@ -243,6 +243,25 @@ impl Analyzer {
         self.flows.end_idle(out);
     }
 
+    /// Time is known to have reached `t` (a later frame, or a clock, says so) while no
+    /// frame before it is still to come: what comes due before `t` happens now, so that it
+    /// is counted in the interval that ends at `t` (transmissions that went idle end at
+    /// the next [`Analyzer::end_idle`]; I/Os time out, or stop waiting for a vantage, here).
+    pub fn come_due(&mut self, t: u64) {
+        self.flows.advance(t);
+        self.ios.expire(t, &mut self.latency);
+    }
+
+    /// The first time something comes due (see [`Analyzer::come_due`]) if no frame comes
+    /// before it: a transmission left open by the last [`Analyzer::end_idle`] goes idle, or
+    /// an I/O times out or stops waiting.
+    pub fn next_due(&self) -> Option<u64> {
+        match (self.flows.next_idle(), self.ios.next_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// The end: every open transmission and I/O ends.
     pub fn finish(&mut self, out: &mut impl FnMut(FlowEvent)) {
         self.flows.close_all(out);

@@ -688,6 +688,8 @@ pub struct FlowTable {
     min_tx_packets: u64,
     /// Where the sweep for an expired flow goes on from.
     hand: u32,
+    /// See [`FlowTable::next_idle`] (`u64::MAX`: none).
+    open_due: u64,
     /// Packets of flows that did not fit (the table was full).
     pub untracked_packets: u64,
     /// The flows that did not fit (see [`FlowTable::needed`]).
@@ -744,6 +746,7 @@ impl FlowTable {
             expire_ns: crate::defaults::FLOW_EXPIRE_NS,
             min_tx_packets: 1,
             hand: 0,
+            open_due: u64::MAX,
             untracked_packets: 0,
             untracked_flows: Refused::default(),
             expired_flows: 0,
@@ -1032,6 +1035,7 @@ impl FlowTable {
     fn visit_open(&mut self, all: bool, out: &mut impl FnMut(FlowEvent)) {
         let mut next = std::mem::take(&mut self.carried_next);
         next.clear();
+        let mut due = u64::MAX;
         // Carried flows with packets since are in `changed`, and are looked at there.
         for k in 0..self.carried.len() {
             if let Some(&a) = self.carried.get(k + VISIT_LOOKAHEAD) {
@@ -1046,6 +1050,7 @@ impl FlowTable {
                 // A short one puts the flow in `changed`, where its count is handed over.
                 self.close_transmission(i, out);
             } else {
+                due = due.min(self.idle_at(i));
                 next.push(i);
             }
         }
@@ -1060,10 +1065,26 @@ impl FlowTable {
                 self.settle(i, out);
             }
             if self.hot[i as usize].has(TX_OPEN) {
+                due = due.min(self.idle_at(i));
                 next.push(i);
             }
         }
         self.carried_next = std::mem::replace(&mut self.carried, next);
+        self.open_due = due;
+    }
+
+    /// When flow `i`'s open transmission goes idle if no packet comes: the first packet
+    /// time past this one ends it (see [`FlowTable::went_idle`]).
+    #[inline]
+    fn idle_at(&self, i: u32) -> u64 {
+        self.hot[i as usize].last_ts.saturating_add(self.idle_ns)
+    }
+
+    /// When the first transmission left open by the last [`FlowTable::end_idle`] goes idle
+    /// if none of the flows has a packet before (`None`: none was left open). Exact right
+    /// after that call; a packet since can only make it later.
+    pub fn next_idle(&self) -> Option<u64> {
+        (self.open_due != u64::MAX).then_some(self.open_due)
     }
 
     /// Whether flow `i`'s transmission has ended by now: it went idle for `--flow-idle`

@@ -826,6 +826,21 @@ impl IoTracker {
         }
     }
 
+    /// The first time at which [`IoTracker::expire`] would act (an I/O times out, or stops
+    /// waiting for its second vantage) if nothing else came: past it, it does.
+    pub fn next_due(&self) -> Option<u64> {
+        let waits = self.waiting.front().map(|&(_, until)| until);
+        let times_out = self
+            .live
+            .head()
+            .and_then(|i| self.ios.get(i as usize))
+            .map(|io| io.created.saturating_add(self.timeout_ns));
+        match (waits, times_out) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     fn expire_live(&mut self, now: u64, rec: &mut LatencyRecorder) {
         while let Some(&(r, until)) = self.waiting.front() {
             if until >= now {

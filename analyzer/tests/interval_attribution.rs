@@ -1,0 +1,129 @@
+//! What happens while no frame comes is counted in the interval of its own time: a
+//! transmission ends in the interval in which it went idle (its last packet plus
+//! `--flow-idle`), an I/O times out in the interval of its command's time plus
+//! `--io-timeout`, whether or not a frame came in that interval or before its end. The
+//! expected intervals are worked out here from tshark's packet times and the documented
+//! rules, not from roceprobe.
+
+mod common;
+use common::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+/// tshark's fields of the frames `filter` selects, tab-separated, one line each.
+fn tshark_fields(file: &Path, filter: &str, fields: &[&str]) -> Vec<Vec<String>> {
+    let mut a = vec!["-r", file.to_str().unwrap(), "-Y", filter, "-T", "fields", "-E", "occurrence=f"];
+    for f in fields {
+        a.extend(["-e", f]);
+    }
+    let o = Command::new("tshark").args(&a).output().expect("tshark (scripts/setup installs it)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap().lines().map(|l| l.split('\t').map(str::to_owned).collect()).collect()
+}
+
+fn replay_csv(files: &[&Path], args: &[&str], workers: usize, dir: &Path) -> std::path::PathBuf {
+    let csv = dir.join(format!("w{workers}"));
+    let mut a = vec!["replay", "-q", "--csv-dir", csv.to_str().unwrap()];
+    let w = workers.to_string();
+    a.extend(["--workers", &w]);
+    a.extend(args);
+    a.extend(files.iter().map(|f| f.to_str().unwrap()));
+    let o = run(&a);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    csv
+}
+
+#[test]
+fn a_transmission_ends_in_the_interval_in_which_it_went_idle() {
+    // rdma_cm.pcap: the CM MADs (UD, QPN 1) of two hosts, one or two a second apart; each
+    // direction's packets more than 1 ms apart are transmissions of their own, and a
+    // transmission of one packet is a short one (fewer than the default 2 packets). The
+    // capture's last MAD of an interval goes idle 1 ms later, before the next interval
+    // begins and before the next frame comes.
+    let file = capture("rdma_cm.pcap");
+    let idle = 1_000_000u64;
+    let second = 1_000_000_000u64;
+    let mut times: BTreeMap<(String, String), Vec<u64>> = BTreeMap::new();
+    for f in tshark_fields(&file, "infiniband.bth.destqp == 1", &["frame.time_epoch", "ip.src", "ip.dst"]) {
+        times.entry((f[1].clone(), f[2].clone())).or_default().push(epoch_ns(&f[0]));
+    }
+    // (interval start, src, dst) -> short transmissions ending in it.
+    let mut expected: BTreeMap<(u64, String, String), u64> = BTreeMap::new();
+    for ((src, dst), ts) in &times {
+        let mut run: Vec<u64> = Vec::new();
+        for &t in ts.iter().chain(std::iter::once(&u64::MAX)) {
+            if let Some(&last) = run.last() {
+                if t == u64::MAX || t > last + idle {
+                    let ended = last + idle;
+                    if run.len() < 2 {
+                        *expected.entry((ended - ended % second, src.clone(), dst.clone())).or_default() += 1;
+                    }
+                    run.clear();
+                }
+            }
+            run.push(t);
+        }
+    }
+    assert!(expected.len() >= 4 && expected.values().sum::<u64>() >= 8, "{expected:?}");
+    let dir = tempfile::tempdir().unwrap();
+    for workers in [1, 2] {
+        let csv = replay_csv(&[&file], &[], workers, dir.path());
+        let mut got: BTreeMap<(u64, String, String), u64> = BTreeMap::new();
+        for r in read_csv(&csv.join("flows.csv")) {
+            let n: u64 = r["short_transmissions"].parse().unwrap();
+            if r["dst_qpn"] == "1" && n > 0 {
+                *got.entry((rfc3339_ns(&r["interval_start"]), r["src_ip"].clone(), r["dst_ip"].clone()))
+                    .or_default() += n;
+            }
+        }
+        assert_eq!(got, expected, "--workers {workers}");
+    }
+}
+
+#[test]
+fn an_io_times_out_in_the_interval_of_its_timeout_though_no_frame_comes_then() {
+    // nvme_faults: ten NVMe reads one after the other on one queue pair; the generator's
+    // plan (pcap-fixtures/src/scenarios/faults.rs) never completes CIDs 1, 4 and 8, and the
+    // scenario's options time I/Os out after 500 us. The commands are the connection's
+    // SEND Only packets to QPN 0x401 at the compute tap, the k-th distinct PSN CID k (CID 2's
+    // command is sent twice). With 100 us intervals the three timeouts fall in intervals
+    // without frames, and the next frame comes milliseconds later.
+    let name = "nvme_faults";
+    let t = scenario_truth(name);
+    let files = scenario_files(name, &t);
+    let timeout = 500_000u64;
+    let interval = 100_000u64;
+    let mut commands: Vec<(String, u64)> = Vec::new();
+    for f in tshark_fields(
+        &files[0],
+        "infiniband.bth.opcode == 4 && infiniband.bth.destqp == 0x401",
+        &["frame.time_epoch", "infiniband.bth.psn"],
+    ) {
+        if !commands.iter().any(|(psn, _)| *psn == f[1]) {
+            commands.push((f[1].clone(), epoch_ns(&f[0])));
+        }
+    }
+    assert_eq!(commands.len(), 10, "{commands:?}");
+    let mut expected: BTreeMap<u64, u64> = BTreeMap::new();
+    for cid in [1, 4, 8] {
+        let at = commands[cid].1 + timeout;
+        *expected.entry(at - at % interval).or_default() += 1;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = scenario_args(&t);
+    args.extend(["--interval".into(), "100us".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let paths: Vec<&Path> = files.iter().map(|f| f.as_path()).collect();
+    for workers in [1, 2] {
+        let csv = replay_csv(&paths, &args, workers, dir.path());
+        let mut got: BTreeMap<u64, u64> = BTreeMap::new();
+        for r in read_csv(&csv.join("io.csv")) {
+            let n: u64 = r["timed_out"].parse().unwrap();
+            if n > 0 {
+                *got.entry(rfc3339_ns(&r["interval_start"])).or_default() += n;
+            }
+        }
+        assert_eq!(got, expected, "--workers {workers}");
+    }
+}
