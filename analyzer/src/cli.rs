@@ -18,7 +18,7 @@ use crate::runtime::{self, PipelineConfig};
 use crate::track::evidence::EvidenceConfig;
 use crate::track::vantage::{Rule, Selector, SourceKind};
 use crate::track::VantageMap;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -468,6 +468,35 @@ fn parse_table_bound(s: &str) -> Result<usize, String> {
     Ok(n)
 }
 
+/// Refuses a `--max-flows` whose flow tables (allocated at start, one per worker) need more
+/// memory than the machine has: said before any work starts, not as an allocation failure
+/// after the outputs were opened.
+fn check_flow_memory(common: &CommonArgs) -> Result<()> {
+    let need =
+        crate::track::FlowTable::allocated_bytes(common.max_flows) as u64 * common.workers.max(1) as u64;
+    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        let kib = m
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))?
+            .trim()
+            .strip_suffix("kB")?
+            .trim()
+            .parse::<u64>();
+        kib.ok().map(|k| k * 1024)
+    });
+    if let Some(total) = total.filter(|&t| need > t) {
+        let gib = |b: u64| format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64);
+        bail!(
+            "--max-flows {} needs {} of memory for the flow tables of {} worker(s), more than this machine's {}",
+            common.max_flows,
+            gib(need),
+            common.workers.max(1),
+            gib(total)
+        );
+    }
+    Ok(())
+}
+
 /// Runs the command line; returns the process exit code.
 /// An error and its causes on one line, as the command line tells them.
 fn one_line(e: &anyhow::Error) -> String {
@@ -526,6 +555,7 @@ impl Outputs {
         if common.dashboard && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
             bail!("--dashboard needs a terminal, and stdout is not one");
         }
+        check_flow_memory(common)?;
         csv_rotation(common)?;
         if let Some(e) = evidence_settings(common) {
             if e.output.max_bytes < 64 * 1024 {
@@ -650,17 +680,14 @@ fn csv_rotation(common: &CommonArgs) -> Result<Rotation> {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Plot(a) => {
-            for p in crate::report::plot::plot(&a.csv_dir, &a.out)? {
-                println!("{}", p.display());
-            }
-            Ok(())
+            let plots = crate::report::plot::plot(&a.csv_dir, &a.out)?;
+            print_out(&plots.iter().map(|p| format!("{}\n", p.display())).collect::<String>())
         }
         Command::Evidence(a) => {
             if !a.dir.is_dir() {
                 bail!("evidence: {} is not a directory", a.dir.display());
             }
-            print!("{}", crate::report::evidence::list(&a.dir)?);
-            Ok(())
+            print_out(&crate::report::evidence::list(&a.dir)?)
         }
         Command::Replay(a) => replay(a),
         Command::Live(a) => live(a),
@@ -682,11 +709,38 @@ fn replay(a: ReplayArgs) -> Result<()> {
     let mut replay = Replay::open(&a.files)?;
     let ids: Vec<u16> = (0..a.files.len() as u16).collect();
     let vantages = VantageMap::new(&a.common.vantages, SourceKind::File, &ids)?;
+    check_distinct_inputs(&a.files, &vantages)?;
     let out = Outputs::open(&a.common, prometheus)?;
     let times = replay.time_sources();
     execute(&a.common, vantages, out, Mode::Replay, times, |cfg, stop, reports| {
         runtime::run(&mut replay, cfg, stop, reports)
     })
+}
+
+/// Refuses a capture given twice (by path or through a link) for one vantage: its packets
+/// would be counted twice, every request a retransmission of itself. The same file as two
+/// vantages (`--vantage storage=file:1`) is two taps that saw the same packets, and stays.
+fn check_distinct_inputs(files: &[PathBuf], vantages: &VantageMap) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let mut seen: Vec<((u64, u64), usize)> = Vec::with_capacity(files.len());
+    for (i, f) in files.iter().enumerate() {
+        let Some(m) = std::fs::metadata(f).ok().filter(|m| m.is_file()) else { continue };
+        let vantage = |k: usize| vantages.resolve(k as u16, None, None);
+        if let Some(&(_, first)) =
+            seen.iter().find(|(id, k)| *id == (m.dev(), m.ino()) && vantage(*k) == vantage(i))
+        {
+            if files[first] == *f {
+                bail!("{} is given twice: its packets would be counted twice", f.display());
+            }
+            bail!(
+                "{} and {} are the same file: its packets would be counted twice",
+                files[first].display(),
+                f.display()
+            );
+        }
+        seen.push(((m.dev(), m.ino()), i));
+    }
+    Ok(())
 }
 
 /// The combinations of `live` options that cannot work, refused before DPDK starts.
@@ -954,17 +1008,37 @@ fn final_summary(result: runtime::RunResult, exporter: Option<&Exporter>) -> Fin
     Final { summary, first_ts_ns: result.totals.first_ts_ns, last_ts_ns: result.totals.last_ts_ns }
 }
 
-/// The per-flow table (on stderr when the summary JSON goes to stdout), then the summary.
+/// The summary, then the per-flow table (on stderr when the summary JSON goes to stdout):
+/// the summary first, so that a table that cannot be printed (a closed pipe, a full disk)
+/// takes nothing measured with it, and the table whether or not the summary could be
+/// written. The first failure is the error.
 fn print_and_write(common: &CommonArgs, summary: &Summary, sink: Option<SummarySink>) -> Result<()> {
-    if !common.quiet {
+    let to_stdout = matches!(sink, Some(SummarySink::Stdout));
+    let written = sink.map_or(Ok(()), |s| s.write(summary));
+    let printed = if common.quiet {
+        Ok(())
+    } else {
         let t = table::render(summary, common.top);
-        if matches!(sink, Some(SummarySink::Stdout)) {
+        if to_stdout {
             eprint!("{t}");
+            Ok(())
         } else {
-            print!("{t}");
+            print_out(&t)
         }
+    };
+    written.and(printed)
+}
+
+/// Writes `text` to standard output. A reader that went away (`| head`) ends the output
+/// quietly, as it would any Unix tool's; another failure is an error that says so, never a
+/// panic.
+fn print_out(text: &str) -> Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r.context("writing to standard output"),
     }
-    sink.map_or(Ok(()), |s| s.write(summary))
 }
 
 /// A replay is over in moments: its final metrics stay up to be scraped until SIGINT / SIGTERM.

@@ -670,3 +670,131 @@ fn negative_values_name_their_option() {
         assert_one_line_error(&["replay", opt, value, c], &format!("invalid value '{value}' for '{opt} "));
     }
 }
+
+#[test]
+fn the_same_input_twice_is_refused() {
+    // Its packets would be counted twice: every flow doubled, every request a
+    // retransmission of itself.
+    let f = capture("rdma_write_bw.pcap");
+    let p = f.to_str().unwrap();
+    assert_one_line_error(&["replay", "-q", p, p], "is given twice");
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("again.pcap");
+    std::os::unix::fs::symlink(&f, &link).unwrap();
+    assert_one_line_error(&["replay", "-q", p, link.to_str().unwrap()], "are the same file");
+}
+
+#[test]
+fn a_max_flows_beyond_the_machine_s_memory_is_refused_before_the_outputs_are_touched() {
+    // 2^26 flows (the bound the option takes) on 64 workers: terabytes of flow tables.
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("csv");
+    let f = capture("rdma_write_bw.pcap");
+    let (c, p) = (csv.to_str().unwrap(), f.to_str().unwrap());
+    assert!(run(&["replay", "-q", "--csv-dir", c, p]).status.success());
+    let before = std::fs::read(csv.join("flows.csv")).unwrap();
+    assert!(before.len() > 100);
+    assert_one_line_error(
+        &["replay", "-q", "--csv-dir", c, "--max-flows", "67108864", "--workers", "64", p],
+        "--max-flows 67108864 needs",
+    );
+    assert_eq!(std::fs::read(csv.join("flows.csv")).unwrap(), before, "the earlier run's report was touched");
+}
+
+#[test]
+fn a_capture_read_from_a_fifo_is_analysed_as_the_file_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("capture.fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let f = capture("rdma_write_bw.pcap");
+    let writer = {
+        let (f, fifo) = (f.clone(), fifo.clone());
+        std::thread::spawn(move || std::fs::write(&fifo, std::fs::read(&f).unwrap()).unwrap())
+    };
+    let summary = dir.path().join("s.json");
+    let mut child = std::process::Command::new(bin())
+        .args(["replay", "-q", "--summary", summary.to_str().unwrap(), fifo.to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > std::time::Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("replay of a FIFO did not end");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    writer.join().unwrap();
+    assert!(status.success());
+    let from_fifo: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    let from_file = replay_summary(&[&f], &[]);
+    assert_eq!(from_fifo["packets"], from_file["packets"]);
+    assert_eq!(from_fifo["flows"], from_file["flows"]);
+}
+
+#[test]
+fn a_closed_or_full_standard_output_loses_nothing_measured() {
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let f = capture("rdma_write_bw.pcap");
+    // A reader that went away (`| head -1`): the table stops quietly, the summary is written.
+    let summary = dir.path().join("closed.json");
+    let mut child = Command::new(bin())
+        .args(["replay", "--summary", summary.to_str().unwrap(), f.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(std::fs::read_to_string(&summary).unwrap().contains("\"packets\""));
+    // A full disk under stdout: one line that says so, and the summary written all the same.
+    let summary = dir.path().join("full.json");
+    let o = Command::new(bin())
+        .args(["replay", "--summary", summary.to_str().unwrap(), f.to_str().unwrap()])
+        .stdout(std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("writing to standard output"), "{err}");
+    assert!(std::fs::read_to_string(&summary).unwrap().contains("\"packets\""));
+}
+
+#[test]
+fn a_record_s_original_length_is_taken_only_where_a_frame_could_have_had_it() {
+    // Three records of one RDMA WRITE flow: one claiming 4 GiB on the wire, one claiming
+    // fewer bytes than it holds, one truncated by a snap length (original 1,086 of which
+    // 100 captured, which a frame can be). The flow counts the frames' own lengths for the
+    // first two and the original length for the third.
+    use roceprobe::wire::bth;
+    use roceprobe::wire::build::RoceFrame;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lengths.pcap");
+    let frame = |psn: u32| {
+        RoceFrame::new(
+            "10.9.0.1".parse().unwrap(),
+            "10.9.0.2".parse().unwrap(),
+            bth::Repr { opcode: 0x0a, dest_qp: 5, psn, ..Default::default() },
+        )
+        .emit()
+    };
+    let (a, b, c) = (frame(0), frame(1), frame(2));
+    let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+    w.write(1_000, &a, u32::MAX).unwrap();
+    w.write(2_000, &b, 10).unwrap();
+    w.write(3_000, &c[..c.len().min(100)], 1_086).unwrap();
+    drop(w);
+    let s = replay_summary(&[&path], &[]);
+    let flows = s["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 1, "{flows:?}");
+    assert_eq!(flows[0]["bytes"].as_u64().unwrap(), (a.len() + b.len()) as u64 + 1_086);
+}

@@ -30,11 +30,28 @@ struct Pending {
     data: Vec<u8>,
 }
 
+/// The most an Ethernet frame can have been on the wire: the largest IP packet, with the
+/// Ethernet header and the VLAN tags the decoder walks.
+const MAX_WIRE_LEN: u32 = u16::MAX as u32 + 14 + 4 * crate::wire::MAX_VLAN_TAGS as u32;
+
+/// A record's original length as the frame's length on the wire, when it can be one: no
+/// shorter than the bytes captured, no longer than an Ethernet frame can be. A record that
+/// claims otherwise (a damaged or crafted file) counts as long as what it holds.
+#[inline]
+fn wire_len(original: u32, captured: usize) -> u32 {
+    let captured = u32::try_from(captured).unwrap_or(u32::MAX);
+    if (captured..=MAX_WIRE_LEN).contains(&original) {
+        original
+    } else {
+        captured
+    }
+}
+
 impl Pending {
     /// Copies a packet's length and bytes into the buffer already there.
     #[inline]
-    fn copy(&mut self, wire_len: u32, data: &[u8]) {
-        self.wire_len = wire_len;
+    fn copy(&mut self, original_len: u32, data: &[u8]) {
+        self.wire_len = wire_len(original_len, data.len());
         self.data.clear();
         self.data.extend_from_slice(data);
     }
@@ -341,7 +358,7 @@ impl Cursor {
         let frac = u64::from(self.u32_at(b, at + 4));
         self.ts_ns =
             u64::from(self.u32_at(b, at)) * 1_000_000_000 + if self.nanos { frac } else { frac * 1_000 };
-        self.wire_len = self.u32_at(b, at + 12);
+        self.wire_len = wire_len(self.u32_at(b, at + 12), caplen);
         self.data = start..start + caplen;
         self.off = start + caplen;
         self.has_next = true;
@@ -395,7 +412,10 @@ impl Replay {
         for p in paths {
             // The stream reader checks the file (and says what is wrong with it).
             let reader = FileReader::open(p)?;
-            let map = File::open(p).ok().and_then(|f| Mapping::of(&f).ok().flatten());
+            // A regular file is read through a mapping; a pipe or a FIFO as a stream (opening
+            // it a second time would wait for another writer).
+            let regular = std::fs::metadata(p).ok().filter(|m| m.is_file());
+            let map = regular.and_then(|_| File::open(p).ok()).and_then(|f| Mapping::of(&f).ok().flatten());
             let cursor = match map.as_ref() {
                 Some(m) => Cursor::open(p, m.bytes())?,
                 None => None,

@@ -376,10 +376,23 @@ impl EvidenceWriter {
 
 // --- roceprobe evidence DIR ------------------------------------------------------------
 
+/// The most of a file's start read for its section header (its comment names the event);
+/// a longer header is read as far as this.
+const SECTION_HEADER_READ: u64 = 64 << 10;
+
 /// What a file says of itself: (time, event, flow, verdict) from its comment, and its
 /// packets.
 pub fn describe_file(path: &Path) -> Result<(String, String, String, String, usize)> {
-    let b = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    use std::io::{BufReader, Read, Seek};
+    let what = || format!("cannot read {}", path.display());
+    // Only what the listing needs is read: the section header (its comment), then the
+    // length of each block; a FIFO or a device under an evidence file's name is not read.
+    if !std::fs::metadata(path).with_context(what)?.is_file() {
+        bail!("{}: not a regular file", path.display());
+    }
+    let mut file = BufReader::new(std::fs::File::open(path).with_context(what)?);
+    let mut b = Vec::new();
+    (&mut file).take(SECTION_HEADER_READ).read_to_end(&mut b).with_context(what)?;
     let u32_at = |o: usize| -> Option<u32> { Some(u32::from_le_bytes(b.get(o..o + 4)?.try_into().ok()?)) };
     if u32_at(0) != Some(0x0A0D_0D0A) || u32_at(8) != Some(0x1A2B_3C4D) {
         bail!("{}: not a pcapng file written little-endian", path.display());
@@ -407,13 +420,16 @@ pub fn describe_file(path: &Path) -> Result<(String, String, String, String, usi
             .to_owned()
     };
     let mut packets = 0;
-    let mut o = shb_len;
-    while let (Some(kind), Some(len)) = (u32_at(o), u32_at(o + 4)) {
+    let mut at = shb_len as u64;
+    let mut block = [0u8; 8];
+    while file.seek(std::io::SeekFrom::Start(at)).is_ok() && file.read_exact(&mut block).is_ok() {
+        let (kind, len) =
+            (u32::from_le_bytes(block[..4].try_into()?), u32::from_le_bytes(block[4..].try_into()?));
         if len < 12 {
             break;
         }
         packets += usize::from(kind == 6);
-        o += len as usize;
+        at += u64::from(len);
     }
     Ok((field("time"), field("event"), field("flow"), field("verdict"), packets))
 }
@@ -562,5 +578,23 @@ mod tests {
         let out = list(dir.path()).unwrap();
         assert!(out.contains("_qp1.pcapng"), "{out}");
         assert!(out.ends_with(&format!("1 evidence file(s) in {}\n", dir.path().display())), "{out}");
+    }
+
+    #[test]
+    fn a_fifo_or_a_large_file_under_an_evidence_name_is_listed_without_reading_it() {
+        // A FIFO would block a reader until a writer came; a sparse 2 GiB file would be
+        // read whole. Only a regular file's first bytes and its blocks' lengths are read.
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("20261203T000000.000000000Z_loss_10.0.0.1_10.0.0.2_qp1.pcapng");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let big = std::fs::File::create(
+            dir.path().join("20261203T000001.000000000Z_loss_10.0.0.1_10.0.0.2_qp2.pcapng"),
+        )
+        .unwrap();
+        big.set_len(2 << 30).unwrap();
+        let out = list(dir.path()).unwrap();
+        assert!(out.contains("not a regular file"), "{out}");
+        assert!(out.contains("not a pcapng file"), "{out}");
+        assert!(out.ends_with(&format!("2 evidence file(s) in {}\n", dir.path().display())), "{out}");
     }
 }

@@ -27,6 +27,7 @@ mod frame;
 
 pub use frame::{
     could_be_mirrored, decode_frame, decode_frame_into, Decoded, IpPair, Mirror, NotRoce, RocePacket,
+    MAX_VLAN_TAGS,
 };
 
 use std::fmt;
