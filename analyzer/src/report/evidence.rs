@@ -383,7 +383,7 @@ const SECTION_HEADER_READ: u64 = 64 << 10;
 /// What a file says of itself: (time, event, flow, verdict) from its comment, and its
 /// packets.
 pub fn describe_file(path: &Path) -> Result<(String, String, String, String, usize)> {
-    use std::io::{BufReader, Read, Seek};
+    use std::io::{BufReader, Read};
     let what = || format!("cannot read {}", path.display());
     // Only what the listing needs is read: the section header (its comment), then the
     // length of each block; a FIFO or a device under an evidence file's name is not read.
@@ -420,9 +420,17 @@ pub fn describe_file(path: &Path) -> Result<(String, String, String, String, usi
             .to_owned()
     };
     let mut packets = 0;
-    let mut at = shb_len as u64;
+    // The blocks start where the section header says it ends (past what was read, if it
+    // says so; a file cut short ends the count).
+    let mut at = u64::from(u32_at(4).unwrap_or(0));
     let mut block = [0u8; 8];
-    while file.seek(std::io::SeekFrom::Start(at)).is_ok() && file.read_exact(&mut block).is_ok() {
+    // Where the file is read up to (moving within the reader's buffer asks the system for
+    // nothing: a file of many small blocks is read in large reads).
+    let mut pos = b.len() as u64;
+    while i64::try_from(i128::from(at) - i128::from(pos)).is_ok_and(|d| file.seek_relative(d).is_ok())
+        && file.read_exact(&mut block).is_ok()
+    {
+        pos = at + 8;
         let (kind, len) =
             (u32::from_le_bytes(block[..4].try_into()?), u32::from_le_bytes(block[4..].try_into()?));
         if len < 12 {
