@@ -127,3 +127,34 @@ fn an_io_times_out_in_the_interval_of_its_timeout_though_no_frame_comes_then() {
         assert_eq!(got, expected, "--workers {workers}");
     }
 }
+
+#[test]
+fn ports_csv_counts_a_file_s_frames_in_the_interval_of_their_time() {
+    // A file's frames are read 32 at a time; a read that spanned an interval's end was
+    // counted in the later interval (collective_vlan: 480 frames in the first millisecond,
+    // tshark counts 448; misc: none in the first). Reads now end at each interval's end.
+    let interval = 1_000_000u64;
+    for name in ["collective_vlan", "misc"] {
+        let t = scenario_truth(name);
+        let files = scenario_files(name, &t);
+        let mut expected: BTreeMap<u64, u64> = BTreeMap::new();
+        for f in tshark_fields(&files[0], "frame", &["frame.time_epoch"]) {
+            let ts = epoch_ns(&f[0]);
+            *expected.entry(ts - ts % interval).or_default() += 1;
+        }
+        assert!(expected.len() >= 2, "{name}: {expected:?}");
+        let dir = tempfile::tempdir().unwrap();
+        let mut args = scenario_args(&t);
+        args.extend(["--interval".into(), "1ms".into()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        for workers in [1, 2] {
+            let csv = replay_csv(&[&files[0]], &args, workers, dir.path());
+            let got: BTreeMap<u64, u64> = read_csv(&csv.join("ports.csv"))
+                .iter()
+                .filter(|r| r["ipackets"] != "0")
+                .map(|r| (rfc3339_ns(&r["interval_start"]), r["ipackets"].parse().unwrap()))
+                .collect();
+            assert_eq!(got, expected, "{name}, --workers {workers}");
+        }
+    }
+}

@@ -88,4 +88,14 @@ pub trait Capture {
     fn clock_ns(&self) -> Option<u64> {
         None
     }
+    /// The capture time of the frame the next poll hands over first, when the capture
+    /// knows it before (a file); `None` for a live port.
+    fn next_ts(&self) -> Option<u64> {
+        None
+    }
+    /// Asks that no poll hand over frames of two intervals of `interval_ns` of capture time
+    /// together (a file's burst would otherwise span any number of them), so that the
+    /// receive statistics read between polls split at the intervals' ends. A live burst
+    /// spans microseconds: the default does nothing.
+    fn split_bursts_at(&mut self, _interval_ns: u64) {}
 }

@@ -395,6 +395,8 @@ pub struct Replay {
     /// Per file: its mapping, for a classic pcap file.
     maps: Vec<Option<Mapping>>,
     inputs: Vec<Input>,
+    /// See [`Capture::split_bursts_at`] (0: bursts are not split).
+    interval_ns: u64,
 }
 
 impl Replay {
@@ -431,7 +433,7 @@ impl Replay {
                 }
             }
         }
-        Ok(Self { maps, inputs })
+        Ok(Self { maps, inputs, interval_ns: 0 })
     }
 
     /// The input whose next packet is earliest; ties go to the lower file index.
@@ -443,6 +445,14 @@ impl Replay {
 const NO_FRAME: Frame<'static> = Frame { data: &[], wire_len: 0, ts_ns: 0, source: 0 };
 
 impl Capture for Replay {
+    fn next_ts(&self) -> Option<u64> {
+        self.earliest().and_then(|i| self.inputs[i].next_ts())
+    }
+
+    fn split_bursts_at(&mut self, interval_ns: u64) {
+        self.interval_ns = interval_ns;
+    }
+
     fn poll<F: FnMut(Frame<'_>)>(&mut self, mut f: F) -> Result<Poll> {
         self.poll_burst(|frames| frames.iter().for_each(|fr| f(*fr)))
     }
@@ -462,8 +472,18 @@ impl Capture for Replay {
         }
         let mut burst = [NO_FRAME; BURST];
         let (mut n, mut total) = (0, 0);
+        // The end of the interval of the burst's first frame (see `split_bursts_at`).
+        let mut until = u64::MAX;
         while total < BURST {
             let Some(i) = self.earliest() else { break };
+            if self.interval_ns > 0 {
+                let ts = self.inputs[i].next_ts().unwrap_or(0);
+                if total == 0 {
+                    until = (ts - ts % self.interval_ns).saturating_add(self.interval_ns);
+                } else if ts >= until {
+                    break;
+                }
+            }
             let map = self.maps[i].as_ref();
             match &mut self.inputs[i] {
                 Input::Mapped(c) => {

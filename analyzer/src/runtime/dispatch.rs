@@ -246,6 +246,10 @@ impl Dispatcher {
             if stop.load(Ordering::Relaxed) {
                 return Ok(());
             }
+            // As in `drive`: a file's next frame may open an interval.
+            if let Some(t) = capture.next_ts() {
+                ports.observe(t, || capture.stats(), ports_tx);
+            }
             match capture.poll(|f| self.frame(f)) {
                 Ok(Poll::Frames(_)) => {
                     self.lanes.iter_mut().for_each(Lane::send);

@@ -318,6 +318,7 @@ pub fn run<C: Capture>(
     stop: &AtomicBool,
     reports: Reports,
 ) -> Result<RunResult> {
+    capture.split_bursts_at((cfg.interval.as_nanos() as u64).max(1));
     let finished = pipeline(cfg, reports, |tx, backs, ports| {
         let ports_tx = tx.clone();
         let out = if backs.len() > 1 || cfg.dedicated_rx {
@@ -373,6 +374,11 @@ fn drive<C: Capture>(
     loop {
         if stop.load(Ordering::Relaxed) {
             return Ok(());
+        }
+        // A file's next frame may open an interval: the statistics so far go to the one
+        // before (see `Capture::split_bursts_at`).
+        if let Some(t) = capture.next_ts() {
+            after(t, capture);
         }
         let polled = capture.poll_burst(|frames| {
             seen = frames.iter().fold(seen, |s, f| s.max(f.ts_ns));
