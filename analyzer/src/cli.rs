@@ -497,12 +497,12 @@ fn check_flow_memory(common: &CommonArgs) -> Result<()> {
     Ok(())
 }
 
-/// Runs the command line; returns the process exit code.
 /// An error and its causes on one line, as the command line tells them.
 fn one_line(e: &anyhow::Error) -> String {
     format!("{e:#}").replace('\n', " ")
 }
 
+/// Runs the command line; returns the process exit code.
 pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
     crate::capture::dpdk::return_large_blocks();
     let cli = match Cli::try_parse_from(args) {

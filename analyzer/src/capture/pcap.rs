@@ -436,9 +436,10 @@ impl Replay {
         Ok(Self { maps, inputs, interval_ns: 0 })
     }
 
-    /// The input whose next packet is earliest; ties go to the lower file index.
-    fn earliest(&self) -> Option<usize> {
-        (0..self.inputs.len()).filter_map(|i| self.inputs[i].next_ts().map(|t| (t, i))).min().map(|(_, i)| i)
+    /// The input whose next packet is earliest, and that packet's time; ties go to the
+    /// lower file index.
+    fn earliest(&self) -> Option<(u64, usize)> {
+        (0..self.inputs.len()).filter_map(|i| self.inputs[i].next_ts().map(|t| (t, i))).min()
     }
 }
 
@@ -446,7 +447,7 @@ const NO_FRAME: Frame<'static> = Frame { data: &[], wire_len: 0, ts_ns: 0, sourc
 
 impl Capture for Replay {
     fn next_ts(&self) -> Option<u64> {
-        self.earliest().and_then(|i| self.inputs[i].next_ts())
+        self.earliest().map(|(ts, _)| ts)
     }
 
     fn split_bursts_at(&mut self, interval_ns: u64) {
@@ -475,9 +476,8 @@ impl Capture for Replay {
         // The end of the interval of the burst's first frame (see `split_bursts_at`).
         let mut until = u64::MAX;
         while total < BURST {
-            let Some(i) = self.earliest() else { break };
+            let Some((ts, i)) = self.earliest() else { break };
             if self.interval_ns > 0 {
-                let ts = self.inputs[i].next_ts().unwrap_or(0);
                 if total == 0 {
                     until = (ts - ts % self.interval_ns).saturating_add(self.interval_ns);
                 } else if ts >= until {

@@ -427,9 +427,7 @@ pub fn describe_file(path: &Path) -> Result<(String, String, String, String, usi
     // Where the file is read up to (moving within the reader's buffer asks the system for
     // nothing: a file of many small blocks is read in large reads).
     let mut pos = b.len() as u64;
-    while i64::try_from(i128::from(at) - i128::from(pos)).is_ok_and(|d| file.seek_relative(d).is_ok())
-        && file.read_exact(&mut block).is_ok()
-    {
+    while file.seek_relative(at as i64 - pos as i64).is_ok() && file.read_exact(&mut block).is_ok() {
         pos = at + 8;
         let (kind, len) =
             (u32::from_le_bytes(block[..4].try_into()?), u32::from_le_bytes(block[4..].try_into()?));

@@ -256,10 +256,7 @@ impl Analyzer {
     /// before it: a transmission left open by the last [`Analyzer::end_idle`] goes idle, or
     /// an I/O times out or stops waiting.
     pub fn next_due(&self) -> Option<u64> {
-        match (self.flows.next_idle(), self.ios.next_due()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.flows.next_idle().into_iter().chain(self.ios.next_due()).min()
     }
 
     /// The end: every open transmission and I/O ends.

@@ -385,7 +385,13 @@ impl Hot {
     /// See [`FlowTable::went_idle`].
     #[inline]
     fn went_idle(&self, horizon: u64, idle_ns: u64) -> bool {
-        self.has(TX_OPEN) && horizon > self.last_ts.saturating_add(idle_ns)
+        self.has(TX_OPEN) && horizon > self.idle_at(idle_ns)
+    }
+    /// When the open transmission goes idle if no packet comes: the first packet time
+    /// past this one ends it.
+    #[inline]
+    fn idle_at(&self, idle_ns: u64) -> u64 {
+        self.last_ts.saturating_add(idle_ns)
     }
     /// Whether a packet of `opcode` is counted in [`Cold::opcodes`]: any but the flow's
     /// first opcode (see [`Hot::main_op`]).
@@ -1050,7 +1056,7 @@ impl FlowTable {
                 // A short one puts the flow in `changed`, where its count is handed over.
                 self.close_transmission(i, out);
             } else {
-                due = due.min(self.idle_at(i));
+                due = due.min(self.hot[i as usize].idle_at(self.idle_ns));
                 next.push(i);
             }
         }
@@ -1065,19 +1071,12 @@ impl FlowTable {
                 self.settle(i, out);
             }
             if self.hot[i as usize].has(TX_OPEN) {
-                due = due.min(self.idle_at(i));
+                due = due.min(self.hot[i as usize].idle_at(self.idle_ns));
                 next.push(i);
             }
         }
         self.carried_next = std::mem::replace(&mut self.carried, next);
         self.open_due = due;
-    }
-
-    /// When flow `i`'s open transmission goes idle if no packet comes: the first packet
-    /// time past this one ends it (see [`FlowTable::went_idle`]).
-    #[inline]
-    fn idle_at(&self, i: u32) -> u64 {
-        self.hot[i as usize].last_ts.saturating_add(self.idle_ns)
     }
 
     /// When the first transmission left open by the last [`FlowTable::end_idle`] goes idle

@@ -815,6 +815,8 @@ impl IoTracker {
     pub fn expire(&mut self, now: u64, rec: &mut LatencyRecorder) {
         // Nothing is due: no I/O waits past `now`, and the oldest live I/O is younger than
         // the timeout (the lists are in the order their times come due).
+        // (`next_due` says the same as an Option; written out here, the per-packet test
+        // takes fewer instructions.)
         let waits = self.waiting.front().is_some_and(|&(_, until)| until < now);
         let times_out = self
             .live
@@ -835,10 +837,7 @@ impl IoTracker {
             .head()
             .and_then(|i| self.ios.get(i as usize))
             .map(|io| io.created.saturating_add(self.timeout_ns));
-        match (waits, times_out) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        waits.into_iter().chain(times_out).min()
     }
 
     fn expire_live(&mut self, now: u64, rec: &mut LatencyRecorder) {
