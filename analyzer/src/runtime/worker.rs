@@ -337,15 +337,17 @@ impl Worker {
             let mut staged: [Option<Staged<'a>>; BURST] = [None; BURST];
             let mut n = 0;
             let mut out_of_order = None;
+            let next = self.prefetches_next();
             for f in chunk {
                 let s = self.stage(&mut staged[n], *f, None, None, false);
                 if !r.pass(s.seen.ts) {
                     out_of_order = Some((s.seen.ts, s.seen.switch_clock));
                     break;
                 }
+                self.ahead(&mut staged, n, next);
                 n += 1;
             }
-            self.track_staged(&mut staged[..n]);
+            self.track_staged(&mut staged[..n], next);
             rest = &rest[n..];
             if let Some((ts, switch)) = out_of_order {
                 let first = Incoming {
@@ -516,21 +518,24 @@ impl Worker {
 
     /// At most [`BURST`] frames: decoded, timed and their flows' keys hashed first, each
     /// key's index bucket prefetched as it is hashed (the decoding of the frames after it
-    /// covers the miss); then, pipelined, three steps `PIPE` packets apart: read a packet's
+    /// covers the miss); pipelined, three steps `PIPE` packets apart: read a packet's
     /// bucket and prefetch the entry it names; read the entry and prefetch what the packet
     /// touches next (its request's ring slot; for a response, the flow it answers; for a
     /// packet not of its flow's first opcode, the line counting it); track the packet, in
-    /// order. Only a few packets' misses are in flight at once: prefetching a whole burst at
+    /// order. The first two steps begin while the burst is still being staged
+    /// ([`Worker::ahead`]), the tracking after it. Only a few packets' misses are in flight at once: prefetching a whole burst at
     /// each step asks for more lines than the CPU has miss buffers, and the prefetches
     /// beyond them come to nothing.
     fn burst<'a>(&mut self, frames: impl Iterator<Item = Incoming<'a>>) {
         let mut staged: [Option<Staged<'a>>; BURST] = [None; BURST];
         let mut n = 0;
+        let next = self.prefetches_next();
         for Incoming { f, stamped, observe, late } in frames.take(BURST) {
             self.stage(&mut staged[n], f, stamped, observe, late);
+            self.ahead(&mut staged, n, next);
             n += 1;
         }
-        self.track_staged(&mut staged[..n]);
+        self.track_staged(&mut staged[..n], next);
     }
 
     /// A frame staged into `at`: decoded there (the decoded packet is written where it is
@@ -572,25 +577,47 @@ impl Worker {
         s
     }
 
-    /// Tracks staged frames, in order, pipelined (see [`Worker::burst`]).
+    /// Whether the burst's pipeline takes its third step (see [`PREFETCH_NEXT_FROM_FLOWS`]).
     #[inline(always)]
-    fn track_staged(&mut self, staged: &mut [Option<Staged<'_>>]) {
+    fn prefetches_next(&self) -> bool {
+        self.analyzer.tracked_flows() >= PREFETCH_NEXT_FROM_FLOWS
+    }
+
+    /// The pipeline's first two steps at step `t` of a burst (`t` counts the frames staged
+    /// so far, then the tracking loop's steps after them): the index bucket of the packet
+    /// `PIPE` before, read for its entry's prefetch, and that entry of the packet `2 × PIPE`
+    /// before, read for what the packet touches next. Taken while the burst is staged too,
+    /// so that the first packets' lines come while the later frames are decoded, not while
+    /// the loop waits on them.
+    #[inline(always)]
+    fn ahead(&self, staged: &mut [Option<Staged<'_>>], t: usize, next: bool) {
+        if let Some(Some(s)) = t.checked_sub(PIPE).and_then(|j| staged.get_mut(j)) {
+            if let Some(r) = s.seen.flow {
+                s.seen.hint = self.analyzer.flows().prefetch_entry(r.hash);
+            }
+        }
+        if !next {
+            return;
+        }
+        if let Some(Some(s)) = t.checked_sub(2 * PIPE).and_then(|j| staged.get(j)) {
+            if let (Some(slot), Decoded::Roce(p)) = (s.seen.hint, &s.decoded) {
+                self.analyzer.flows().prefetch_next(slot, p.bth.opcode(), p.bth.psn());
+            }
+        }
+    }
+
+    /// Tracks staged frames, in order, at the pipeline's steps after the staging's
+    /// ([`Worker::ahead`]): a packet is tracked at least `PIPE` steps after its entry was
+    /// read for what it touches next.
+    #[inline(always)]
+    fn track_staged(&mut self, staged: &mut [Option<Staged<'_>>], next: bool) {
         let n = staged.len();
-        let prefetch_next = self.analyzer.tracked_flows() >= PREFETCH_NEXT_FROM_FLOWS;
-        for k in 0..n + 2 * PIPE {
-            if let Some(Some(s)) = staged.get_mut(k) {
-                if let Some(r) = s.seen.flow {
-                    s.seen.hint = self.analyzer.flows().prefetch_entry(r.hash);
-                }
-            }
-            if let Some(j) = k.checked_sub(PIPE).filter(|&j| prefetch_next && j < n) {
-                if let Some(s) = &staged[j] {
-                    if let (Some(slot), Decoded::Roce(p)) = (s.seen.hint, &s.decoded) {
-                        self.analyzer.flows().prefetch_next(slot, p.bth.opcode(), p.bth.psn());
-                    }
-                }
-            }
-            if let Some(j) = k.checked_sub(2 * PIPE).filter(|&j| j < n) {
+        // Steps before the first packet is tracked: none after a full burst (its first
+        // packets' lines were asked for while the later ones were staged).
+        let lag = (3 * PIPE).saturating_sub(n);
+        for k in 0..n + lag {
+            self.ahead(staged, n + k, next);
+            if let Some(j) = k.checked_sub(lag) {
                 if let Some(s) = &staged[j] {
                     if let Some(now) = s.observe.filter(|&now| !self.analysing_covers(s, now)) {
                         self.observe_time(now);
