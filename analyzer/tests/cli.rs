@@ -59,6 +59,80 @@ fn non_ethernet_capture() {
     assert_one_line_error(&["replay", f.to_str().unwrap()], "not Ethernet");
 }
 
+/// A pcapng file (little-endian, one section) built by hand from the format's block
+/// layouts: an interface of each link type in `interfaces` (microsecond timestamps), and a
+/// packet per `(interface, microseconds, bytes)`.
+fn pcapng(interfaces: &[u16], packets: &[(u32, u64, &[u8])]) -> Vec<u8> {
+    let block = |kind: u32, body: &[u8]| {
+        let len = (12 + body.len()) as u32;
+        [&kind.to_le_bytes()[..], &len.to_le_bytes(), body, &len.to_le_bytes()].concat()
+    };
+    let mut out =
+        block(0x0A0D_0D0A, &[&0x1A2B_3C4Du32.to_le_bytes()[..], &[1, 0, 0, 0], &[0xFF; 8]].concat());
+    for &linktype in interfaces {
+        // Link type, reserved, snap length 0 (none); no options.
+        out.extend(block(1, &[&linktype.to_le_bytes()[..], &[0, 0], &[0; 4]].concat()));
+    }
+    for &(interface, us, data) in packets {
+        let len = data.len() as u32;
+        let head: Vec<u8> = [interface, (us >> 32) as u32, us as u32, len, len]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let pad = vec![0u8; (4 - data.len() % 4) % 4];
+        out.extend(block(6, &[&head[..], data, &pad].concat()));
+    }
+    out
+}
+
+#[test]
+fn pcapng_packets_on_an_interface_that_is_not_ethernet_are_skipped() {
+    // rdma_write_bw.pcap's 60 frames on interface 0 (Ethernet), and after every tenth a
+    // frame on interface 1 (link type 113, Linux cooked capture): the run reads the 60,
+    // skips the 6 and says so, where it used to stop at the first of them.
+    let frames = read_all_frames(&capture("rdma_write_bw.pcap")).unwrap();
+    let sll = [0u8; 20];
+    let mut packets = Vec::new();
+    for (i, f) in frames.iter().enumerate() {
+        packets.push((0, 1_000 + i as u64, f.as_slice()));
+        if i % 10 == 9 {
+            packets.push((1, 1_000 + i as u64, &sll[..]));
+        }
+    }
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("two-interfaces.pcapng");
+    std::fs::write(&f, pcapng(&[1, 113], &packets)).unwrap();
+    // tshark reads the file as built: 66 packets, 60 on interface 0.
+    let count = |filter: &str| {
+        let o = std::process::Command::new("tshark")
+            .args(["-r", f.to_str().unwrap(), "-Y", filter, "-T", "fields", "-e", "frame.number"])
+            .output()
+            .expect("tshark (scripts/setup installs it)");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).lines().count()
+    };
+    assert_eq!((count("frame"), count("frame.interface_id == 0")), (66, 60));
+    let o = run(&["replay", "--summary", "-", "-q", f.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // Of the 60 frames, those tshark finds to be RoCEv2 (UDP to 4791; perftest's TCP
+    // exchange is the rest).
+    let roce = count("udp.dstport == 4791");
+    assert_eq!(roce, 20);
+    assert_eq!((s["packets"].as_u64(), s["roce_packets"].as_u64()), (Some(60), Some(roce as u64)));
+    assert!(
+        err.contains(
+            "6 packets on interfaces that are not Ethernet (the first: interface 1, link type 113) skipped"
+        ),
+        "{err}"
+    );
+    // A file of no Ethernet interface is refused, in one line.
+    let only = d.path().join("cooked.pcapng");
+    std::fs::write(&only, pcapng(&[113], &[(0, 1, &sll[..])])).unwrap();
+    assert_one_line_error(&["replay", only.to_str().unwrap()], "interface 0 has link type 113, not Ethernet");
+}
+
 #[test]
 fn unknown_option() {
     let c = capture("rdma_write_bw.pcap");

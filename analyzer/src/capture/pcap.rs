@@ -20,6 +20,9 @@ struct Interface {
     /// Timestamp ticks per second.
     resolution: u64,
     offset_s: i64,
+    /// Its link type is Ethernet: the packets of any other are skipped (see
+    /// [`Format::skipped`]).
+    ethernet: bool,
 }
 
 /// One packet read ahead from a file, copied out of the reader's buffer.
@@ -64,6 +67,13 @@ struct Format {
     legacy_nanos: bool,
     /// The pcapng interfaces of the current section.
     interfaces: Vec<Interface>,
+    /// Packets of the file on interfaces that are not Ethernet (a pcapng can describe
+    /// several, of several link types), skipped: told on stderr when the file ends.
+    skipped: u64,
+    /// An Ethernet interface was described (a file of none is refused when opened).
+    any_ethernet: bool,
+    /// The first interface described that is not Ethernet: its number and link type.
+    other: Option<(usize, i32)>,
 }
 
 /// A reader over one file that yields Ethernet frames with nanosecond timestamps.
@@ -116,6 +126,12 @@ impl FileReader {
             stats: SourceStats::default(),
         };
         r.advance()?;
+        if let (false, false, Some((i, linktype))) = (r.has_next, r.format.any_ethernet, r.format.other) {
+            bail!(
+                "{}: interface {i} has link type {linktype}, not Ethernet; roceprobe reads Ethernet captures",
+                path.display()
+            );
+        }
         Ok(r)
     }
 
@@ -130,7 +146,10 @@ impl FileReader {
         loop {
             let (consumed, got) = match self.reader.next() {
                 Ok((offset, block)) => (offset, self.format.take(block, &mut self.next, &self.path)?),
-                Err(PcapError::Eof) => return Ok(()),
+                Err(PcapError::Eof) => {
+                    self.warn_skipped();
+                    return Ok(());
+                }
                 Err(PcapError::Incomplete(_)) => {
                     if !self.refill()? {
                         return Ok(());
@@ -171,6 +190,19 @@ impl FileReader {
             bail!("{}: a record larger than 256 MiB", self.path.display());
         }
         Ok(())
+    }
+
+    /// Packets skipped on interfaces that are not Ethernet, told once, at the file's end
+    /// (none in a file of one interface, as nearly every capture is; a file of no Ethernet
+    /// interface is refused instead, see [`FileReader::open`]).
+    fn warn_skipped(&mut self) {
+        let skipped = std::mem::take(&mut self.format.skipped);
+        if let (n @ 1.., Some((i, linktype)), true) = (skipped, self.format.other, self.format.any_ethernet) {
+            eprintln!(
+                "roceprobe: warning: {}: {n} packets on interfaces that are not Ethernet (the first: interface {i}, link type {linktype}) skipped",
+                self.path.display()
+            );
+        }
     }
 
     /// A damaged record: what came before it stands, the rest is unreadable.
@@ -217,12 +249,21 @@ impl Format {
                 let Some(ifc) = self.interfaces.get(epb.if_id as usize).copied() else {
                     bail!("{}: packet on interface {} that was never described", path.display(), epb.if_id);
                 };
+                if !ifc.ethernet {
+                    self.skipped += 1;
+                    return Ok(false);
+                }
                 let ticks = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
                 next.ts_ns = ticks_to_ns(ticks, ifc.resolution, ifc.offset_s);
                 next.copy(epb.orig_len(), epb.packet_data());
                 Ok(true)
             }
             PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
+                // On the section's first interface, which the file describes first.
+                if self.interfaces.first().is_some_and(|i| !i.ethernet) {
+                    self.skipped += 1;
+                    return Ok(false);
+                }
                 // No timestamp in a simple packet block: keep the previous one.
                 next.copy(spb.orig_len(), spb.packet_data());
                 Ok(true)
@@ -231,16 +272,15 @@ impl Format {
         }
     }
 
-    /// A pcapng interface: Ethernet, with its timestamp resolution and offset.
+    /// A pcapng interface: its timestamp resolution and offset, and whether it is Ethernet
+    /// (the packets of any other are skipped).
     fn describe(&mut self, idb: &InterfaceDescriptionBlock<'_>, path: &Path) -> Result<()> {
         if idb.linktype != Linktype::ETHERNET {
-            bail!(
-                "{}: interface {} has link type {}, not Ethernet; roceprobe reads Ethernet captures",
-                path.display(),
-                self.interfaces.len(),
-                idb.linktype.0
-            );
+            self.other.get_or_insert((self.interfaces.len(), idb.linktype.0));
+            self.interfaces.push(Interface { resolution: 1, offset_s: 0, ethernet: false });
+            return Ok(());
         }
+        self.any_ethernet = true;
         let Some(resolution) = ticks_per_second(idb.if_tsresol) else {
             bail!(
                 "{}: interface {} gives its timestamps in units of {}, which roceprobe cannot count in 64 bits",
@@ -252,7 +292,7 @@ impl Format {
                 }
             );
         };
-        self.interfaces.push(Interface { resolution, offset_s: idb.if_tsoffset });
+        self.interfaces.push(Interface { resolution, offset_s: idb.if_tsoffset, ethernet: true });
         Ok(())
     }
 }
