@@ -46,7 +46,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::FontStyle;
 use resvg::usvg::fontdb;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -107,12 +107,24 @@ pub fn parse_rfc3339(s: &str) -> Option<u64> {
     u64::try_from(secs).ok().map(|s| s * 1_000_000_000 + nanos)
 }
 
-/// The rows of a report (its rotated files, compressed or not, oldest first, then the
-/// current one) as maps from column name to value.
-fn read_csv(path: &Path) -> Result<Vec<BTreeMap<String, String>>> {
+/// One row of a report, its values found by column name.
+struct Row<'r> {
+    columns: &'r HashMap<String, usize>,
+    values: &'r csv::StringRecord,
+}
+
+impl Row<'_> {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.columns.get(name).and_then(|&i| self.values.get(i))
+    }
+}
+
+/// Hands each row of a report (its rotated files, compressed or not, oldest first, then the
+/// current one) to `take`, one at a time: what the plots keep of a long run is what `take`
+/// keeps, not the report's text.
+fn each_row(path: &Path, mut take: impl FnMut(&Row) -> Result<()>) -> Result<()> {
     let (dir, stem) =
         (path.parent().unwrap_or(Path::new(".")), path.file_stem().and_then(|s| s.to_str()).unwrap_or(""));
-    let mut rows = Vec::new();
     for file in super::csv::report_files(dir, stem)? {
         let text = match super::csv::open_report(&file) {
             Ok(t) => t,
@@ -121,30 +133,31 @@ fn read_csv(path: &Path) -> Result<Vec<BTreeMap<String, String>>> {
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),
         };
         let mut r = csv::Reader::from_reader(text);
-        let header: Vec<String> = r
+        let columns: HashMap<String, usize> = r
             .headers()
             .with_context(|| format!("cannot read {}", file.display()))?
             .iter()
-            .map(str::to_owned)
+            .enumerate()
+            .map(|(i, name)| (name.to_owned(), i))
             .collect();
-        for rec in r.records() {
-            let rec = rec.with_context(|| format!("{}: a malformed row", file.display()))?;
-            rows.push(header.iter().cloned().zip(rec.iter().map(str::to_owned)).collect());
+        let mut values = csv::StringRecord::new();
+        while r.read_record(&mut values).with_context(|| format!("{}: a malformed row", file.display()))? {
+            take(&Row { columns: &columns, values: &values })?;
         }
     }
-    Ok(rows)
+    Ok(())
 }
 
-fn field<'a>(row: &'a BTreeMap<String, String>, name: &str, path: &Path) -> Result<&'a str> {
-    row.get(name).map(String::as_str).with_context(|| format!("{}: no column {name}", path.display()))
+fn field<'a>(row: &'a Row, name: &str, path: &Path) -> Result<&'a str> {
+    row.get(name).with_context(|| format!("{}: no column {name}", path.display()))
 }
 
-fn number(row: &BTreeMap<String, String>, name: &str, path: &Path) -> Result<f64> {
+fn number(row: &Row, name: &str, path: &Path) -> Result<f64> {
     let v = field(row, name, path)?;
     v.parse().with_context(|| format!("{}: {name} '{v}' is not a number", path.display()))
 }
 
-fn time(row: &BTreeMap<String, String>, name: &str, path: &Path) -> Result<u64> {
+fn time(row: &Row, name: &str, path: &Path) -> Result<u64> {
     let v = field(row, name, path)?;
     parse_rfc3339(v).with_context(|| format!("{}: {name} '{v}' is not an RFC 3339 time", path.display()))
 }
@@ -717,16 +730,13 @@ fn pooled_cdf(rows: &[QuantileRow]) -> Vec<(f64, f64)> {
 /// Writes every plot the CSV files in `csv_dir` allow into `out`; returns the files written.
 pub fn plot(csv_dir: &Path, out: &Path) -> Result<Vec<PathBuf>> {
     let (latency_path, flows_path) = report_paths(csv_dir)?;
-    let latency = read_csv(&latency_path)?;
-    let flows = read_csv(&flows_path)?;
-    // steps.csv is there only for runs that saw collective jobs; read before anything is
-    // written, so that a broken one leaves no half-written folder.
-    let steps_path = csv_dir.join("steps.csv");
-    let steps = read_steps(&read_csv(&steps_path)?, &steps_path)?;
+    // Every report read before anything is written, so that a broken one leaves no
+    // half-written folder (steps.csv is there only for runs that saw collective jobs).
+    let read = read_latency(&latency_path)?;
+    let (per_flow, flow_intervals) = read_flows(&flows_path)?;
+    let steps = read_steps(&csv_dir.join("steps.csv"))?;
     std::fs::create_dir_all(out).with_context(|| format!("--out: cannot create {}", out.display()))?;
     let mut plots = Plots::new(out)?;
-    let read = read_latency(&latency, &latency_path)?;
-    let (per_flow, flow_intervals) = read_flows(&flows, &flows_path)?;
     let mut intervals = read.intervals.clone();
     for (s, e) in &flow_intervals {
         let end = intervals.entry(*s).or_insert(*e);
@@ -814,9 +824,9 @@ struct Latency {
     intervals: Intervals,
 }
 
-fn read_latency(latency: &[BTreeMap<String, String>], p: &Path) -> Result<Latency> {
+fn read_latency(p: &Path) -> Result<Latency> {
     let mut read = Latency { by_op: LatencyByOp::new(), split: BTreeMap::new(), intervals: Intervals::new() };
-    for row in latency {
+    each_row(p, |row| {
         let (op, seg) = (field(row, "op", p)?.to_owned(), field(row, "segment", p)?.to_owned());
         let n = number(row, "count", p)?;
         let pts = quantile_points(row, p)?;
@@ -828,12 +838,13 @@ fn read_latency(latency: &[BTreeMap<String, String>], p: &Path) -> Result<Latenc
         e.1 += n;
         let last = read.intervals.entry(start).or_insert(end);
         *last = (*last).max(end);
-    }
+        Ok(())
+    })?;
     Ok(read)
 }
 
 /// A latency row's percentiles as (µs, quantile), from min (0) to max (1).
-fn quantile_points(row: &BTreeMap<String, String>, p: &Path) -> Result<Vec<(f64, f64)>> {
+fn quantile_points(row: &Row, p: &Path) -> Result<Vec<(f64, f64)>> {
     let mut pts = vec![(number(row, "min_us", p)?, 0.0)];
     for (col, q) in [("p50_us", 0.5), ("p90_us", 0.9), ("p99_us", 0.99), ("p999_us", 0.999), ("max_us", 1.0)]
     {
@@ -952,10 +963,10 @@ fn busiest_flows(per_flow: FlowIntervals, intervals: &Intervals) -> Vec<FlowLine
 }
 
 /// The flows report per flow and interval, and the report's intervals.
-fn read_flows(flows: &[BTreeMap<String, String>], p: &Path) -> Result<(FlowIntervals, Intervals)> {
+fn read_flows(p: &Path) -> Result<(FlowIntervals, Intervals)> {
     let mut per_flow = FlowIntervals::new();
     let mut intervals = Intervals::new();
-    for row in flows {
+    each_row(p, |row| {
         let name = format!(
             "{} {}>{} qp {}",
             field(row, "vantage", p)?.chars().next().unwrap_or('?'),
@@ -972,7 +983,8 @@ fn read_flows(flows: &[BTreeMap<String, String>], p: &Path) -> Result<(FlowInter
         at.0 += number(row, "throughput_gbps", p)?;
         at.1 |= number(row, "retx_packets", p)? > 0.0;
         at.2 |= number(row, "cnp", p)? > 0.0;
-    }
+        Ok(())
+    })?;
     Ok((per_flow, intervals))
 }
 
@@ -1042,9 +1054,9 @@ struct StepRow {
 /// Per job, its steps in order of start.
 type JobSteps = BTreeMap<String, Vec<StepRow>>;
 
-fn read_steps(rows: &[BTreeMap<String, String>], p: &Path) -> Result<JobSteps> {
+fn read_steps(p: &Path) -> Result<JobSteps> {
     let mut jobs = JobSteps::new();
-    for row in rows {
+    each_row(p, |row| {
         let reason = match field(row, "reason", p)? {
             "none" => None,
             r => Some(REASONS.iter().position(|(name, _)| *name == r).with_context(|| {
@@ -1059,7 +1071,8 @@ fn read_steps(rows: &[BTreeMap<String, String>], p: &Path) -> Result<JobSteps> {
             reason,
         };
         jobs.entry(field(row, "job", p)?.to_owned()).or_default().push(step);
-    }
+        Ok(())
+    })?;
     for steps in jobs.values_mut() {
         steps.sort_by_key(|s| s.start);
     }
