@@ -5,6 +5,7 @@
 mod common;
 use common::*;
 use common::{scenario_files as files, scenario_truth as truth};
+use roceprobe::capture::Capture;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -209,4 +210,52 @@ fn timed_out_retransmitted_and_overflowed_ios_are_counted_as_the_truth_says() {
         assert_eq!(s["ios"][k], want[k], "{k}");
     }
     assert_eq!(s["ios"]["unfinished"], 0);
+}
+
+#[test]
+fn a_capsule_sent_again_after_its_io_finished_changes_no_io() {
+    // nvme_split with the first I/O's completion sent again 15 µs after it came and its
+    // command 50 µs after it came, at both vantages (the same bytes: the same PSN, as a
+    // transport retransmission sends them). By then the I/O had finished (the host's ACK
+    // of the completion came 4.4 µs after it, truth's anchors), and the host's NIC drops
+    // such copies: no I/O begins or ends with them. Every segment, count and outcome must
+    // stay the truth's, where the copies used to complete the next I/O that reused the CID
+    // early and to start one that timed out.
+    let t = truth("nvme_split");
+    let fs = files("nvme_split", &t);
+    let io = &t["ios"][0];
+    assert_eq!((io["cid"].as_u64(), io["op"].as_str()), (Some(0), Some("nvme_read")));
+    let anchor = |name: &str| io["anchors"][name].as_u64().unwrap();
+    assert!(anchor("ack@compute") < anchor("cqe@compute") + 15_000);
+    let dir = tempfile::tempdir().unwrap();
+    let mut copies = Vec::new();
+    for (v, file) in ["compute", "storage"].iter().zip(&fs) {
+        let mut frames: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut r = roceprobe::capture::pcap::Replay::open(std::slice::from_ref(file)).unwrap();
+        while let roceprobe::capture::Poll::Frames(_) =
+            r.poll(|f| frames.push((f.ts_ns, f.data.to_vec()))).unwrap()
+        {}
+        let mut again = Vec::new();
+        for (what, later) in [("cqe", 15_000), ("sqe_first", 50_000)] {
+            let at = anchor(&format!("{what}@{v}"));
+            let f = frames.iter().find(|f| f.0 == at).unwrap_or_else(|| panic!("{what}@{v} in {file:?}"));
+            again.push((at + later, f.1.clone()));
+        }
+        frames.extend(again);
+        frames.sort_by_key(|f| f.0);
+        let path = dir.path().join(format!("{v}.pcap"));
+        let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+        for (ts, data) in &frames {
+            w.write(*ts, data, data.len() as u32).unwrap();
+        }
+        copies.push(path);
+    }
+    let refs: Vec<&Path> = copies.iter().map(PathBuf::as_path).collect();
+    let args: Vec<String> =
+        t["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect();
+    let s = replay_summary(&refs, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_series("nvme_split resent", &s, &truth_series(&t, &ALL), &NVME_OPS);
+    let ios = &s["ios"];
+    assert_eq!((ios["completed"].as_u64(), ios["timed_out"].as_u64()), (Some(120), Some(0)));
+    assert_eq!((ios["retransmitted"].as_u64(), ios["unfinished"].as_u64()), (Some(0), Some(0)));
 }

@@ -8,7 +8,7 @@ use super::bounded::FifoMap;
 use super::clock::MirrorClocks;
 use super::evidence::{Evidence, EvidenceConfig, EvidenceRecord, NoFile};
 use super::flow::{acked_psn, FlowDelta, FlowEvent, FlowRef, Recorded};
-use super::io::{At, IoBatch, IoCountsByPair, IoTracker, Sent};
+use super::io::{At, IoBatch, IoCountsByPair, IoTracker, Packet, Sent};
 use super::nvme::{NvmeRecognizer, PendingKey};
 use super::{FlowKey, FlowTable, Vantage, VantageMap};
 use crate::metrics::latency::{LatencyBatch, LatencyRecorder};
@@ -358,9 +358,10 @@ impl Analyzer {
                 self.flows.count_capsule(slot, true);
                 self.nvme.command(PendingKey { vantage, host: src, target: dst, cid: sqe.cid });
                 let whole = opcode & 0x1F != op::SEND_FIRST;
+                let again = self.flows.was_sent_again();
                 self.ios.command(
                     At { vantage, ts, host: src, target: dst },
-                    Sent { target_qpn: dst_qpn, psn, whole },
+                    Sent { target_qpn: dst_qpn, psn, whole, again },
                     &sqe,
                     self.flows.io_hint(slot),
                     rec,
@@ -371,11 +372,12 @@ impl Analyzer {
                     self.flows.count_capsule(slot, false);
                 }
                 let target_qpn = self.flows.peer_qpn(slot);
+                let again = self.flows.was_sent_again();
                 self.ios.completion(
                     At { vantage, ts, host: dst, target: src },
                     target_qpn,
                     cqe.cid,
-                    psn,
+                    Packet { psn, again },
                     self.flows.io_hint(slot),
                     rec,
                 );

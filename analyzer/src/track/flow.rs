@@ -711,6 +711,10 @@ pub struct FlowTable {
     pub signals: Signals,
     /// The slot the last packet recorded counted in (`NONE`: none), for the evidence.
     last_recorded: u32,
+    /// The last packet recorded was a request its flow had sent already (a PSN behind the
+    /// one expected: a transport retransmission), for the I/O tracker (see
+    /// [`FlowTable::was_sent_again`]).
+    sent_again: bool,
 }
 
 /// What [`FlowTable::record`] made of a packet.
@@ -760,6 +764,7 @@ impl FlowTable {
             answered: [0; PENDING],
             signals: Signals::default(),
             last_recorded: NONE,
+            sent_again: false,
         }
     }
 
@@ -1358,6 +1363,7 @@ impl FlowTable {
             return Recorded::Untracked;
         };
         self.last_recorded = i;
+        self.sent_again = false;
         // The entry's two parts are borrowed once, beside the table's other fields, for
         // what every packet does; the rare steps go through the table's methods.
         let (mut e, mut c) = (&mut self.hot[i as usize], &mut self.cold[i as usize]);
@@ -1481,6 +1487,7 @@ impl FlowTable {
         match e.psn.observe(psn, span) {
             Outcome::InOrder => {}
             Outcome::Retransmission { episode } => {
+                self.sent_again = true;
                 *rest_field(e, c, |c| &mut c.retx_packets) += 1;
                 *rest_field(e, c, |c| &mut c.retx_bytes) += u64::from(p.payload_len);
                 if episode {
@@ -1658,6 +1665,14 @@ impl FlowTable {
         for &v in &self.answered[..n] {
             rec.record_in(slot, v);
         }
+    }
+
+    /// Whether the last packet recorded was a request its flow had sent already (its PSN
+    /// behind the one expected): a copy the receiving NIC drops, which starts and ends
+    /// nothing above the transport.
+    #[inline]
+    pub fn was_sent_again(&self) -> bool {
+        self.sent_again
     }
 
     /// Where the I/O tracker last found this flow's connection state (see [`Hot::io_hint`]).

@@ -392,12 +392,26 @@ pub struct At {
 }
 
 /// How a command capsule was sent: on the target's QP, at this PSN, whole in one packet (a
-/// SEND Only) or not (a SEND First).
+/// SEND Only) or not (a SEND First), and whether its flow had sent this PSN already.
 #[derive(Debug, Clone, Copy)]
 pub struct Sent {
     pub target_qpn: u32,
     pub psn: u32,
     pub whole: bool,
+    pub again: bool,
+}
+
+/// A completion capsule's packet: its PSN, and whether its flow had sent this PSN already.
+///
+/// `again` is the flow's PSN analysis saying the packet is a transport retransmission (a
+/// PSN behind the one expected). The receiving NIC drops such a copy, so it neither begins
+/// nor ends an I/O. While the I/O it belongs to is live, it marks that I/O retransmitted.
+/// Once the I/O has finished, it is left to the flow's retransmission counters: it must
+/// not complete, or start, another I/O that uses the same CID.
+#[derive(Debug, Clone, Copy)]
+pub struct Packet {
+    pub psn: u32,
+    pub again: bool,
 }
 
 pub struct IoTracker {
@@ -910,7 +924,7 @@ impl IoTracker {
     /// A command capsule (the first packet of its SEND) from `host` to `target`'s QP.
     pub fn command(&mut self, at: At, sent: Sent, sqe: &Sqe, hint: &mut u32, rec: &mut LatencyRecorder) {
         let At { vantage: v, ts, host, target } = at;
-        let Sent { target_qpn, psn, whole } = sent;
+        let Sent { target_qpn, psn, whole, again } = sent;
         let v = vi(v);
         let refs = self.cid_refs(host, target, sqe.cid);
         let same = self.live(refs, Some(target_qpn)).find(|&i| self.ios[i].sqe_psn == psn);
@@ -922,6 +936,8 @@ impl IoTracker {
                 }
                 i
             }
+            // Sent again after its I/O finished (see [`Packet`]).
+            None if again => return,
             None => {
                 // The CID is used again. An earlier command with it that this vantage saw
                 // but never saw complete lost its completion here: it ends now.
@@ -1118,16 +1134,19 @@ impl IoTracker {
         at: At,
         target_qpn: Option<u32>,
         cid: u16,
-        psn: u32,
+        packet: Packet,
         hint: &mut u32,
         rec: &mut LatencyRecorder,
     ) -> bool {
         let At { vantage: v, ts, host, target } = at;
+        let Packet { psn, again } = packet;
         let vx = vi(v);
-        // The same completion again (the target sent it twice), or the one it answers.
+        // The same completion again (the target sent it twice), or the one it answers; a
+        // copy sent again after its I/O finished answers none (see [`Packet`]).
         let refs = self.cid_refs(host, target, cid);
-        let again = self.live(refs, target_qpn).find(|&i| self.ios[i].cqe_psn == Some(psn));
-        let Some(i) = again.or_else(|| self.for_completion(vx, refs, target_qpn)) else {
+        let same = self.live(refs, target_qpn).find(|&i| self.ios[i].cqe_psn == Some(psn));
+        let answers = || if again { None } else { self.for_completion(vx, refs, target_qpn) };
+        let Some(i) = same.or_else(answers) else {
             return false;
         };
         self.ios[i].cqe_psn = Some(psn);
@@ -1212,11 +1231,17 @@ mod tests {
         // Where the packets' flow found its connection (one flow here).
         let mut h = NONE;
         let c = Vantage::Compute;
-        t.command(at(c, 0), Sent { target_qpn: 9, psn: 100, whole: true }, &read(3), &mut h, &mut rec);
+        t.command(
+            at(c, 0),
+            Sent { target_qpn: 9, psn: 100, whole: true, again: false },
+            &read(3),
+            &mut h,
+            &mut rec,
+        );
         assert!(t.data_write(at(c, 10), 500, 7, 0x4000));
         assert!(!t.data_write(at(c, 11), 501, 7, 0x9999), "another buffer is no read's data");
         assert!(t.data_write(at(c, 20), 500, 7, 0x4000), "the same WRITE again");
-        assert!(t.completion(at(c, 30), Some(9), 3, 600, &mut h, &mut rec));
+        assert!(t.completion(at(c, 30), Some(9), 3, Packet { psn: 600, again: false }, &mut h, &mut rec));
         t.ack(at(c, 40), 9, 600, &mut h, &mut rec);
         let n = t.counts().values().next().unwrap();
         assert_eq!((n.completed, n.retransmitted), (1, 1));
@@ -1233,14 +1258,28 @@ mod tests {
         let mut h = NONE;
         let (c, s) = (Vantage::Compute, Vantage::Storage);
         let write = Sqe { opcode: crate::wire::nvme::opcode::WRITE, ..read(3) };
-        let sent = Sent { target_qpn: 9, psn: 100, whole: true };
+        let sent = Sent { target_qpn: 9, psn: 100, whole: true, again: false };
         let half = 1u64 << 63;
         t.command(at(s, 0), sent, &write, &mut h, &mut rec);
         t.command(at(c, 0), sent, &write, &mut h, &mut rec);
         assert!(t.read_request(at(s, half), 500, 7, 0x4000, &mut h), "the write's data phase");
         t.read_response_end(at(s, 0), 9, 500, &mut h);
-        assert!(t.completion(at(s, half + 1), Some(9), 3, 600, &mut h, &mut rec));
-        assert!(t.completion(at(c, half + 2), Some(9), 3, 600, &mut h, &mut rec));
+        assert!(t.completion(
+            at(s, half + 1),
+            Some(9),
+            3,
+            Packet { psn: 600, again: false },
+            &mut h,
+            &mut rec
+        ));
+        assert!(t.completion(
+            at(c, half + 2),
+            Some(9),
+            3,
+            Packet { psn: 600, again: false },
+            &mut h,
+            &mut rec
+        ));
         t.finish_all(&mut rec);
         let n = t.counts().values().next().unwrap();
         assert_eq!(n.completed, 1);
@@ -1253,11 +1292,35 @@ mod tests {
         // Where the packets' flow found its connection (one flow here).
         let mut h = NONE;
         let c = Vantage::Compute;
-        t.command(at(c, 0), Sent { target_qpn: 9, psn: 100, whole: true }, &read(1), &mut h, &mut rec);
-        t.command(at(c, 1), Sent { target_qpn: 9, psn: 101, whole: true }, &read(2), &mut h, &mut rec);
-        t.command(at(c, 2), Sent { target_qpn: 9, psn: 102, whole: true }, &read(3), &mut h, &mut rec); // table full
+        t.command(
+            at(c, 0),
+            Sent { target_qpn: 9, psn: 100, whole: true, again: false },
+            &read(1),
+            &mut h,
+            &mut rec,
+        );
+        t.command(
+            at(c, 1),
+            Sent { target_qpn: 9, psn: 101, whole: true, again: false },
+            &read(2),
+            &mut h,
+            &mut rec,
+        );
+        t.command(
+            at(c, 2),
+            Sent { target_qpn: 9, psn: 102, whole: true, again: false },
+            &read(3),
+            &mut h,
+            &mut rec,
+        ); // table full
         t.expire(5_000, &mut rec);
-        t.command(at(c, 5_001), Sent { target_qpn: 9, psn: 103, whole: true }, &read(4), &mut h, &mut rec); // room again
+        t.command(
+            at(c, 5_001),
+            Sent { target_qpn: 9, psn: 103, whole: true, again: false },
+            &read(4),
+            &mut h,
+            &mut rec,
+        ); // room again
         t.finish_all(&mut rec);
         let n = t.counts().values().next().unwrap();
         assert_eq!((n.timed_out, n.overflowed, n.unfinished, n.completed), (2, 1, 1, 0));
