@@ -754,6 +754,9 @@ fn check_live_options(a: &LiveArgs) -> Result<()> {
     if a.rss && a.common.vantages.iter().any(|r| matches!(r.selector, Selector::Erspan(_))) {
         bail!("--rss cannot see inside ERSPAN (the NIC hashes the outer header): drop --rss for software dispatch");
     }
+    if let Some((_, p)) = a.ports.iter().enumerate().find(|(i, p)| a.ports[..*i].contains(p)) {
+        bail!("--port {p} is given twice: each port is captured from once");
+    }
     Ok(())
 }
 

@@ -190,6 +190,56 @@ fn port_that_does_not_exist() {
     assert_one_line_error(&refs, "port 5 does not exist");
 }
 
+#[test]
+fn port_given_twice() {
+    let c = capture("rdma_write_bw.pcap");
+    let mut args =
+        vec!["live".to_string(), "--port".into(), "0".into(), "--port".into(), "0".into(), "--".into()];
+    args.extend(eal_args(&[&c]));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert_one_line_error(&refs, "--port 0 is given twice");
+}
+
+#[test]
+fn only_the_ports_captured_from_are_reported() {
+    // Two net_pcap ports (ids 0 and 1), only port 1 captured: the summary, ports.csv and
+    // the exit report list source 1 alone (port 0 used to show as a source with nothing
+    // received and "no receive drops"). Port 1's file is rdma_cm.pcap, whose frames tshark
+    // counts.
+    let (idle, cm) = (capture("rdma_write_bw.pcap"), capture("rdma_cm.pcap"));
+    let frames = {
+        let o = std::process::Command::new("tshark")
+            .args(["-r", cm.to_str().unwrap(), "-T", "fields", "-e", "frame.number"])
+            .output()
+            .expect("tshark (scripts/setup installs it)");
+        String::from_utf8_lossy(&o.stdout).lines().count() as u64
+    };
+    let d = tempfile::tempdir().unwrap();
+    let csv = d.path().join("csv");
+    let summary = d.path().join("s.json");
+    let mut args: Vec<String> = ["live", "--idle-exit", "300ms", "--port", "1", "--csv-dir"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([csv.display().to_string(), "--summary".into(), summary.display().to_string(), "--".into()])
+        .collect();
+    args.extend(eal_args(&[&idle, &cm]));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = run(&refs);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    let ports: Vec<&String> = s["ports"].as_object().unwrap().keys().collect();
+    assert_eq!(ports, ["1"], "{}", s["ports"]);
+    assert_eq!(s["ports"]["1"]["ipackets"].as_u64(), Some(frames));
+    let rows = std::fs::read_to_string(csv.join("ports.csv")).unwrap();
+    let sources: std::collections::BTreeSet<&str> =
+        rows.lines().skip(1).filter_map(|l| l.split(',').nth(2)).collect();
+    assert_eq!(sources.into_iter().collect::<Vec<_>>(), ["1"], "{rows}");
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(!table.contains("source 0"), "{table}");
+    assert!(table.contains(&format!("source 1: {frames} frames received")), "{table}");
+}
+
 /// Every option with a value, given a bad one: a one-line error that names the option,
 /// before any work (no EAL output, nothing on stdout).
 #[test]

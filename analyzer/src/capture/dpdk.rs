@@ -474,7 +474,7 @@ impl Port {
         unsafe {
             let mut s: ffi::rte_eth_stats = std::mem::zeroed();
             if ffi::rte_eth_stats_get(self.id, &mut s) != 0 {
-                return SourceStats::default();
+                return SourceStats { captured: true, ..Default::default() };
             }
             SourceStats {
                 ipackets: s.ipackets,
@@ -482,6 +482,7 @@ impl Port {
                 imissed: s.imissed,
                 ierrors: s.ierrors,
                 rx_nombuf: s.rx_nombuf,
+                captured: true,
             }
         }
     }
@@ -937,7 +938,8 @@ impl DpdkCapture {
     }
 }
 
-/// Statistics per port id of these ports.
+/// Statistics per port id of these ports (the ids between them left out of `--port`: not
+/// captured).
 fn port_stats(ports: &[Port]) -> Vec<SourceStats> {
     let max = ports.iter().map(|p| usize::from(p.id) + 1).max().unwrap_or(0);
     let mut v = vec![SourceStats::default(); max];

@@ -46,6 +46,11 @@ pub struct SourceStats {
     pub ierrors: u64,
     /// RX mbuf allocation failures.
     pub rx_nombuf: u64,
+    /// The source was captured from: a file given, a port opened. The statistics are kept
+    /// per source id (a DPDK port id), and `--port` can leave ids out; the reports list
+    /// only the sources captured from.
+    #[serde(skip)]
+    pub captured: bool,
 }
 
 impl SourceStats {
@@ -55,6 +60,7 @@ impl SourceStats {
         self.imissed += o.imissed;
         self.ierrors += o.ierrors;
         self.rx_nombuf += o.rx_nombuf;
+        self.captured |= o.captured;
     }
 
     /// What was counted since `base` (a counter that went back, a reset port, gives 0).
@@ -65,6 +71,7 @@ impl SourceStats {
             imissed: self.imissed.saturating_sub(base.imissed),
             ierrors: self.ierrors.saturating_sub(base.ierrors),
             rx_nombuf: self.rx_nombuf.saturating_sub(base.rx_nombuf),
+            captured: self.captured,
         }
     }
 }

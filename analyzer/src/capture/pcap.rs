@@ -423,10 +423,11 @@ impl Input {
     }
 
     fn stats(&self) -> SourceStats {
-        match self {
+        let s = match self {
             Input::Mapped(c) => c.stats,
             Input::Stream(r) => r.stats,
-        }
+        };
+        SourceStats { captured: true, ..s }
     }
 }
 

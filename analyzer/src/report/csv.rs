@@ -575,7 +575,7 @@ impl CsvWriter {
     /// Receive statistics of each source (DPDK port id / input file index) over an interval.
     pub fn write_ports(&mut self, start_ns: u64, end_ns: u64, sources: &[SourceStats]) -> Result<()> {
         let (start, end) = (rfc3339_nanos(start_ns), rfc3339_nanos(end_ns));
-        for (i, s) in sources.iter().enumerate() {
+        for (i, s) in sources.iter().enumerate().filter(|(_, s)| s.captured) {
             let _ = write!(
                 self.ports.rows,
                 "{start},{end},{i},{},{},{},{},{}\r\n",

@@ -364,7 +364,12 @@ impl Summary {
                 }
             })
             .collect();
-        let ports = sources.iter().enumerate().map(|(i, s)| (i.to_string(), *s)).collect();
+        let ports = sources
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.captured)
+            .map(|(i, s)| (i.to_string(), *s))
+            .collect();
         Summary {
             packets: t.counters.packets,
             roce_packets: t.counters.roce_packets,
