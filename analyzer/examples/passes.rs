@@ -8,8 +8,17 @@
 //! many QPs looped at a few Mpps, each QP's packets are then milliseconds apart, as they are
 //! live (the file's own times are closer together).
 //!
-//! `cargo run --release -p roceprobe --example passes -- FILE.pcap [PASSES] [--flow-idle-1h] [--rate MPPS]`
+//! Every pass after the first moves each packet's PSN on by its flow's span in the capture
+//! (`benches/support/psn_advance.rs`), so that the passes are one stream of traffic in sequence,
+//! not the same PSNs again (every request a retransmission); `--same-psns` sends the
+//! capture as it is each pass.
+//!
+//! `cargo run --release -p roceprobe --example passes -- FILE.pcap [PASSES] [--flow-idle-1h] [--rate MPPS] [--same-psns]`
 
+#[path = "../benches/support/psn_advance.rs"]
+mod psn_advance;
+
+use psn_advance::Advance;
 use roceprobe::capture::pcap::Replay;
 use roceprobe::capture::{Capture, Frame, Poll, BURST};
 use roceprobe::runtime::{worker_with_draining_stats, PipelineConfig};
@@ -19,7 +28,7 @@ use std::time::{Duration, Instant};
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(file) = args.first() else {
-        eprintln!("usage: passes FILE.pcap [PASSES] [--flow-idle-1h] [--rate MPPS]");
+        eprintln!("usage: passes FILE.pcap [PASSES] [--flow-idle-1h] [--rate MPPS] [--same-psns]");
         std::process::exit(2);
     };
     let passes: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(30);
@@ -47,9 +56,15 @@ fn main() {
     if args.iter().any(|a| a == "--flow-idle-1h") {
         cfg.flow_idle = Duration::from_secs(3600);
     }
+    // Each pass's PSNs go on from the last's, unless asked to send the same again.
+    let advance =
+        (!args.iter().any(|a| a == "--same-psns")).then(|| Advance::plan(frames.iter().map(|f| &f.1[..])));
     let (mut worker, drain) = worker_with_draining_stats(&cfg);
     let mut times = Vec::with_capacity(passes);
     for pass in 1..=passes as u64 + 3 {
+        if let (Some(a), true) = (&advance, pass > 1) {
+            a.apply(frames.iter_mut().map(|f| &mut f.1));
+        }
         let t = Instant::now();
         for chunk in frames.chunks(BURST) {
             let mut burst = [Frame { data: &[], wire_len: 0, ts_ns: 0, source: 0 }; BURST];
