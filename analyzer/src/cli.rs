@@ -242,8 +242,9 @@ pub struct LiveArgs {
     /// Stop after this long (default: run until SIGINT / SIGTERM).
     #[arg(long, allow_hyphen_values = true, value_name = "DUR", value_parser = parse_interval)]
     pub duration: Option<Duration>,
-    /// Size of the mbuf pool (default: enough for every RX ring). A net_pcap vdev with
-    /// infinite_rx=1 keeps its whole file in mbufs and needs at least as many.
+    /// Size of the mbuf pool (default: enough for every RX ring, and for the frames of
+    /// looped files). A net_pcap vdev with infinite_rx=1 keeps its whole file in mbufs and
+    /// needs at least as many.
     #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = 0)]
     pub mbufs: u32,
     /// Bytes of frame data per mbuf, headroom included (default: DPDK's, 2176). Larger
@@ -763,8 +764,25 @@ fn check_live_options(a: &LiveArgs) -> Result<()> {
 fn live(a: LiveArgs) -> Result<()> {
     let prometheus = Outputs::check(&a.common, &[])?;
     check_live_options(&a)?;
-    let (mbuf_size, note) = crate::capture::dpdk::mbuf_size_for_vdevs(&a.eal_args, a.mbuf_size)?;
-    if let Some(note) = note {
+    let looped = crate::capture::dpdk::looped_vdevs(&a.eal_args, a.mbuf_size)?;
+    // A looped net_pcap keeps its file's frames in the pool, and receives into more.
+    let least = looped.frames + crate::capture::BURST as u64;
+    if let (1.., Some(file)) = (a.mbufs, &looped.file) {
+        if u64::from(a.mbufs) < least {
+            let files =
+                if looped.files > 1 { format!("{file} and the other looped files") } else { file.clone() };
+            bail!(
+                "--mbufs {} is too small: net_pcap with infinite_rx=1 keeps every frame of its file in an mbuf for the whole run ({} frames in {files}); use --mbufs {least} or more, or leave --mbufs out",
+                a.mbufs,
+                looped.frames,
+            );
+        }
+    }
+    let Ok(looped_frames) = u32::try_from(least) else {
+        bail!("net_pcap with infinite_rx=1: {} frames are more than one mbuf pool can hold", looped.frames);
+    };
+    let mbuf_size = looped.mbuf_size;
+    if let Some(note) = &looped.note {
         eprintln!("{note}");
     }
     let queues = if a.rss { a.common.workers as u16 } else { 1 };
@@ -802,6 +820,7 @@ fn live(a: LiveArgs) -> Result<()> {
         max_frame: a.max_frame,
         flow_control: a.flow_control,
         probe_clock: a.probe_clock,
+        looped_frames: if looped.frames > 0 { looped_frames } else { 0 },
     };
     let mut cap = DpdkCapture::start(
         &a.eal_args,

@@ -668,6 +668,40 @@ fn infinite_rx_of_large_frames_sizes_the_mbufs_or_names_the_size_needed() {
 }
 
 #[test]
+fn infinite_rx_of_many_frames_sizes_the_pool_or_names_the_size_needed() {
+    // net_pcap with infinite_rx=1 keeps every frame of its file in an mbuf of the pool: a
+    // file of 6,000 frames did not fit the default pool (4,095 mbufs for one port), and the
+    // run failed setting up the RX queue in DPDK's words. (frames_of writes the frames;
+    // tshark counts them.)
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("many.pcap");
+    frames_of(&pcap, 64, 6_000);
+    let o = std::process::Command::new("tshark")
+        .args(["-r", pcap.to_str().unwrap(), "-T", "fields", "-e", "frame.number"])
+        .output()
+        .expect("tshark (scripts/setup installs it)");
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 6_000);
+    let live = |extra: &[&str]| {
+        let mut args: Vec<String> = ["live", "--duration", "1s"].iter().map(|s| s.to_string()).collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args.push("--".into());
+        args.extend(eal_args(&[]));
+        args.extend(["--vdev".into(), format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display())]);
+        args
+    };
+    // Without --mbufs: a pool with room for the file's frames as well.
+    let s = summary_of(&live(&[]));
+    assert!(s["packets"].as_u64().unwrap() > 6_000, "the file was replayed: {}", s["packets"]);
+    // Too few given: one line naming the option, the frames and the least that works (the
+    // frames and a burst of 32 to receive into).
+    let args = live(&["--mbufs", "5000"]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert_one_line_error(&refs, "--mbufs 5000 is too small");
+    assert_one_line_error(&refs, "(6000 frames in");
+    assert_one_line_error(&refs, "use --mbufs 6032 or more");
+}
+
+#[test]
 fn a_refused_run_leaves_the_outputs_of_the_run_before() {
     // A first run writes its CSV reports and summary; a second, refused for its input,
     // must leave them byte for byte: outputs are opened only once the inputs are checked.

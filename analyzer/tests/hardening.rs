@@ -402,7 +402,8 @@ fn a_silent_link_still_closes_intervals() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
         assert_eq!(s["packets"], frames, "the whole file on every queue");
-        let time = if probe_clock { "tsc" } else { "nic" };
+        // net_pcap's stamps are its file's times.
+        let time = if probe_clock { "tsc" } else { "pcap" };
         assert_eq!(s["time_sources"]["compute"], serde_json::json!([time]));
         // The file arrives at once; then 2 s of silence, 100 ms intervals.
         let ports = whole_rows(&csv.join("ports.csv"));

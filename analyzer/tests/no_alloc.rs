@@ -18,6 +18,7 @@ const PORT_SETUP: PortSetup = PortSetup {
     max_frame: roceprobe::defaults::MAX_FRAME,
     flow_control: FlowControl::Off,
     probe_clock: false,
+    looped_frames: 0,
 };
 
 struct Counting;

@@ -600,6 +600,8 @@ struct Rx {
     nic_time: Vec<NicTime>,
     /// Per port id: whether frames carried a usable RX timestamp.
     saw_nic_ts: Vec<bool>,
+    /// Per port id: its timestamps are a capture file's (net_pcap), not a NIC's.
+    file_times: Vec<bool>,
 }
 
 impl Rx {
@@ -615,6 +617,7 @@ impl Rx {
             last_rx_ns: like.last_rx_ns,
             nic_time: like.nic_time.clone(),
             saw_nic_ts: vec![false; like.saw_nic_ts.len()],
+            file_times: like.file_times.clone(),
         }
     }
 
@@ -732,22 +735,46 @@ impl Rx {
     }
 
     fn time_sources(&self) -> Vec<&'static str> {
-        self.saw_nic_ts.iter().map(|&nic| if nic { "nic" } else { "tsc" }).collect()
+        let source = |(&stamped, &file)| match (stamped, file) {
+            (true, true) => "pcap",
+            (true, false) => "nic",
+            (false, _) => "tsc",
+        };
+        self.saw_nic_ts.iter().zip(&self.file_times).map(source).collect()
     }
 }
 
 /// Bytes DPDK keeps in front of a frame in its mbuf (`RTE_PKTMBUF_HEADROOM`).
 const MBUF_HEADROOM: usize = 128;
 
-/// The mbuf size (`--mbuf-size`) for the net_pcap vdevs among `eal_args` that replay their
-/// file with `infinite_rx=1`: such a vdev keeps every frame in one mbuf and refuses to start
-/// ("Multiseg mbufs are not supported") when one does not fit. `mbuf_size` 0 (the default)
-/// becomes room for the largest frame of those files when DPDK's default is too small; a
-/// given size too small for them is an error naming the size needed. Returns the size to
-/// use and, when it was raised, a note saying why.
-pub fn mbuf_size_for_vdevs(eal_args: &[String], mbuf_size: u16) -> Result<(u16, Option<String>)> {
+/// What the net_pcap vdevs among EAL's arguments that replay their file with
+/// `infinite_rx=1` ask of the mbufs (see [`looped_vdevs`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Looped {
+    /// The mbuf size to use (`--mbuf-size`, raised to hold the largest frame when DPDK's
+    /// default would not).
+    pub mbuf_size: u16,
+    /// When the size was raised, a note saying why.
+    pub note: Option<String>,
+    /// The frames of those files, every one of which such a vdev keeps in an mbuf of the
+    /// pool for the whole run (0 without such a vdev).
+    pub frames: u64,
+    /// The first of those files, to name in a message, and how many there are.
+    pub file: Option<String>,
+    pub files: u32,
+}
+
+/// The mbufs for the net_pcap vdevs among `eal_args` that replay their file with
+/// `infinite_rx=1`: such a vdev keeps every frame of its file in one mbuf of the pool, and
+/// refuses to start ("Multiseg mbufs are not supported") when one does not fit, or when
+/// the pool has fewer mbufs than the file has frames. `mbuf_size` 0 (the default) becomes
+/// room for the largest frame of those files when DPDK's default is too small; a given
+/// size too small for them is an error naming the size needed. The frames they keep are
+/// counted for the pool's size (see [`DpdkCapture::start`] and `--mbufs`).
+pub fn looped_vdevs(eal_args: &[String], mbuf_size: u16) -> Result<Looped> {
     let mut needed = 0;
     let mut largest_in = None;
+    let (mut frames, mut first, mut files) = (0, None, 0);
     for spec in vdev_specs(eal_args) {
         let mut kv = spec.split(',');
         let name = kv.next().unwrap_or_default();
@@ -757,19 +784,23 @@ pub fn mbuf_size_for_vdevs(eal_args: &[String], mbuf_size: u16) -> Result<(u16, 
         }
         for (_, file) in opts.iter().filter(|(k, _)| *k == "rx_pcap") {
             // A file DPDK cannot read either: EAL names it when the vdev fails to start.
-            let Ok(largest) = crate::capture::pcap::largest_frame(Path::new(file)) else { continue };
+            let Ok((largest, n)) = crate::capture::pcap::frame_sizes(Path::new(file)) else { continue };
+            frames += n;
+            files += 1;
+            first.get_or_insert_with(|| file.to_string());
             if largest + MBUF_HEADROOM > needed {
                 needed = largest + MBUF_HEADROOM;
                 largest_in = Some((largest, *file));
             }
         }
     }
-    let Some((largest, file)) = largest_in else { return Ok((mbuf_size, None)) };
+    let looped = |mbuf_size, note| Ok(Looped { mbuf_size, note, frames, file: first.clone(), files });
+    let Some((largest, file)) = largest_in else { return looped(mbuf_size, None) };
     // SAFETY: returns a compile-time constant.
     let default = usize::from(unsafe { ffi::roceprobe_mbuf_default_buf_size() });
     let given = if mbuf_size == 0 { default } else { usize::from(mbuf_size) };
     if needed <= given {
-        return Ok((mbuf_size, None));
+        return looped(mbuf_size, None);
     }
     let Ok(size) = u16::try_from(needed) else {
         bail!("{file} has a frame of {largest} bytes, more than one mbuf can hold: net_pcap with infinite_rx=1 cannot replay it");
@@ -782,7 +813,25 @@ pub fn mbuf_size_for_vdevs(eal_args: &[String], mbuf_size: u16) -> Result<(u16, 
     let note = format!(
         "roceprobe: mbufs of {size} bytes, for {file}'s largest frame ({largest} bytes; net_pcap with infinite_rx=1 keeps every frame in one mbuf)"
     );
-    Ok((size, Some(note)))
+    looped(size, Some(note))
+}
+
+/// The names of the net_pcap vdevs among EAL's arguments that loop their file
+/// (`infinite_rx=1`).
+fn looped_vdev_names(eal_args: &[String]) -> Vec<String> {
+    vdev_specs(eal_args)
+        .filter(|spec| spec.starts_with("net_pcap") && spec.split(',').any(|o| o == "infinite_rx=1"))
+        .filter_map(|spec| spec.split(',').next().map(str::to_owned))
+        .collect()
+}
+
+/// The name EAL gave port `id` (a vdev's is its `--vdev` name).
+fn port_name(id: u16) -> Option<String> {
+    let mut name = [0 as std::os::raw::c_char; 64];
+    // SAFETY: the buffer has room for RTE_ETH_NAME_MAX_LEN (64) bytes with the NUL.
+    let ok = unsafe { ffi::rte_eth_dev_get_name_by_port(id, name.as_mut_ptr()) } == 0;
+    // SAFETY: on success the buffer holds a NUL-terminated string.
+    ok.then(|| unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned())
 }
 
 /// The `--vdev` devices among EAL's arguments (`--vdev SPEC` or `--vdev=SPEC`).
@@ -802,6 +851,9 @@ pub struct PortSetup {
     pub flow_control: FlowControl,
     /// `--probe-clock`: frames timed by the probe at receive, the timestamp offload off.
     pub probe_clock: bool,
+    /// Frames that looped net_pcap vdevs keep in the pool for the whole run (see
+    /// [`looped_vdevs`]): added to the pool's default size.
+    pub looped_frames: u32,
 }
 
 /// Live capture from DPDK ports. Source ids are port ids. With one RX queue per port it is
@@ -837,9 +889,14 @@ impl DpdkCapture {
                 None => bail!("DPDK found no ports: bind a NIC to DPDK or pass a vdev, e.g. -- --vdev net_pcap0,rx_pcap=FILE"),
             }
         }
-        // Enough mbufs for every RX ring, the burst in flight and the per-lcore caches.
+        // Enough mbufs for every RX ring, the burst in flight and the per-lcore caches, and
+        // for the frames that looped net_pcap vdevs keep.
         let rings = ids.len() as u32 * u32::from(rx_queues.max(1));
-        let mbufs = if mbufs > 0 { mbufs } else { (rings * 1024 + rings * BURST as u32 + 512).max(4095) };
+        let mbufs = if mbufs > 0 {
+            mbufs
+        } else {
+            (rings * 1024 + rings * BURST as u32 + 512).max(4095).saturating_add(setup.looped_frames)
+        };
         // SAFETY: no preconditions after EAL init.
         let socket = unsafe { ffi::rte_socket_id() } as i32;
         // Every port's plan before anything is configured: a port that cannot do what is
@@ -854,9 +911,14 @@ impl DpdkCapture {
             probe_clock,
         };
         let mut plans = Vec::with_capacity(ids.len());
+        let looped = looped_vdev_names(eal_args);
         for &id in &ids {
             let caps = capabilities(id)?;
-            let plan = port_plan::plan(&caps, &wanted).map_err(|e| anyhow!("port {id}: {e}"))?;
+            let mut plan = port_plan::plan(&caps, &wanted).map_err(|e| anyhow!("port {id}: {e}"))?;
+            if caps.driver == "net_pcap" && !probe_clock && port_name(id).is_some_and(|n| looped.contains(&n))
+            {
+                plan.times = "times from the probe's clock (net_pcap with infinite_rx=1 does not stamp the frames it loops)".into();
+            }
             for w in &plan.warnings {
                 eprintln!("roceprobe: warning: port {id}: {w}");
             }
@@ -889,7 +951,12 @@ impl DpdkCapture {
                 nic_time[usize::from(p.id)] = NicTime::of(p, &clock);
             }
         }
+        let mut file_times = vec![false; max_id];
+        for p in &started {
+            file_times[usize::from(p.id)] = p.driver() == "net_pcap";
+        }
         let rx = Rx {
+            file_times,
             queue: 0,
             bufs: [std::ptr::null_mut(); BURST],
             ts_field,

@@ -617,15 +617,16 @@ impl<W: std::io::Write> Writer<W> {
     }
 }
 
-/// The longest frame (captured bytes) of a file.
-pub fn largest_frame(path: &Path) -> Result<usize> {
+/// The longest frame (captured bytes) of a file, and how many frames it holds.
+pub fn frame_sizes(path: &Path) -> Result<(usize, u64)> {
     let mut r = FileReader::open(path)?;
-    let mut largest = 0;
+    let (mut largest, mut frames) = (0, 0);
     while r.has_next {
         largest = largest.max(r.next.data.len());
+        frames += 1;
         r.advance()?;
     }
-    Ok(largest)
+    Ok((largest, frames))
 }
 
 /// Reads every frame of a file (for tests and tools; allocates per frame).
