@@ -103,14 +103,7 @@ fn pcapng_packets_on_an_interface_that_is_not_ethernet_are_skipped() {
     let f = d.path().join("two-interfaces.pcapng");
     std::fs::write(&f, pcapng(&[1, 113], &packets)).unwrap();
     // tshark reads the file as built: 66 packets, 60 on interface 0.
-    let count = |filter: &str| {
-        let o = std::process::Command::new("tshark")
-            .args(["-r", f.to_str().unwrap(), "-Y", filter, "-T", "fields", "-e", "frame.number"])
-            .output()
-            .expect("tshark (scripts/setup installs it)");
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8_lossy(&o.stdout).lines().count()
-    };
+    let count = |filter: &str| tshark_count(&f, filter);
     assert_eq!((count("frame"), count("frame.interface_id == 0")), (66, 60));
     let o = run(&["replay", "--summary", "-", "-q", f.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&o.stderr);
@@ -180,24 +173,26 @@ fn vdev_file_that_does_not_exist() {
     );
 }
 
-#[test]
-fn port_that_does_not_exist() {
+/// `roceprobe live OPTIONS -- EAL` on one net_pcap port replaying rdma_write_bw.pcap must
+/// fail in one line that contains `needle`.
+fn assert_live_refused(options: &[&str], needle: &str) {
     let c = capture("rdma_write_bw.pcap");
-    let mut args =
-        vec!["live".to_string(), "--idle-exit".into(), "1s".into(), "--port".into(), "5".into(), "--".into()];
+    let mut args: Vec<String> =
+        ["live", "--idle-exit", "1s"].iter().chain(options).map(|s| s.to_string()).collect();
+    args.push("--".into());
     args.extend(eal_args(&[&c]));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    assert_one_line_error(&refs, "port 5 does not exist");
+    assert_one_line_error(&refs, needle);
+}
+
+#[test]
+fn port_that_does_not_exist() {
+    assert_live_refused(&["--port", "5"], "port 5 does not exist");
 }
 
 #[test]
 fn port_given_twice() {
-    let c = capture("rdma_write_bw.pcap");
-    let mut args =
-        vec!["live".to_string(), "--port".into(), "0".into(), "--port".into(), "0".into(), "--".into()];
-    args.extend(eal_args(&[&c]));
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    assert_one_line_error(&refs, "--port 0 is given twice");
+    assert_live_refused(&["--port", "0", "--port", "0"], "--port 0 is given twice");
 }
 
 #[test]
@@ -207,13 +202,7 @@ fn only_the_ports_captured_from_are_reported() {
     // received and "no receive drops"). Port 1's file is rdma_cm.pcap, whose frames tshark
     // counts.
     let (idle, cm) = (capture("rdma_write_bw.pcap"), capture("rdma_cm.pcap"));
-    let frames = {
-        let o = std::process::Command::new("tshark")
-            .args(["-r", cm.to_str().unwrap(), "-T", "fields", "-e", "frame.number"])
-            .output()
-            .expect("tshark (scripts/setup installs it)");
-        String::from_utf8_lossy(&o.stdout).lines().count() as u64
-    };
+    let frames = tshark_count(&cm, "frame") as u64;
     let d = tempfile::tempdir().unwrap();
     let csv = d.path().join("csv");
     let summary = d.path().join("s.json");
@@ -644,19 +633,32 @@ fn frames_of(path: &Path, len: usize, n: usize) {
     }
 }
 
+/// `roceprobe live --duration 1s OPTIONS` on a net_pcap vdev looping `pcap`.
+fn looping(pcap: &Path, options: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> =
+        ["live", "--duration", "1s"].iter().chain(options).map(|s| s.to_string()).collect();
+    args.push("--".into());
+    args.extend(eal_args(&[]));
+    args.extend(["--vdev".into(), format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display())]);
+    args
+}
+
+/// Frames tshark reads in `path` that match display filter `filter`.
+fn tshark_count(path: &Path, filter: &str) -> usize {
+    let o = std::process::Command::new("tshark")
+        .args(["-r", path.to_str().unwrap(), "-Y", filter, "-T", "fields", "-e", "frame.number"])
+        .output()
+        .expect("tshark (scripts/setup installs it)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).lines().count()
+}
+
 #[test]
 fn infinite_rx_of_large_frames_sizes_the_mbufs_or_names_the_size_needed() {
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("jumbo.pcap");
     frames_of(&pcap, 4000, 50);
-    let live = |extra: &[&str]| {
-        let mut args: Vec<String> = ["live", "--duration", "1s"].iter().map(|s| s.to_string()).collect();
-        args.extend(extra.iter().map(|s| s.to_string()));
-        args.push("--".into());
-        args.extend(eal_args(&[]));
-        args.extend(["--vdev".into(), format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display())]);
-        args
-    };
+    let live = |extra: &[&str]| looping(&pcap, extra);
     // Without --mbuf-size: mbufs sized for the file's 4000-byte frames, plus DPDK's 128-byte headroom.
     let s = summary_of(&live(&[]));
     assert!(s["packets"].as_u64().unwrap() > 50, "the file was replayed: {}", s["packets"]);
@@ -676,19 +678,8 @@ fn infinite_rx_of_many_frames_sizes_the_pool_or_names_the_size_needed() {
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("many.pcap");
     frames_of(&pcap, 64, 6_000);
-    let o = std::process::Command::new("tshark")
-        .args(["-r", pcap.to_str().unwrap(), "-T", "fields", "-e", "frame.number"])
-        .output()
-        .expect("tshark (scripts/setup installs it)");
-    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 6_000);
-    let live = |extra: &[&str]| {
-        let mut args: Vec<String> = ["live", "--duration", "1s"].iter().map(|s| s.to_string()).collect();
-        args.extend(extra.iter().map(|s| s.to_string()));
-        args.push("--".into());
-        args.extend(eal_args(&[]));
-        args.extend(["--vdev".into(), format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display())]);
-        args
-    };
+    assert_eq!(tshark_count(&pcap, "frame"), 6_000);
+    let live = |extra: &[&str]| looping(&pcap, extra);
     // Without --mbufs: a pool with room for the file's frames as well.
     let s = summary_of(&live(&[]));
     assert!(s["packets"].as_u64().unwrap() > 6_000, "the file was replayed: {}", s["packets"]);

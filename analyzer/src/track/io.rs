@@ -1264,22 +1264,9 @@ mod tests {
         t.command(at(c, 0), sent, &write, &mut h, &mut rec);
         assert!(t.read_request(at(s, half), 500, 7, 0x4000, &mut h), "the write's data phase");
         t.read_response_end(at(s, 0), 9, 500, &mut h);
-        assert!(t.completion(
-            at(s, half + 1),
-            Some(9),
-            3,
-            Packet { psn: 600, again: false },
-            &mut h,
-            &mut rec
-        ));
-        assert!(t.completion(
-            at(c, half + 2),
-            Some(9),
-            3,
-            Packet { psn: 600, again: false },
-            &mut h,
-            &mut rec
-        ));
+        let cqe = Packet { psn: 600, again: false };
+        assert!(t.completion(at(s, half + 1), Some(9), 3, cqe, &mut h, &mut rec));
+        assert!(t.completion(at(c, half + 2), Some(9), 3, cqe, &mut h, &mut rec));
         t.finish_all(&mut rec);
         let n = t.counts().values().next().unwrap();
         assert_eq!(n.completed, 1);
