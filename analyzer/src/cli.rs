@@ -765,9 +765,11 @@ fn live(a: LiveArgs) -> Result<()> {
     let prometheus = Outputs::check(&a.common, &[])?;
     check_live_options(&a)?;
     let looped = crate::capture::dpdk::looped_vdevs(&a.eal_args, a.mbuf_size)?;
-    // A looped net_pcap keeps its file's frames in the pool, and receives into more.
+    // A looped net_pcap keeps its file's frames in the pool, and receives into more. (With
+    // --port, the vdevs left out are counted too: the default pool is then larger than
+    // needed, and a --mbufs given is left to DPDK to judge.)
     let least = looped.frames + crate::capture::BURST as u64;
-    if let (1.., Some(file)) = (a.mbufs, &looped.file) {
+    if let (1.., Some(file), true) = (a.mbufs, &looped.file, a.ports.is_empty()) {
         if u64::from(a.mbufs) < least {
             let files =
                 if looped.files > 1 { format!("{file} and the other looped files") } else { file.clone() };

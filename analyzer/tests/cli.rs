@@ -120,6 +120,16 @@ fn pcapng_packets_on_an_interface_that_is_not_ethernet_are_skipped() {
         ),
         "{err}"
     );
+    // Cut short in its last record, the sixth cooked frame (a capture still being
+    // written): the frames before it are read, and the five cooked ones before it told.
+    let bytes = std::fs::read(&f).unwrap();
+    let cut = d.path().join("cut.pcapng");
+    std::fs::write(&cut, &bytes[..bytes.len() - 10]).unwrap();
+    let o = run(&["replay", "--summary", "-", "-q", cut.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(s["packets"].as_u64(), Some(60), "{err}");
+    assert!(err.contains("5 packets on interfaces that are not Ethernet"), "{err}");
     // A file of no Ethernet interface is refused, in one line.
     let only = d.path().join("cooked.pcapng");
     std::fs::write(&only, pcapng(&[113], &[(0, 1, &sll[..])])).unwrap();

@@ -259,3 +259,67 @@ fn a_capsule_sent_again_after_its_io_finished_changes_no_io() {
     assert_eq!((ios["completed"].as_u64(), ios["timed_out"].as_u64()), (Some(120), Some(0)));
     assert_eq!((ios["retransmitted"].as_u64(), ios["unfinished"].as_u64()), (Some(0), Some(0)));
 }
+
+#[test]
+fn a_command_first_seen_behind_its_flows_psn_is_taken() {
+    // The storage mirror alone, with one command moved after the next request of its flow
+    // (as when the command was lost before this mirror and resent after a later packet
+    // passed): its PSN is behind the flow's expected one, but no I/O had it, so it begins
+    // its I/O as usual. Every I/O completes, as the truth says.
+    let t = truth("nvme_split");
+    let fs = files("nvme_split", &t);
+    let storage = &fs[1];
+    // (src, dst, destination QP, opcode) of every frame, by tshark, in file order.
+    let out = Command::new("tshark")
+        .args(["-r", storage.to_str().unwrap(), "-T", "fields", "-e", "ip.src", "-e", "ip.dst"])
+        .args(["-e", "infiniband.bth.destqp", "-e", "infiniband.bth.opcode"])
+        .output()
+        .expect("tshark (scripts/setup installs it)");
+    let rows: Vec<Vec<String>> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.split('\t').map(str::to_owned).collect())
+        .collect();
+    let mut frames: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut r = roceprobe::capture::pcap::Replay::open(std::slice::from_ref(storage)).unwrap();
+    while let roceprobe::capture::Poll::Frames(_) =
+        r.poll(|f| frames.push((f.ts_ns, f.data.to_vec()))).unwrap()
+    {}
+    assert_eq!(rows.len(), frames.len());
+    // A request: an RC opcode below READ Response First (0x0D).
+    let request = |k: usize| rows[k][3].parse::<u64>().is_ok_and(|o| o < 0x0D);
+    // The first I/O whose command at storage comes after a request of its flow and before
+    // another (so that moving it leaves a gap of one PSN, then fills it).
+    let (sqe, next) = t["ios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|io| {
+            let at = io["anchors"]["sqe_first@storage"].as_u64()?;
+            let k = frames.iter().position(|f| f.0 == at)?;
+            let same = |j: usize| rows[j][..3] == rows[k][..3] && request(j);
+            (0..k).any(same).then_some(())?;
+            Some((k, (k + 1..frames.len()).find(|&j| same(j))?))
+        })
+        .next()
+        .expect("a command followed by a request of its flow");
+    let moved = (frames[next].0 + 1, frames[sqe].1.clone());
+    frames.remove(sqe);
+    frames.insert(next, moved);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("storage.pcap");
+    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+    for (ts, data) in &frames {
+        w.write(*ts, data, data.len() as u32).unwrap();
+    }
+    drop(w);
+    let s = replay_summary(&[&path], &["--vantage", "storage=file:0"]);
+    let want = t["ios"].as_array().unwrap().len() as u64;
+    let ios = &s["ios"];
+    assert_eq!((ios["completed"].as_u64(), ios["timed_out"].as_u64()), (Some(want), Some(0)));
+    assert_eq!(ios["unfinished"].as_u64(), Some(0));
+    // The flow's PSN analysis saw the command behind: one retransmitted packet, one gap.
+    let flows = s["flows"].as_array().unwrap();
+    let sum = |k: &str| flows.iter().map(|f| f[k].as_u64().unwrap()).sum::<u64>();
+    assert_eq!((sum("retx_packets"), sum("gap_psns")), (1, 1));
+}

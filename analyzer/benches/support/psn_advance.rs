@@ -7,7 +7,8 @@
 //! on by its PSN space's span in the capture. A request's space is its flow
 //! (source, destination, destination QPN). A response (READ Response, ACK, NAK, Atomic ACK)
 //! belongs to the space of the requests it answers: the request flow in the other
-//! direction whose PSNs, in the capture, cover the response's. So each flow's second pass
+//! direction whose PSNs, in the capture, cover the response's (a READ's responses stretch
+//! its space to the PSNs the READ reserved). So each flow's second pass
 //! continues where its first ended, in order, and the ACKs still cover their requests.
 //! Where a frame's ICRC was right, it is written again for the new PSN.
 //!
@@ -18,6 +19,9 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 
 const PSN_MASK: u32 = 0x00FF_FFFF;
+
+/// A request flow: source, destination, destination QPN.
+type Flow = (IpAddr, IpAddr, u32);
 
 /// Where a frame's PSN is and how far it moves each pass; where its ICRC is, if it was
 /// right.
@@ -62,9 +66,10 @@ impl Span {
         (self.high - self.low + 1) as u32
     }
     /// Whether a response with this PSN answers requests of this space (an ACK carries the
-    /// last PSN it covers, a NAK the next one expected).
-    fn answers(&self, psn: u32) -> bool {
-        (self.low - 1..=self.high + 1).contains(&self.rel(psn))
+    /// last PSN it covers, a NAK the next one expected; a READ Response one of the PSNs
+    /// its READ Request reserved, up to `beyond` past the space's highest request PSN).
+    fn answers(&self, psn: u32, beyond: i32) -> bool {
+        (self.low - 1..=self.high + beyond).contains(&self.rel(psn))
     }
 }
 
@@ -72,9 +77,16 @@ fn is_response(opcode: u8) -> bool {
     matches!(opcode >> 5, 0 | 2 | 5) && matches!(opcode & 0x1F, 0x0D..=0x12)
 }
 
+fn is_read_response(opcode: u8) -> bool {
+    is_response(opcode) && matches!(opcode & 0x1F, 0x0D..=0x10)
+}
+
+/// How far past a space's highest request PSN a READ Response may be: the PSNs the last
+/// READ reserved (a READ of 16 MiB at a 256-byte MTU reserves 65,536).
+const READ_BEYOND: i32 = 1 << 16;
+
 impl Advance {
     pub fn plan<'a>(frames: impl Iterator<Item = &'a [u8]>) -> Self {
-        type Flow = (IpAddr, IpAddr, u32);
         let mut spaces: HashMap<Flow, Span> = HashMap::new();
         let mut found = Vec::new();
         for f in frames {
@@ -100,23 +112,37 @@ impl Advance {
             found.push(Some((flow, opcode, psn, l3 + udp_offset + 8 + 9, icrc)));
         }
         // Request spaces per (source, destination), for the responses to find theirs.
-        let mut by_hosts: HashMap<(IpAddr, IpAddr), Vec<(u32, Span)>> = HashMap::new();
-        for (&(src, dst, qpn), span) in &spaces {
-            by_hosts.entry((src, dst)).or_default().push((qpn, *span));
+        let mut by_hosts: HashMap<(IpAddr, IpAddr), Vec<Flow>> = HashMap::new();
+        for &(src, dst, qpn) in spaces.keys() {
+            by_hosts.entry((src, dst)).or_default().push((src, dst, qpn));
         }
         for v in by_hosts.values_mut() {
-            v.sort_by_key(|s| s.0);
+            v.sort_by_key(|f| f.2);
+        }
+        // Each response's space; a READ Response stretches its space to the PSNs its READ
+        // reserved.
+        let mut answered: Vec<Option<Flow>> = vec![None; found.len()];
+        for (k, x) in found.iter().enumerate() {
+            let Some((flow, opcode, psn, ..)) = x else { continue };
+            if !is_response(*opcode) {
+                continue;
+            }
+            let beyond = if is_read_response(*opcode) { READ_BEYOND } else { 1 };
+            let candidates = by_hosts.get(&(flow.1, flow.0)).map(Vec::as_slice).unwrap_or_default();
+            let Some(&space) = candidates.iter().find(|f| spaces[f].answers(*psn, beyond)) else { continue };
+            answered[k] = Some(space);
+            let s = spaces.get_mut(&space).unwrap();
+            s.high = s.high.max(s.rel(*psn));
         }
         let sites = found
             .into_iter()
-            .map(|x| {
-                let (flow, opcode, psn, psn_at, icrc) = x?;
+            .zip(answered)
+            .map(|(x, answered)| {
+                let (flow, opcode, _, psn_at, icrc) = x?;
                 let step = if opcode == 0x81 {
                     0 // a CNP carries no sequence
                 } else if is_response(opcode) {
-                    let answered =
-                        by_hosts.get(&(flow.1, flow.0)).and_then(|v| v.iter().find(|s| s.1.answers(psn)));
-                    answered.map_or(0, |s| s.1.len())
+                    answered.map_or(0, |f| spaces[&f].len())
                 } else {
                     spaces[&flow].len()
                 };

@@ -600,8 +600,8 @@ struct Rx {
     nic_time: Vec<NicTime>,
     /// Per port id: whether frames carried a usable RX timestamp.
     saw_nic_ts: Vec<bool>,
-    /// Per port id: its timestamps are a capture file's (net_pcap), not a NIC's.
-    file_times: Vec<bool>,
+    /// Per port id: what its frame times are made of, as its set-up says.
+    stamps: Vec<Stamps>,
 }
 
 impl Rx {
@@ -617,7 +617,7 @@ impl Rx {
             last_rx_ns: like.last_rx_ns,
             nic_time: like.nic_time.clone(),
             saw_nic_ts: vec![false; like.saw_nic_ts.len()],
-            file_times: like.file_times.clone(),
+            stamps: like.stamps.clone(),
         }
     }
 
@@ -735,12 +735,7 @@ impl Rx {
     }
 
     fn time_sources(&self) -> Vec<&'static str> {
-        let source = |(&stamped, &file)| match (stamped, file) {
-            (true, true) => "pcap",
-            (true, false) => "nic",
-            (false, _) => "tsc",
-        };
-        self.saw_nic_ts.iter().zip(&self.file_times).map(source).collect()
+        self.saw_nic_ts.iter().zip(&self.stamps).map(|(&stamped, s)| s.name(stamped)).collect()
     }
 }
 
@@ -775,14 +770,8 @@ pub fn looped_vdevs(eal_args: &[String], mbuf_size: u16) -> Result<Looped> {
     let mut needed = 0;
     let mut largest_in = None;
     let (mut frames, mut first, mut files) = (0, None, 0);
-    for spec in vdev_specs(eal_args) {
-        let mut kv = spec.split(',');
-        let name = kv.next().unwrap_or_default();
-        let opts: Vec<(&str, &str)> = kv.filter_map(|o| o.split_once('=')).collect();
-        if !name.starts_with("net_pcap") || !opts.contains(&("infinite_rx", "1")) {
-            continue;
-        }
-        for (_, file) in opts.iter().filter(|(k, _)| *k == "rx_pcap") {
+    for vdev in pcap_vdevs(eal_args).filter(|v| v.looped) {
+        for file in vdev.files {
             // A file DPDK cannot read either: EAL names it when the vdev fails to start.
             let Ok((largest, n)) = crate::capture::pcap::frame_sizes(Path::new(file)) else { continue };
             frames += n;
@@ -790,7 +779,7 @@ pub fn looped_vdevs(eal_args: &[String], mbuf_size: u16) -> Result<Looped> {
             first.get_or_insert_with(|| file.to_string());
             if largest + MBUF_HEADROOM > needed {
                 needed = largest + MBUF_HEADROOM;
-                largest_in = Some((largest, *file));
+                largest_in = Some((largest, file));
             }
         }
     }
@@ -816,13 +805,49 @@ pub fn looped_vdevs(eal_args: &[String], mbuf_size: u16) -> Result<Looped> {
     looped(size, Some(note))
 }
 
-/// The names of the net_pcap vdevs among EAL's arguments that loop their file
-/// (`infinite_rx=1`).
-fn looped_vdev_names(eal_args: &[String]) -> Vec<String> {
-    vdev_specs(eal_args)
-        .filter(|spec| spec.starts_with("net_pcap") && spec.split(',').any(|o| o == "infinite_rx=1"))
-        .filter_map(|spec| spec.split(',').next().map(str::to_owned))
-        .collect()
+/// A net_pcap `--vdev` among EAL's arguments: its name, the files it reads (`rx_pcap`),
+/// and whether it loops them (`infinite_rx=1`).
+struct PcapVdev<'a> {
+    name: &'a str,
+    files: Vec<&'a str>,
+    looped: bool,
+}
+
+fn pcap_vdevs(eal_args: &[String]) -> impl Iterator<Item = PcapVdev<'_>> {
+    vdev_specs(eal_args).filter(|spec| spec.starts_with("net_pcap")).map(|spec| {
+        let mut kv = spec.split(',');
+        let name = kv.next().unwrap_or_default();
+        let opts: Vec<(&str, &str)> = kv.filter_map(|o| o.split_once('=')).collect();
+        PcapVdev {
+            name,
+            files: opts.iter().filter(|(k, _)| *k == "rx_pcap").map(|(_, f)| *f).collect(),
+            looped: opts.contains(&("infinite_rx", "1")),
+        }
+    })
+}
+
+/// What a port's frame times are made of, as far as its set-up says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stamps {
+    /// The NIC's RX timestamps (or net_pcap's from a live interface).
+    Nic,
+    /// A capture file's times (net_pcap reading a file once).
+    File,
+    /// None: the probe's clock times the frames (`--probe-clock`, a NIC that does not
+    /// stamp, a net_pcap looping its file).
+    Probe,
+}
+
+impl Stamps {
+    /// The summary's name for frame times made of this (`time_sources`), given whether
+    /// frames carried stamps.
+    fn name(self, stamped: bool) -> &'static str {
+        match (self, stamped) {
+            (Stamps::File, true) => "pcap",
+            (Stamps::Nic, true) => "nic",
+            _ => "tsc",
+        }
+    }
 }
 
 /// The name EAL gave port `id` (a vdev's is its `--vdev` name).
@@ -911,14 +936,23 @@ impl DpdkCapture {
             probe_clock,
         };
         let mut plans = Vec::with_capacity(ids.len());
-        let looped = looped_vdev_names(eal_args);
+        let vdevs: Vec<PcapVdev> = pcap_vdevs(eal_args).collect();
+        let mut stamps = Vec::with_capacity(ids.len());
         for &id in &ids {
             let caps = capabilities(id)?;
             let mut plan = port_plan::plan(&caps, &wanted).map_err(|e| anyhow!("port {id}: {e}"))?;
-            if caps.driver == "net_pcap" && !probe_clock && port_name(id).is_some_and(|n| looped.contains(&n))
-            {
-                plan.times = "times from the probe's clock (net_pcap with infinite_rx=1 does not stamp the frames it loops)".into();
-            }
+            let pcap = caps.driver == "net_pcap";
+            let vdev = port_name(id).and_then(|n| vdevs.iter().find(|v| v.name == n));
+            let stamp = match vdev {
+                _ if probe_clock || !(plan.timestamps || pcap) => Stamps::Probe,
+                Some(v) if pcap && v.looped => {
+                    plan.times = "times from the probe's clock (net_pcap with infinite_rx=1 does not stamp the frames it loops)".into();
+                    Stamps::Probe
+                }
+                Some(v) if pcap && !v.files.is_empty() => Stamps::File,
+                _ => Stamps::Nic,
+            };
+            stamps.push((id, stamp));
             for w in &plan.warnings {
                 eprintln!("roceprobe: warning: port {id}: {w}");
             }
@@ -951,12 +985,12 @@ impl DpdkCapture {
                 nic_time[usize::from(p.id)] = NicTime::of(p, &clock);
             }
         }
-        let mut file_times = vec![false; max_id];
-        for p in &started {
-            file_times[usize::from(p.id)] = p.driver() == "net_pcap";
+        let mut port_stamps = vec![Stamps::Probe; max_id];
+        for (id, stamp) in stamps {
+            port_stamps[usize::from(id)] = stamp;
         }
         let rx = Rx {
-            file_times,
+            stamps: port_stamps,
             queue: 0,
             bufs: [std::ptr::null_mut(); BURST],
             ts_field,
@@ -976,9 +1010,11 @@ impl DpdkCapture {
     }
 
     /// What each port's frame times will be made of, before any frame arrived: `nic` where
-    /// the port stamps frames in a usable unit, else `tsc`.
+    /// the port stamps frames in a usable unit, `pcap` where net_pcap gives a file's times,
+    /// else `tsc`.
     pub fn expected_time_sources(&self) -> Vec<&'static str> {
-        self.rx.nic_time.iter().map(|t| if matches!(t, NicTime::Tsc) { "tsc" } else { "nic" }).collect()
+        let stamped = |t: &NicTime| !matches!(t, NicTime::Tsc);
+        self.rx.nic_time.iter().zip(&self.rx.stamps).map(|(t, s)| s.name(stamped(t))).collect()
     }
 
     /// Receive statistics per port id, read from any thread.

@@ -152,6 +152,7 @@ impl FileReader {
                 }
                 Err(PcapError::Incomplete(_)) => {
                     if !self.refill()? {
+                        self.warn_skipped();
                         return Ok(());
                     }
                     continue;
@@ -162,6 +163,7 @@ impl FileReader {
                 }
                 Err(_) => {
                     self.warn_damaged();
+                    self.warn_skipped();
                     return Ok(());
                 }
             };
@@ -192,9 +194,10 @@ impl FileReader {
         Ok(())
     }
 
-    /// Packets skipped on interfaces that are not Ethernet, told once, at the file's end
-    /// (none in a file of one interface, as nearly every capture is; a file of no Ethernet
-    /// interface is refused instead, see [`FileReader::open`]).
+    /// Packets skipped on interfaces that are not Ethernet, told once, where the file ends
+    /// (at its end, at a record cut short or at a damaged one). None in a file of one
+    /// interface, as nearly every capture is; a file of no Ethernet interface is refused
+    /// instead (see [`FileReader::open`]).
     fn warn_skipped(&mut self) {
         let skipped = std::mem::take(&mut self.format.skipped);
         if let (n @ 1.., Some((i, linktype)), true) = (skipped, self.format.other, self.format.any_ethernet) {

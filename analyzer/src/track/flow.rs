@@ -711,9 +711,8 @@ pub struct FlowTable {
     pub signals: Signals,
     /// The slot the last packet recorded counted in (`NONE`: none), for the evidence.
     last_recorded: u32,
-    /// The last packet recorded was a request its flow had sent already (a PSN behind the
-    /// one expected: a transport retransmission), for the I/O tracker (see
-    /// [`FlowTable::was_sent_again`]).
+    /// The last packet recorded was a request behind its flow's expected PSN, for the I/O
+    /// tracker (see [`FlowTable::was_sent_again`]).
     sent_again: bool,
 }
 
@@ -1667,9 +1666,10 @@ impl FlowTable {
         }
     }
 
-    /// Whether the last packet recorded was a request its flow had sent already (its PSN
-    /// behind the one expected): a copy the receiving NIC drops, which starts and ends
-    /// nothing above the transport.
+    /// Whether the last packet recorded was a request behind its flow's expected PSN: sent
+    /// again by the transport, or missed at this vantage before (lost upstream of it) and
+    /// resent. The I/O tracker tells the two apart by the capsules of the I/Os that
+    /// finished (see `io::Packet`).
     #[inline]
     pub fn was_sent_again(&self) -> bool {
         self.sent_again

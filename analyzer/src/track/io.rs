@@ -392,7 +392,8 @@ pub struct At {
 }
 
 /// How a command capsule was sent: on the target's QP, at this PSN, whole in one packet (a
-/// SEND Only) or not (a SEND First), and whether its flow had sent this PSN already.
+/// SEND Only) or not (a SEND First), and whether the PSN is behind its flow's expected one
+/// (see [`Packet`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Sent {
     pub target_qpn: u32,
@@ -401,13 +402,16 @@ pub struct Sent {
     pub again: bool,
 }
 
-/// A completion capsule's packet: its PSN, and whether its flow had sent this PSN already.
+/// A completion capsule's packet: its PSN, and whether it is behind its flow's expected
+/// PSN.
 ///
-/// `again` is the flow's PSN analysis saying the packet is a transport retransmission (a
-/// PSN behind the one expected). The receiving NIC drops such a copy, so it neither begins
-/// nor ends an I/O. While the I/O it belongs to is live, it marks that I/O retransmitted.
-/// Once the I/O has finished, it is left to the flow's retransmission counters: it must
-/// not complete, or start, another I/O that uses the same CID.
+/// `again` is the flow's PSN analysis saying the packet is behind the PSN it expects: a
+/// transport retransmission, or a packet this vantage had missed (lost upstream of it)
+/// whose resend is the first copy it sees. A copy of a capsule that belonged to an I/O
+/// which has finished (`IoTracker::recent`) is dropped by the receiving NIC, so it neither
+/// begins nor ends an I/O: it is left to the flow's retransmission counters, and must not
+/// complete, or start, another I/O that uses the same CID. Any other capsule, behind or
+/// not, is taken as usual.
 #[derive(Debug, Clone, Copy)]
 pub struct Packet {
     pub psn: u32,
@@ -444,6 +448,25 @@ pub struct IoTracker {
     pub raised: Vec<IoRaised>,
     /// I/O events beyond that room, lost.
     pub raised_lost: u64,
+    /// The capsules of I/Os that finished lately, by hash (see [`recent_key`]): a command
+    /// or completion sent again after its I/O finished is found here. Direct-mapped, a
+    /// slot per hash's low bits (a power of two of them, twice `--max-ios`), 0 when empty:
+    /// newer I/Os overwrite older ones.
+    recent: Vec<u64>,
+}
+
+/// What a capsule of a finished I/O is remembered by in [`IoTracker::recent`]: a hash of
+/// the host, the target, the CID, the PSN and whether it is the command or the completion
+/// (never 0).
+fn recent_key(
+    h: &ahash::RandomState,
+    host: IpAddr,
+    target: IpAddr,
+    cid: u16,
+    psn: u32,
+    completion: bool,
+) -> u64 {
+    h.hash_one((host, target, cid, psn, completion)) | 1
 }
 
 /// I/O events that can wait for the analyzer at once.
@@ -496,7 +519,14 @@ impl IoTracker {
             }),
             raised: Vec::new(),
             raised_lost: 0,
+            recent: vec![0; (2 * max_ios).next_power_of_two()],
         }
+    }
+
+    /// Whether a capsule with this PSN belonged to an I/O that finished lately.
+    fn finished_lately(&self, host: IpAddr, target: IpAddr, cid: u16, psn: u32, completion: bool) -> bool {
+        let k = recent_key(self.by_cid.hasher(), host, target, cid, psn, completion);
+        self.recent[k as usize & (self.recent.len() - 1)] == k
     }
 
     /// Raises I/Os slower than `slow_ns`, and timeouts, for the evidence.
@@ -629,6 +659,15 @@ impl IoTracker {
         let io = &mut self.ios[i];
         io.live = false;
         let (host, target, cid, rkey, va) = (io.host, io.target, io.cid, io.rkey, io.va);
+        // Its capsules, for copies of them sent again (see [`Packet`]).
+        let capsules = [(Some(io.sqe_psn), false), (io.cqe_psn, true)];
+        let mask = self.recent.len() - 1;
+        for (psn, completion) in capsules {
+            if let Some(psn) = psn {
+                let k = recent_key(self.by_cid.hasher(), host, target, cid, psn, completion);
+                self.recent[k as usize & mask] = k;
+            }
+        }
         let me = Ref { slot: i as u32, generation: io.generation };
         // One lookup each: the entry found is the one removed.
         if let Entry::Occupied(mut o) = self.by_cid.entry(CidKey(host, target, cid)) {
@@ -937,7 +976,7 @@ impl IoTracker {
                 i
             }
             // Sent again after its I/O finished (see [`Packet`]).
-            None if again => return,
+            None if again && self.finished_lately(host, target, sqe.cid, psn, false) => return,
             None => {
                 // The CID is used again. An earlier command with it that this vantage saw
                 // but never saw complete lost its completion here: it ends now.
@@ -1145,7 +1184,8 @@ impl IoTracker {
         // copy sent again after its I/O finished answers none (see [`Packet`]).
         let refs = self.cid_refs(host, target, cid);
         let same = self.live(refs, target_qpn).find(|&i| self.ios[i].cqe_psn == Some(psn));
-        let answers = || if again { None } else { self.for_completion(vx, refs, target_qpn) };
+        let stale = again && self.finished_lately(host, target, cid, psn, true);
+        let answers = || if stale { None } else { self.for_completion(vx, refs, target_qpn) };
         let Some(i) = same.or_else(answers) else {
             return false;
         };
