@@ -523,9 +523,9 @@ impl Worker {
     /// touches next (its request's ring slot; for a response, the flow it answers; for a
     /// packet not of its flow's first opcode, the line counting it); track the packet, in
     /// order. The first two steps begin while the burst is still being staged
-    /// ([`Worker::ahead`]), the tracking after it. Only a few packets' misses are in flight at once: prefetching a whole burst at
-    /// each step asks for more lines than the CPU has miss buffers, and the prefetches
-    /// beyond them come to nothing.
+    /// ([`Worker::ahead`]), the tracking after it. Only a few packets' misses are in flight
+    /// at once: prefetching a whole burst at each step asks for more lines than the CPU has
+    /// miss buffers, and the prefetches beyond them come to nothing.
     fn burst<'a>(&mut self, frames: impl Iterator<Item = Incoming<'a>>) {
         let mut staged: [Option<Staged<'a>>; BURST] = [None; BURST];
         let mut n = 0;

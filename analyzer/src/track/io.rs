@@ -1248,6 +1248,11 @@ mod tests {
     use super::*;
     use crate::metrics::latency::LatencyRecorder;
 
+    /// A command capsule sent whole on QP 9 at `psn`, for the first time.
+    fn sent(psn: u32) -> Sent {
+        Sent { target_qpn: 9, psn, whole: true, again: false }
+    }
+
     fn at(v: Vantage, ts: u64) -> At {
         At { vantage: v, ts, host: "10.0.0.1".parse().unwrap(), target: "10.0.0.2".parse().unwrap() }
     }
@@ -1271,13 +1276,7 @@ mod tests {
         // Where the packets' flow found its connection (one flow here).
         let mut h = NONE;
         let c = Vantage::Compute;
-        t.command(
-            at(c, 0),
-            Sent { target_qpn: 9, psn: 100, whole: true, again: false },
-            &read(3),
-            &mut h,
-            &mut rec,
-        );
+        t.command(at(c, 0), sent(100), &read(3), &mut h, &mut rec);
         assert!(t.data_write(at(c, 10), 500, 7, 0x4000));
         assert!(!t.data_write(at(c, 11), 501, 7, 0x9999), "another buffer is no read's data");
         assert!(t.data_write(at(c, 20), 500, 7, 0x4000), "the same WRITE again");
@@ -1298,7 +1297,7 @@ mod tests {
         let mut h = NONE;
         let (c, s) = (Vantage::Compute, Vantage::Storage);
         let write = Sqe { opcode: crate::wire::nvme::opcode::WRITE, ..read(3) };
-        let sent = Sent { target_qpn: 9, psn: 100, whole: true, again: false };
+        let sent = sent(100);
         let half = 1u64 << 63;
         t.command(at(s, 0), sent, &write, &mut h, &mut rec);
         t.command(at(c, 0), sent, &write, &mut h, &mut rec);
@@ -1319,39 +1318,42 @@ mod tests {
         // Where the packets' flow found its connection (one flow here).
         let mut h = NONE;
         let c = Vantage::Compute;
-        t.command(
-            at(c, 0),
-            Sent { target_qpn: 9, psn: 100, whole: true, again: false },
-            &read(1),
-            &mut h,
-            &mut rec,
-        );
-        t.command(
-            at(c, 1),
-            Sent { target_qpn: 9, psn: 101, whole: true, again: false },
-            &read(2),
-            &mut h,
-            &mut rec,
-        );
-        t.command(
-            at(c, 2),
-            Sent { target_qpn: 9, psn: 102, whole: true, again: false },
-            &read(3),
-            &mut h,
-            &mut rec,
-        ); // table full
+        t.command(at(c, 0), sent(100), &read(1), &mut h, &mut rec);
+        t.command(at(c, 1), sent(101), &read(2), &mut h, &mut rec);
+        t.command(at(c, 2), sent(102), &read(3), &mut h, &mut rec); // table full
         t.expire(5_000, &mut rec);
-        t.command(
-            at(c, 5_001),
-            Sent { target_qpn: 9, psn: 103, whole: true, again: false },
-            &read(4),
-            &mut h,
-            &mut rec,
-        ); // room again
+        t.command(at(c, 5_001), sent(103), &read(4), &mut h, &mut rec); // room again
         t.finish_all(&mut rec);
         let n = t.counts().values().next().unwrap();
         assert_eq!((n.timed_out, n.overflowed, n.unfinished, n.completed), (2, 1, 1, 0));
         assert_eq!(rec.dropped_samples, 0);
+    }
+
+    #[test]
+    fn a_capsule_behind_its_flow_is_dropped_only_if_its_io_finished() {
+        let mut t = IoTracker::new(16, 1_000_000_000);
+        let mut rec = LatencyRecorder::new(16, 4);
+        let mut h = NONE;
+        let c = Vantage::Compute;
+        let cqe = |psn, again| Packet { psn, again };
+        // CID 3: a read, its completion at PSN 600 and the host's ACK of it: finished.
+        t.command(at(c, 0), sent(100), &read(3), &mut h, &mut rec);
+        assert!(t.completion(at(c, 30), Some(9), 3, cqe(600, false), &mut h, &mut rec));
+        t.ack(at(c, 40), 9, 600, &mut h, &mut rec);
+        // The next read reuses CID 3.
+        t.command(at(c, 50), sent(101), &read(3), &mut h, &mut rec);
+        // The first completion and the first command sent again: they belong to the I/O
+        // that finished, so the first answers nothing and the second begins nothing (nor
+        // ends the live I/O as one that lost its completion).
+        assert!(!t.completion(at(c, 60), Some(9), 3, cqe(600, true), &mut h, &mut rec));
+        t.command(at(c, 70), Sent { again: true, ..sent(100) }, &read(3), &mut h, &mut rec);
+        // A completion behind its flow's PSN that no finished I/O had (lost upstream of
+        // this vantage, then resent): it completes the live I/O.
+        assert!(t.completion(at(c, 80), Some(9), 3, cqe(601, true), &mut h, &mut rec));
+        t.ack(at(c, 90), 9, 601, &mut h, &mut rec);
+        t.finish_all(&mut rec);
+        let n = t.counts().values().next().unwrap();
+        assert_eq!((n.completed, n.timed_out, n.unfinished, n.retransmitted), (2, 0, 0, 0));
     }
 
     #[test]
