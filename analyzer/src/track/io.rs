@@ -448,25 +448,11 @@ pub struct IoTracker {
     pub raised: Vec<IoRaised>,
     /// I/O events beyond that room, lost.
     pub raised_lost: u64,
-    /// The capsules of I/Os that finished lately, by hash (see [`recent_key`]): a command
+    /// The capsules of I/Os that finished lately, by hash (see [`IoTracker::recent_slot`]): a command
     /// or completion sent again after its I/O finished is found here. Direct-mapped, a
     /// slot per hash's low bits (a power of two of them, twice `--max-ios`), 0 when empty:
     /// newer I/Os overwrite older ones.
     recent: Vec<u64>,
-}
-
-/// What a capsule of a finished I/O is remembered by in [`IoTracker::recent`]: a hash of
-/// the host, the target, the CID, the PSN and whether it is the command or the completion
-/// (never 0).
-fn recent_key(
-    h: &ahash::RandomState,
-    host: IpAddr,
-    target: IpAddr,
-    cid: u16,
-    psn: u32,
-    completion: bool,
-) -> u64 {
-    h.hash_one((host, target, cid, psn, completion)) | 1
 }
 
 /// I/O events that can wait for the analyzer at once.
@@ -525,8 +511,23 @@ impl IoTracker {
 
     /// Whether a capsule with this PSN belonged to an I/O that finished lately.
     fn finished_lately(&self, host: IpAddr, target: IpAddr, cid: u16, psn: u32, completion: bool) -> bool {
-        let k = recent_key(self.by_cid.hasher(), host, target, cid, psn, completion);
-        self.recent[k as usize & (self.recent.len() - 1)] == k
+        let (at, k) = self.recent_slot(host, target, cid, psn, completion);
+        self.recent[at] == k
+    }
+
+    /// Where a capsule is remembered in [`IoTracker::recent`], and by what: a hash of the
+    /// host, the target, the CID, the PSN and whether it is the command or the completion
+    /// (never 0), in the slot of its low bits.
+    fn recent_slot(
+        &self,
+        host: IpAddr,
+        target: IpAddr,
+        cid: u16,
+        psn: u32,
+        completion: bool,
+    ) -> (usize, u64) {
+        let k = self.by_cid.hasher().hash_one((host, target, cid, psn, completion)) | 1;
+        (k as usize & (self.recent.len() - 1), k)
     }
 
     /// Raises I/Os slower than `slow_ns`, and timeouts, for the evidence.
@@ -659,16 +660,15 @@ impl IoTracker {
         let io = &mut self.ios[i];
         io.live = false;
         let (host, target, cid, rkey, va) = (io.host, io.target, io.cid, io.rkey, io.va);
+        let me = Ref { slot: i as u32, generation: io.generation };
         // Its capsules, for copies of them sent again (see [`Packet`]).
         let capsules = [(Some(io.sqe_psn), false), (io.cqe_psn, true)];
-        let mask = self.recent.len() - 1;
         for (psn, completion) in capsules {
             if let Some(psn) = psn {
-                let k = recent_key(self.by_cid.hasher(), host, target, cid, psn, completion);
-                self.recent[k as usize & mask] = k;
+                let (at, k) = self.recent_slot(host, target, cid, psn, completion);
+                self.recent[at] = k;
             }
         }
-        let me = Ref { slot: i as u32, generation: io.generation };
         // One lookup each: the entry found is the one removed.
         if let Entry::Occupied(mut o) = self.by_cid.entry(CidKey(host, target, cid)) {
             let slots = o.get_mut();
