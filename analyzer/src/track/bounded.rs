@@ -91,6 +91,14 @@ pub struct Refused {
     set: u32,
 }
 
+/// A hasher of fixed seeds, for hashes whose collisions show in results: the same keys
+/// collide the same way in every run, so a replay is deterministic.
+pub fn fixed_hasher() -> ahash::RandomState {
+    const SEEDS: [u64; 4] =
+        [0x243f_6a88_85a3_08d3, 0x1319_8a2e_0370_7344, 0xa409_3822_299f_31d0, 0x082e_fa98_ec4e_6c89];
+    ahash::RandomState::with_seeds(SEEDS[0], SEEDS[1], SEEDS[2], SEEDS[3])
+}
+
 const REFUSED_BITS: usize = 1 << 16;
 
 impl Default for Refused {
@@ -115,9 +123,7 @@ impl Refused {
     /// the same estimate in every run (a replay is deterministic).
     #[inline]
     pub fn note_key<K: std::hash::Hash>(&mut self, key: &K) {
-        const SEEDS: [u64; 4] =
-            [0x243f_6a88_85a3_08d3, 0x1319_8a2e_0370_7344, 0xa409_3822_299f_31d0, 0x082e_fa98_ec4e_6c89];
-        self.note(ahash::RandomState::with_seeds(SEEDS[0], SEEDS[1], SEEDS[2], SEEDS[3]).hash_one(key));
+        self.note(fixed_hasher().hash_one(key));
     }
 
     /// About how many distinct keys were turned away, from above: exact while they are a

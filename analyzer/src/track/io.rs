@@ -453,6 +453,8 @@ pub struct IoTracker {
     /// slot per hash's low bits (a power of two of them, twice `--max-ios`), 0 when empty:
     /// newer I/Os overwrite older ones.
     recent: Vec<u64>,
+    /// Its hash, of fixed seeds: which capsules collide there is the same in every run.
+    recent_hash: ahash::RandomState,
 }
 
 /// I/O events that can wait for the analyzer at once.
@@ -506,6 +508,7 @@ impl IoTracker {
             raised: Vec::new(),
             raised_lost: 0,
             recent: vec![0; (2 * max_ios).next_power_of_two()],
+            recent_hash: super::bounded::fixed_hasher(),
         }
     }
 
@@ -526,7 +529,7 @@ impl IoTracker {
         psn: u32,
         completion: bool,
     ) -> (usize, u64) {
-        let k = self.by_cid.hasher().hash_one((host, target, cid, psn, completion)) | 1;
+        let k = self.recent_hash.hash_one((host, target, cid, psn, completion)) | 1;
         (k as usize & (self.recent.len() - 1), k)
     }
 
