@@ -221,6 +221,36 @@ fn a_packet_later_than_the_window_is_counted_late_in_its_flow_and_starts_no_io()
 }
 
 #[test]
+fn one_frame_stamped_seconds_ahead_in_one_vantages_file_keeps_the_files_merged() {
+    // nvme_split's storage file with its middle frame stamped 2 s ahead. Merged by that
+    // time, the storage file would wait behind it until the compute file reached it: every
+    // later storage copy would come after all of the compute file's frames, and the I/Os
+    // of the second half (39 of them) would be counted twice, once at each vantage, never
+    // joined. Merged where its file put it, every I/O is counted once.
+    let dir = tempfile::tempdir().unwrap();
+    let fs = files("nvme_split");
+    let mut storage = frames(&fs[1]);
+    let middle = storage.len() / 2;
+    storage[middle].0 += 2_000_000_000;
+    let stepped = dir.path().join("storage.pcap");
+    write(&stepped, &storage);
+    let (s, _) = replay(&[fs[0].clone(), stepped], &args("nvme_split"));
+    let t = truth("nvme_split");
+    let flow_field = |s: &Value, field: &str, vantage: &str| vantage_sum(s, vantage, field);
+    for v in ["compute", "storage"] {
+        assert_eq!(flow_field(&s, "packets", v), flow_field(&t, "packets", v), "{v}: packets");
+        assert_eq!(flow_field(&s, "bytes", v), flow_field(&t, "bytes", v), "{v}: bytes");
+    }
+    assert_eq!(s["reorder"]["late_packets"], serde_json::json!({"compute": 0, "storage": 0}));
+    // The truth's 120 I/Os, each once. (The frame 2 s ahead is a clock step, and moves time
+    // on: the I/Os in flight then time out, as with one file; METRICS.md says so.)
+    let ios = &s["ios"];
+    let n = |k: &str| ios[k].as_u64().unwrap();
+    assert_eq!(n("completed") + n("timed_out") + n("unfinished"), 120, "{ios}");
+    assert_eq!(t["ios"].as_array().unwrap().len(), 120);
+}
+
+#[test]
 fn psns_reordered_within_the_window_are_no_retransmission_and_no_gap() {
     // A real RDMA WRITE bandwidth run (no loss, tshark: no retransmission), its frames
     // swapped pairwise in arrival order, each keeping its time (frames of equal time keep

@@ -76,13 +76,22 @@ struct Format {
     other: Option<(usize, i32)>,
 }
 
-/// A reader over one file that yields Ethernet frames with nanosecond timestamps.
+/// A reader over one file that yields Ethernet frames with nanosecond timestamps. It reads
+/// one packet beyond the next, so that a replay can see where the file's time goes after
+/// it (see [`merge_ts`]).
 pub struct FileReader {
     path: PathBuf,
     reader: Box<dyn PcapReaderIterator + Send>,
     format: Format,
     next: Pending,
     has_next: bool,
+    /// The packet after `next`.
+    after: Pending,
+    has_after: bool,
+    /// The file failed where `after` would have been read: told when the reader gets there.
+    failed: Option<anyhow::Error>,
+    /// Packets read so far (into `next` or `after`).
+    read: u64,
     stats: SourceStats,
 }
 
@@ -123,8 +132,13 @@ impl FileReader {
             format: Format::default(),
             next: Pending::default(),
             has_next: false,
+            after: Pending::default(),
+            has_after: false,
+            failed: None,
+            read: 0,
             stats: SourceStats::default(),
         };
+        r.has_after = r.read_ahead()?;
         r.advance()?;
         if let (false, false, Some((i, linktype))) = (r.has_next, r.format.any_ethernet, r.format.other) {
             bail!(
@@ -139,21 +153,46 @@ impl FileReader {
         &self.path
     }
 
-    /// Reads the next packet into `self.next`. At the end of the file, or at a damaged
-    /// record (a capture cut short while being written), `has_next` becomes false.
+    /// Moves to the next packet (the one read ahead) and reads the one after it. At the end
+    /// of the file, or at a damaged record (a capture cut short while being written),
+    /// `has_next` becomes false; a failure reading ahead is returned when the reader gets
+    /// to it, after the packets before it.
     fn advance(&mut self) -> Result<()> {
-        self.has_next = false;
+        std::mem::swap(&mut self.next, &mut self.after);
+        self.has_next = std::mem::take(&mut self.has_after);
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
+        if self.has_next {
+            match self.read_ahead() {
+                Ok(got) => self.has_after = got,
+                Err(e) => self.failed = Some(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// The next packet's time after the one in `next`, if the file has one.
+    fn after_ts(&self) -> Option<u64> {
+        self.has_after.then_some(self.after.ts_ns)
+    }
+
+    /// Reads the next packet of the file into `self.after`: false at the end of the file
+    /// or at a damaged record.
+    fn read_ahead(&mut self) -> Result<bool> {
+        // A simple packet block has no time of its own: it keeps the packet's before it.
+        self.after.ts_ns = self.next.ts_ns;
         loop {
             let (consumed, got) = match self.reader.next() {
-                Ok((offset, block)) => (offset, self.format.take(block, &mut self.next, &self.path)?),
+                Ok((offset, block)) => (offset, self.format.take(block, &mut self.after, &self.path)?),
                 Err(PcapError::Eof) => {
                     self.warn_skipped();
-                    return Ok(());
+                    return Ok(false);
                 }
                 Err(PcapError::Incomplete(_)) => {
                     if !self.refill()? {
                         self.warn_skipped();
-                        return Ok(());
+                        return Ok(false);
                     }
                     continue;
                 }
@@ -164,13 +203,13 @@ impl FileReader {
                 Err(_) => {
                     self.warn_damaged();
                     self.warn_skipped();
-                    return Ok(());
+                    return Ok(false);
                 }
             };
             self.reader.consume(consumed);
             if got {
-                self.has_next = true;
-                return Ok(());
+                self.read += 1;
+                return Ok(true);
             }
         }
     }
@@ -213,7 +252,7 @@ impl FileReader {
         eprintln!(
             "roceprobe: warning: {}: damaged record after {} packets; stopping this file there",
             self.path.display(),
-            self.stats.ipackets
+            self.read
         );
     }
 }
@@ -377,6 +416,18 @@ impl Cursor {
         );
     }
 
+    /// The time of the record after the current one, if its header is in the file.
+    fn after_ts(&self, b: &[u8]) -> Option<u64> {
+        let at = self.off;
+        (self.has_next && at.saturating_add(RECORD_HEADER) <= b.len()).then(|| self.ts_at(b, at))
+    }
+
+    /// The time of the record whose header is at `at` (which must be in `b`).
+    fn ts_at(&self, b: &[u8], at: usize) -> u64 {
+        let frac = u64::from(self.u32_at(b, at + 4));
+        u64::from(self.u32_at(b, at)) * 1_000_000_000 + if self.nanos { frac } else { frac * 1_000 }
+    }
+
     /// Moves to the next record. At the end, or at a record cut short (a capture still
     /// being written) `has_next` becomes false; a record claiming more than 256 MiB is an
     /// error, as for any other file.
@@ -398,9 +449,7 @@ impl Cursor {
             self.warn_cut_short();
             return Ok(());
         }
-        let frac = u64::from(self.u32_at(b, at + 4));
-        self.ts_ns =
-            u64::from(self.u32_at(b, at)) * 1_000_000_000 + if self.nanos { frac } else { frac * 1_000 };
+        self.ts_ns = self.ts_at(b, at);
         self.wire_len = wire_len(self.u32_at(b, at + 12), caplen);
         self.data = start..start + caplen;
         self.off = start + caplen;
@@ -425,6 +474,14 @@ impl Input {
         }
     }
 
+    /// The time of the file's frame after the next one, if it has one (`map`: its mapping).
+    fn after_ts(&self, map: Option<&Mapping>) -> Option<u64> {
+        match self {
+            Input::Mapped(c) => c.after_ts(map.map_or(&[][..], Mapping::bytes)),
+            Input::Stream(r) => r.after_ts(),
+        }
+    }
+
     fn stats(&self) -> SourceStats {
         let s = match self {
             Input::Mapped(c) => c.stats,
@@ -439,8 +496,26 @@ pub struct Replay {
     /// Per file: its mapping, for a classic pcap file.
     maps: Vec<Option<Mapping>>,
     inputs: Vec<Input>,
+    /// Per file: the time of its last frame replayed.
+    last: Vec<Option<u64>>,
     /// See [`Capture::split_bursts_at`] (0: bursts are not split).
     interval_ns: u64,
+}
+
+/// Where a file's next frame, at `ts`, goes in the merge of several files: at its own time,
+/// unless it is a lone frame more than a second (a clock step, as the reorder window
+/// takes it) away from both the file's frame `before` it and the one `after` it, which
+/// agree with each other. That is one timestamp gone wrong, and the frame goes where its
+/// file put it, after the frame before it (with its own time still: the analysis takes it
+/// as a clock that stepped and came back). Merged by its wrong time, a frame stamped
+/// seconds ahead would hold back every later frame of its file until the other files
+/// reached its time, and the mirrors' copies would no longer meet.
+pub fn merge_ts(before: Option<u64>, ts: u64, after: Option<u64>) -> u64 {
+    use crate::runtime::reorder::CLOCK_STEP_NS as STEP;
+    match (before, after) {
+        (Some(b), Some(a)) if ts.abs_diff(b) > STEP && ts.abs_diff(a) > STEP && a.abs_diff(b) <= STEP => b,
+        _ => ts,
+    }
 }
 
 impl Replay {
@@ -477,13 +552,21 @@ impl Replay {
                 }
             }
         }
-        Ok(Self { maps, inputs, interval_ns: 0 })
+        let last = vec![None; inputs.len()];
+        Ok(Self { maps, inputs, last, interval_ns: 0 })
     }
 
-    /// The input whose next packet is earliest, and that packet's time; ties go to the
-    /// lower file index.
+    /// The input whose next packet comes first in the merge, and the time it is merged at
+    /// (its own but for a lone frame whose time went wrong, see [`merge_ts`]); ties go to
+    /// the lower file index.
     fn earliest(&self) -> Option<(u64, usize)> {
-        (0..self.inputs.len()).filter_map(|i| self.inputs[i].next_ts().map(|t| (t, i))).min()
+        (0..self.inputs.len())
+            .filter_map(|i| {
+                let input = &self.inputs[i];
+                let ts = input.next_ts()?;
+                Some((merge_ts(self.last[i], ts, input.after_ts(self.maps[i].as_ref())), i))
+            })
+            .min()
     }
 }
 
@@ -534,6 +617,7 @@ impl Capture for Replay {
                     let bytes = map.map_or(&[][..], Mapping::bytes);
                     c.stats.ipackets += 1;
                     c.stats.ibytes += u64::from(c.wire_len);
+                    self.last[i] = Some(c.ts_ns);
                     burst[n] = Frame {
                         data: &bytes[c.data.clone()],
                         wire_len: c.wire_len,
@@ -554,6 +638,7 @@ impl Capture for Replay {
                     }
                     r.stats.ipackets += 1;
                     r.stats.ibytes += u64::from(r.next.wire_len);
+                    self.last[i] = Some(r.next.ts_ns);
                     f(&[Frame {
                         data: &r.next.data,
                         wire_len: r.next.wire_len,
@@ -652,6 +737,25 @@ pub fn read_all_records(path: &Path) -> Result<Vec<(u64, u32, Vec<u8>)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lone_frame_seconds_away_from_its_neighbours_is_merged_beside_them() {
+        let s = 1_000_000_000u64;
+        let t = 100 * s;
+        // Ahead of both neighbours, which agree: merged at the frame before it.
+        assert_eq!(merge_ts(Some(t), t + 2 * s, Some(t + 1_000)), t);
+        // Behind both: the same.
+        assert_eq!(merge_ts(Some(t), t - 2 * s, Some(t + 1_000)), t);
+        // A clock that stepped (the frame after it agrees with it), a silence before
+        // traffic resumes, a first or last frame, steps of at most a second: its own time.
+        assert_eq!(merge_ts(Some(t), t + 2 * s, Some(t + 2 * s + 1)), t + 2 * s);
+        assert_eq!(merge_ts(Some(t), t + 5 * s, Some(t + 5 * s)), t + 5 * s);
+        assert_eq!(merge_ts(None, t + 2 * s, Some(t)), t + 2 * s);
+        assert_eq!(merge_ts(Some(t), t + 2 * s, None), t + 2 * s);
+        assert_eq!(merge_ts(Some(t), t + s, Some(t)), t + s);
+        // Neighbours that do not agree (a step of their own): its own time.
+        assert_eq!(merge_ts(Some(t), t + 4 * s, Some(t + 2 * s)), t + 4 * s);
+    }
 
     #[test]
     fn pcapng_resolutions() {
