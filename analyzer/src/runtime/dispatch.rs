@@ -10,6 +10,7 @@
 //! steady state nothing is allocated. A full worker queue makes the dispatcher wait (the
 //! NIC then counts what it could not take as `imissed`).
 
+use super::reorder::CLOCK_STEP_NS;
 use super::worker::TimeUse;
 use super::{PipelineConfig, PortReport, Recycled, ToStats, Worker};
 use crate::capture::dpdk::prefetch;
@@ -149,7 +150,10 @@ pub fn run<C: Capture>(
     };
     let mut d = Dispatcher::new(lanes);
     let result = d.dispatch(capture, stop, ports, &ports_tx);
-    let (joined, ios, time_use) = end_workers(d.lanes, handles, d.now);
+    // A last frame a clock step ahead, with none after it to tell: its time counts, as a
+    // worker's reorder window gives it its own at the end (`Worker::finish`).
+    let last = d.now.max(d.ahead.unwrap_or(0));
+    let (joined, ios, time_use) = end_workers(d.lanes, handles, last);
     (joined.and(result), ios, time_use)
 }
 
@@ -215,6 +219,8 @@ struct Dispatcher {
     clocks: MirrorClocks,
     /// The latest packet time dispatched (or offered by a silent link's clock).
     now: u64,
+    /// A frame's time more than a clock step ahead of `now`, until the next frame's.
+    ahead: Option<u64>,
     /// The latest capture timestamp seen.
     seen: u64,
     silent: super::SilentLink,
@@ -228,6 +234,7 @@ impl Dispatcher {
             lanes,
             clocks: MirrorClocks::default(),
             now: 0,
+            ahead: None,
             seen: 0,
             silent: super::SilentLink::default(),
             switch_clock: false,
@@ -271,12 +278,28 @@ impl Dispatcher {
     fn frame(&mut self, f: Frame<'_>) {
         self.seen = self.seen.max(f.ts_ns);
         let (lane, ts, switch) = self.route(&f);
-        self.now = self.now.max(ts);
+        self.advance_now(ts);
         let l = &mut self.lanes[lane];
         if !l.current.fits(f.data.len().min(BATCH_BYTES)) {
             l.send();
         }
         l.current.push(&f, ts, self.now, switch);
+    }
+
+    /// The latest packet time, moved on by a frame of time `ts`. A frame more than a clock
+    /// step ahead of it moves it only once the frame after it agrees (is ahead as well, no
+    /// more than a clock step before it, or later), as the workers'
+    /// reorder windows take such a frame (see `reorder::Clock`): one wrong timestamp does
+    /// not move time on for the workers that never see it.
+    #[inline]
+    fn advance_now(&mut self, ts: u64) {
+        let ahead = self.now > 0 && ts > self.now.saturating_add(CLOCK_STEP_NS);
+        match self.ahead.take() {
+            // It agrees with the frame ahead before it (as `reorder::Clock::Stepped`).
+            Some(a) if ahead && ts.saturating_add(CLOCK_STEP_NS) >= a => self.now = self.now.max(a).max(ts),
+            _ if ahead => self.ahead = Some(ts),
+            _ => self.now = self.now.max(ts),
+        }
     }
 
     /// A frame's lane, its packet time (an ERSPAN III switch timestamp on the switch's
