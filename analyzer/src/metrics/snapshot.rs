@@ -21,9 +21,6 @@ pub struct GlobalCounters {
     /// Frames analysed before the reorder window had passed them, for want of room to hold
     /// them (the window was shorter for a while).
     pub released_early: u64,
-    /// Frames stamped more than a clock step (1 s) ahead of the frames before and after
-    /// them: analysed at the time of the frames before them.
-    pub time_outliers: u64,
     /// ERSPAN III packets whose timestamp has a granularity the probe cannot convert
     /// (platform specific): timed by the capture instead.
     pub erspan_untimed: u64,
@@ -41,7 +38,6 @@ impl GlobalCounters {
             *a += b;
         }
         self.released_early += o.released_early;
-        self.time_outliers += o.time_outliers;
         self.erspan_untimed += o.erspan_untimed;
     }
 

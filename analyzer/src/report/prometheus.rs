@@ -281,13 +281,6 @@ fn reorder_families(o: &mut String, p: &str, s: &Summary) {
     let _ = writeln!(o, "roceprobe_reorder_released_early_total{{{p}}} {}", s.reorder.released_early);
     family(
         o,
-        "roceprobe_time_outliers_total",
-        "counter",
-        "Frames stamped more than 1 s ahead of the frames around them, analysed at their time.",
-    );
-    let _ = writeln!(o, "roceprobe_time_outliers_total{{{p}}} {}", s.reorder.time_outliers);
-    family(
-        o,
         "roceprobe_mirror_duplicates_total",
         "counter",
         "Second copies of packets from one mirror (both ports of a routed hop), counted once, by vantage.",

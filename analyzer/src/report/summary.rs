@@ -219,10 +219,6 @@ pub struct ReorderSummary {
     pub late_packets: LateByVantage,
     /// Frames analysed before the window had passed them, for want of room to hold them.
     pub released_early: u64,
-    /// Frames stamped more than 1 s ahead of the frames before and after them (one wrong
-    /// timestamp): analysed where they came, at the time of the frames before them.
-    #[serde(default)]
-    pub time_outliers: u64,
 }
 
 /// A count per vantage.
@@ -394,7 +390,6 @@ impl Summary {
                     storage: t.counters.late_packets[1],
                 },
                 released_early: t.counters.released_early,
-                time_outliers: t.counters.time_outliers,
             },
             erspan_untimed_packets: t.counters.erspan_untimed,
             mirror_duplicates: LateByVantage {

@@ -178,13 +178,6 @@ fn time_order(out: &mut String, s: &Summary) {
             late.compute, late.storage, s.reorder.released_early
         );
     }
-    if s.reorder.time_outliers > 0 {
-        let _ = writeln!(
-            out,
-            "  wrong times: {} frames stamped more than 1 s ahead of the frames around them, analysed at those frames' time",
-            s.reorder.time_outliers
-        );
-    }
 }
 
 /// What the reports themselves lost: dropped snapshots, CSV writes, Prometheus scrapes.

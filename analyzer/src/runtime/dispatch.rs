@@ -10,7 +10,6 @@
 //! steady state nothing is allocated. A full worker queue makes the dispatcher wait (the
 //! NIC then counts what it could not take as `imissed`).
 
-use super::reorder::CLOCK_STEP_NS;
 use super::worker::TimeUse;
 use super::{PipelineConfig, PortReport, Recycled, ToStats, Worker};
 use crate::capture::dpdk::prefetch;
@@ -150,10 +149,7 @@ pub fn run<C: Capture>(
     };
     let mut d = Dispatcher::new(lanes);
     let result = d.dispatch(capture, stop, ports, &ports_tx);
-    // A last frame a clock step ahead, with none after it to tell: its time counts, as a
-    // worker's reorder window gives it its own at the end (`Worker::finish`).
-    let last = d.now.max(d.ahead.unwrap_or(0));
-    let (joined, ios, time_use) = end_workers(d.lanes, handles, last);
+    let (joined, ios, time_use) = end_workers(d.lanes, handles, d.now);
     (joined.and(result), ios, time_use)
 }
 
@@ -219,8 +215,6 @@ struct Dispatcher {
     clocks: MirrorClocks,
     /// The latest packet time dispatched (or offered by a silent link's clock).
     now: u64,
-    /// A frame's time more than a clock step ahead of `now`, until the next frame's.
-    ahead: Option<u64>,
     /// The latest capture timestamp seen.
     seen: u64,
     silent: super::SilentLink,
@@ -234,7 +228,6 @@ impl Dispatcher {
             lanes,
             clocks: MirrorClocks::default(),
             now: 0,
-            ahead: None,
             seen: 0,
             silent: super::SilentLink::default(),
             switch_clock: false,
@@ -278,28 +271,12 @@ impl Dispatcher {
     fn frame(&mut self, f: Frame<'_>) {
         self.seen = self.seen.max(f.ts_ns);
         let (lane, ts, switch) = self.route(&f);
-        self.advance_now(ts);
+        self.now = self.now.max(ts);
         let l = &mut self.lanes[lane];
         if !l.current.fits(f.data.len().min(BATCH_BYTES)) {
             l.send();
         }
         l.current.push(&f, ts, self.now, switch);
-    }
-
-    /// The latest packet time, moved on by a frame of time `ts`. A frame more than a clock
-    /// step ahead of it moves it only once the frame after it agrees (is ahead as well, no
-    /// more than a clock step before it, or later), as the workers'
-    /// reorder windows take such a frame (see `reorder::Clock`): one wrong timestamp does
-    /// not move time on for the workers that never see it.
-    #[inline]
-    fn advance_now(&mut self, ts: u64) {
-        let ahead = self.now > 0 && ts > self.now.saturating_add(CLOCK_STEP_NS);
-        match self.ahead.take() {
-            // It agrees with the frame ahead before it (as `reorder::Clock::Stepped`).
-            Some(a) if ahead && ts.saturating_add(CLOCK_STEP_NS) >= a => self.now = self.now.max(a).max(ts),
-            _ if ahead => self.ahead = Some(ts),
-            _ => self.now = self.now.max(ts),
-        }
     }
 
     /// A frame's lane, its packet time (an ERSPAN III switch timestamp on the switch's

@@ -39,9 +39,6 @@ pub struct Held {
     pub ts: u64,
     /// The frame's time is an ERSPAN III switch's.
     pub switch: bool,
-    /// The frame's own time, if it is held at another (`ts`, the time of the frames before
-    /// it: see [`Clock::Ahead`]); 0 otherwise.
-    pub own_ts: u64,
     seq: u64,
     offset: u32,
     len: u32,
@@ -82,27 +79,6 @@ pub struct Reorder {
     /// Frames are held. Until then (no second vantage or source, and every frame so far
     /// in time order) they are analysed as they come, without a copy.
     armed: bool,
-    /// The frame last held a clock step ahead (see [`Clock::Ahead`]), by its arrival number
-    /// and its own time, until the frame after it says whether the clock stepped.
-    ahead: Option<(u64, u64)>,
-}
-
-/// How a frame's time stands against the latest time (see [`CLOCK_STEP_NS`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Clock {
-    /// Within a clock step of the latest time (or the first time).
-    InStep,
-    /// A clock step back: what is held is analysed, and the window starts again.
-    Back,
-    /// A clock step ahead, alone so far: one wrong timestamp, or the first frame of a clock
-    /// that stepped. Held at the latest time (where it arrived among the frames), and there
-    /// it is analysed, unless the frame after it agrees with it.
-    Ahead,
-    /// A clock step ahead that agrees with the frame held [`Clock::Ahead`] just before it
-    /// (no more than a clock step before it, or later: sparse traffic, frames seconds
-    /// apart, moves on so): the clock stepped. That frame takes its own time back, what is
-    /// held is analysed, and the window starts again.
-    Stepped,
 }
 
 impl Reorder {
@@ -138,7 +114,6 @@ impl Reorder {
             latest: 0,
             floor: 0,
             armed: true,
-            ahead: None,
         }
     }
 
@@ -157,10 +132,9 @@ impl Reorder {
     /// Not armed: a frame of time `ts` is analysed at once if it is in time order, and is
     /// then the latest; a frame out of order arms the window (it is itself late: frames
     /// after it were analysed already). Returns whether the frame is in order.
-    /// A frame a clock step ahead arms it too (see [`Clock::Ahead`]).
     #[inline]
     pub fn pass(&mut self, ts: u64) -> bool {
-        if ts >= self.latest && (self.latest == 0 || ts - self.latest <= CLOCK_STEP_NS) {
+        if ts >= self.latest {
             self.latest = ts;
             self.floor = ts;
             true
@@ -187,51 +161,11 @@ impl Reorder {
         self.latest > 0 && ts.abs_diff(self.latest) > CLOCK_STEP_NS
     }
 
-    /// How a frame of packet time `ts` stands against the latest time.
-    #[inline]
-    pub fn clock(&self, ts: u64) -> Clock {
-        if !self.is_clock_step(ts) {
-            Clock::InStep
-        } else if ts < self.latest {
-            Clock::Back
-        } else if self.ahead.is_some_and(|(_, own)| ts.saturating_add(CLOCK_STEP_NS) >= own) {
-            Clock::Stepped
-        } else {
-            Clock::Ahead
-        }
-    }
-
-    /// Holds a frame that came a clock step ahead ([`Clock::Ahead`]) at the latest time,
-    /// behind every frame held, until the next frame tells ([`Reorder::settle_step`]).
-    pub fn push_ahead(&mut self, f: &Frame<'_>, ts: u64, switch: bool, early: &mut impl FnMut(&mut Self)) {
-        let at = self.latest;
-        self.push(f, at, switch, early);
-        let seq = self.next_seq - 1;
-        if let Some(h) = self.held.back_mut().filter(|h| h.seq == seq) {
-            h.own_ts = ts;
-        }
-        self.ahead = Some((seq, ts));
-    }
-
-    /// The frame after one held a clock step ahead: if it agrees (`stepped`), the clock
-    /// stepped, and the frame held ahead takes its own time back (it is the latest held);
-    /// if not, that frame was one wrong timestamp and stays where it is. At the end of the
-    /// run, with no frame after it, it takes its own time back too.
-    pub fn settle_step(&mut self, stepped: bool) {
-        let Some((seq, own)) = self.ahead.take() else { return };
-        if stepped {
-            if let Some(h) = self.held.iter_mut().rev().find(|h| h.seq == seq) {
-                (h.ts, h.own_ts) = (own, 0);
-            }
-        }
-    }
-
     /// Starts afresh (nothing may be held): the next frame sets the time.
     pub fn restart(&mut self) {
         debug_assert!(self.held.is_empty());
         self.latest = 0;
         self.floor = 0;
-        self.ahead = None;
     }
 
     /// Holds a frame that is not late, with its packet time. If there is no room, the
@@ -269,7 +203,6 @@ impl Reorder {
         let h = Held {
             ts,
             switch,
-            own_ts: 0,
             seq: self.next_seq,
             offset: offset as u32,
             len: len as u32,
@@ -291,14 +224,9 @@ impl Reorder {
         self.latest = self.latest.max(ts);
     }
 
-    /// Time moved on to `now` (a later frame elsewhere, or a silent link's clock). If it
-    /// reached the time of a frame held a clock step ahead, the clock had stepped: that
-    /// frame takes its own time back.
+    /// Time moved on to `now` (a later frame elsewhere, or a silent link's clock).
     #[inline]
     pub fn observe(&mut self, now: u64) {
-        if self.ahead.is_some_and(|(_, own)| now.saturating_add(CLOCK_STEP_NS) >= own) {
-            self.settle_step(true);
-        }
         self.latest = self.latest.max(now);
     }
 
@@ -507,75 +435,6 @@ mod tests {
         push(&mut r, &frame(6, 8), 15_000, &mut got);
         drain(&mut r, false, &mut got);
         assert_eq!(&got[3..], [(12_500, 5), (13_000, 4)]);
-    }
-
-    /// What the worker does with a frame (`Worker::hold`), short of analysing: by how its
-    /// time stands, then held.
-    fn hold(r: &mut Reorder, b: u8, ts: u64, got: &mut Vec<(u64, u8)>) -> Clock {
-        let clock = r.clock(ts);
-        r.settle_step(clock == Clock::Stepped);
-        let f = frame(b, 8);
-        let fr = Frame { data: &f, wire_len: 8, ts_ns: ts, source: 0 };
-        match clock {
-            Clock::InStep => r.push(&fr, ts, false, &mut |_| {}),
-            Clock::Ahead => r.push_ahead(&fr, ts, false, &mut |_| {}),
-            Clock::Back | Clock::Stepped => {
-                drain(r, true, got);
-                r.restart();
-                r.push(&fr, ts, false, &mut |_| {});
-            }
-        }
-        clock
-    }
-
-    #[test]
-    fn a_frame_seconds_ahead_waits_for_the_next_to_tell_a_wrong_time_from_a_step() {
-        let s = 1_000_000_000u64;
-        let mut r = Reorder::with_room(1_000, 1 << 16, 64);
-        let mut got = Vec::new();
-        // Not armed: in order passes, a step ahead does not (it arms the window).
-        assert!(r.pass(10_000));
-        assert!(!r.pass(10_000 + 2 * s));
-        assert!(r.is_armed());
-        // A lone frame 2 s ahead: held at the latest time (10,000), then the next frame is
-        // back in step, so it stays there, and comes out among its neighbours.
-        assert_eq!(hold(&mut r, 1, 10_000 + 2 * s, &mut got), Clock::Ahead);
-        assert_eq!(hold(&mut r, 2, 10_500, &mut got), Clock::InStep);
-        assert_eq!(hold(&mut r, 3, 12_000, &mut got), Clock::InStep);
-        drain(&mut r, false, &mut got);
-        assert_eq!(got, [(10_000, 1), (10_500, 2)]);
-        let mut out = [Held::default(); 4];
-        assert_eq!(r.oldest(&mut out), 1);
-        assert_eq!((out[0].ts, out[0].own_ts), (12_000, 0));
-        r.done(&out[..1]);
-        // A clock that stepped: the frame after the first one ahead agrees with it. The
-        // first takes its own time back, and what was held comes out before it.
-        assert_eq!(hold(&mut r, 4, 13_000, &mut got), Clock::InStep);
-        assert_eq!(hold(&mut r, 5, 13_000 + 5 * s, &mut got), Clock::Ahead);
-        assert_eq!(hold(&mut r, 6, 13_100 + 5 * s, &mut got), Clock::Stepped);
-        assert_eq!(&got[2..], [(13_000, 4), (13_000 + 5 * s, 5)]);
-        // The window goes on from the new time; a step back starts it again too.
-        assert_eq!(hold(&mut r, 7, 13_050 + 5 * s, &mut got), Clock::InStep);
-        assert_eq!(hold(&mut r, 8, 20_000, &mut got), Clock::Back);
-        assert_eq!(&got[4..], [(13_050 + 5 * s, 7), (13_100 + 5 * s, 6)]);
-        drain(&mut r, true, &mut got);
-        assert_eq!(&got[6..], [(20_000, 8)]);
-        // Sparse traffic, frames 2 s apart: each frame ahead is confirmed by the next one,
-        // further ahead still, and every frame keeps its own time.
-        for (i, b) in (9..13u8).enumerate() {
-            let ts = 20_000 + 2 * s * (i as u64 + 1);
-            let want = if i % 2 == 0 { Clock::Ahead } else { Clock::Stepped };
-            assert_eq!(hold(&mut r, b, ts, &mut got), want, "frame {b}");
-        }
-        drain(&mut r, true, &mut got);
-        let times: Vec<u64> = got[7..].iter().map(|&(ts, _)| ts).collect();
-        assert_eq!(times, [20_000 + 2 * s, 20_000 + 4 * s, 20_000 + 6 * s, 20_000 + 8 * s]);
-        // Time observed (a later frame in another worker's share) reaching a frame held
-        // ahead confirms it too.
-        assert_eq!(hold(&mut r, 13, 20_000 + 10 * s, &mut got), Clock::Ahead);
-        r.observe(20_000 + 10 * s + 5);
-        drain(&mut r, true, &mut got);
-        assert_eq!(got[11], (20_000 + 10 * s, 13));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The worker: decode → track for every frame, snapshots at interval boundaries.
 
-use super::reorder::{Clock, Held, Reorder};
+use super::reorder::{Held, Reorder};
 use super::{interval_at, is_past, PipelineConfig, Recycled, ToStats};
 use crate::capture::dpdk::prefetch;
 use crate::capture::{Frame, BURST};
@@ -421,37 +421,26 @@ impl Worker {
     }
 
     /// Holds a frame until the reorder window has passed it; a late one is analysed at once.
-    /// A frame seconds behind the others is a clock that stepped back: what is held is
-    /// analysed, and the window starts again from it (as frames arrive, from then on). A
-    /// frame seconds ahead is held at the time of the frames before it until the next frame
-    /// tells whether the clock stepped (then the same) or its time alone was wrong (then it
-    /// is analysed where it came, and time does not move on with it): see [`Clock`].
+    /// A frame seconds away from the others is a clock that stepped: what is held is
+    /// analysed, and the window starts again from it (as frames arrive, from then on).
     #[inline]
     fn hold(&mut self, r: &mut Reorder, f: &Frame<'_>, ts: u64, switch: bool) {
-        let clock = r.clock(ts);
-        r.settle_step(clock == Clock::Stepped);
-        match clock {
-            Clock::InStep => {}
-            Clock::Ahead => return r.push_ahead(f, ts, switch, &mut |r| self.make_room(r)),
-            Clock::Back | Clock::Stepped => {
-                while self.release(r, false) > 0 {}
-                r.restart();
-            }
+        if r.is_clock_step(ts) {
+            while self.release(r, false) > 0 {}
+            r.restart();
         }
         if r.is_late(ts) {
             let f = Frame { ts_ns: ts, ..*f };
             self.burst(std::iter::once(Incoming { f, stamped: Some(switch), observe: None, late: true }));
         } else {
-            r.push(f, ts, switch, &mut |r| self.make_room(r));
-        }
-    }
-
-    /// The window has no room for another frame: frames it has passed go first (a batch
-    /// that moved time on, say past a silence, holds them until its end); only if none
-    /// has, the oldest goes before its time.
-    fn make_room(&mut self, r: &mut Reorder) {
-        if self.release(r, true) == 0 {
-            self.counters.released_early += self.release(r, false) as u64;
+            r.push(f, ts, switch, &mut |r| {
+                // Frames the window has passed go first (a batch that moved time on, say
+                // past a silence, holds them until its end); only if none has, the oldest
+                // goes before its time.
+                if self.release(r, true) == 0 {
+                    self.counters.released_early += self.release(r, false) as u64;
+                }
+            });
         }
     }
 
@@ -480,13 +469,6 @@ impl Worker {
                 late: false,
             });
             self.burst(frames);
-            // A frame whose time alone was wrong was analysed at the time of the frames
-            // around it; the packets' first and last times are still the frames' own.
-            for own in out[..n].iter().map(|h| h.own_ts).filter(|&t| t != 0) {
-                self.counters.time_outliers += 1;
-                self.first_ts = self.first_ts.min(own);
-                self.last_ts = self.last_ts.max(own);
-            }
             r.done(&out[..n]);
         }
         n
@@ -790,9 +772,6 @@ impl Worker {
         // Nothing arrives any more: wait for the reports rather than lose the last of it.
         self.out.never_wait = false;
         if let Some(mut r) = self.reorder.take() {
-            // No frame comes to tell whether a frame held a clock step ahead was one wrong
-            // time: it keeps its own, as a dispatcher's last time does (`end_workers`).
-            r.settle_step(true);
             while self.release(&mut r, false) > 0 {}
             self.reorder = Some(r);
         }
