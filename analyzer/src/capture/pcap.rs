@@ -416,10 +416,16 @@ impl Cursor {
         );
     }
 
-    /// The time of the record after the current one, if its header is in the file.
+    /// The time of the record after the current one, if the file holds it whole (a record
+    /// cut short or damaged is where the file stops: no frame comes after the current one).
     fn after_ts(&self, b: &[u8]) -> Option<u64> {
         let at = self.off;
-        (self.has_next && at.saturating_add(RECORD_HEADER) <= b.len()).then(|| self.ts_at(b, at))
+        if !self.has_next || at.saturating_add(RECORD_HEADER) > b.len() {
+            return None;
+        }
+        let caplen = self.u32_at(b, at + 8) as usize;
+        let whole = caplen <= MAX_RECORD && at + RECORD_HEADER + caplen <= b.len();
+        whole.then(|| self.ts_at(b, at))
     }
 
     /// The time of the record whose header is at `at` (which must be in `b`).
@@ -822,6 +828,21 @@ mod tests {
         let mut got = Vec::new();
         while let Poll::Frames(_) = r.poll(|f| got.push((f.ts_ns, f.data.len(), f.wire_len))).unwrap() {}
         assert_eq!(got, vec![(1_700_000_000_123_456_789, 60, 60), (1_700_000_000_123_456_790, 64, 1500)]);
+    }
+
+    #[test]
+    fn the_time_after_a_frame_is_that_of_a_whole_record_only() {
+        let mut w = Writer::new(Vec::new()).unwrap();
+        for ts in [1_000_000_000u64, 2_000_000_000, 3_000_000_000] {
+            w.write(ts, &[0xAB; 60], 60).unwrap();
+        }
+        let bytes = w.into_inner();
+        let c = Cursor::open(Path::new("w.pcap"), &bytes).unwrap().unwrap();
+        assert_eq!((c.ts_ns, c.after_ts(&bytes)), (1_000_000_000, Some(2_000_000_000)));
+        // The second record cut short (the file ends inside its data): nothing after.
+        let cut = &bytes[..24 + 16 + 60 + 16 + 30];
+        let c = Cursor::open(Path::new("w.pcap"), cut).unwrap().unwrap();
+        assert_eq!(c.after_ts(cut), None);
     }
 
     #[test]
