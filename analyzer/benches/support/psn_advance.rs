@@ -14,11 +14,10 @@
 //!
 //! A harness, not a reference: it finds the headers with roceprobe's own decoder.
 
+use roceprobe::wire::bth::PSN_MASK;
 use roceprobe::wire::{decode_frame, icrc, Decoded};
 use std::collections::HashMap;
 use std::net::IpAddr;
-
-const PSN_MASK: u32 = 0x00FF_FFFF;
 
 /// A request flow: source, destination, destination QPN.
 type Flow = (IpAddr, IpAddr, u32);
