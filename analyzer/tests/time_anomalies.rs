@@ -29,13 +29,16 @@ fn years_long_jumps_standing_clocks_and_replayed_psns() {
         w.write(ts, f, f.len() as u32).unwrap();
         n += 1;
     };
-    // A stream, then the clock jumps ten years ahead, back, and stands still for a while.
+    // A stream, then the clock jumps ten years ahead for two frames (a lone frame would be
+    // one wrong stamp, replayed at the time of the frame before it), back, and stands still
+    // for a while.
     for psn in 0..100 {
         put(t0 + u64::from(psn) * 1_000, &frame(7, psn));
     }
     put(t0 + 10 * year, &frame(7, 100));
-    put(t0 + 200_000, &frame(7, 101));
-    for psn in 102..1_102 {
+    put(t0 + 10 * year + 1_000, &frame(7, 101));
+    put(t0 + 200_000, &frame(7, 102));
+    for psn in 103..1_102 {
         put(t0 + 300_000, &frame(7, psn));
     }
     // The same QP number and PSNs again, as a new connection reusing them would.
@@ -51,7 +54,8 @@ fn years_long_jumps_standing_clocks_and_replayed_psns() {
     let packets: u64 = flows.iter().map(|f| f["packets"].as_u64().unwrap()).sum();
     assert_eq!(packets, n, "every packet in its flow");
     assert_eq!(s["first_packet"], roceprobe::report::time::rfc3339_nanos(t0));
-    assert_eq!(s["last_packet"], roceprobe::report::time::rfc3339_nanos(t0 + 10 * year));
+    assert_eq!(s["last_packet"], roceprobe::report::time::rfc3339_nanos(t0 + 10 * year + 1_000));
+    assert_eq!(s["ports"]["0"]["retimed"], 0);
 }
 
 /// An NVMe/RDMA connection closes and a new one between the same hosts reuses its command
@@ -116,28 +120,39 @@ fn command_ids_replayed_from_an_old_connection() {
     assert!(near(&io["min_us"], 10.0) && near(&io["max_us"], 50.0), "{io}");
 }
 
-/// One frame stamped hours ahead (a bad capture timestamp, or an ERSPAN III switch time
-/// from a broken clock) in a stream of one source: the frames after it, at the right time,
-/// are a clock that stepped back (the reorder window starts again), not frames too late to
-/// analyse. Every request is analysed: 200 messages, no loss, no late packets.
+/// Frames stamped hours ahead (a bad capture timestamp, or an ERSPAN III switch time from a
+/// broken clock) in a stream of one source. One such frame alone is a timestamp gone wrong:
+/// it is replayed at the time of the frame before it, and counted as retimed. Two in a row
+/// are a clock that stepped ahead and back: the frames after them, at the right time, are a
+/// clock that stepped back (the reorder window starts again), not frames too late to
+/// analyse. Either way every request is analysed: 200 messages, no loss, no late packets.
 #[test]
-fn one_frame_stamped_hours_ahead_leaves_the_rest_analysed() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("ahead.pcap");
-    let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+fn frames_stamped_hours_ahead_leave_the_rest_analysed() {
     let t0 = 1_800_000_000_000_000_000u64;
-    for psn in 0..200u32 {
-        let ts = if psn == 100 { t0 + 10 * 3_600_000_000_000 } else { t0 + u64::from(psn) * 1_000 };
-        let f = frame(9, psn);
-        w.write(ts, &f, f.len() as u32).unwrap();
+    let ahead = t0 + 10 * 3_600_000_000_000;
+    for (wrong, retimed, last) in [(1, 1, t0 + 199_000), (2, 0, ahead + 1_000)] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ahead.pcap");
+        let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+        for psn in 0..200u32 {
+            let ts = if (100..100 + wrong).contains(&psn) {
+                ahead + u64::from(psn - 100) * 1_000
+            } else {
+                t0 + u64::from(psn) * 1_000
+            };
+            let f = frame(9, psn);
+            w.write(ts, &f, f.len() as u32).unwrap();
+        }
+        drop(w);
+        let s = replay_summary(&[&path], &[]);
+        let f = &s["flows"].as_array().unwrap()[0];
+        assert_eq!(
+            (f["packets"].as_u64(), f["messages"].as_u64(), f["late_packets"].as_u64()),
+            (Some(200), Some(200), Some(0)),
+            "{wrong} ahead: {f}"
+        );
+        assert_eq!((f["gap_psns"].as_u64(), f["retx_packets"].as_u64()), (Some(0), Some(0)), "{f}");
+        assert_eq!(s["ports"]["0"]["retimed"], retimed, "{wrong} ahead");
+        assert_eq!(s["last_packet"], roceprobe::report::time::rfc3339_nanos(last), "{wrong} ahead");
     }
-    drop(w);
-    let s = replay_summary(&[&path], &[]);
-    let f = &s["flows"].as_array().unwrap()[0];
-    assert_eq!(
-        (f["packets"].as_u64(), f["messages"].as_u64(), f["late_packets"].as_u64()),
-        (Some(200), Some(200), Some(0)),
-        "{f}"
-    );
-    assert_eq!((f["gap_psns"].as_u64(), f["retx_packets"].as_u64()), (Some(0), Some(0)), "{f}");
 }

@@ -482,6 +482,7 @@ impl Port {
                 imissed: s.imissed,
                 ierrors: s.ierrors,
                 rx_nombuf: s.rx_nombuf,
+                retimed: 0,
                 captured: true,
             }
         }

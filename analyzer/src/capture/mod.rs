@@ -46,6 +46,10 @@ pub struct SourceStats {
     pub ierrors: u64,
     /// RX mbuf allocation failures.
     pub rx_nombuf: u64,
+    /// Frames of a capture file replayed at the time of the frame before them instead of
+    /// their own: lone timestamps more than a second off both neighbours (see
+    /// `capture::pcap::merge_ts`). Always 0 live.
+    pub retimed: u64,
     /// The source was captured from: a file given, a port opened. The statistics are kept
     /// per source id (a DPDK port id), and `--port` can leave ids out; the reports list
     /// only the sources captured from.
@@ -60,6 +64,7 @@ impl SourceStats {
         self.imissed += o.imissed;
         self.ierrors += o.ierrors;
         self.rx_nombuf += o.rx_nombuf;
+        self.retimed += o.retimed;
         self.captured |= o.captured;
     }
 
@@ -71,6 +76,7 @@ impl SourceStats {
             imissed: self.imissed.saturating_sub(base.imissed),
             ierrors: self.ierrors.saturating_sub(base.ierrors),
             rx_nombuf: self.rx_nombuf.saturating_sub(base.rx_nombuf),
+            retimed: self.retimed.saturating_sub(base.retimed),
             captured: self.captured,
         }
     }

@@ -508,14 +508,17 @@ pub struct Replay {
     interval_ns: u64,
 }
 
-/// Where a file's next frame, at `ts`, goes in the merge of several files: at its own time,
-/// unless it is a lone frame more than a second (a clock step, as the reorder window
-/// takes it) away from both the file's frame `before` it and the one `after` it, which
-/// agree with each other. That is one timestamp gone wrong, and the frame goes where its
-/// file put it, after the frame before it (with its own time still: the analysis takes it
-/// as a clock that stepped and came back). Merged by its wrong time, a frame stamped
-/// seconds ahead would hold back every later frame of its file until the other files
-/// reached its time, and the mirrors' copies would no longer meet.
+/// The time a file's next frame, stamped `ts`, is replayed at, and merged with the other
+/// files by: its own, unless it is a lone frame more than a second (a clock step, as the
+/// reorder window takes it) away from both the file's frame `before` it and the one
+/// `after` it, which agree with each other. That is one timestamp gone wrong: the frame
+/// takes the time of the frame before it, where its file put it, and is counted as
+/// retimed (`SourceStats::retimed`). Merged by its wrong time, a frame stamped seconds
+/// ahead would hold back every later frame of its file until the other files reached its
+/// time, and the mirrors' copies would no longer meet; analysed at it, it would move time
+/// on by seconds and back (a clock step each way), and the I/Os in flight would time out.
+/// Decided here, where every frame of a file passes in order, before any dispatcher, the
+/// result is the same whatever the number of workers.
 pub fn merge_ts(before: Option<u64>, ts: u64, after: Option<u64>) -> u64 {
     use crate::runtime::reorder::CLOCK_STEP_NS as STEP;
     match (before, after) {
@@ -623,11 +626,12 @@ impl Capture for Replay {
                     let bytes = map.map_or(&[][..], Mapping::bytes);
                     c.stats.ipackets += 1;
                     c.stats.ibytes += u64::from(c.wire_len);
+                    c.stats.retimed += u64::from(ts != c.ts_ns);
                     self.last[i] = Some(c.ts_ns);
                     burst[n] = Frame {
                         data: &bytes[c.data.clone()],
                         wire_len: c.wire_len,
-                        ts_ns: c.ts_ns,
+                        ts_ns: ts,
                         source: i as u16,
                     };
                     n += 1;
@@ -644,11 +648,12 @@ impl Capture for Replay {
                     }
                     r.stats.ipackets += 1;
                     r.stats.ibytes += u64::from(r.next.wire_len);
+                    r.stats.retimed += u64::from(ts != r.next.ts_ns);
                     self.last[i] = Some(r.next.ts_ns);
                     f(&[Frame {
                         data: &r.next.data,
                         wire_len: r.next.wire_len,
-                        ts_ns: r.next.ts_ns,
+                        ts_ns: ts,
                         source: i as u16,
                     }]);
                     r.advance()?;
