@@ -221,7 +221,7 @@ fn a_packet_later_than_the_window_is_counted_late_in_its_flow_and_starts_no_io()
 }
 
 #[test]
-fn one_frame_stamped_seconds_ahead_in_one_vantages_file_keeps_the_files_merged() {
+fn one_frame_stamped_seconds_off_in_one_vantages_file_keeps_the_files_merged() {
     // nvme_split's storage file with its middle frame stamped 2 s ahead. Merged by that
     // time, the storage file would wait behind it until the compute file reached it: every
     // later storage copy would come after all of the compute file's frames, and the I/Os
@@ -229,42 +229,57 @@ fn one_frame_stamped_seconds_ahead_in_one_vantages_file_keeps_the_files_merged()
     // joined. Analysed at that time, it would move time on by 2 s: the I/Os in flight
     // would time out (31, 20 and 16 of them with 1, 2 and 4 workers before the frame was
     // retimed). Replayed at the time of the frame before it, every I/O completes once,
-    // whatever the number of workers.
+    // whatever the number of workers. The same for the file's first frame stamped 2 s
+    // ahead (it would hold back the whole file), and its last frame 2 s behind.
     let dir = tempfile::tempdir().unwrap();
     let fs = files("nvme_split");
-    let mut storage = frames(&fs[1]);
-    let middle = storage.len() / 2;
-    storage[middle].0 += 2_000_000_000;
-    let stepped = dir.path().join("storage.pcap");
-    write(&stepped, &storage);
     let t = truth("nvme_split");
-    let mut first = None;
-    for workers in ["1", "2", "4"] {
-        let extra = [args("nvme_split"), vec!["--workers".into(), workers.into()]].concat();
-        let (s, rows) = replay(&[fs[0].clone(), stepped.clone()], &extra);
-        let flow_field = |s: &Value, field: &str, vantage: &str| vantage_sum(s, vantage, field);
-        for v in ["compute", "storage"] {
-            assert_eq!(flow_field(&s, "packets", v), flow_field(&t, "packets", v), "{v}: packets");
-            assert_eq!(flow_field(&s, "bytes", v), flow_field(&t, "bytes", v), "{v}: bytes");
-        }
-        assert_eq!(s["reorder"]["late_packets"], serde_json::json!({"compute": 0, "storage": 0}));
-        assert_eq!(s["ports"]["0"]["retimed"].as_u64(), Some(0), "workers {workers}");
-        assert_eq!(s["ports"]["1"]["retimed"].as_u64(), Some(1), "workers {workers}");
-        // The truth's 120 I/Os, each once, each measured at both vantages.
-        let ios = &s["ios"];
-        assert_eq!(ios["completed"].as_u64(), Some(120), "workers {workers}: {ios}");
-        assert_eq!(ios["timed_out"].as_u64(), Some(0), "workers {workers}: {ios}");
-        assert_eq!(t["ios"].as_array().unwrap().len(), 120);
-        assert_eq!(segment_counts(&s), truth_segment_counts(&t), "workers {workers}");
-        // The same summary and CSV rows as one worker's (rows in any order: workers report
-        // independently).
-        let mut rows = rows;
-        rows.iter_mut().for_each(|(_, r)| r.sort());
-        match &first {
-            None => first = Some((s, rows)),
-            Some((one, one_rows)) => {
-                assert_eq!(&s, one, "workers {workers}: summary");
-                assert_eq!(&rows, one_rows, "workers {workers}: CSV rows");
+    assert_eq!(t["ios"].as_array().unwrap().len(), 120);
+    let storage = frames(&fs[1]);
+    let two_s = 2_000_000_000i64;
+    for (which, at, by) in
+        [("middle", storage.len() / 2, two_s), ("first", 0, two_s), ("last", storage.len() - 1, -two_s)]
+    {
+        let mut wrong = storage.clone();
+        wrong[at].0 = wrong[at].0.checked_add_signed(by).unwrap();
+        let stepped = dir.path().join(format!("storage-{which}.pcap"));
+        write(&stepped, &wrong);
+        let mut first = None;
+        for workers in ["1", "2", "4"] {
+            let case = format!("{which} frame, {workers} workers");
+            let extra = [args("nvme_split"), vec!["--workers".into(), workers.into()]].concat();
+            let (s, rows) = replay(&[fs[0].clone(), stepped.clone()], &extra);
+            let flow_field = |s: &Value, field: &str, vantage: &str| vantage_sum(s, vantage, field);
+            for v in ["compute", "storage"] {
+                assert_eq!(
+                    flow_field(&s, "packets", v),
+                    flow_field(&t, "packets", v),
+                    "{case}, {v}: packets"
+                );
+                assert_eq!(flow_field(&s, "bytes", v), flow_field(&t, "bytes", v), "{case}, {v}: bytes");
+            }
+            assert_eq!(
+                s["reorder"]["late_packets"],
+                serde_json::json!({"compute": 0, "storage": 0}),
+                "{case}"
+            );
+            assert_eq!(s["ports"]["0"]["retimed"].as_u64(), Some(0), "{case}");
+            assert_eq!(s["ports"]["1"]["retimed"].as_u64(), Some(1), "{case}");
+            // The truth's 120 I/Os, each once, each measured at both vantages.
+            let ios = &s["ios"];
+            assert_eq!(ios["completed"].as_u64(), Some(120), "{case}: {ios}");
+            assert_eq!(ios["timed_out"].as_u64(), Some(0), "{case}: {ios}");
+            assert_eq!(segment_counts(&s), truth_segment_counts(&t), "{case}");
+            // The same summary and CSV rows as one worker's (rows in any order: workers
+            // report independently).
+            let mut rows = rows;
+            rows.iter_mut().for_each(|(_, r)| r.sort());
+            match &first {
+                None => first = Some((s, rows)),
+                Some((one, one_rows)) => {
+                    assert_eq!(&s, one, "{case}: summary");
+                    assert_eq!(&rows, one_rows, "{case}: CSV rows");
+                }
             }
         }
     }

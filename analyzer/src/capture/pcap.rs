@@ -510,8 +510,8 @@ pub struct Replay {
 
 /// The time a file's next frame, stamped `ts`, is replayed at, and merged with the other
 /// files by: its own, unless it is a lone frame more than a second (a clock step, as the
-/// reorder window takes it) away from both the file's frame `before` it and the one
-/// `after` it, which agree with each other. That is one timestamp gone wrong: the frame
+/// reorder window takes it) away from both the file's frame `before` it (the time that one
+/// was replayed at) and the one `after` it, which agree with each other. That is one timestamp gone wrong: the frame
 /// takes the time of the frame before it, where its file put it, and is counted as
 /// retimed (`SourceStats::retimed`). Merged by its wrong time, a frame stamped seconds
 /// ahead would hold back every later frame of its file until the other files reached its
@@ -519,10 +519,18 @@ pub struct Replay {
 /// on by seconds and back (a clock step each way), and the I/Os in flight would time out.
 /// Decided here, where every frame of a file passes in order, before any dispatcher, the
 /// result is the same whatever the number of workers.
+///
+/// A file's first and last frames have one neighbour: each is taken as wrong only if it
+/// goes against its file's order, a first frame more than a second after the frame that
+/// follows it (it takes that frame's time), a last one more than a second before the
+/// frame before it. A first frame more than a second before the next one, or a last one
+/// after the one before it, may be real frames around a silence, and keep their time.
 pub fn merge_ts(before: Option<u64>, ts: u64, after: Option<u64>) -> u64 {
     use crate::runtime::reorder::CLOCK_STEP_NS as STEP;
     match (before, after) {
         (Some(b), Some(a)) if ts.abs_diff(b) > STEP && ts.abs_diff(a) > STEP && a.abs_diff(b) <= STEP => b,
+        (None, Some(a)) if ts > a.saturating_add(STEP) => a,
+        (Some(b), None) if ts.saturating_add(STEP) < b => b,
         _ => ts,
     }
 }
@@ -627,7 +635,7 @@ impl Capture for Replay {
                     c.stats.ipackets += 1;
                     c.stats.ibytes += u64::from(c.wire_len);
                     c.stats.retimed += u64::from(ts != c.ts_ns);
-                    self.last[i] = Some(c.ts_ns);
+                    self.last[i] = Some(ts);
                     burst[n] = Frame {
                         data: &bytes[c.data.clone()],
                         wire_len: c.wire_len,
@@ -649,7 +657,7 @@ impl Capture for Replay {
                     r.stats.ipackets += 1;
                     r.stats.ibytes += u64::from(r.next.wire_len);
                     r.stats.retimed += u64::from(ts != r.next.ts_ns);
-                    self.last[i] = Some(r.next.ts_ns);
+                    self.last[i] = Some(ts);
                     f(&[Frame {
                         data: &r.next.data,
                         wire_len: r.next.wire_len,
@@ -758,12 +766,21 @@ mod tests {
         // Behind both: the same.
         assert_eq!(merge_ts(Some(t), t - 2 * s, Some(t + 1_000)), t);
         // A clock that stepped (the frame after it agrees with it), a silence before
-        // traffic resumes, a first or last frame, steps of at most a second: its own time.
+        // traffic resumes, steps of at most a second: its own time.
         assert_eq!(merge_ts(Some(t), t + 2 * s, Some(t + 2 * s + 1)), t + 2 * s);
         assert_eq!(merge_ts(Some(t), t + 5 * s, Some(t + 5 * s)), t + 5 * s);
-        assert_eq!(merge_ts(None, t + 2 * s, Some(t)), t + 2 * s);
-        assert_eq!(merge_ts(Some(t), t + 2 * s, None), t + 2 * s);
         assert_eq!(merge_ts(Some(t), t + s, Some(t)), t + s);
+        // A first frame after the frame that follows it, a last one before the frame
+        // before it: the neighbour's time.
+        assert_eq!(merge_ts(None, t + 2 * s, Some(t)), t);
+        assert_eq!(merge_ts(Some(t), t - 2 * s, None), t);
+        // A first frame before a silence, a last one after a silence, or either within a
+        // second of its neighbour, or alone in its file: its own time.
+        assert_eq!(merge_ts(None, t, Some(t + 2 * s)), t);
+        assert_eq!(merge_ts(Some(t), t + 2 * s, None), t + 2 * s);
+        assert_eq!(merge_ts(None, t + s, Some(t)), t + s);
+        assert_eq!(merge_ts(Some(t), t - s, None), t - s);
+        assert_eq!(merge_ts(None, t, None), t);
         // Neighbours that do not agree (a step of their own): its own time.
         assert_eq!(merge_ts(Some(t), t + 4 * s, Some(t + 2 * s)), t + 4 * s);
     }
