@@ -388,3 +388,59 @@ fn a_frame_cut_where_the_window_cuts_it_decodes_to_the_same_packet() {
     }
     assert!(cut > 100 && seen > 5_000, "{cut} of {seen} frames cut");
 }
+
+#[test]
+fn after_a_clock_step_back_frames_are_put_in_order_with_any_number_of_workers() {
+    // Eight IP pairs, one QP each, RDMA WRITE Only requests with PSNs in order, 1 µs apart;
+    // after 400 frames the capture clock steps 10 s back and stays there, and from then on
+    // every two frames arrive swapped, each with its time. Within the reorder window (1 ms)
+    // they are put back in order: no retransmission, no gap, nothing late, whatever the
+    // number of workers. (Behind a dispatcher, its latest time used to stay 10 s ahead, and
+    // every frame then restarted its worker's window: the swapped frames were analysed as
+    // they came, as retransmissions.)
+    use roceprobe::wire::bth;
+    use roceprobe::wire::build::RoceFrame;
+    let t0 = 1_800_000_000_000_000_000u64;
+    let mut fs: Vec<(u64, Vec<u8>)> = Vec::new();
+    for k in 0..800u32 {
+        let pair = k % 8;
+        let (src, dst) = (format!("10.9.{pair}.1"), format!("10.9.{pair}.2"));
+        let repr = bth::Repr { opcode: 0x0a, dest_qp: 0x100 + pair, psn: k / 8, ..Default::default() };
+        let f = RoceFrame::new(src.parse().unwrap(), dst.parse().unwrap(), repr).emit();
+        let us = u64::from(k) * 1_000;
+        fs.push((if k < 400 { t0 + 10_000_000_000 + us } else { t0 + us }, f));
+    }
+    for pair in fs[400..].chunks_mut(16) {
+        // Each pair's two frames of a block of 16 (PSNs n and n + 1) swapped.
+        for i in 0..8 {
+            pair.swap(i, i + 8);
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("step_back.pcap");
+    write(&path, &fs);
+    let sum = |s: &Value, field: &str| -> u64 {
+        s["flows"].as_array().unwrap().iter().map(|f| f[field].as_u64().unwrap()).sum()
+    };
+    let mut first = None;
+    for workers in ["1", "2", "4"] {
+        let (s, rows) = replay(std::slice::from_ref(&path), &["--workers".into(), workers.into()]);
+        assert_eq!(sum(&s, "packets"), 800, "{workers} workers");
+        assert_eq!(sum(&s, "messages"), 800, "{workers} workers");
+        for field in ["retx_packets", "gap_psns", "out_of_window", "late_packets"] {
+            assert_eq!(sum(&s, field), 0, "{workers} workers: {field}");
+        }
+        let mut rows = rows;
+        rows.iter_mut().for_each(|(_, r)| r.sort());
+        match &first {
+            None => first = Some((s, rows)),
+            Some((one, one_rows)) => {
+                assert_eq!(&s, one, "{workers} workers: summary");
+                assert_eq!(&rows, one_rows, "{workers} workers: CSV rows");
+            }
+        }
+    }
+    // In arrival order they would not be in order: the swap is real.
+    let (s, _) = replay(&[path], &["--reorder-window".into(), "0".into()]);
+    assert!(sum(&s, "retx_packets") > 0);
+}
