@@ -150,6 +150,21 @@ fn without_the_window_skewed_paths_are_wrong() {
     assert!(retx(&s) > retx(&base), "{} vs {}", retx(&s), retx(&base));
 }
 
+type Rows = Vec<(String, Vec<String>)>;
+
+/// The run's results with one worker are kept in `first`; any later run's summary and CSV
+/// rows must be the same (rows in any order: workers report independently).
+fn same_as_first(first: &mut Option<(Value, Rows)>, s: Value, mut rows: Rows, case: &str) {
+    rows.iter_mut().for_each(|(_, r)| r.sort());
+    match first {
+        None => *first = Some((s, rows)),
+        Some((one, one_rows)) => {
+            assert_eq!(&s, one, "{case}: summary");
+            assert_eq!(&rows, one_rows, "{case}: CSV rows");
+        }
+    }
+}
+
 /// Frames of a capture file with their times, in file order.
 fn frames(path: &Path) -> Vec<(u64, Vec<u8>)> {
     let mut r = Replay::open(&[path.to_path_buf()]).unwrap();
@@ -229,16 +244,17 @@ fn one_frame_stamped_seconds_off_in_one_vantages_file_keeps_the_files_merged() {
     // joined. Analysed at that time, it would move time on by 2 s: the I/Os in flight
     // would time out (31, 20 and 16 of them with 1, 2 and 4 workers before the frame was
     // retimed). Replayed at the time of the frame before it, every I/O completes once,
-    // whatever the number of workers. The same for the file's first frame stamped 2 s
-    // ahead (it would hold back the whole file), and its last frame 2 s behind.
+    // whatever the number of workers. The same for the file's second frame stamped 2 s
+    // behind (its first frame, then 2 s after it, is not taken for the wrong one), and its
+    // last frame 2 s behind.
     let dir = tempfile::tempdir().unwrap();
     let fs = files("nvme_split");
     let t = truth("nvme_split");
     assert_eq!(t["ios"].as_array().unwrap().len(), 120);
-    let storage = frames(&fs[1]);
+    let (compute, storage) = (frames(&fs[0]), frames(&fs[1]));
     let two_s = 2_000_000_000i64;
     for (which, at, by) in
-        [("middle", storage.len() / 2, two_s), ("first", 0, two_s), ("last", storage.len() - 1, -two_s)]
+        [("middle", storage.len() / 2, two_s), ("second", 1, -two_s), ("last", storage.len() - 1, -two_s)]
     {
         let mut wrong = storage.clone();
         wrong[at].0 = wrong[at].0.checked_add_signed(by).unwrap();
@@ -265,22 +281,18 @@ fn one_frame_stamped_seconds_off_in_one_vantages_file_keeps_the_files_merged() {
             );
             assert_eq!(s["ports"]["0"]["retimed"].as_u64(), Some(0), "{case}");
             assert_eq!(s["ports"]["1"]["retimed"].as_u64(), Some(1), "{case}");
+            // The run's first and last packet times are the right frames' of the files.
+            let right = storage.iter().enumerate().filter(|(i, _)| *i != at).map(|(_, f)| f.0);
+            let first_ts = right.clone().chain([compute[0].0]).min().unwrap();
+            let last_ts = right.chain([compute.last().unwrap().0]).max().unwrap();
+            assert_eq!(s["first_packet"], roceprobe::report::time::rfc3339_nanos(first_ts), "{case}");
+            assert_eq!(s["last_packet"], roceprobe::report::time::rfc3339_nanos(last_ts), "{case}");
             // The truth's 120 I/Os, each once, each measured at both vantages.
             let ios = &s["ios"];
             assert_eq!(ios["completed"].as_u64(), Some(120), "{case}: {ios}");
             assert_eq!(ios["timed_out"].as_u64(), Some(0), "{case}: {ios}");
             assert_eq!(segment_counts(&s), truth_segment_counts(&t), "{case}");
-            // The same summary and CSV rows as one worker's (rows in any order: workers
-            // report independently).
-            let mut rows = rows;
-            rows.iter_mut().for_each(|(_, r)| r.sort());
-            match &first {
-                None => first = Some((s, rows)),
-                Some((one, one_rows)) => {
-                    assert_eq!(&s, one, "{case}: summary");
-                    assert_eq!(&rows, one_rows, "{case}: CSV rows");
-                }
-            }
+            same_as_first(&mut first, s, rows, &case);
         }
     }
 }
@@ -430,15 +442,7 @@ fn after_a_clock_step_back_frames_are_put_in_order_with_any_number_of_workers() 
         for field in ["retx_packets", "gap_psns", "out_of_window", "late_packets"] {
             assert_eq!(sum(&s, field), 0, "{workers} workers: {field}");
         }
-        let mut rows = rows;
-        rows.iter_mut().for_each(|(_, r)| r.sort());
-        match &first {
-            None => first = Some((s, rows)),
-            Some((one, one_rows)) => {
-                assert_eq!(&s, one, "{workers} workers: summary");
-                assert_eq!(&rows, one_rows, "{workers} workers: CSV rows");
-            }
-        }
+        same_as_first(&mut first, s, rows, &format!("{workers} workers"));
     }
     // In arrival order they would not be in order: the swap is real.
     let (s, _) = replay(&[path], &["--reorder-window".into(), "0".into()]);

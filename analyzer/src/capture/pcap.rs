@@ -520,16 +520,17 @@ pub struct Replay {
 /// Decided here, where every frame of a file passes in order, before any dispatcher, the
 /// result is the same whatever the number of workers.
 ///
-/// A file's first and last frames have one neighbour: each is taken as wrong only if it
-/// goes against its file's order, a first frame more than a second after the frame that
-/// follows it (it takes that frame's time), a last one more than a second before the
-/// frame before it. A first frame more than a second before the next one, or a last one
-/// after the one before it, may be real frames around a silence, and keep their time.
+/// A file's last frame has one neighbour: it is taken as wrong if it goes against its
+/// file's order, more than a second before the frame before it (it takes that frame's
+/// time; a last frame more than a second after it may be a real one after a silence). A
+/// file's first frame keeps its time: more than a second after the frame that follows it,
+/// it may be right and the second frame the wrong one, which then is retimed as a lone
+/// frame (one frame ahead cannot tell which; a wrong first frame holds its file back in
+/// the merge).
 pub fn merge_ts(before: Option<u64>, ts: u64, after: Option<u64>) -> u64 {
     use crate::runtime::reorder::CLOCK_STEP_NS as STEP;
     match (before, after) {
         (Some(b), Some(a)) if ts.abs_diff(b) > STEP && ts.abs_diff(a) > STEP && a.abs_diff(b) <= STEP => b,
-        (None, Some(a)) if ts > a.saturating_add(STEP) => a,
         (Some(b), None) if ts.saturating_add(STEP) < b => b,
         _ => ts,
     }
@@ -770,12 +771,12 @@ mod tests {
         assert_eq!(merge_ts(Some(t), t + 2 * s, Some(t + 2 * s + 1)), t + 2 * s);
         assert_eq!(merge_ts(Some(t), t + 5 * s, Some(t + 5 * s)), t + 5 * s);
         assert_eq!(merge_ts(Some(t), t + s, Some(t)), t + s);
-        // A first frame after the frame that follows it, a last one before the frame
-        // before it: the neighbour's time.
-        assert_eq!(merge_ts(None, t + 2 * s, Some(t)), t);
+        // A last frame before the frame before it: that frame's time.
         assert_eq!(merge_ts(Some(t), t - 2 * s, None), t);
-        // A first frame before a silence, a last one after a silence, or either within a
-        // second of its neighbour, or alone in its file: its own time.
+        // A first frame (the frame after it may be the wrong one), a last one after a
+        // silence or within a second of the frame before it, a frame alone in its file:
+        // its own time.
+        assert_eq!(merge_ts(None, t + 2 * s, Some(t)), t + 2 * s);
         assert_eq!(merge_ts(None, t, Some(t + 2 * s)), t);
         assert_eq!(merge_ts(Some(t), t + 2 * s, None), t + 2 * s);
         assert_eq!(merge_ts(None, t + s, Some(t)), t + s);

@@ -10,7 +10,6 @@
 //! steady state nothing is allocated. A full worker queue makes the dispatcher wait (the
 //! NIC then counts what it could not take as `imissed`).
 
-use super::reorder::CLOCK_STEP_NS;
 use super::worker::TimeUse;
 use super::{PipelineConfig, PortReport, Recycled, ToStats, Worker};
 use crate::capture::dpdk::prefetch;
@@ -272,12 +271,7 @@ impl Dispatcher {
     fn frame(&mut self, f: Frame<'_>) {
         self.seen = self.seen.max(f.ts_ns);
         let (lane, ts, switch) = self.route(&f);
-        // A frame more than a second from the latest time is a clock that stepped, as each
-        // worker's reorder window takes it: the latest time starts again from it. Kept at
-        // the highest, it would stay ahead after a step back, and every window told it
-        // would take each of its frames for a step of its own and start again at every one
-        // (a single worker's window starts again once).
-        self.now = if self.now > 0 && ts.abs_diff(self.now) > CLOCK_STEP_NS { ts } else { self.now.max(ts) };
+        self.now = self.now.max(ts);
         let l = &mut self.lanes[lane];
         if !l.current.fits(f.data.len().min(BATCH_BYTES)) {
             l.send();

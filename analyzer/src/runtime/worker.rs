@@ -427,7 +427,7 @@ impl Worker {
     fn hold(&mut self, r: &mut Reorder, f: &Frame<'_>, ts: u64, switch: bool) {
         if r.is_clock_step(ts) {
             while self.release(r, false) > 0 {}
-            r.restart();
+            r.restart(ts);
         }
         if r.is_late(ts) {
             let f = Frame { ts_ns: ts, ..*f };
