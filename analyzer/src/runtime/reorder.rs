@@ -283,6 +283,11 @@ impl Reorder {
         n
     }
 
+    /// The latest packet time seen (a frame's, or one observed).
+    pub fn latest(&self) -> u64 {
+        self.latest
+    }
+
     /// The time before which frames are late once every due frame is released: what the
     /// analysis can be told has passed.
     pub fn watermark(&self) -> u64 {

@@ -427,6 +427,13 @@ impl Worker {
     fn hold(&mut self, r: &mut Reorder, f: &Frame<'_>, ts: u64, switch: bool) {
         if r.is_clock_step(ts) {
             while self.release(r, false) > 0 {}
+            // Behind a dispatcher the window may have been told a later time than any frame
+            // this worker analysed (other workers' frames): with nothing held, the analysis
+            // reaches it before the window starts again, as one worker's does by analysing
+            // the frame of that time (after a step back the window no longer takes it).
+            if r.latest() > self.last_ts {
+                self.observe_released(r.latest());
+            }
             r.restart(ts);
         }
         if r.is_late(ts) {
