@@ -510,15 +510,15 @@ pub struct Replay {
 
 /// The time a file's next frame, stamped `ts`, is replayed at, and merged with the other
 /// files by: its own, unless it is a lone frame more than a second (a clock step, as the
-/// reorder window takes it) away from both the file's frame `before` it (the time that one
-/// was replayed at) and the one `after` it, which agree with each other. That is one timestamp gone wrong: the frame
-/// takes the time of the frame before it, where its file put it, and is counted as
-/// retimed (`SourceStats::retimed`). Merged by its wrong time, a frame stamped seconds
-/// ahead would hold back every later frame of its file until the other files reached its
-/// time, and the mirrors' copies would no longer meet; analysed at it, it would move time
-/// on by seconds and back (a clock step each way), and the I/Os in flight would time out.
-/// Decided here, where every frame of a file passes in order, before any dispatcher, the
-/// result is the same whatever the number of workers.
+/// reorder window takes it) away from both the file's frame `before` it (the time that
+/// one was replayed at) and the one `after` it, which agree with each other. That is one
+/// timestamp gone wrong: the frame takes the time of the frame before it, where its file
+/// put it, and is counted as retimed (`SourceStats::retimed`). Merged by its wrong time,
+/// a frame stamped seconds ahead would hold back every later frame of its file until the
+/// other files reached its time, and the mirrors' copies would no longer meet; analysed
+/// at it, it would move time on by seconds and back (a clock step each way), and the I/Os
+/// in flight would time out. Decided here, where every frame of a file passes in order,
+/// before any dispatcher, the result is the same whatever the number of workers.
 ///
 /// A file's last frame has one neighbour: it is taken as wrong if it goes against its
 /// file's order, more than a second before the frame before it (it takes that frame's
