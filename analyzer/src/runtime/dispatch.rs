@@ -5,12 +5,14 @@
 //! shared state. It works whatever the NIC hashes on (ERSPAN, RSPAN, a single-queue vdev).
 //!
 //! The dispatcher applies the ERSPAN switch clocks (one anchor per session, as a single
-//! worker would) and tells the workers the latest packet time, so I/Os time out exactly as
-//! with one worker. Frames travel in batches whose buffers the workers hand back: in a
+//! worker would) and tells the workers the packet time (the highest, and the latest since
+//! the clock last stepped: see `Told`), so that transmissions end and I/Os time out as with
+//! one worker. Frames travel in batches whose buffers the workers hand back: in a
 //! steady state nothing is allocated. A full worker queue makes the dispatcher wait (the
 //! NIC then counts what it could not take as `imissed`).
 
-use super::worker::TimeUse;
+use super::reorder::CLOCK_STEP_NS;
+use super::worker::{TimeUse, Told};
 use super::{PipelineConfig, PortReport, Recycled, ToStats, Worker};
 use crate::capture::dpdk::prefetch;
 use crate::capture::{Capture, Frame, Poll};
@@ -46,9 +48,10 @@ struct Slot {
     len: u32,
     wire_len: u32,
     ts_ns: u64,
-    /// The latest packet time dispatched so far, this frame included, or the probe's clock
-    /// offered while the link was silent (see `SilentLink`), whichever is later.
-    now: u64,
+    /// The packet time to observe before this frame (see [`Told`]): the highest dispatched
+    /// so far, this frame included, or the probe's clock offered while the link was silent
+    /// (see `SilentLink`), whichever is later; and the latest since the clock last stepped.
+    now: Told,
     source: u16,
     /// `ts_ns` is an ERSPAN III switch timestamp.
     switch_clock: bool,
@@ -60,17 +63,21 @@ pub struct Batch {
     bytes: Vec<u8>,
     slots: Vec<Slot>,
     /// A packet time to observe after the frames (the run's last, in the final batch).
-    then: u64,
+    then: Told,
 }
 
 impl Batch {
     fn new() -> Self {
-        Self { bytes: Vec::with_capacity(BATCH_BYTES), slots: Vec::with_capacity(BATCH_FRAMES), then: 0 }
+        Self {
+            bytes: Vec::with_capacity(BATCH_BYTES),
+            slots: Vec::with_capacity(BATCH_FRAMES),
+            then: Told::default(),
+        }
     }
     fn fits(&self, len: usize) -> bool {
         self.slots.len() < BATCH_FRAMES && self.bytes.len() + len <= BATCH_BYTES
     }
-    fn push(&mut self, f: &Frame<'_>, ts_ns: u64, now: u64, switch_clock: bool) {
+    fn push(&mut self, f: &Frame<'_>, ts_ns: u64, now: Told, switch_clock: bool) {
         // A frame larger than a batch keeps its first BATCH_BYTES (headers are what count).
         let data = &f.data[..f.data.len().min(BATCH_BYTES)];
         self.slots.push(Slot {
@@ -87,7 +94,7 @@ impl Batch {
     fn clear(&mut self) {
         self.bytes.clear();
         self.slots.clear();
-        self.then = 0;
+        self.then = Told::default();
     }
 }
 
@@ -112,7 +119,7 @@ impl Lane {
     /// Sends what is buffered, and time to observe after it (a silent link's clock), when
     /// the worker has room and a batch is spare; never waits nor allocates: a worker that is
     /// behind gets the time with the next tick.
-    fn tick(&mut self, now: u64) {
+    fn tick(&mut self, now: Told) {
         if self.tx.is_full() {
             return;
         }
@@ -149,7 +156,8 @@ pub fn run<C: Capture>(
     };
     let mut d = Dispatcher::new(lanes);
     let result = d.dispatch(capture, stop, ports, &ports_tx);
-    let (joined, ios, time_use) = end_workers(d.lanes, handles, d.now);
+    let told = d.told();
+    let (joined, ios, time_use) = end_workers(d.lanes, handles, told);
     (joined.and(result), ios, time_use)
 }
 
@@ -201,7 +209,7 @@ fn work(mut w: Worker, batches: Receiver<Batch>, spares: Sender<Batch>) -> (IoCo
             let data = &bytes[s.offset as usize..(s.offset + s.len) as usize];
             (Frame { data, wire_len: s.wire_len, ts_ns: s.ts_ns, source: s.source }, s.switch_clock, s.now)
         }));
-        w.observe_time(batch.then);
+        w.observe_told(batch.then);
         batch.clear();
         let _ = spares.try_send(batch);
     }
@@ -215,6 +223,10 @@ struct Dispatcher {
     clocks: MirrorClocks,
     /// The latest packet time dispatched (or offered by a silent link's clock).
     now: u64,
+    /// The latest packet time dispatched since the clock last stepped (a frame more than a
+    /// second from it, either way), as each worker's reorder window and a single worker's
+    /// I/O timeouts follow packet time (see [`Told`]).
+    current: u64,
     /// The latest capture timestamp seen.
     seen: u64,
     silent: super::SilentLink,
@@ -228,10 +240,16 @@ impl Dispatcher {
             lanes,
             clocks: MirrorClocks::default(),
             now: 0,
+            current: 0,
             seen: 0,
             silent: super::SilentLink::default(),
             switch_clock: false,
         }
+    }
+
+    /// The time to tell the workers.
+    fn told(&self) -> Told {
+        Told { highest: self.now, current: self.current }
     }
 
     /// Polls `capture` and dispatches its frames until it ends, fails or `stop` is set.
@@ -272,11 +290,17 @@ impl Dispatcher {
         self.seen = self.seen.max(f.ts_ns);
         let (lane, ts, switch) = self.route(&f);
         self.now = self.now.max(ts);
+        self.current = if self.current > 0 && ts.abs_diff(self.current) > CLOCK_STEP_NS {
+            ts
+        } else {
+            self.current.max(ts)
+        };
+        let now = self.told();
         let l = &mut self.lanes[lane];
         if !l.current.fits(f.data.len().min(BATCH_BYTES)) {
             l.send();
         }
-        l.current.push(&f, ts, self.now, switch);
+        l.current.push(&f, ts, now, switch);
     }
 
     /// A frame's lane, its packet time (an ERSPAN III switch timestamp on the switch's
@@ -309,7 +333,8 @@ impl Dispatcher {
     fn idle<C: Capture>(&mut self, capture: &mut C, ports: &mut PortReport, ports_tx: &Sender<ToStats>) {
         if let Some(t) = self.silent.tick(capture, self.switch_clock) {
             self.now = self.now.max(t);
-            let now = self.now;
+            self.current = self.current.max(t);
+            let now = self.told();
             self.lanes.iter_mut().for_each(|l| l.tick(now));
             ports.observe(t, || capture.stats(), ports_tx);
         }
@@ -322,7 +347,7 @@ impl Dispatcher {
 fn end_workers(
     lanes: Vec<Lane>,
     handles: Vec<WorkerHandle>,
-    now: u64,
+    now: Told,
 ) -> (Result<()>, IoCountsByPair, [TimeUse; 2]) {
     let mut ios = BTreeMap::new();
     let mut time_use = [TimeUse::default(); 2];

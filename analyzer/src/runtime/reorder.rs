@@ -76,11 +76,6 @@ pub struct Reorder {
     latest: u64,
     /// Frames older than this are late: the analysis has moved past them.
     floor: u64,
-    /// After the clock stepped back, the latest time before the step: a time observed
-    /// up to it is the old clock's (a dispatcher's latest time, the highest it has seen,
-    /// stays there until the traffic's time passes it), not a time the window has reached
-    /// (0: none).
-    before_step: u64,
     /// Frames are held. Until then (no second vantage or source, and every frame so far
     /// in time order) they are analysed as they come, without a copy.
     armed: bool,
@@ -118,7 +113,6 @@ impl Reorder {
             next_seq: 0,
             latest: 0,
             floor: 0,
-            before_step: 0,
             armed: true,
         }
     }
@@ -167,13 +161,9 @@ impl Reorder {
         self.latest > 0 && ts.abs_diff(self.latest) > CLOCK_STEP_NS
     }
 
-    /// Starts afresh at a clock step to a frame of time `ts` (nothing may be held): the
-    /// next frame sets the time. After a step back, the times observed up to the latest
-    /// before the step are ignored (see [`Reorder::observe`]), so that the window follows
-    /// its frames from the step on, as it does when nothing observes a time for it.
-    pub fn restart(&mut self, ts: u64) {
+    /// Starts afresh (nothing may be held): the next frame sets the time.
+    pub fn restart(&mut self) {
         debug_assert!(self.held.is_empty());
-        self.before_step = if ts < self.latest { self.latest.max(self.before_step) } else { 0 };
         self.latest = 0;
         self.floor = 0;
     }
@@ -234,16 +224,11 @@ impl Reorder {
         self.latest = self.latest.max(ts);
     }
 
-    /// Time moved on to `now` (a later frame elsewhere, or a silent link's clock); unless
-    /// `now` is no later than the latest time before the clock last stepped back: behind a
-    /// dispatcher, whose latest time is the highest it has seen, every frame after the step
-    /// would otherwise be a step of its own, and the window would start again at each.
+    /// Time moved on to `now` (a later frame elsewhere, or a silent link's clock). Behind a
+    /// dispatcher, the latest time since the clock last stepped (not the highest ever seen,
+    /// which after a step back would make every later frame a step of its own).
     #[inline]
     pub fn observe(&mut self, now: u64) {
-        if now <= self.before_step {
-            return;
-        }
-        self.before_step = 0;
         self.latest = self.latest.max(now);
     }
 
@@ -447,7 +432,7 @@ mod tests {
         for (ts, b) in [(years, 3u8), (13_000, 4)] {
             assert!(r.is_clock_step(ts));
             drain(&mut r, true, &mut got);
-            r.restart(ts);
+            r.restart();
             assert!(!r.is_late(ts));
             push(&mut r, &frame(b, 8), ts, &mut got);
         }
@@ -457,43 +442,6 @@ mod tests {
         push(&mut r, &frame(6, 8), 15_000, &mut got);
         drain(&mut r, false, &mut got);
         assert_eq!(&got[3..], [(12_500, 5), (13_000, 4)]);
-    }
-
-    #[test]
-    fn after_a_step_back_the_old_clocks_observed_time_is_ignored() {
-        // Frames 10 s on, the latest time observed there too (a dispatcher's); then the
-        // clock steps back to 1 µs. The dispatcher's latest stays 10 s on: observed, it
-        // would make every later frame a step and release it at once.
-        let s = 10_000_000_000u64;
-        let mut r = Reorder::with_room(1_000, 1 << 16, 64);
-        let mut got = Vec::new();
-        push(&mut r, &frame(1, 8), s, &mut got);
-        r.observe(s + 5_000);
-        drain(&mut r, false, &mut got);
-        assert_eq!(got, [(s, 1)]);
-        assert!(r.is_clock_step(1_000));
-        r.restart(1_000);
-        push(&mut r, &frame(2, 8), 1_000, &mut got);
-        for (ts, b) in [(1_600, 3u8), (1_300, 4)] {
-            r.observe(s + 5_000);
-            assert!(!r.is_clock_step(ts) && !r.is_late(ts));
-            push(&mut r, &frame(b, 8), ts, &mut got);
-        }
-        // Nothing due yet at 1.6 µs; the frames come out in time order as the window
-        // passes them.
-        drain(&mut r, false, &mut got);
-        assert_eq!(got.len(), 1);
-        push(&mut r, &frame(5, 8), 3_000, &mut got);
-        drain(&mut r, false, &mut got);
-        assert_eq!(&got[1..], [(1_000, 2), (1_300, 4), (1_600, 3)]);
-        // Once observed times pass the old clock's latest, they count again.
-        r.observe(s + 5_001);
-        drain(&mut r, false, &mut got);
-        assert_eq!(&got[4..], [(3_000, 5)]);
-        // After a step ahead, nothing is ignored.
-        r.restart(2 * s);
-        r.observe(s);
-        assert_eq!(r.watermark(), s - 1_000);
     }
 
     #[test]

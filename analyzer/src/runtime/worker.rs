@@ -139,7 +139,7 @@ impl Out {
 struct Incoming<'a> {
     f: Frame<'a>,
     stamped: Option<bool>,
-    observe: Option<u64>,
+    observe: Option<Told>,
     late: bool,
 }
 
@@ -152,7 +152,24 @@ struct Staged<'a> {
     /// key and hash) and completed by the pipeline (the index's hint): handed to the
     /// tracker by reference, not built again from the staged fields.
     seen: Seen,
-    observe: Option<u64>,
+    observe: Option<Told>,
+}
+
+/// Packet time as a dispatcher tells it to its workers: the highest time dispatched (which
+/// a single worker's flow table keeps, and its intervals follow) and the latest since the
+/// clock last stepped by more than a second (which a single worker's reorder window and I/O
+/// timeouts follow, frame by frame). They differ only after the clock stepped back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Told {
+    pub highest: u64,
+    pub current: u64,
+}
+
+impl Told {
+    /// One time for both (no dispatcher, or a silent link's clock).
+    pub fn at(t: u64) -> Self {
+        Self { highest: t, current: t }
+    }
 }
 
 pub use crate::metrics::snapshot::TimeUse;
@@ -190,6 +207,8 @@ pub struct Worker {
     current: Option<(u64, u64)>,
     /// Frames held until the reorder window has passed them (`None`: a window of 0).
     reorder: Option<Box<Reorder>>,
+    /// The highest packet time a dispatcher told (see [`Told`]); 0 without one.
+    highest_told: u64,
     out: Out,
     tx: Sender<ToStats>,
 }
@@ -239,6 +258,7 @@ impl Worker {
                 let interleaved = cfg.vantages.maps_storage() || cfg.source_times.len() > 1;
                 Box::new(if interleaved { r } else { r.unarmed() })
             }),
+            highest_told: 0,
             out,
             tx,
         }
@@ -256,9 +276,16 @@ impl Worker {
     /// would with one worker seeing packets, even when this one sees none for a while.
     #[inline]
     pub fn observe_time(&mut self, now: u64) {
+        self.observe_told(Told::at(now));
+    }
+
+    /// [`Worker::observe_time`] with the two times a dispatcher tells (see [`Told`]).
+    #[inline]
+    pub fn observe_told(&mut self, t: Told) {
+        self.highest_told = self.highest_told.max(t.highest);
         match self.reorder.take() {
             Some(mut r) if r.is_armed() => {
-                r.observe(now);
+                r.observe(t.current);
                 self.release_due(&mut r, true);
                 self.reorder = Some(r);
             }
@@ -266,18 +293,19 @@ impl Worker {
             // frames stamped before it may still come).
             r => {
                 self.reorder = r;
-                self.observe_released(now);
+                self.observe_released(t);
             }
         }
     }
 
-    /// Time moved on to `now`, every frame before it analysed already.
-    fn observe_released(&mut self, now: u64) {
-        if self.current.is_some_and(|(_, end)| is_past(now, end)) {
-            self.close_intervals(now);
+    /// Time moved on to `t`, every frame before it analysed already: the open interval and
+    /// the flow table follow the highest time, the I/O timeouts the current one.
+    fn observe_released(&mut self, t: Told) {
+        if self.current.is_some_and(|(_, end)| is_past(t.highest, end)) {
+            self.close_intervals(t.highest);
         }
         let out = &mut self.out;
-        self.analyzer.observe(now, &mut |e| out.event(e));
+        self.analyzer.observe(t.highest, t.current, &mut |e| out.event(e));
     }
 
     /// Whether some frame was timed by a switch's ERSPAN clock (whose time the probe's
@@ -397,8 +425,9 @@ impl Worker {
             }
             self.burst(passed[..n].iter_mut().filter_map(Option::take));
             n = 0;
-            if let Some(now) = i.observe {
-                r.observe(now);
+            if let Some(t) = i.observe {
+                self.highest_told = self.highest_told.max(t.highest);
+                r.observe(t.current);
             }
             self.hold(&mut r, &i.f, ts, switch);
         }
@@ -427,14 +456,16 @@ impl Worker {
     fn hold(&mut self, r: &mut Reorder, f: &Frame<'_>, ts: u64, switch: bool) {
         if r.is_clock_step(ts) {
             while self.release(r, false) > 0 {}
-            // Behind a dispatcher the window may have been told a later time than any frame
-            // this worker analysed (other workers' frames): with nothing held, the analysis
+            // Behind a dispatcher the highest time told may be later than any frame this
+            // worker analysed (other workers' frames): with nothing held, the analysis
             // reaches it before the window starts again, as one worker's does by analysing
-            // the frame of that time (after a step back the window no longer takes it).
-            if r.latest() > self.last_ts {
-                self.observe_released(r.latest());
+            // the frame of that time (after a step back the window is told the time since
+            // the step only).
+            let highest = r.latest().max(self.highest_told);
+            if highest > self.last_ts {
+                self.observe_released(Told::at(highest));
             }
-            r.restart(ts);
+            r.restart();
         }
         if r.is_late(ts) {
             let f = Frame { ts_ns: ts, ..*f };
@@ -458,7 +489,7 @@ impl Worker {
         while self.release(r, true) > 0 {}
         let now = r.watermark();
         if observe && now > 0 {
-            self.observe_released(now);
+            self.observe_released(Told::at(now));
             r.passed(now);
         }
     }
@@ -484,9 +515,9 @@ impl Worker {
     /// Like [`Worker::handle_burst`] for frames a dispatcher stamped with their final time,
     /// each with whether that time is a switch clock's and the latest time to observe (see
     /// [`Worker::observe_time`]) before it.
-    pub fn handle_stamped_burst<'a>(&mut self, frames: impl Iterator<Item = (Frame<'a>, bool, u64)>) {
+    pub fn handle_stamped_burst<'a>(&mut self, frames: impl Iterator<Item = (Frame<'a>, bool, Told)>) {
         let mut frames =
-            frames.map(|(f, sw, now)| Incoming { f, stamped: Some(sw), observe: Some(now), late: false });
+            frames.map(|(f, sw, t)| Incoming { f, stamped: Some(sw), observe: Some(t), late: false });
         let Some(mut r) = self.reorder.take() else {
             return self.arrive(frames, true);
         };
@@ -554,7 +585,7 @@ impl Worker {
         at: &'s mut Option<Staged<'a>>,
         f: Frame<'a>,
         stamped: Option<bool>,
-        observe: Option<u64>,
+        observe: Option<Told>,
         late: bool,
     ) -> &'s mut Staged<'a> {
         let seen = Seen {
@@ -626,8 +657,8 @@ impl Worker {
             self.ahead(staged, n + k, next);
             if let Some(j) = k.checked_sub(lag) {
                 if let Some(s) = &staged[j] {
-                    if let Some(now) = s.observe.filter(|&now| !self.analysing_covers(s, now)) {
-                        self.observe_time(now);
+                    if let Some(t) = s.observe.filter(|t| !self.analysing_covers(s, t.highest)) {
+                        self.observe_told(t);
                     }
                     self.process(s);
                     // Kept here, not in `process`, which stays as it is without evidence.

@@ -224,11 +224,14 @@ impl Analyzer {
 
     /// Time moved on to `now` without a packet here: transmissions idle for `--flow-idle`
     /// have ended (they are closed by the next packet of their flow or before the interval
-    /// is handed over, see [`Analyzer::end_idle`]), and I/Os older than `--io-timeout` end.
+    /// is handed over, see [`Analyzer::end_idle`]), and I/Os older than `--io-timeout` at
+    /// `current` end. `current` is `now` but after the clock stepped back, when `now` is the
+    /// highest time before the step (which the flow table keeps, as it does from packets)
+    /// and `current` the time since (by which I/Os time out, as they do from packets).
     #[inline]
-    pub fn observe(&mut self, now: u64, out: &mut impl FnMut(FlowEvent)) {
+    pub fn observe(&mut self, now: u64, current: u64, out: &mut impl FnMut(FlowEvent)) {
         self.flows.advance(now);
-        self.ios.expire(now, &mut self.latency);
+        self.ios.expire(current, &mut self.latency);
         if self.evidence.is_some() {
             self.take_signals(out);
             if let Some(ev) = self.evidence.as_mut() {
