@@ -450,16 +450,20 @@ fn after_a_clock_step_back_frames_are_put_in_order_with_any_number_of_workers() 
 }
 
 #[test]
-fn after_a_step_back_a_worker_whose_pairs_fell_silent_still_times_out_its_ios() {
-    // nvme_vlan stretched 1,000 times (I/Os of milliseconds), its middle frame 200 ms ahead
-    // and every frame after it 3 s back; one host pair sends nothing soon after the step
-    // while the others go on for 200 ms, four times the 50 ms I/O timeout. Behind a
-    // dispatcher, the worker of that pair learns the highest time only from the others'
-    // frames: it must still reach it, so that its I/Os in flight time out (an I/O is
-    // unfinished only if the capture ends before its timeout; here none is). With four
-    // workers, the silent pair's worker has a few frames after the step and then none: the
-    // I/Os those began time out by the time since the step, which the dispatcher tells it
-    // beside the highest. The I/O outcomes are the same with any number of workers.
+fn after_a_clock_step_several_workers_give_what_one_gives() {
+    // nvme_vlan stretched 1,000 times (I/Os of milliseconds), with `--io-timeout 50ms`:
+    // - "back": its middle frame 200 ms ahead and every frame after it 3 s back; one host
+    //   pair sends nothing soon after the step while the others go on for 200 ms, four
+    //   times the timeout. Behind a dispatcher, the worker of that pair learns the highest
+    //   time only from the others' frames, and with four workers it has a few frames after
+    //   the step and then none: it must still reach the highest time, and time out the
+    //   I/Os those frames began by the time since the step (an I/O is unfinished only if
+    //   the capture ends before its timeout; here none is).
+    // - "ahead": two frames in the middle 100 s ahead (a clock step, not a lone wrong
+    //   frame): every worker's analysis must reach that time, not only the one whose
+    //   frames they are.
+    // With the reorder window and without, the same summary and CSV rows with 1, 2 and 4
+    // workers.
     let t = truth("nvme_vlan");
     let fs = common::scenario_files("nvme_vlan", &t);
     let all = frames(&fs[0]);
@@ -474,39 +478,40 @@ fn after_a_step_back_a_worker_whose_pairs_fell_silent_still_times_out_its_ios() 
         Some(if a <= b { [a, b] } else { [b, a] })
     };
     let silent = [[10, 0, 1, 1], [10, 0, 2, 1]];
+    let (mut back, mut ahead) = (Vec::new(), Vec::new());
     let mut seen_of_pair = BTreeMap::new();
-    let mut stepped = Vec::new();
     for (i, (ts, f)) in all.into_iter().enumerate() {
+        let at = t0 + (ts - t0) * 1_000;
+        ahead.push((if i == n / 2 || i == n / 2 + 1 { at + 100_000_000_000 } else { at }, f.clone()));
         let pair = pair_of(&f);
         let k = seen_of_pair.entry(pair).or_insert(0u32);
         *k += 1;
         if pair == Some(silent) && i > n / 2 && *k > 141 {
             continue;
         }
-        let mut at = t0 + (ts - t0) * 1_000;
-        if i == n / 2 {
-            at += 200_000_000;
-        }
-        if i > n / 2 {
-            at -= 3_000_000_000;
-        }
-        stepped.push((at, f));
+        let at = match i {
+            _ if i == n / 2 => at + 200_000_000,
+            _ if i > n / 2 => at - 3_000_000_000,
+            _ => at,
+        };
+        back.push((at, f));
     }
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("stepped.pcap");
-    write(&path, &stepped);
-    let mut first = None;
-    for workers in ["1", "2", "4"] {
-        let extra =
-            [args("nvme_vlan"), ["--io-timeout", "50ms", "--workers", workers].map(String::from).to_vec()];
-        let (s, _) = replay(std::slice::from_ref(&path), &extra.concat());
-        let ios = &s["ios"];
-        assert_eq!(ios["unfinished"].as_u64(), Some(0), "{workers} workers: {ios}");
-        assert!(ios["timed_out"].as_u64().unwrap() > 0, "{workers} workers: {ios}");
-        let outcomes = ["completed", "timed_out"].map(|k| ios[k].as_u64());
-        match first {
-            None => first = Some(outcomes),
-            Some(one) => assert_eq!(outcomes, one, "{workers} workers"),
+    for (name, stepped) in [("back", back), ("ahead", ahead)] {
+        let path = dir.path().join(format!("{name}.pcap"));
+        write(&path, &stepped);
+        for window in ["1ms", "0"] {
+            let mut first = None;
+            for workers in ["1", "2", "4"] {
+                let case = format!("{name}, window {window}, {workers} workers");
+                let opts = ["--io-timeout", "50ms", "--reorder-window", window, "--workers", workers];
+                let extra = [args("nvme_vlan"), opts.map(String::from).to_vec()].concat();
+                let (s, rows) = replay(std::slice::from_ref(&path), &extra);
+                let ios = &s["ios"];
+                assert_eq!(ios["unfinished"].as_u64(), Some(0), "{case}: {ios}");
+                assert!(ios["timed_out"].as_u64().unwrap() > 0, "{case}: {ios}");
+                same_as_first(&mut first, s, rows, &case);
+            }
         }
     }
 }

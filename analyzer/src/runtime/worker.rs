@@ -209,6 +209,8 @@ pub struct Worker {
     reorder: Option<Box<Reorder>>,
     /// The highest packet time a dispatcher told (see [`Told`]); 0 without one.
     highest_told: u64,
+    /// The highest time the analysis has observed (see [`Worker::observe_released`]).
+    highest_reached: u64,
     out: Out,
     tx: Sender<ToStats>,
 }
@@ -259,6 +261,7 @@ impl Worker {
                 Box::new(if interleaved { r } else { r.unarmed() })
             }),
             highest_told: 0,
+            highest_reached: 0,
             out,
             tx,
         }
@@ -299,13 +302,19 @@ impl Worker {
     }
 
     /// Time moved on to `t`, every frame before it analysed already: the open interval and
-    /// the flow table follow the highest time, the I/O timeouts the current one.
+    /// the flow table follow the highest time, the I/O timeouts the current one; but the
+    /// first time a highest time is told, the I/O timeouts reach it, as one worker's do by
+    /// analysing the frame of that time. (After a step back this worker may learn of that
+    /// frame only with its first frame after the step, before which it has begun no I/O
+    /// the step could time out.)
     fn observe_released(&mut self, t: Told) {
         if self.current.is_some_and(|(_, end)| is_past(t.highest, end)) {
             self.close_intervals(t.highest);
         }
+        let ios_at = if t.highest > self.highest_reached { t.highest } else { t.current };
+        self.highest_reached = self.highest_reached.max(t.highest);
         let out = &mut self.out;
-        self.analyzer.observe(t.highest, t.current, &mut |e| out.event(e));
+        self.analyzer.observe(t.highest, ios_at, &mut |e| out.event(e));
     }
 
     /// Whether some frame was timed by a switch's ERSPAN clock (whose time the probe's
@@ -428,6 +437,15 @@ impl Worker {
             if let Some(t) = i.observe {
                 self.highest_told = self.highest_told.max(t.highest);
                 r.observe(t.current);
+                // A highest time a clock step ahead of the window, not reached yet (another
+                // worker's frames jumped ahead): what is held is analysed and the analysis
+                // reaches it, as one worker's does at the frame of that time, whose window
+                // starts again there.
+                if t.highest > self.highest_reached && r.is_clock_step(t.highest) {
+                    while self.release(&mut r, false) > 0 {}
+                    self.observe_released(Told::at(t.highest));
+                    r.restart();
+                }
             }
             self.hold(&mut r, &i.f, ts, switch);
         }
@@ -465,6 +483,8 @@ impl Worker {
             if highest > self.last_ts {
                 self.observe_released(Told::at(highest));
             }
+            // Reached, whether observed now or by analysing the frame of that time.
+            self.highest_reached = self.highest_reached.max(highest);
             r.restart();
         }
         if r.is_late(ts) {
