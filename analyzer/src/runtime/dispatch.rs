@@ -11,7 +11,7 @@
 //! steady state nothing is allocated. A full worker queue makes the dispatcher wait (the
 //! NIC then counts what it could not take as `imissed`).
 
-use super::reorder::CLOCK_STEP_NS;
+use super::reorder::is_clock_step;
 use super::worker::{TimeUse, Told};
 use super::{PipelineConfig, PortReport, Recycled, ToStats, Worker};
 use crate::capture::dpdk::prefetch;
@@ -290,11 +290,7 @@ impl Dispatcher {
         self.seen = self.seen.max(f.ts_ns);
         let (lane, ts, switch) = self.route(&f);
         self.now = self.now.max(ts);
-        self.current = if self.current > 0 && ts.abs_diff(self.current) > CLOCK_STEP_NS {
-            ts
-        } else {
-            self.current.max(ts)
-        };
+        self.current = if is_clock_step(self.current, ts) { ts } else { self.current.max(ts) };
         let now = self.told();
         let l = &mut self.lanes[lane];
         if !l.current.fits(f.data.len().min(BATCH_BYTES)) {

@@ -32,6 +32,13 @@ pub const KEPT_BYTES: usize = 1024;
 /// that stepped (or a bogus timestamp): the window starts again from it. The longest window.
 pub const CLOCK_STEP_NS: u64 = 1_000_000_000;
 
+/// Whether a frame of time `ts` is a clock step from the latest time `latest` (0: no time
+/// yet): more than [`CLOCK_STEP_NS`] away, either way.
+#[inline]
+pub fn is_clock_step(latest: u64, ts: u64) -> bool {
+    latest > 0 && ts.abs_diff(latest) > CLOCK_STEP_NS
+}
+
 /// A frame waiting for its turn.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Held {
@@ -158,7 +165,7 @@ impl Reorder {
     /// at the right time are a clock that stepped back, not frames too late to analyse.
     #[inline]
     pub fn is_clock_step(&self, ts: u64) -> bool {
-        self.latest > 0 && ts.abs_diff(self.latest) > CLOCK_STEP_NS
+        is_clock_step(self.latest, ts)
     }
 
     /// Starts afresh (nothing may be held): the next frame sets the time.

@@ -442,9 +442,7 @@ impl Worker {
                 // reaches it, as one worker's does at the frame of that time, whose window
                 // starts again there.
                 if t.highest > self.highest_reached && r.is_clock_step(t.highest) {
-                    while self.release(&mut r, false) > 0 {}
-                    self.observe_released(Told::at(t.highest));
-                    r.restart();
+                    self.restart_at_step(&mut r);
                 }
             }
             self.hold(&mut r, &i.f, ts, switch);
@@ -473,19 +471,7 @@ impl Worker {
     #[inline]
     fn hold(&mut self, r: &mut Reorder, f: &Frame<'_>, ts: u64, switch: bool) {
         if r.is_clock_step(ts) {
-            while self.release(r, false) > 0 {}
-            // Behind a dispatcher the highest time told may be later than any frame this
-            // worker analysed (other workers' frames): with nothing held, the analysis
-            // reaches it before the window starts again, as one worker's does by analysing
-            // the frame of that time (after a step back the window is told the time since
-            // the step only).
-            let highest = r.latest().max(self.highest_told);
-            if highest > self.last_ts {
-                self.observe_released(Told::at(highest));
-            }
-            // Reached, whether observed now or by analysing the frame of that time.
-            self.highest_reached = self.highest_reached.max(highest);
-            r.restart();
+            self.restart_at_step(r);
         }
         if r.is_late(ts) {
             let f = Frame { ts_ns: ts, ..*f };
@@ -500,6 +486,22 @@ impl Worker {
                 }
             });
         }
+    }
+
+    /// At a clock step: everything held is analysed, the analysis reaches the highest time
+    /// seen or told, and the window starts again. Behind a dispatcher the highest time told
+    /// may be later than any frame this worker analysed (other workers' frames): the
+    /// analysis reaches it as one worker's does by analysing the frame of that time (after
+    /// a step back the window is told the time since the step only).
+    fn restart_at_step(&mut self, r: &mut Reorder) {
+        while self.release(r, false) > 0 {}
+        let highest = r.latest().max(self.highest_told);
+        if highest > self.last_ts {
+            self.observe_released(Told::at(highest));
+        }
+        // Reached, whether observed now or by analysing the frame of that time.
+        self.highest_reached = self.highest_reached.max(highest);
+        r.restart();
     }
 
     /// Analyses the frames the reorder window has passed, oldest first; with `observe`, then
