@@ -245,17 +245,22 @@ fn one_frame_stamped_seconds_off_in_one_vantages_file_keeps_the_files_merged() {
     // would time out (31, 20 and 16 of them with 1, 2 and 4 workers before the frame was
     // retimed). Replayed at the time of the frame before it, every I/O completes once,
     // whatever the number of workers. The same for the file's second frame stamped 2 s
-    // behind (its first frame, then 2 s after it, is not taken for the wrong one), and its
-    // last frame 2 s behind.
+    // behind (its first frame, then 2 s after it, is not taken for the wrong one), its
+    // last frame 2 s behind, and its first frame 2 s ahead or behind (replayed at the time
+    // of the frame after it).
     let dir = tempfile::tempdir().unwrap();
     let fs = files("nvme_split");
     let t = truth("nvme_split");
     assert_eq!(t["ios"].as_array().unwrap().len(), 120);
     let (compute, storage) = (frames(&fs[0]), frames(&fs[1]));
     let two_s = 2_000_000_000i64;
-    for (which, at, by) in
-        [("middle", storage.len() / 2, two_s), ("second", 1, -two_s), ("last", storage.len() - 1, -two_s)]
-    {
+    for (which, at, by) in [
+        ("middle", storage.len() / 2, two_s),
+        ("second", 1, -two_s),
+        ("last", storage.len() - 1, -two_s),
+        ("first", 0, two_s),
+        ("first, behind", 0, -two_s),
+    ] {
         let mut wrong = storage.clone();
         wrong[at].0 = wrong[at].0.checked_add_signed(by).unwrap();
         let stepped = dir.path().join(format!("storage-{which}.pcap"));

@@ -77,7 +77,7 @@ struct Format {
 }
 
 /// A reader over one file that yields Ethernet frames with nanosecond timestamps. It reads
-/// one packet beyond the next, so that a replay can see where the file's time goes after
+/// two packets beyond the next, so that a replay can see where the file's time goes after
 /// it (see [`merge_ts`]).
 pub struct FileReader {
     path: PathBuf,
@@ -85,12 +85,14 @@ pub struct FileReader {
     format: Format,
     next: Pending,
     has_next: bool,
-    /// The packet after `next`.
+    /// The packet after `next`, and the one after that.
     after: Pending,
     has_after: bool,
-    /// The file failed where `after` would have been read: told when the reader gets there.
+    after2: Pending,
+    has_after2: bool,
+    /// The file failed after the packets held: told when the reader gets there.
     failed: Option<anyhow::Error>,
-    /// Packets read so far (into `next` or `after`).
+    /// Packets read so far (into `next`, `after` or `after2`).
     read: u64,
     stats: SourceStats,
 }
@@ -134,11 +136,15 @@ impl FileReader {
             has_next: false,
             after: Pending::default(),
             has_after: false,
+            after2: Pending::default(),
+            has_after2: false,
             failed: None,
             read: 0,
             stats: SourceStats::default(),
         };
-        r.has_after = r.read_ahead()?;
+        // The first packet (a failure there is the file's), then the two after it.
+        r.has_after2 = r.read_ahead()?;
+        r.advance()?;
         r.advance()?;
         if let (false, false, Some((i, linktype))) = (r.has_next, r.format.any_ethernet, r.format.other) {
             bail!(
@@ -153,38 +159,47 @@ impl FileReader {
         &self.path
     }
 
-    /// Moves to the next packet (the one read ahead) and reads the one after it. At the end
-    /// of the file, or at a damaged record (a capture cut short while being written),
+    /// Moves to the next packet (the one read ahead) and reads the one two after it. At the
+    /// end of the file, or at a damaged record (a capture cut short while being written),
     /// `has_next` becomes false; a failure reading ahead is returned when the reader gets
     /// to it, after the packets before it.
     fn advance(&mut self) -> Result<()> {
         std::mem::swap(&mut self.next, &mut self.after);
+        std::mem::swap(&mut self.after, &mut self.after2);
         self.has_next = std::mem::take(&mut self.has_after);
-        if let Some(e) = self.failed.take() {
-            return Err(e);
+        self.has_after = std::mem::take(&mut self.has_after2);
+        if !self.has_next {
+            if let Some(e) = self.failed.take() {
+                return Err(e);
+            }
         }
-        if self.has_next {
+        if self.has_after && self.failed.is_none() {
             match self.read_ahead() {
-                Ok(got) => self.has_after = got,
+                Ok(got) => self.has_after2 = got,
                 Err(e) => self.failed = Some(e),
             }
         }
         Ok(())
     }
 
-    /// The next packet's time after the one in `next`, if the file has one.
+    /// The time of the packet after the one in `next`, if the file has one.
     fn after_ts(&self) -> Option<u64> {
         self.has_after.then_some(self.after.ts_ns)
     }
 
-    /// Reads the next packet of the file into `self.after`: false at the end of the file
+    /// The time of the packet after that one, if the file has one.
+    fn after2_ts(&self) -> Option<u64> {
+        self.has_after2.then_some(self.after2.ts_ns)
+    }
+
+    /// Reads the next packet of the file into `self.after2`: false at the end of the file
     /// or at a damaged record.
     fn read_ahead(&mut self) -> Result<bool> {
         // A simple packet block has no time of its own: it keeps the packet's before it.
-        self.after.ts_ns = self.next.ts_ns;
+        self.after2.ts_ns = if self.has_after { self.after.ts_ns } else { self.next.ts_ns };
         loop {
             let (consumed, got) = match self.reader.next() {
-                Ok((offset, block)) => (offset, self.format.take(block, &mut self.after, &self.path)?),
+                Ok((offset, block)) => (offset, self.format.take(block, &mut self.after2, &self.path)?),
                 Err(PcapError::Eof) => {
                     self.warn_skipped();
                     return Ok(false);
@@ -419,13 +434,24 @@ impl Cursor {
     /// The time of the record after the current one, if the file holds it whole (a record
     /// cut short or damaged is where the file stops: no frame comes after the current one).
     fn after_ts(&self, b: &[u8]) -> Option<u64> {
-        let at = self.off;
+        self.whole_at(b, self.off).map(|_| self.ts_at(b, self.off))
+    }
+
+    /// The time of the record after that one, if the file holds both whole.
+    fn after2_ts(&self, b: &[u8]) -> Option<u64> {
+        let at = self.whole_at(b, self.off)?;
+        self.whole_at(b, at).map(|_| self.ts_at(b, at))
+    }
+
+    /// If the file holds the record whose header is at `at` whole (and a current one),
+    /// the offset of the record after it.
+    fn whole_at(&self, b: &[u8], at: usize) -> Option<usize> {
         if !self.has_next || at.saturating_add(RECORD_HEADER) > b.len() {
             return None;
         }
         let caplen = self.u32_at(b, at + 8) as usize;
-        let whole = caplen <= MAX_RECORD && at + RECORD_HEADER + caplen <= b.len();
-        whole.then(|| self.ts_at(b, at))
+        let end = at + RECORD_HEADER + caplen;
+        (caplen <= MAX_RECORD && end <= b.len()).then_some(end)
     }
 
     /// The time of the record whose header is at `at` (which must be in `b`).
@@ -488,6 +514,14 @@ impl Input {
         }
     }
 
+    /// The time of the frame after that one, if the file has it.
+    fn after2_ts(&self, map: Option<&Mapping>) -> Option<u64> {
+        match self {
+            Input::Mapped(c) => c.after2_ts(map.map_or(&[][..], Mapping::bytes)),
+            Input::Stream(r) => r.after2_ts(),
+        }
+    }
+
     fn stats(&self) -> SourceStats {
         let s = match self {
             Input::Mapped(c) => c.stats,
@@ -520,18 +554,22 @@ pub struct Replay {
 /// in flight would time out. Decided here, where every frame of a file passes in order,
 /// before any dispatcher, the result is the same whatever the number of workers.
 ///
-/// A file's last frame has one neighbour: it is taken as wrong if it goes against its
-/// file's order, more than a second before the frame before it (it takes that frame's
-/// time; a last frame more than a second after it may be a real one after a silence). A
-/// file's first frame keeps its time: more than a second after the frame that follows it,
-/// it may be right and the second frame the wrong one, which then is retimed as a lone
-/// frame (one frame ahead cannot tell which; a wrong first frame holds its file back in
-/// the merge).
-pub fn merge_ts(before: Option<u64>, ts: u64, after: Option<u64>) -> u64 {
+/// A file's first frame has no frame before it: it is taken as wrong if it is more than a
+/// second away from the frame after it while that one and the frame after it (`after2`)
+/// agree, and takes the time of the frame after it. (If the first frame is right and the
+/// second wrong, the second and the third do not agree: the second is then retimed as a
+/// lone frame. A first frame alone before a clock step looks like a wrong one and is
+/// moved to the step's side: one frame by seconds, where keeping a wrong first frame's
+/// time would hold every frame of its file back in the merge.) A file's last frame has
+/// one neighbour: it is taken as wrong if it goes against its file's order, more than a
+/// second before the frame before it (it takes that frame's time; a last frame more than
+/// a second after it may be a real one after a silence).
+pub fn merge_ts(before: Option<u64>, ts: u64, after: Option<u64>, after2: Option<u64>) -> u64 {
     use crate::runtime::reorder::CLOCK_STEP_NS as STEP;
-    match (before, after) {
-        (Some(b), Some(a)) if ts.abs_diff(b) > STEP && ts.abs_diff(a) > STEP && a.abs_diff(b) <= STEP => b,
-        (Some(b), None) if ts.saturating_add(STEP) < b => b,
+    match (before, after, after2) {
+        (Some(b), Some(a), _) if ts.abs_diff(b) > STEP && ts.abs_diff(a) > STEP && a.abs_diff(b) <= STEP => b,
+        (Some(b), None, _) if ts.saturating_add(STEP) < b => b,
+        (None, Some(a), Some(a2)) if ts.abs_diff(a) > STEP && a.abs_diff(a2) <= STEP => a,
         _ => ts,
     }
 }
@@ -582,7 +620,10 @@ impl Replay {
             .filter_map(|i| {
                 let input = &self.inputs[i];
                 let ts = input.next_ts()?;
-                Some((merge_ts(self.last[i], ts, input.after_ts(self.maps[i].as_ref())), i))
+                let map = self.maps[i].as_ref();
+                // The frame after next matters for a first frame only (see `merge_ts`).
+                let after2 = if self.last[i].is_none() { input.after2_ts(map) } else { None };
+                Some((merge_ts(self.last[i], ts, input.after_ts(map), after2), i))
             })
             .min()
     }
@@ -763,27 +804,34 @@ mod tests {
         let s = 1_000_000_000u64;
         let t = 100 * s;
         // Ahead of both neighbours, which agree: merged at the frame before it.
-        assert_eq!(merge_ts(Some(t), t + 2 * s, Some(t + 1_000)), t);
+        assert_eq!(merge_ts(Some(t), t + 2 * s, Some(t + 1_000), None), t);
         // Behind both: the same.
-        assert_eq!(merge_ts(Some(t), t - 2 * s, Some(t + 1_000)), t);
+        assert_eq!(merge_ts(Some(t), t - 2 * s, Some(t + 1_000), None), t);
         // A clock that stepped (the frame after it agrees with it), a silence before
         // traffic resumes, steps of at most a second: its own time.
-        assert_eq!(merge_ts(Some(t), t + 2 * s, Some(t + 2 * s + 1)), t + 2 * s);
-        assert_eq!(merge_ts(Some(t), t + 5 * s, Some(t + 5 * s)), t + 5 * s);
-        assert_eq!(merge_ts(Some(t), t + s, Some(t)), t + s);
+        assert_eq!(merge_ts(Some(t), t + 2 * s, Some(t + 2 * s + 1), None), t + 2 * s);
+        assert_eq!(merge_ts(Some(t), t + 5 * s, Some(t + 5 * s), None), t + 5 * s);
+        assert_eq!(merge_ts(Some(t), t + s, Some(t), None), t + s);
         // A last frame before the frame before it: that frame's time.
-        assert_eq!(merge_ts(Some(t), t - 2 * s, None), t);
-        // A first frame (the frame after it may be the wrong one), a last one after a
+        assert_eq!(merge_ts(Some(t), t - 2 * s, None, None), t);
+        // A first frame seconds from the two after it, which agree: the next one's time.
+        assert_eq!(merge_ts(None, t + 2 * s, Some(t), Some(t + 1_000)), t);
+        assert_eq!(merge_ts(None, t - 2 * s, Some(t), Some(t)), t);
+        // A first frame whose next frame is the wrong one (the two after it do not agree),
+        // or that has only one after it, or is within a second of it; a last one after a
         // silence or within a second of the frame before it, a frame alone in its file:
         // its own time.
-        assert_eq!(merge_ts(None, t + 2 * s, Some(t)), t + 2 * s);
-        assert_eq!(merge_ts(None, t, Some(t + 2 * s)), t);
-        assert_eq!(merge_ts(Some(t), t + 2 * s, None), t + 2 * s);
-        assert_eq!(merge_ts(None, t + s, Some(t)), t + s);
-        assert_eq!(merge_ts(Some(t), t - s, None), t - s);
-        assert_eq!(merge_ts(None, t, None), t);
+        assert_eq!(merge_ts(None, t, Some(t + 2 * s), Some(t + 1_000)), t);
+        assert_eq!(merge_ts(None, t + 2 * s, Some(t), None), t + 2 * s);
+        assert_eq!(merge_ts(None, t, Some(t + 2 * s), None), t);
+        assert_eq!(merge_ts(Some(t), t + 2 * s, None, None), t + 2 * s);
+        assert_eq!(merge_ts(None, t + s, Some(t), Some(t)), t + s);
+        assert_eq!(merge_ts(Some(t), t - s, None, None), t - s);
+        assert_eq!(merge_ts(None, t, None, None), t);
+        // The frame after next counts for a first frame only.
+        assert_eq!(merge_ts(Some(t), t, Some(t + 2 * s), Some(t + 2 * s)), t);
         // Neighbours that do not agree (a step of their own): its own time.
-        assert_eq!(merge_ts(Some(t), t + 4 * s, Some(t + 2 * s)), t + 4 * s);
+        assert_eq!(merge_ts(Some(t), t + 4 * s, Some(t + 2 * s), None), t + 4 * s);
     }
 
     #[test]
@@ -797,6 +845,12 @@ mod tests {
     /// A pcapng file (little-endian) of one Ethernet interface with `if_tsresol` and one
     /// 60-byte frame at `ticks`, built by hand from the format's block layouts.
     fn pcapng(if_tsresol: u8, ticks: u64) -> Vec<u8> {
+        pcapng_frames(if_tsresol, &[ticks])
+    }
+
+    /// The same with a 60-byte frame at each of `ticks`, in that order (the frame's first
+    /// byte is its index).
+    fn pcapng_frames(if_tsresol: u8, ticks: &[u64]) -> Vec<u8> {
         let block = |kind: u32, body: &[u8]| {
             let len = (12 + body.len()) as u32;
             [&kind.to_le_bytes()[..], &len.to_le_bytes(), body, &len.to_le_bytes()].concat()
@@ -806,12 +860,63 @@ mod tests {
         // Link type 1, snap length 0 (none); options: if_tsresol (code 9, length 1,
         // padded to 4), then the end of options.
         let idb = block(1, &[1, 0, 0, 0, 0, 0, 0, 0, 9, 0, 1, 0, if_tsresol, 0, 0, 0, 0, 0, 0, 0]);
-        let epb_head = [0u32, (ticks >> 32) as u32, ticks as u32, 60, 60]
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect::<Vec<_>>();
-        let epb = block(6, &[&epb_head[..], &[0u8; 60]].concat());
-        [shb, idb, epb].concat()
+        let mut file = [shb, idb].concat();
+        for (i, &t) in ticks.iter().enumerate() {
+            let epb_head = [0u32, (t >> 32) as u32, t as u32, 60, 60]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect::<Vec<_>>();
+            let mut frame = [0u8; 60];
+            frame[0] = i as u8;
+            file.extend(block(6, &[&epb_head[..], &frame].concat()));
+        }
+        file
+    }
+
+    /// Each frame's first byte and the time it is replayed at.
+    fn replayed(path: &Path) -> Vec<(u8, u64)> {
+        let mut r = Replay::open(&[path.to_path_buf()]).unwrap();
+        let mut got = Vec::new();
+        while let Poll::Frames(_) = r.poll(|f| got.push((f.data[0], f.ts_ns))).unwrap() {}
+        got
+    }
+
+    #[test]
+    fn a_first_frame_seconds_from_the_two_after_it_is_replayed_at_the_next_ones_time() {
+        let s = 1_000_000_000u64;
+        let dir = tempfile::tempdir().unwrap();
+        // pcapng (read as a stream) and classic pcap (read in place) alike: frame 0 ten
+        // seconds ahead of frames 1 and 2, which agree, takes frame 1's time. Frame 0
+        // right and frame 1 wrong: frame 1 takes frame 0's.
+        let wrong_first = [110 * s, 100 * s, 100 * s + 1_000, 100 * s + 2_000];
+        let wrong_second = [100 * s, 110 * s, 100 * s + 1_000, 100 * s + 2_000];
+        for (times, want) in [
+            (wrong_first, [100 * s, 100 * s, 100 * s + 1_000, 100 * s + 2_000]),
+            (wrong_second, [100 * s, 100 * s, 100 * s + 1_000, 100 * s + 2_000]),
+        ] {
+            let ng = dir.path().join("t.pcapng");
+            std::fs::write(&ng, pcapng_frames(9, &times)).unwrap();
+            let classic = dir.path().join("t.pcap");
+            let mut w = Writer::new(std::fs::File::create(&classic).unwrap()).unwrap();
+            for (i, &t) in times.iter().enumerate() {
+                let mut frame = [0u8; 60];
+                frame[0] = i as u8;
+                w.write(t, &frame, 60).unwrap();
+            }
+            drop(w);
+            for path in [&ng, &classic] {
+                let got = replayed(path);
+                assert_eq!(got, want.iter().enumerate().map(|(i, &t)| (i as u8, t)).collect::<Vec<_>>());
+                let mut r = Replay::open(std::slice::from_ref(path)).unwrap();
+                while let Poll::Frames(_) = r.poll(|_| {}).unwrap() {}
+                assert_eq!(r.stats()[0].retimed, 1, "{}", path.display());
+            }
+        }
+        // Two frames only: the first cannot be told wrong, and keeps its time; the last,
+        // seconds before it, goes against the file's order and takes it.
+        let ng = dir.path().join("two.pcapng");
+        std::fs::write(&ng, pcapng_frames(9, &[110 * s, 100 * s])).unwrap();
+        assert_eq!(replayed(&ng), vec![(0, 110 * s), (1, 110 * s)]);
     }
 
     fn first_time(file: &[u8]) -> Result<u64> {
@@ -861,11 +966,18 @@ mod tests {
         }
         let bytes = w.into_inner();
         let c = Cursor::open(Path::new("w.pcap"), &bytes).unwrap().unwrap();
-        assert_eq!((c.ts_ns, c.after_ts(&bytes)), (1_000_000_000, Some(2_000_000_000)));
+        assert_eq!(
+            (c.ts_ns, c.after_ts(&bytes), c.after2_ts(&bytes)),
+            (1_000_000_000, Some(2_000_000_000), Some(3_000_000_000))
+        );
+        // The third record cut short: nothing after the second.
+        let cut = &bytes[..24 + 2 * (16 + 60) + 16 + 30];
+        let c = Cursor::open(Path::new("w.pcap"), cut).unwrap().unwrap();
+        assert_eq!((c.after_ts(cut), c.after2_ts(cut)), (Some(2_000_000_000), None));
         // The second record cut short (the file ends inside its data): nothing after.
         let cut = &bytes[..24 + 16 + 60 + 16 + 30];
         let c = Cursor::open(Path::new("w.pcap"), cut).unwrap().unwrap();
-        assert_eq!(c.after_ts(cut), None);
+        assert_eq!((c.after_ts(cut), c.after2_ts(cut)), (None, None));
     }
 
     #[test]
