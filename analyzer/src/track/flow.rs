@@ -500,16 +500,16 @@ struct Cold {
     tx_base: FlowCounts,
     /// The totals when the last interval was handed over.
     reported: FlowCounts,
-    /// Short transmissions that ended since then (see [`FlowTable::with_min_transmission_packets`]):
-    /// how many, their packets and their bytes.
-    short: Short,
     /// Transmissions reported one by one since then.
     ended: u32,
 }
 
-/// Short transmissions ended since the last hand-over: how many, their packets and their
-/// bytes. Aligned so that it never straddles two cache lines (ending a transmission that
-/// was short touches one line of the cold part).
+/// Short transmissions ended since the last hand-over (see
+/// [`FlowTable::with_min_transmission_packets`]): how many, their packets and their bytes.
+/// Kept apart from the rest of the flow, four flows a line ([`FlowTable::short`]): where
+/// each QP sends a message every few milliseconds, every packet ends its flow's short
+/// transmission before it, and this line is then the only one outside the hot entry the
+/// flow's packets touch. Aligned so that it never straddles two lines.
 #[derive(Debug, Clone, Copy, Default)]
 #[repr(C, align(16))]
 struct Short(u32, u32, u64);
@@ -524,7 +524,6 @@ impl Cold {
             rest: FlowCounts::default(),
             tx_base: FlowCounts::default(),
             reported: FlowCounts::default(),
-            short: Short::default(),
             ended: 0,
         }
     }
@@ -633,14 +632,13 @@ fn note_change(h: &mut Hot, changed: &mut Vec<u32>, i: u32) {
 /// part. Returns whether it was; a longer one is left open, to be reported with all its
 /// counters (`FlowTable::report_transmission`), which closes it.
 #[inline]
-fn close_short(h: &mut Hot, c: &mut Cold, min_packets: u64) -> bool {
+fn close_short(h: &mut Hot, s: &mut Short, min_packets: u64) -> bool {
     let packets = h.tx_packets();
     if packets >= min_packets {
         return false;
     }
     h.set(TX_OPEN, false);
     let bytes = h.counts[1] - h.tx_base[1];
-    let s = &mut c.short;
     s.0 = s.0.saturating_add(1);
     s.1 = s.1.saturating_add(packets as u32);
     s.2 += bytes;
@@ -669,6 +667,9 @@ pub struct FlowTable {
     /// The flows, by slot: what packets touch, and the rest.
     hot: Vec<Hot>,
     cold: Vec<Cold>,
+    /// Each flow's short transmissions since the last hand-over, by slot (16 bytes a
+    /// flow: a dense array that stays in the cache better than the cold part does).
+    short: Vec<Short>,
     max_flows: usize,
     idle_ns: u64,
     /// `--mtu`: overrides what is learned.
@@ -733,13 +734,16 @@ impl FlowTable {
         let h = || ahash::RandomState::new();
         let hot = Vec::with_capacity(max_flows);
         let cold = Vec::with_capacity(max_flows);
+        let short = Vec::with_capacity(max_flows);
         memory::advise_huge(&hot);
         memory::advise_huge(&cold);
+        memory::advise_huge(&short);
         Self {
             // The index sizes itself at twice the flows (see `FlowIndex::new`).
             index: FlowIndex::new(max_flows),
             hot,
             cold,
+            short,
             max_flows,
             idle_ns: idle_ns.max(1),
             forced_mtu,
@@ -821,7 +825,7 @@ impl FlowTable {
     /// of two at most 7/8 full, each bucket an entry and a control byte).
     pub const fn allocated_bytes(max_flows: usize) -> usize {
         let buckets = (2 * max_flows * 8 / 7).next_power_of_two();
-        max_flows * (std::mem::size_of::<Hot>() + std::mem::size_of::<Cold>())
+        max_flows * (std::mem::size_of::<Hot>() + std::mem::size_of::<Cold>() + std::mem::size_of::<Short>())
             + FlowIndex::allocated_bytes(max_flows)
             + 2 * max_flows * std::mem::size_of::<u32>()
             + buckets * (std::mem::size_of::<((Vantage, IpAddr, IpAddr), [u32; PAIR_SLOTS])>() + 1)
@@ -923,7 +927,7 @@ impl FlowTable {
             // counters and their base.
             let c = &self.cold[slot as usize];
             if h.tx_packets() < self.min_tx_packets {
-                memory::prefetch_all(&c.short);
+                memory::prefetch_all(&self.short[slot as usize]);
             } else if h.tx_mask != 0 {
                 memory::prefetch_all(&c.rest);
                 memory::prefetch_all(&c.tx_base);
@@ -993,8 +997,7 @@ impl FlowTable {
     /// ([`close_short`]), a longer one reported with all its counters.
     #[inline]
     fn close_transmission(&mut self, i: u32, out: &mut impl FnMut(FlowEvent)) {
-        let (h, c) = (&mut self.hot[i as usize], &mut self.cold[i as usize]);
-        if !close_short(h, c, self.min_tx_packets) {
+        if !close_short(&mut self.hot[i as usize], &mut self.short[i as usize], self.min_tx_packets) {
             self.report_transmission(i, out);
             return;
         }
@@ -1161,11 +1164,13 @@ impl FlowTable {
             Some(i) => {
                 self.hot[i as usize] = hot;
                 self.cold[i as usize] = cold;
+                self.short[i as usize] = Short::default();
                 i
             }
             None => {
                 self.hot.push(hot);
                 self.cold.push(cold);
+                self.short.push(Short::default());
                 (self.hot.len() - 1) as u32
             }
         };
@@ -1186,7 +1191,7 @@ impl FlowTable {
             if e.has(TX_OPEN)
                 || e.last_ts.saturating_add(self.expire_ns) >= now
                 || self.totals(i) != self.cold[i as usize].reported
-                || self.cold[i as usize].short.0 > 0
+                || self.short[i as usize].0 > 0
                 || self.cold[i as usize].ended > 0
             {
                 continue;
@@ -1376,7 +1381,8 @@ impl FlowTable {
         // The transmission may have gone idle since its last packet: it ends before this
         // packet counts (`advance(ts)` above made `ts` part of the horizon). `settle`
         // written out on the entry borrowed already, the flow noted as changed above.
-        if e.went_idle(self.horizon, self.idle_ns) && !close_short(e, c, self.min_tx_packets) {
+        if e.went_idle(self.horizon, self.idle_ns) && !close_short(e, &mut self.short[i as usize], self.min_tx_packets)
+        {
             self.report_transmission(i, out);
             (e, c) = (&mut self.hot[i as usize], &mut self.cold[i as usize]);
         }
@@ -1738,7 +1744,7 @@ impl FlowTable {
             self.hot[i as usize].set(CHANGED, false);
             let totals = self.totals(i);
             let delta = totals.since(&self.cold[i as usize].reported);
-            let Short(n, packets, bytes) = std::mem::take(&mut self.cold[i as usize].short);
+            let Short(n, packets, bytes) = std::mem::take(&mut self.short[i as usize]);
             let short = ShortTransmissions { count: n.into(), packets: packets.into(), bytes };
             let reported = u64::from(std::mem::take(&mut self.cold[i as usize].ended));
             if delta == FlowCounts::default() && n == 0 && reported == 0 {
