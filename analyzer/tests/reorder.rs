@@ -246,8 +246,9 @@ fn one_frame_stamped_seconds_off_in_one_vantages_file_keeps_the_files_merged() {
     // retimed). Replayed at the time of the frame before it, every I/O completes once,
     // whatever the number of workers. The same for the file's second frame stamped 2 s
     // behind (its first frame, then 2 s after it, is not taken for the wrong one), its
-    // last frame 2 s behind, and its first frame 2 s ahead or behind (replayed at the time
-    // of the frame after it).
+    // last frame 2 s behind, and its first frame 2 s ahead (replayed at the time of the
+    // frame after it). (A first frame 2 s behind the rest cannot be told from one before a
+    // silence: it keeps its time, see `capture::pcap`'s tests.)
     let dir = tempfile::tempdir().unwrap();
     let fs = files("nvme_split");
     let t = truth("nvme_split");
@@ -259,7 +260,6 @@ fn one_frame_stamped_seconds_off_in_one_vantages_file_keeps_the_files_merged() {
         ("second", 1, -two_s),
         ("last", storage.len() - 1, -two_s),
         ("first", 0, two_s),
-        ("first, behind", 0, -two_s),
     ] {
         let mut wrong = storage.clone();
         wrong[at].0 = wrong[at].0.checked_add_signed(by).unwrap();

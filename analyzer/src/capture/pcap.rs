@@ -554,22 +554,22 @@ pub struct Replay {
 /// in flight would time out. Decided here, where every frame of a file passes in order,
 /// before any dispatcher, the result is the same whatever the number of workers.
 ///
-/// A file's first frame has no frame before it: it is taken as wrong if it is more than a
-/// second away from the frame after it while that one and the frame after it (`after2`)
-/// agree, and takes the time of the frame after it. (If the first frame is right and the
-/// second wrong, the second and the third do not agree: the second is then retimed as a
-/// lone frame. A first frame alone before a clock step looks like a wrong one and is
-/// moved to the step's side: one frame by seconds, where keeping a wrong first frame's
-/// time would hold every frame of its file back in the merge.) A file's last frame has
-/// one neighbour: it is taken as wrong if it goes against its file's order, more than a
-/// second before the frame before it (it takes that frame's time; a last frame more than
-/// a second after it may be a real one after a silence).
+/// A file's first and last frames have one neighbour each; each is taken as wrong only if
+/// it goes against its file's order by more than a second, the first ahead of the frame
+/// after it, the last behind the frame before it (a first frame seconds before the rest,
+/// or a last one seconds after, may be a real one before or after a silence). A wrong
+/// last frame takes the time of the frame before it. A wrong first frame takes the time
+/// of the frame after it, if that one and the frame after it (`after2`) agree: if they do
+/// not, the second frame may be the wrong one (it is then retimed as a lone frame). A
+/// first frame alone before a clock step back looks like a wrong one and is moved to the
+/// step's side: one frame by seconds, where keeping a wrong first frame's time would hold
+/// every frame of its file back in the merge.
 pub fn merge_ts(before: Option<u64>, ts: u64, after: Option<u64>, after2: Option<u64>) -> u64 {
     use crate::runtime::reorder::CLOCK_STEP_NS as STEP;
     match (before, after, after2) {
         (Some(b), Some(a), _) if ts.abs_diff(b) > STEP && ts.abs_diff(a) > STEP && a.abs_diff(b) <= STEP => b,
         (Some(b), None, _) if ts.saturating_add(STEP) < b => b,
-        (None, Some(a), Some(a2)) if ts.abs_diff(a) > STEP && a.abs_diff(a2) <= STEP => a,
+        (None, Some(a), Some(a2)) if ts > a.saturating_add(STEP) && a.abs_diff(a2) <= STEP => a,
         _ => ts,
     }
 }
@@ -814,14 +814,14 @@ mod tests {
         assert_eq!(merge_ts(Some(t), t + s, Some(t), None), t + s);
         // A last frame before the frame before it: that frame's time.
         assert_eq!(merge_ts(Some(t), t - 2 * s, None, None), t);
-        // A first frame seconds from the two after it, which agree: the next one's time.
+        // A first frame seconds ahead of the two after it, which agree: the next one's time.
         assert_eq!(merge_ts(None, t + 2 * s, Some(t), Some(t + 1_000)), t);
-        assert_eq!(merge_ts(None, t - 2 * s, Some(t), Some(t)), t);
         // A first frame whose next frame is the wrong one (the two after it do not agree),
-        // or that has only one after it, or is within a second of it; a last one after a
-        // silence or within a second of the frame before it, a frame alone in its file:
-        // its own time.
+        // or that has only one after it, or is within a second of it, or before a silence;
+        // a last one after a silence or within a second of the frame before it, a frame
+        // alone in its file: its own time.
         assert_eq!(merge_ts(None, t, Some(t + 2 * s), Some(t + 1_000)), t);
+        assert_eq!(merge_ts(None, t, Some(t + 2 * s), Some(t + 2 * s)), t);
         assert_eq!(merge_ts(None, t + 2 * s, Some(t), None), t + 2 * s);
         assert_eq!(merge_ts(None, t, Some(t + 2 * s), None), t);
         assert_eq!(merge_ts(Some(t), t + 2 * s, None, None), t + 2 * s);
