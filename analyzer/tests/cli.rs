@@ -815,6 +815,23 @@ fn a_classic_pcap_cut_short_is_told() {
     assert!(err.contains("the last record is cut short after 23 packets"), "{err}");
     let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
     assert_eq!(s["packets"], 23);
+    // Cut inside its second or third record (among those read ahead when the file is
+    // opened): the same, said once.
+    for whole in [1, 2] {
+        let mut end = 24;
+        for _ in 0..whole {
+            end += 16 + u32::from_le_bytes(b[end + 8..end + 12].try_into().unwrap()) as usize;
+        }
+        std::fs::write(&input, &b[..end + 20]).unwrap();
+        let o = run(&["replay", "-q", "--summary", summary.to_str().unwrap(), input.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        let said = format!("the last record is cut short after {whole} packets");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(&said), "{err}");
+        let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+        assert_eq!(s["packets"], whole);
+    }
 }
 
 #[test]

@@ -95,6 +95,8 @@ pub struct FileReader {
     /// Packets read so far (into `next`, `after` or `after2`).
     read: u64,
     stats: SourceStats,
+    /// Warnings kept instead of told (see [`FileReader::open_holding_warnings`]).
+    held: Option<Vec<String>>,
 }
 
 /// Ticks per second of a pcapng interface's `if_tsresol` (6, microseconds, when absent): 10
@@ -118,6 +120,15 @@ impl FileReader {
     /// Opens a file and reads ahead to its first packet, so that a file that is not a
     /// capture, or not of Ethernet frames, is an error here, before any work starts.
     pub fn open(path: &Path) -> Result<Self> {
+        let mut r = Self::open_holding_warnings(path)?;
+        r.tell_warnings();
+        Ok(r)
+    }
+
+    /// [`FileReader::open`], keeping what it would warn about (a damaged record among the
+    /// packets read ahead) until [`FileReader::tell_warnings`]: a file that is then read
+    /// in place instead says it once, from that reader.
+    fn open_holding_warnings(path: &Path) -> Result<Self> {
         let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         if file.metadata().map(|m| m.is_dir()).unwrap_or(false) {
             bail!("{} is a directory, not a capture file", path.display());
@@ -141,6 +152,7 @@ impl FileReader {
             failed: None,
             read: 0,
             stats: SourceStats::default(),
+            held: Some(Vec::new()),
         };
         // The first packet (a failure there is the file's), then the two after it.
         r.has_after2 = r.read_ahead()?;
@@ -157,6 +169,20 @@ impl FileReader {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Tells the warnings held so far, and from now on as they come.
+    fn tell_warnings(&mut self) {
+        for w in self.held.take().unwrap_or_default() {
+            eprintln!("{w}");
+        }
+    }
+
+    fn warn(&mut self, w: String) {
+        match self.held.as_mut() {
+            Some(held) => held.push(w),
+            None => eprintln!("{w}"),
+        }
     }
 
     /// Moves to the next packet (the one read ahead) and reads the one two after it. At the
@@ -255,20 +281,21 @@ impl FileReader {
     fn warn_skipped(&mut self) {
         let skipped = std::mem::take(&mut self.format.skipped);
         if let (n @ 1.., Some((i, linktype)), true) = (skipped, self.format.other, self.format.any_ethernet) {
-            eprintln!(
+            self.warn(format!(
                 "roceprobe: warning: {}: {n} packets on interfaces that are not Ethernet (the first: interface {i}, link type {linktype}) skipped",
                 self.path.display()
-            );
+            ));
         }
     }
 
     /// A damaged record: what came before it stands, the rest is unreadable.
-    fn warn_damaged(&self) {
-        eprintln!(
+    fn warn_damaged(&mut self) {
+        let w = format!(
             "roceprobe: warning: {}: damaged record after {} packets; stopping this file there",
             self.path.display(),
             self.read
         );
+        self.warn(w);
     }
 }
 
@@ -587,8 +614,10 @@ impl Replay {
         let mut maps = Vec::with_capacity(paths.len());
         let mut inputs = Vec::with_capacity(paths.len());
         for p in paths {
-            // The stream reader checks the file (and says what is wrong with it).
-            let reader = FileReader::open(p)?;
+            // The stream reader checks the file (and says what is wrong with it). What it
+            // would warn about in the packets it read ahead is told only if it reads the
+            // file: one read in place says it itself, when it gets there.
+            let mut reader = FileReader::open_holding_warnings(p)?;
             // A regular file is read through a mapping; a pipe or a FIFO as a stream (opening
             // it a second time would wait for another writer).
             let regular = std::fs::metadata(p).ok().filter(|m| m.is_file());
@@ -603,6 +632,7 @@ impl Replay {
                     inputs.push(Input::Mapped(c));
                 }
                 None => {
+                    reader.tell_warnings();
                     maps.push(None);
                     inputs.push(Input::Stream(reader));
                 }
