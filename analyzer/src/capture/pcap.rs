@@ -912,7 +912,7 @@ mod tests {
     }
 
     #[test]
-    fn a_first_frame_seconds_from_the_two_after_it_is_replayed_at_the_next_ones_time() {
+    fn a_first_frame_seconds_ahead_of_the_two_after_it_is_replayed_at_the_next_ones_time() {
         let s = 1_000_000_000u64;
         let dir = tempfile::tempdir().unwrap();
         // pcapng (read as a stream) and classic pcap (read in place) alike: frame 0 ten
