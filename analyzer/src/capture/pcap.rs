@@ -97,6 +97,8 @@ pub struct FileReader {
     stats: SourceStats,
     /// Warnings kept instead of told (see [`FileReader::open_holding_warnings`]).
     held: Option<Vec<String>>,
+    /// The size of the reader's buffer (see [`FileReader::grow`]).
+    buffer: usize,
 }
 
 /// Ticks per second of a pcapng interface's `if_tsresol` (6, microseconds, when absent): 10
@@ -153,6 +155,7 @@ impl FileReader {
             read: 0,
             stats: SourceStats::default(),
             held: Some(Vec::new()),
+            buffer: READ_BUFFER,
         };
         // The first packet (a failure there is the file's), then the two after it.
         r.has_after2 = r.read_ahead()?;
@@ -265,12 +268,15 @@ impl FileReader {
         Ok(true)
     }
 
-    /// Grows the reader's buffer for a record larger than it, up to 256 MiB.
+    /// Doubles the reader's buffer for a record larger than what it has room for, up to
+    /// 256 MiB. (Doubled from its own size: grown from the bytes it holds, it stopped
+    /// growing at twice the first size, and a 2 MiB record was refused as too large.)
     fn grow(&mut self) -> Result<()> {
-        let grown = self.reader.data().len().max(READ_BUFFER) * 2;
+        let grown = self.buffer * 2;
         if grown > 256 << 20 || !self.reader.grow(grown) {
             bail!("{}: a record larger than 256 MiB", self.path.display());
         }
+        self.buffer = grown;
         Ok(())
     }
 
@@ -522,7 +528,7 @@ enum Input {
     /// A classic pcap file, mapped (its mapping is in `Replay::maps`).
     Mapped(Cursor),
     /// pcapng, read record by record.
-    Stream(FileReader),
+    Stream(Box<FileReader>),
 }
 
 impl Input {
@@ -634,7 +640,7 @@ impl Replay {
                 None => {
                     reader.tell_warnings();
                     maps.push(None);
-                    inputs.push(Input::Stream(reader));
+                    inputs.push(Input::Stream(Box::new(reader)));
                 }
             }
         }
@@ -875,12 +881,12 @@ mod tests {
     /// A pcapng file (little-endian) of one Ethernet interface with `if_tsresol` and one
     /// 60-byte frame at `ticks`, built by hand from the format's block layouts.
     fn pcapng(if_tsresol: u8, ticks: u64) -> Vec<u8> {
-        pcapng_frames(if_tsresol, &[ticks])
+        pcapng_frames(if_tsresol, &[ticks], 60)
     }
 
-    /// The same with a 60-byte frame at each of `ticks`, in that order (the frame's first
-    /// byte is its index).
-    fn pcapng_frames(if_tsresol: u8, ticks: &[u64]) -> Vec<u8> {
+    /// The same with a frame of `len` bytes at each of `ticks`, in that order (the frame's
+    /// first byte is its index).
+    fn pcapng_frames(if_tsresol: u8, ticks: &[u64], len: u32) -> Vec<u8> {
         let block = |kind: u32, body: &[u8]| {
             let len = (12 + body.len()) as u32;
             [&kind.to_le_bytes()[..], &len.to_le_bytes(), body, &len.to_le_bytes()].concat()
@@ -892,11 +898,11 @@ mod tests {
         let idb = block(1, &[1, 0, 0, 0, 0, 0, 0, 0, 9, 0, 1, 0, if_tsresol, 0, 0, 0, 0, 0, 0, 0]);
         let mut file = [shb, idb].concat();
         for (i, &t) in ticks.iter().enumerate() {
-            let epb_head = [0u32, (t >> 32) as u32, t as u32, 60, 60]
+            let epb_head = [0u32, (t >> 32) as u32, t as u32, len, len]
                 .iter()
                 .flat_map(|v| v.to_le_bytes())
                 .collect::<Vec<_>>();
-            let mut frame = [0u8; 60];
+            let mut frame = vec![0u8; len as usize];
             frame[0] = i as u8;
             file.extend(block(6, &[&epb_head[..], &frame].concat()));
         }
@@ -925,7 +931,7 @@ mod tests {
             (wrong_second, [100 * s, 100 * s, 100 * s + 1_000, 100 * s + 2_000]),
         ] {
             let ng = dir.path().join("t.pcapng");
-            std::fs::write(&ng, pcapng_frames(9, &times)).unwrap();
+            std::fs::write(&ng, pcapng_frames(9, &times, 60)).unwrap();
             let classic = dir.path().join("t.pcap");
             let mut w = Writer::new(std::fs::File::create(&classic).unwrap()).unwrap();
             for (i, &t) in times.iter().enumerate() {
@@ -945,7 +951,7 @@ mod tests {
         // Two frames only: the first cannot be told wrong, and keeps its time; the last,
         // seconds before it, goes against the file's order and takes it.
         let ng = dir.path().join("two.pcapng");
-        std::fs::write(&ng, pcapng_frames(9, &[110 * s, 100 * s])).unwrap();
+        std::fs::write(&ng, pcapng_frames(9, &[110 * s, 100 * s], 60)).unwrap();
         assert_eq!(replayed(&ng), vec![(0, 110 * s), (1, 110 * s)]);
     }
 
@@ -959,6 +965,24 @@ mod tests {
             ts.get_or_insert(f.ts_ns);
         })? {}
         Ok(ts.expect("one frame"))
+    }
+
+    #[test]
+    fn a_pcapng_record_of_a_few_mib_is_read() {
+        // Three times the reader's first buffer (which then grows twice), between two small
+        // frames: each read whole.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.pcapng");
+        let big = 3 * READ_BUFFER as u32;
+        let mut file = pcapng_frames(9, &[1, 2], 60);
+        let blocks = pcapng_frames(9, &[3, 4], big);
+        // The second file's blocks after its section header (28 bytes) and interface (32).
+        file.extend_from_slice(&blocks[60..]);
+        std::fs::write(&path, &file).unwrap();
+        let mut r = Replay::open(&[path]).unwrap();
+        let mut got = Vec::new();
+        while let Poll::Frames(_) = r.poll(|f| got.push((f.ts_ns, f.data.len()))).unwrap() {}
+        assert_eq!(got, vec![(1, 60), (2, 60), (3, big as usize), (4, big as usize)]);
     }
 
     #[test]
