@@ -22,10 +22,12 @@ pub struct FlowTotals {
     pub short: ShortTransmissions,
     /// End of the last interval with packets of the flow.
     pub last_ns: u64,
+    /// The worker that reports the flow (each flow is one worker's).
+    worker: usize,
 }
 
 impl FlowTotals {
-    fn new(transport: Transport) -> Self {
+    fn new(transport: Transport, worker: usize) -> Self {
         Self {
             transport,
             counts: FlowCounts::default(),
@@ -34,6 +36,7 @@ impl FlowTotals {
             transmissions: 0,
             short: ShortTransmissions::default(),
             last_ns: 0,
+            worker,
         }
     }
 }
@@ -73,9 +76,14 @@ pub struct Totals {
     /// The mirrors' second copies of packets, per vantage (compute, storage).
     pub mirror_duplicates: [u64; 2],
     pub flows: HashMap<FlowKey, FlowTotals, ahash::RandomState>,
-    /// Bound on `flows` (`None`: unbounded). Beyond it, the flows idle longest leave the
-    /// whole-run table (counted in `forgotten.summary_flows`).
+    /// Bound on each worker's flows in `flows` (`None`: unbounded). Beyond it, that
+    /// worker's flows idle longest leave the whole-run table (counted in
+    /// `forgotten.summary_flows`). Per worker, so that what leaves depends on that worker's
+    /// reports alone, which come in their order, and not on how the workers' reports
+    /// interleave: the same run gives the same summary every time.
     pub max_flows: Option<usize>,
+    /// Flows in `flows`, per worker.
+    pub(crate) worker_flows: Vec<usize>,
     pub intervals: u64,
     /// Snapshots and transmission batches workers dropped because reports fell behind.
     pub dropped_snapshots: u64,
@@ -161,9 +169,15 @@ impl Totals {
                 self.latest_slow_ios.1.offer(*io);
             }
         }
+        if self.worker_flows.len() <= s.worker {
+            self.worker_flows.resize(s.worker + 1, 0);
+        }
         for d in &s.flows {
             self.mirror_duplicates[d.key.vantage as usize] += d.counts.mirror_duplicates;
-            let t = self.flows.entry(d.key).or_insert_with(|| FlowTotals::new(d.transport));
+            let t = self.flows.entry(d.key).or_insert_with(|| {
+                self.worker_flows[s.worker] += 1;
+                FlowTotals::new(d.transport, s.worker)
+            });
             if t.transport == Transport::Cnp {
                 t.transport = d.transport;
             }
@@ -177,22 +191,26 @@ impl Totals {
                 *t.opcodes.entry(op).or_insert(0) += n;
             }
         }
-        self.trim_flows();
+        self.trim_flows(s.worker);
     }
 
-    /// Keeps the whole-run flow table under its bound: past it, the flows idle longest
-    /// leave, down to three quarters of the bound (so that trimming, a sort, is rare).
-    fn trim_flows(&mut self) {
+    /// Keeps a worker's flows in the whole-run table under their bound: past it, that
+    /// worker's flows idle longest leave, down to three quarters of the bound (so that
+    /// trimming, a sort, is rare).
+    fn trim_flows(&mut self, worker: usize) {
         let Some(max) = self.max_flows else { return };
-        if self.flows.len() <= max {
+        let n = self.worker_flows[worker];
+        if n <= max {
             return;
         }
-        let mut by_age: Vec<(u64, FlowKey)> = self.flows.iter().map(|(k, f)| (f.last_ns, *k)).collect();
+        let mut by_age: Vec<(u64, FlowKey)> =
+            self.flows.iter().filter(|(_, f)| f.worker == worker).map(|(k, f)| (f.last_ns, *k)).collect();
         by_age.sort_unstable();
-        let remove = self.flows.len() - (max - max / 4);
+        let remove = n - (max - max / 4);
         for (_, k) in &by_age[..remove] {
             self.flows.remove(k);
         }
+        self.worker_flows[worker] -= remove;
         self.forgotten.summary_flows += remove as u64;
     }
 
@@ -267,5 +285,37 @@ mod tests {
         assert_eq!(left, [1, 5, 6, 7, 8, 9]);
         assert_eq!(t.forgotten.summary_flows, 3);
         assert_eq!(t.flows[&snapshot(0, &[1]).flows[0].key].counts.packets, 2);
+    }
+
+    #[test]
+    fn what_leaves_a_full_table_does_not_depend_on_how_the_workers_reports_interleave() {
+        // Two workers, each with its own flows and a bound of 4 each; worker 1's reports
+        // come before, between or after worker 0's: the same flows stay every time.
+        let of =
+            |worker: usize, end_ns: u64, qpns: &[u32]| IntervalSnapshot { worker, ..snapshot(end_ns, qpns) };
+        let w0 = [of(0, 1, &[1, 2, 3]), of(0, 2, &[4, 5]), of(0, 3, &[1])];
+        let w1 = [of(1, 1, &[101, 102]), of(1, 2, &[103, 104, 105]), of(1, 3, &[106])];
+        let orders: [Vec<&IntervalSnapshot>; 3] = [
+            w0.iter().chain(w1.iter()).collect(),
+            w1.iter().chain(w0.iter()).collect(),
+            w0.iter().zip(w1.iter()).flat_map(|(a, b)| [b, a]).collect(),
+        ];
+        let mut first = None;
+        for order in orders {
+            let mut t = Totals { max_flows: Some(4), ..Totals::default() };
+            for s in order {
+                t.add(s);
+            }
+            let mut left: Vec<u32> = t.flows.keys().map(|k| k.dst_qpn).collect();
+            left.sort();
+            let got = (left, t.forgotten.summary_flows);
+            match &first {
+                None => first = Some(got),
+                Some(f) => assert_eq!(&got, f),
+            }
+        }
+        // Worker 0 past 4 at its fifth flow: down to 3, its idle longest (1, 2) go, then 1
+        // comes back; worker 1 past 4 at its fifth: down to 3 (101, 102 go), then 106.
+        assert_eq!(first, Some((vec![1, 3, 4, 5, 103, 104, 105, 106], 4)));
     }
 }

@@ -539,12 +539,12 @@ fn pipeline(
             eprintln!("roceprobe: warning: {e:#}; the CSV rows are lost (summary csv_output)");
             csv_failed = true;
         }
-        // Whole-run flows: room for every flow the workers can track, twice over, so that
+        // Whole-run flows: room for every flow each worker can track, twice over, so that
         // flows whose slots were taken by new ones stay in the summary for a while.
         let (mut evidence, evidence_totals) = evidence_settings.as_ref().map(EvidenceWriter::new).unzip();
         let mut totals = Totals {
             evidence: evidence_totals,
-            max_flows: Some(2 * max_flows * workers),
+            max_flows: Some(2 * max_flows),
             limits,
             slow_ios: Slowest::new(slow_ios),
             steps,
