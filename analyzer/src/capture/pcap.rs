@@ -241,7 +241,14 @@ impl FileReader {
                     continue;
                 }
                 Err(PcapError::BufferTooSmall) => {
-                    self.grow()?;
+                    // Asked for by the length the record claims, before its bytes are
+                    // read: the bytes are read first, and the buffer grows only once they
+                    // fill it, so a damaged length costs no memory.
+                    if self.reader.data().len() < self.buffer && !self.reader.reader_exhausted() {
+                        self.refill()?;
+                    } else {
+                        self.grow()?;
+                    }
                     continue;
                 }
                 Err(_) => {
@@ -983,6 +990,27 @@ mod tests {
         let mut got = Vec::new();
         while let Poll::Frames(_) = r.poll(|f| got.push((f.ts_ns, f.data.len()))).unwrap() {}
         assert_eq!(got, vec![(1, 60), (2, 60), (3, big as usize), (4, big as usize)]);
+    }
+
+    #[test]
+    fn a_record_claiming_more_than_the_file_holds_grows_no_buffer() {
+        // One frame, then a packet block whose length says 200 MiB, with 64 bytes of it in
+        // the file: the frame is read, the file stops there, and the reader's buffer is
+        // still its first (the length alone allocates nothing).
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("claims.pcapng");
+        let mut file = pcapng_frames(9, &[1], 60);
+        file.extend_from_slice(&6u32.to_le_bytes());
+        file.extend_from_slice(&(200u32 << 20).to_le_bytes());
+        file.extend_from_slice(&[0u8; 56]);
+        std::fs::write(&path, &file).unwrap();
+        let mut r = FileReader::open(&path).unwrap();
+        let mut n = 0;
+        while r.has_next {
+            n += 1;
+            r.advance().unwrap();
+        }
+        assert_eq!((n, r.buffer), (1, READ_BUFFER));
     }
 
     #[test]
