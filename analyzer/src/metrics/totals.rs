@@ -80,7 +80,7 @@ pub struct Totals {
     /// worker's flows idle longest leave the whole-run table (counted in
     /// `forgotten.summary_flows`). Per worker, so that what leaves depends on that worker's
     /// reports alone, which come in their order, and not on how the workers' reports
-    /// interleave: the same run gives the same summary every time.
+    /// interleave: the same replay keeps the same flows every time.
     pub max_flows: Option<usize>,
     /// Flows in `flows`, per worker.
     pub(crate) worker_flows: Vec<usize>,

@@ -626,9 +626,9 @@ fn note_change(h: &mut Hot, changed: &mut Vec<u32>, i: u32) {
     }
 }
 
-/// Closes the open transmission of a flow (its two parts given) if it is too short to say
-/// anything of its own (see `FlowTable::with_min_transmission_packets`): counted in the
-/// flow's interval, where its packets are already. Its packets and bytes come from the hot
+/// Closes the open transmission of a flow (its hot part and short counts given) if it is
+/// too short to say anything of its own (see `FlowTable::with_min_transmission_packets`):
+/// counted in the flow's interval, where its packets are already. Its packets and bytes come from the hot
 /// part. Returns whether it was; a longer one is left open, to be reported with all its
 /// counters (`FlowTable::report_transmission`), which closes it.
 #[inline]
