@@ -925,10 +925,10 @@ impl FlowTable {
             // Its transmission went idle: the packet ends it first, in the flow's short
             // counts, or, if long enough to be reported and it changed them, with the cold
             // counters and their base.
-            let c = &self.cold[slot as usize];
             if h.tx_packets() < self.min_tx_packets {
                 memory::prefetch_all(&self.short[slot as usize]);
             } else if h.tx_mask != 0 {
+                let c = &self.cold[slot as usize];
                 memory::prefetch_all(&c.rest);
                 memory::prefetch_all(&c.tx_base);
             }
