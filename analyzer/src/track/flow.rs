@@ -207,8 +207,9 @@ pub struct Transmission {
 /// the fields stay where this says. The first line holds the key (compact), the times, the
 /// pairing, the latency series' slots, the PSN state and the flags; the second the four counters every
 /// packet adds to, and their values when the open transmission began. Everything else is in
-/// [`Cold`], which a packet touches only for what it needs there (its opcode's counter, the
-/// ring of requests awaiting an answer, a rare counter).
+/// [`Acks`] (the message ends awaiting their ACK), [`Short`] and [`Cold`], which a packet
+/// touches only for what it needs there (its opcode's counter, the READs awaiting their
+/// response, a rare counter).
 #[derive(Debug, Clone, Copy)]
 #[repr(C, align(64))]
 struct Hot {
@@ -225,7 +226,7 @@ struct Hot {
     /// packets less those of every other opcode), so that a flow of one opcode, as nearly
     /// every RDMA flow is, touches no cold line to count its opcode.
     main_op: u8,
-    /// The places of [`Cold::acks`] that hold a request still awaiting its ACK (bit k:
+    /// The places of the flow's [`Acks`] that hold a request still awaiting its ACK (bit k:
     /// place k), so that an ACK looks at those only, not at the whole ring.
     acks_live: u8,
     /// Where the I/O tracker last found this flow's NVMe connection state (a slot of its
@@ -489,7 +490,6 @@ impl Hot {
 struct Cold {
     /// Message ends awaiting an ACK, and READ Requests awaiting their last response (each
     /// two cache lines; the next slot of each is in [`Hot::rings`]).
-    acks: [Pending; PENDING],
     reads: [Pending; PENDING],
     key: FlowKey,
     opcodes: OpcodeCounts,
@@ -514,10 +514,14 @@ struct Cold {
 #[repr(C, align(16))]
 struct Short(u32, u32, u64);
 
+/// A flow's message ends awaiting their ACK (see [`Hot::acks_live`]), two lines.
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C, align(64))]
+struct Acks([Pending; PENDING]);
+
 impl Cold {
     fn new(key: FlowKey, opcode: u8) -> Self {
         Self {
-            acks: [Pending::default(); PENDING],
             reads: [Pending::default(); PENDING],
             key,
             opcodes: OpcodeCounts::new(opcode),
@@ -670,6 +674,9 @@ pub struct FlowTable {
     /// Each flow's short transmissions since the last hand-over, by slot (16 bytes a
     /// flow: a dense array that stays in the cache better than the cold part does).
     short: Vec<Short>,
+    /// Each flow's ring of message ends awaiting their ACK, by slot (128 bytes a flow: a
+    /// dense array that stays in the last-level cache, where the cold part does not).
+    acks: Vec<Acks>,
     max_flows: usize,
     idle_ns: u64,
     /// `--mtu`: overrides what is learned.
@@ -735,7 +742,9 @@ impl FlowTable {
         let hot = Vec::with_capacity(max_flows);
         let cold = Vec::with_capacity(max_flows);
         let short = Vec::with_capacity(max_flows);
+        let acks = Vec::with_capacity(max_flows);
         memory::advise_huge(&hot);
+        memory::advise_huge(&acks);
         memory::advise_huge(&cold);
         memory::advise_huge(&short);
         Self {
@@ -744,6 +753,7 @@ impl FlowTable {
             hot,
             cold,
             short,
+            acks,
             max_flows,
             idle_ns: idle_ns.max(1),
             forced_mtu,
@@ -825,7 +835,11 @@ impl FlowTable {
     /// of two at most 7/8 full, each bucket an entry and a control byte).
     pub const fn allocated_bytes(max_flows: usize) -> usize {
         let buckets = (2 * max_flows * 8 / 7).next_power_of_two();
-        max_flows * (std::mem::size_of::<Hot>() + std::mem::size_of::<Cold>() + std::mem::size_of::<Short>())
+        max_flows
+            * (std::mem::size_of::<Hot>()
+                + std::mem::size_of::<Cold>()
+                + std::mem::size_of::<Short>()
+                + std::mem::size_of::<Acks>())
             + FlowIndex::allocated_bytes(max_flows)
             + 2 * max_flows * std::mem::size_of::<u32>()
             + buckets * (std::mem::size_of::<((Vantage, IpAddr, IpAddr), [u32; PAIR_SLOTS])>() + 1)
@@ -946,15 +960,18 @@ impl FlowTable {
         if is_response(opcode) {
             if let Some(p) = self.hot.get(h.peer_slot as usize) {
                 memory::prefetch(p as *const Hot, 1);
-                let c = &self.cold[h.peer_slot as usize];
-                let ring = if low == op::ACKNOWLEDGE { &c.acks } else { &c.reads };
+                let ring = if low == op::ACKNOWLEDGE {
+                    &self.acks[h.peer_slot as usize].0
+                } else {
+                    &self.cold[h.peer_slot as usize].reads
+                };
                 memory::prefetch(ring.as_ptr(), 2);
             }
         } else if opcode >> 5 == 0 && ends_message(low) {
             let (ring, which) = if low == op::READ_REQUEST {
                 (&self.cold[slot as usize].reads, 1)
             } else {
-                (&self.cold[slot as usize].acks, 0)
+                (&self.acks[slot as usize].0, 0)
             };
             memory::prefetch(&ring[h.peek_ring_slot(which)] as *const Pending, 1);
         }
@@ -1165,12 +1182,14 @@ impl FlowTable {
                 self.hot[i as usize] = hot;
                 self.cold[i as usize] = cold;
                 self.short[i as usize] = Short::default();
+                self.acks[i as usize] = Acks::default();
                 i
             }
             None => {
                 self.hot.push(hot);
                 self.cold.push(cold);
                 self.short.push(Short::default());
+                self.acks.push(Acks::default());
                 (self.hot.len() - 1) as u32
             }
         };
@@ -1486,7 +1505,7 @@ impl FlowTable {
                 c.reads[at] = Pending::new(psn, span.max, ts);
             } else if ends_message(low) && !matches!(low, op::COMPARE_SWAP | op::FETCH_ADD) {
                 let at = e.next_ring_slot(0);
-                c.acks[at] = Pending::new(psn, 1, ts);
+                self.acks[i as usize].0[at] = Pending::new(psn, 1, ts);
                 e.acks_live |= 1 << at;
             }
         }
@@ -1621,10 +1640,9 @@ impl FlowTable {
         }
         let Some(r) = self.reverse_index(i) else { return };
         let nvme = self.carries_nvme(r);
-        let req = &mut self.cold[r as usize];
         let (ring, op_, psn, within, which) = match (read_end, acked) {
-            (Some(psn), _) => (&mut req.reads, Op::RdmaRead, psn, None, 1),
-            (None, Some(psn)) => (&mut req.acks, Op::RcAck, psn, Some(ACK_WINDOW), 0),
+            (Some(psn), _) => (&mut self.cold[r as usize].reads, Op::RdmaRead, psn, None, 1),
+            (None, Some(psn)) => (&mut self.acks[r as usize].0, Op::RcAck, psn, Some(ACK_WINDOW), 0),
             (None, None) => return,
         };
         // The requests answered, and their latencies, in ring order (kept in the table's
@@ -1818,12 +1836,19 @@ mod size {
     /// docs/METRICS.md states the memory per flow; this keeps it true.
     #[test]
     fn bytes_per_flow_is_what_the_docs_say() {
-        let (hot, cold, short) =
-            (std::mem::size_of::<Hot>(), std::mem::size_of::<Cold>(), std::mem::size_of::<Short>());
-        let entry = hot + cold + short;
+        let (hot, cold, short, acks) = (
+            std::mem::size_of::<Hot>(),
+            std::mem::size_of::<Cold>(),
+            std::mem::size_of::<Short>(),
+            std::mem::size_of::<Acks>(),
+        );
+        let entry = hot + cold + short + acks;
         let mib = FlowTable::allocated_bytes(crate::defaults::MAX_FLOWS) as f64 / (1 << 20) as f64;
-        println!("entry {entry} bytes ({hot} hot, {cold} cold, {short} short), table {mib:.1} MiB at the default bound");
+        println!(
+            "entry {entry} bytes ({hot} hot, {cold} cold, {short} short, {acks} acks), table {mib:.1} MiB at the default bound"
+        );
         assert_eq!(short, 16, "four flows' short counts to a line");
+        assert_eq!(acks, 2 * 64, "the ring of message ends awaiting an ACK is two lines");
         assert_eq!(hot, HOT_LINES * 64, "the hot part is {hot} bytes: prefetch what it is");
         assert_eq!(std::mem::offset_of!(Hot, counts), 64, "the first line is full");
         assert!(
