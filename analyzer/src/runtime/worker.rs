@@ -2,7 +2,6 @@
 
 use super::reorder::{Held, Reorder};
 use super::{interval_at, is_past, PipelineConfig, Recycled, ToStats};
-use crate::capture::dpdk::prefetch;
 use crate::capture::{Frame, BURST};
 use crate::metrics::latency::LatencyBatch;
 use crate::metrics::snapshot::Forgotten;
@@ -11,7 +10,7 @@ use crate::track::evidence::NoFile;
 use crate::track::flow::{FlowDelta, FlowEvent, Transmission};
 use crate::track::io::{IoBatch, IoCountsByPair};
 use crate::track::{Analyzer, Seen};
-use crate::wire::{could_be_mirrored, decode_frame, decode_frame_into, Decoded, NotRoce};
+use crate::wire::{could_be_mirrored, decode_frame, decode_frame_into, prefetch_headers, Decoded, NotRoce};
 use crossbeam_channel::{Receiver, Sender};
 
 /// Ended transmissions go to the stats side in batches of this many (or at each interval).
@@ -367,7 +366,7 @@ impl Worker {
             // A NIC writes frames to memory, not to this core's cache: the headers of every
             // frame of the chunk are asked for before the first is decoded.
             for f in chunk {
-                prefetch(f.data.as_ptr(), 1);
+                prefetch_headers(f.data);
             }
             // Each frame decoded and timed as it is staged: the frames up to the first one
             // out of time order are tracked as a burst.
