@@ -355,15 +355,17 @@ impl Analyzer {
         }
         let Some(slot) = slot else { return };
         let rec = &mut self.latency;
-        let (src, dst) = (p.ip.src, p.ip.dst);
+        // The addresses are read where a branch needs them: copied here, before the
+        // match, they cost every packet ten instructions that nearly none uses.
+        let ip = &p.ip;
         match classify(opcode, p.payload, p.payload_len) {
             Capsule::Command(sqe) => {
                 self.flows.count_capsule(slot, true);
-                self.nvme.command(PendingKey { vantage, host: src, target: dst, cid: sqe.cid });
+                self.nvme.command(PendingKey { vantage, host: ip.src, target: ip.dst, cid: sqe.cid });
                 let whole = opcode & 0x1F != op::SEND_FIRST;
                 let again = self.flows.was_sent_again();
                 self.ios.command(
-                    At { vantage, ts, host: src, target: dst },
+                    At { vantage, ts, host: ip.src, target: ip.dst },
                     Sent { target_qpn: dst_qpn, psn, whole, again },
                     &sqe,
                     self.flows.io_hint(slot),
@@ -371,13 +373,13 @@ impl Analyzer {
                 );
             }
             Capsule::Completion(cqe) => {
-                if self.nvme.completion(PendingKey { vantage, host: dst, target: src, cid: cqe.cid }) {
+                if self.nvme.completion(PendingKey { vantage, host: ip.dst, target: ip.src, cid: cqe.cid }) {
                     self.flows.count_capsule(slot, false);
                 }
                 let target_qpn = self.flows.peer_qpn(slot);
                 let again = self.flows.was_sent_again();
                 self.ios.completion(
-                    At { vantage, ts, host: dst, target: src },
+                    At { vantage, ts, host: ip.dst, target: ip.src },
                     target_qpn,
                     cqe.cid,
                     Packet { psn, again },
@@ -391,17 +393,27 @@ impl Analyzer {
             Capsule::None => match (opcode, self.flows.io_hint(slot)) {
                 (op::SEND_MIDDLE | op::SEND_LAST | op::SEND_LAST_IMM | op::SEND_LAST_INV, hint) => {
                     let last = opcode != op::SEND_MIDDLE;
-                    self.ios.capsule_packet(At { vantage, ts, host: src, target: dst }, dst_qpn, last, hint);
+                    self.ios.capsule_packet(
+                        At { vantage, ts, host: ip.src, target: ip.dst },
+                        dst_qpn,
+                        last,
+                        hint,
+                    );
                 }
                 (op::WRITE_FIRST | op::WRITE_ONLY | op::WRITE_ONLY_IMM, _) => {
                     if let Some(r) = p.exts.reth {
-                        self.ios.data_write(At { vantage, ts, host: dst, target: src }, psn, r.rkey, r.va);
+                        self.ios.data_write(
+                            At { vantage, ts, host: ip.dst, target: ip.src },
+                            psn,
+                            r.rkey,
+                            r.va,
+                        );
                     }
                 }
                 (op::READ_REQUEST, hint) => {
                     if let Some(r) = p.exts.reth {
                         self.ios.read_request(
-                            At { vantage, ts, host: dst, target: src },
+                            At { vantage, ts, host: ip.dst, target: ip.src },
                             psn,
                             r.rkey,
                             r.va,
@@ -411,7 +423,7 @@ impl Analyzer {
                 }
                 (op::READ_RESPONSE_LAST | op::READ_RESPONSE_ONLY, hint) => {
                     self.ios.read_response_end(
-                        At { vantage, ts, host: src, target: dst },
+                        At { vantage, ts, host: ip.src, target: ip.dst },
                         dst_qpn,
                         psn,
                         hint,
@@ -419,7 +431,13 @@ impl Analyzer {
                 }
                 (op::ACKNOWLEDGE, hint) => {
                     if let Some((acked, _)) = acked_psn(opcode, &p.exts, psn) {
-                        self.ios.ack(At { vantage, ts, host: src, target: dst }, dst_qpn, acked, hint, rec);
+                        self.ios.ack(
+                            At { vantage, ts, host: ip.src, target: ip.dst },
+                            dst_qpn,
+                            acked,
+                            hint,
+                            rec,
+                        );
                     }
                 }
                 _ => {}
