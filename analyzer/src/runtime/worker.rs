@@ -2,6 +2,7 @@
 
 use super::reorder::{Held, Reorder};
 use super::{interval_at, is_past, PipelineConfig, Recycled, ToStats};
+use crate::capture::dpdk::prefetch;
 use crate::capture::{Frame, BURST};
 use crate::metrics::latency::LatencyBatch;
 use crate::metrics::snapshot::Forgotten;
@@ -10,8 +11,18 @@ use crate::track::evidence::NoFile;
 use crate::track::flow::{FlowDelta, FlowEvent, Transmission};
 use crate::track::io::{IoBatch, IoCountsByPair};
 use crate::track::{Analyzer, Seen};
-use crate::wire::{could_be_mirrored, decode_frame, decode_frame_into, prefetch_headers, Decoded, NotRoce};
+use crate::wire::{could_be_mirrored, decode_frame, decode_frame_into, Decoded, NotRoce, PLAIN_HEADERS_LEN};
 use crossbeam_channel::{Receiver, Sender};
+
+/// Asks for the cache lines of a frame's headers (see [`PLAIN_HEADERS_LEN`]) ahead of its
+/// decoding: its first line and the line of the last header byte, two when they straddle a
+/// line boundary.
+#[inline(always)]
+fn prefetch_headers(frame: &[u8]) {
+    let p = frame.as_ptr();
+    prefetch(p, 1);
+    prefetch(p.wrapping_add(frame.len().min(PLAIN_HEADERS_LEN).saturating_sub(1)), 1);
+}
 
 /// Ended transmissions go to the stats side in batches of this many (or at each interval).
 const TX_BATCH: usize = 1024;

@@ -488,8 +488,8 @@ impl Hot {
 #[derive(Debug, Clone)]
 #[repr(C, align(64))]
 struct Cold {
-    /// Message ends awaiting an ACK, and READ Requests awaiting their last response (each
-    /// two cache lines; the next slot of each is in [`Hot::rings`]).
+    /// READ Requests awaiting their last response (two cache lines; the next slot is in
+    /// [`Hot::rings`], as the next of the flow's [`Acks`] is).
     reads: [Pending; PENDING],
     key: FlowKey,
     opcodes: OpcodeCounts,

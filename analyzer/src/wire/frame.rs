@@ -93,18 +93,9 @@ impl RocePacket<'_> {
 }
 
 /// The bytes of a frame that decoding a plain RoCE packet reads: Ethernet, one 802.1Q tag,
-/// IPv4, UDP, BTH and a RETH, its largest extension header on the common path.
+/// IPv4, UDP, BTH and a RETH, its largest extension header on the common path (74 bytes,
+/// which straddle two cache lines from anywhere but a line's first ten bytes).
 pub const PLAIN_HEADERS_LEN: usize = 14 + 4 + 20 + 8 + 12 + 16;
-
-/// Asks for the cache lines of a frame's headers (see [`PLAIN_HEADERS_LEN`]) ahead of its
-/// decoding: two lines when they straddle a line boundary, as 74 bytes from anywhere but a
-/// line's first ten bytes do.
-#[inline(always)]
-pub fn prefetch_headers(frame: &[u8]) {
-    let p = frame.as_ptr();
-    crate::capture::dpdk::prefetch(p, 1);
-    crate::capture::dpdk::prefetch(p.wrapping_add(frame.len().min(PLAIN_HEADERS_LEN).saturating_sub(1)), 1);
-}
 
 /// What one frame turned out to be.
 #[derive(Debug, Clone, Copy)]
