@@ -95,7 +95,13 @@ impl RocePacket<'_> {
 /// The bytes of a frame that decoding a plain RoCE packet reads: Ethernet, one 802.1Q tag,
 /// IPv4, UDP, BTH and a RETH, its largest extension header on the common path (74 bytes,
 /// which straddle two cache lines from anywhere but a line's first ten bytes).
-pub const PLAIN_HEADERS_LEN: usize = 14 + 4 + 20 + 8 + 12 + 16;
+pub const PLAIN_HEADERS_LEN: usize = ethernet::HEADER_LEN
+    + ethernet::VLAN_TAG_LEN
+    + ipv4::MIN_HEADER_LEN
+    + udp::HEADER_LEN
+    + bth::HEADER_LEN
+    + ib_ext::ExtKind::Reth.size();
+const _: () = assert!(PLAIN_HEADERS_LEN == 74);
 
 /// What one frame turned out to be.
 #[derive(Debug, Clone, Copy)]
