@@ -11,9 +11,10 @@
 //! Every pass after the first moves each packet's PSN on by its flow's span in the capture
 //! (`benches/support/psn_advance.rs`), so that the passes are one stream of traffic in sequence,
 //! not the same PSNs again (every request a retransmission); `--same-psns` sends the
-//! capture as it is each pass.
+//! capture as it is each pass. `--evidence` keeps evidence with `--evidence-dir`'s defaults,
+//! as the benchmark's `decode+track+evidence` does.
 //!
-//! `cargo run --release -p roceprobe --example passes -- FILE.pcap [PASSES] [--flow-idle-1h] [--rate MPPS] [--same-psns]`
+//! `cargo run --release -p roceprobe --example passes -- FILE.pcap [PASSES] [--flow-idle-1h] [--rate MPPS] [--same-psns] [--evidence]`
 
 #[path = "../benches/support/psn_advance.rs"]
 mod psn_advance;
@@ -28,7 +29,9 @@ use std::time::{Duration, Instant};
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(file) = args.first() else {
-        eprintln!("usage: passes FILE.pcap [PASSES] [--flow-idle-1h] [--rate MPPS] [--same-psns]");
+        eprintln!(
+            "usage: passes FILE.pcap [PASSES] [--flow-idle-1h] [--rate MPPS] [--same-psns] [--evidence]"
+        );
         std::process::exit(2);
     };
     let passes: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(30);
@@ -55,6 +58,12 @@ fn main() {
     let mut cfg = PipelineConfig::new(VantageMap::default());
     if args.iter().any(|a| a == "--flow-idle-1h") {
         cfg.flow_idle = Duration::from_secs(3600);
+    }
+    // With --evidence-dir's defaults, as the benchmark's `decode+track+evidence` (the files
+    // are the stats side's, not timed).
+    if args.iter().any(|a| a == "--evidence") {
+        let dir = std::env::temp_dir().join("roceprobe-passes");
+        cfg.evidence = Some(roceprobe::report::evidence::EvidenceSettings::with_defaults(dir));
     }
     // Each pass's PSNs go on from the last's, unless asked to send the same again.
     let advance =

@@ -214,7 +214,7 @@ fn work(mut w: Worker, batches: Receiver<Batch>, spares: Sender<Batch>) -> (IoCo
         let _ = spares.try_send(batch);
     }
     w.finish();
-    (w.io_counts().clone(), w.time_use())
+    (w.io_counts(), w.time_use())
 }
 
 /// The capture thread's side: the lanes to the workers, the switch clocks and packet time.

@@ -330,7 +330,7 @@ pub fn run<C: Capture>(
             let result =
                 drive(capture, &mut worker, stop, |seen, c| ports.observe(seen, || c.stats(), &ports_tx));
             worker.finish();
-            (result, worker.io_counts().clone(), worker.time_use())
+            (result, worker.io_counts(), worker.time_use())
         };
         ports.finish(|| capture.stats(), &ports_tx);
         out

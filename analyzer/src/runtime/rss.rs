@@ -55,7 +55,7 @@ pub fn run(
                         seen.fetch_max(ts, Ordering::Relaxed);
                     });
                     w.finish();
-                    (r, w.io_counts().clone(), w.time_use(), queue.nic_timestamps().to_vec())
+                    (r, w.io_counts(), w.time_use(), queue.nic_timestamps().to_vec())
                 },
             );
             match spawned {

@@ -339,7 +339,7 @@ impl Worker {
     }
 
     /// I/O outcomes per (initiator, target, op) so far.
-    pub fn io_counts(&self) -> &IoCountsByPair {
+    pub fn io_counts(&self) -> IoCountsByPair {
         self.analyzer.io_counts()
     }
 

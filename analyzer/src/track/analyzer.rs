@@ -311,7 +311,7 @@ impl Analyzer {
     }
 
     /// I/O outcomes per (initiator, target, op) so far.
-    pub fn io_counts(&self) -> &IoCountsByPair {
+    pub fn io_counts(&self) -> IoCountsByPair {
         self.ios.counts()
     }
 

@@ -432,6 +432,9 @@ pub struct IoTracker {
     /// I/O records its samples without a lookup each.
     pairs: HashMap<PairKey, u32, ahash::RandomState>,
     series: Vec<[u32; 5]>,
+    /// Per (initiator, target, op) of `pairs`: its place in `counts` once it counted an
+    /// outcome (`NONE` before), so that a finished I/O counts without a lookup.
+    pair_counts: Vec<u32>,
     /// Oldest first, for timeouts.
     live: List,
     timeout_ns: u64,
@@ -440,7 +443,7 @@ pub struct IoTracker {
     wait_ns: u64,
     /// I/Os waiting so, with when they stop, in that order.
     waiting: VecDeque<(Ref, u64)>,
-    counts: IoCountsByPair,
+    counts: Counts,
     /// What only intervals read, apart (it is not in the way of the per-packet state).
     report: Box<Report>,
     /// Slow and timed-out I/Os for the evidence, until the analyzer takes them (room for
@@ -460,10 +463,19 @@ pub struct IoTracker {
 /// I/O events that can wait for the analyzer at once.
 const RAISED: usize = 64;
 
+/// I/O outcomes per (initiator, target, op), in the order each first counted one: at most
+/// `max_pairs` keys, then [`OTHER_PAIRS`]'s per op. A key's place never changes.
+#[derive(Default)]
+struct Counts {
+    keys: Vec<(IpAddr, IpAddr, Op)>,
+    values: Vec<IoCounts>,
+    places: HashMap<PairKey, u32, ahash::RandomState>,
+}
+
 /// The I/O tracker's hand-over state.
 struct Report {
-    /// `counts` as last handed over (see [`IoTracker::drain_interval`]).
-    reported: IoCountsByPair,
+    /// `counts`' values as last handed over, by place (see [`IoTracker::drain_interval`]).
+    reported: Vec<IoCounts>,
     /// The slowest I/Os completed since the last hand-over.
     slowest: Slowest,
     /// With `--evidence-dir`: I/Os slower than this (`--evidence-slow-io`) and timeouts are
@@ -499,9 +511,10 @@ impl IoTracker {
             timeout_ns: timeout_ns.max(1),
             wait_ns: 0,
             waiting: VecDeque::new(),
-            counts: BTreeMap::new(),
+            pair_counts: Vec::with_capacity(crate::defaults::MAX_LATENCY_SERIES),
+            counts: Counts::default(),
             report: Box::new(Report {
-                reported: BTreeMap::new(),
+                reported: Vec::new(),
                 slowest: Slowest::new(crate::defaults::SLOW_IOS),
                 evidence_slow_ns: None,
             }),
@@ -549,11 +562,12 @@ impl IoTracker {
     /// Hands over what changed since the last call: the outcomes of each (initiator, target,
     /// op) that counted something, and the slowest I/Os completed meanwhile.
     pub fn drain_interval(&mut self, pairs: &mut Vec<IoDelta>, slowest: &mut Vec<SlowIo>) {
-        for (k, c) in &self.counts {
-            let before = self.report.reported.get(k).copied().unwrap_or_default();
-            if *c != before {
-                pairs.push(IoDelta { initiator: k.0, target: k.1, op: k.2, counts: c.since(&before) });
-                self.report.reported.insert(*k, *c);
+        let reported = &mut self.report.reported;
+        reported.resize(self.counts.values.len(), IoCounts::default());
+        for ((k, c), before) in self.counts.keys.iter().zip(&self.counts.values).zip(reported) {
+            if c != before {
+                pairs.push(IoDelta { initiator: k.0, target: k.1, op: k.2, counts: c.since(before) });
+                *before = *c;
             }
         }
         self.report.slowest.drain_into(slowest);
@@ -577,6 +591,7 @@ impl IoTracker {
         self.max_pairs = n;
         self.pairs = HashMap::with_capacity_and_hasher(n, ahash::RandomState::new());
         self.series = Vec::with_capacity(n);
+        self.pair_counts = Vec::with_capacity(n);
         self
     }
 
@@ -592,13 +607,14 @@ impl IoTracker {
         }
         let p = self.series.len() as u32;
         self.series.push([SLOT_UNKNOWN; 5]);
+        self.pair_counts.push(NONE);
         self.pairs.insert(k, p);
         p
     }
 
     /// I/O outcomes per (initiator, target, op) so far.
-    pub fn counts(&self) -> &IoCountsByPair {
-        &self.counts
+    pub fn counts(&self) -> IoCountsByPair {
+        self.counts.keys.iter().copied().zip(self.counts.values.iter().copied()).collect()
     }
 
     /// Whether no I/O is live: then a data phase, a READ request or response is matched to
@@ -626,14 +642,36 @@ impl IoTracker {
         self.conns.needed().map(|n| 4 * n)
     }
 
-    fn count(&mut self, pair: Pair, op: Op) -> &mut IoCounts {
-        // One entry per (host pair, op): allocated once, when the pair first does I/O, up to
-        // the bound; the pairs beyond it share one entry per op.
-        let mut k = (pair.0, pair.1, op);
-        if self.counts.len() >= self.max_pairs && !self.counts.contains_key(&k) {
-            k = (OTHER_PAIRS, OTHER_PAIRS, op);
+    /// The outcomes of (`pair`, `op`); `at` is the pair's place in `pairs` (`NONE` if it
+    /// has none), where the place in `counts` is kept once found.
+    fn count(&mut self, at: u32, pair: Pair, op: Op) -> &mut IoCounts {
+        let place = match self.pair_counts.get(at as usize) {
+            Some(&c) if c != NONE => c,
+            _ => {
+                let c = self.count_place(pair, op);
+                if let Some(p) = self.pair_counts.get_mut(at as usize) {
+                    *p = c;
+                }
+                c
+            }
+        };
+        &mut self.counts.values[place as usize]
+    }
+
+    /// Where (`pair`, `op`) is counted. One entry per (host pair, op): allocated once, when
+    /// the pair first counts an outcome, up to the bound; the pairs beyond it share one
+    /// entry per op.
+    fn count_place(&mut self, pair: Pair, op: Op) -> u32 {
+        let c = &mut self.counts;
+        let mut k = PairKey(pair.0, pair.1, op);
+        if c.keys.len() >= self.max_pairs && !c.places.contains_key(&k) {
+            k = PairKey(OTHER_PAIRS, OTHER_PAIRS, op);
         }
-        self.counts.entry(k).or_default()
+        *c.places.entry(k).or_insert_with(|| {
+            c.keys.push((k.0, k.1, k.2));
+            c.values.push(IoCounts::default());
+            (c.keys.len() - 1) as u32
+        })
     }
 
     fn get(&self, r: Ref) -> Option<usize> {
@@ -780,8 +818,9 @@ impl IoTracker {
             self.raise(i, EventKind::IoTimeout, vantage, end, self.timeout_ns);
         }
         let io = &self.ios[i];
-        let (pair, op, retx, bytes) = ((io.host, io.target), io.kind.op(), io.retransmitted, io.bytes);
-        let n = self.count(pair, op);
+        let (at, pair, op, retx, bytes) =
+            (io.pair, (io.host, io.target), io.kind.op(), io.retransmitted, io.bytes);
+        let n = self.count(at, pair, op);
         if completed {
             n.completed += 1;
             n.bytes += u64::from(bytes);
@@ -922,9 +961,9 @@ impl IoTracker {
             if (0..2).any(|v| self.ios[i].cqe.at(v).is_some()) {
                 self.finish(i, rec, true);
             } else {
-                let pair = (self.ios[i].host, self.ios[i].target);
-                let op = self.ios[i].kind.op();
-                self.count(pair, op).unfinished += 1;
+                let io = &self.ios[i];
+                let (at, pair, op) = (io.pair, (io.host, io.target), io.kind.op());
+                self.count(at, pair, op).unfinished += 1;
                 self.release(i);
             }
         }
@@ -1025,7 +1064,7 @@ impl IoTracker {
             .pop()
             .or_else(|| (self.ios.len() < self.ios.capacity()).then_some(self.ios.len() as u32))
         else {
-            self.count((host, target), kind.op()).overflowed += 1;
+            self.count(NONE, (host, target), kind.op()).overflowed += 1;
             return None;
         };
         let (rkey, va) = match sqe.sgl {
@@ -1285,7 +1324,7 @@ mod tests {
         assert!(t.data_write(at(c, 20), 500, 7, 0x4000), "the same WRITE again");
         assert!(t.completion(at(c, 30), Some(9), 3, Packet { psn: 600, again: false }, &mut h, &mut rec));
         t.ack(at(c, 40), 9, 600, &mut h, &mut rec);
-        let n = t.counts().values().next().unwrap();
+        let n = *t.counts().values().next().unwrap();
         assert_eq!((n.completed, n.retransmitted), (1, 1));
     }
 
@@ -1310,7 +1349,7 @@ mod tests {
         assert!(t.completion(at(s, half + 1), Some(9), 3, cqe, &mut h, &mut rec));
         assert!(t.completion(at(c, half + 2), Some(9), 3, cqe, &mut h, &mut rec));
         t.finish_all(&mut rec);
-        let n = t.counts().values().next().unwrap();
+        let n = *t.counts().values().next().unwrap();
         assert_eq!(n.completed, 1);
     }
 
@@ -1327,7 +1366,7 @@ mod tests {
         t.expire(5_000, &mut rec);
         t.command(at(c, 5_001), sent(103), &read(4), &mut h, &mut rec); // room again
         t.finish_all(&mut rec);
-        let n = t.counts().values().next().unwrap();
+        let n = *t.counts().values().next().unwrap();
         assert_eq!((n.timed_out, n.overflowed, n.unfinished, n.completed), (2, 1, 1, 0));
         assert_eq!(rec.dropped_samples, 0);
     }
@@ -1355,7 +1394,7 @@ mod tests {
         assert!(t.completion(at(c, 80), Some(9), 3, cqe(601, true), &mut h, &mut rec));
         t.ack(at(c, 90), 9, 601, &mut h, &mut rec);
         t.finish_all(&mut rec);
-        let n = t.counts().values().next().unwrap();
+        let n = *t.counts().values().next().unwrap();
         assert_eq!((n.completed, n.timed_out, n.unfinished, n.retransmitted), (2, 0, 0, 0));
     }
 
