@@ -12,9 +12,10 @@
 //! (`benches/support/psn_advance.rs`), so that the passes are one stream of traffic in sequence,
 //! not the same PSNs again (every request a retransmission); `--same-psns` sends the
 //! capture as it is each pass. `--evidence` keeps evidence with `--evidence-dir`'s defaults,
-//! as the benchmark's `decode+track+evidence` does.
+//! as the benchmark's `decode+track+evidence` does; `--held` maps a second vantage, so that
+//! the reorder window holds every frame, as `decode+track+held` does.
 //!
-//! `cargo run --release -p roceprobe --example passes -- FILE.pcap [PASSES] [--flow-idle-1h] [--rate MPPS] [--same-psns] [--evidence]`
+//! `cargo run --release -p roceprobe --example passes -- FILE.pcap [PASSES] [--flow-idle-1h] [--rate MPPS] [--same-psns] [--evidence] [--held]`
 
 #[path = "../benches/support/psn_advance.rs"]
 mod psn_advance;
@@ -30,7 +31,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(file) = args.first() else {
         eprintln!(
-            "usage: passes FILE.pcap [PASSES] [--flow-idle-1h] [--rate MPPS] [--same-psns] [--evidence]"
+            "usage: passes FILE.pcap [PASSES] [--flow-idle-1h] [--rate MPPS] [--same-psns] [--evidence] [--held]"
         );
         std::process::exit(2);
     };
@@ -55,7 +56,15 @@ fn main() {
         }
     }
     let span = frames.iter().map(|f| f.0).max().unwrap_or(0) - first + 1_000_000;
-    let mut cfg = PipelineConfig::new(VantageMap::default());
+    // `--held`: a second vantage mapped (to a VLAN no frame carries), so that every frame is
+    // held by the reorder window, as the benchmark's `decode+track+held`.
+    let vantages = if args.iter().any(|a| a == "--held") {
+        let rule: roceprobe::track::vantage::Rule = "storage=vlan:4094".parse().unwrap();
+        VantageMap::new(&[rule], roceprobe::track::vantage::SourceKind::File, &[0]).unwrap()
+    } else {
+        VantageMap::default()
+    };
+    let mut cfg = PipelineConfig::new(vantages);
     if args.iter().any(|a| a == "--flow-idle-1h") {
         cfg.flow_idle = Duration::from_secs(3600);
     }

@@ -605,7 +605,12 @@ impl Worker {
             self.ahead(&mut staged, n, next);
             n += 1;
         }
-        self.track_staged(&mut staged[..n], next);
+        // `arrive` hands over the frames passed so far before each frame it holds, none at
+        // all while the window holds every frame: the pipeline's steps for an empty burst
+        // would be some 250 instructions a held frame for nothing.
+        if n > 0 {
+            self.track_staged(&mut staged[..n], next);
+        }
     }
 
     /// A frame staged into `at`: decoded there (the decoded packet is written where it is
