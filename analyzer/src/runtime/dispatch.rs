@@ -18,7 +18,7 @@ use crate::capture::dpdk::prefetch;
 use crate::capture::{Capture, Frame, Poll};
 use crate::track::clock::MirrorClocks;
 use crate::track::io::IoCountsByPair;
-use crate::wire::{could_be_mirrored, decode_frame, Decoded};
+use crate::wire::{could_be_mirrored, decode_frame, plain_roce_pair, Decoded};
 use anyhow::Result;
 use crossbeam_channel::{bounded, Receiver, Sender};
 use std::collections::BTreeMap;
@@ -308,6 +308,10 @@ impl Dispatcher {
             // One worker (a dedicated receive lcore) and a frame that cannot carry a
             // switch's time: nothing to decode here, the worker does it.
             return (0, f.ts_ns, false);
+        }
+        if let Some(pair) = plain_roce_pair(f.data) {
+            // Nearly every frame: its pair read at fixed offsets, the rest left to the worker.
+            return (owner(pair, workers), f.ts_ns, false);
         }
         match decode_frame(f.data) {
             Decoded::Roce(p) => {

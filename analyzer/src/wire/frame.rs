@@ -207,6 +207,20 @@ fn plain(frame: &[u8]) -> Option<(L2, L3<'_>)> {
     Some((l2, n))
 }
 
+/// The IP pair of a frame [`plain`] reads whose UDP destination port is RoCEv2's, without
+/// decoding the rest: what a dispatcher routes such a frame by (it is no mirror, so it
+/// carries no switch time either). `None` for every other frame, which is decoded to route
+/// it. A frame that passes here but whose transport headers do not decode goes by its pair
+/// too, where a decoded frame that is not a RoCE packet goes to the first worker: either
+/// worker counts it the same.
+#[inline]
+pub fn plain_roce_pair(frame: &[u8]) -> Option<(IpAddr, IpAddr)> {
+    let (_, n) = plain(frame)?;
+    let at = n.l4_offset + 2;
+    let port = n.l3.get(at..at + 2)?;
+    (u16::from_be_bytes([port[0], port[1]]) == ROCEV2_UDP_PORT).then_some((n.ip.src, n.ip.dst))
+}
+
 /// Whether a frame may be an ERSPAN mirror (IP carrying GRE, or IPv6 whose next header is
 /// not UDP): only such a frame can carry a switch's timestamp. A glance at two bytes, for
 /// timing frames before they are decoded; `false` is certain, `true` is a maybe.
