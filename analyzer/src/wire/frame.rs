@@ -121,8 +121,11 @@ pub enum Decoded<'a> {
 /// encapsulation of a mirror (and the same again on the mirrored frame, once) or UDP, BTH
 /// and the extension headers, with the [`RocePacket`] built once, as the return value.
 pub fn decode_frame(frame: &[u8]) -> Decoded<'_> {
-    match plain(frame) {
-        Some((l2, n)) => transport(frame, &l2, &n, None),
+    if let Some((l2, n)) = plain(frame) {
+        return transport(frame, &l2, &n, None);
+    }
+    match plain_mirror(frame) {
+        Some((inner, l2, n, m)) => transport(inner, &l2, &n, Some(m)),
         None => walk(frame),
     }
 }
@@ -132,9 +135,23 @@ pub fn decode_frame(frame: &[u8]) -> Decoded<'_> {
 pub fn decode_frame_into<'a>(frame: &'a [u8], out: &mut Decoded<'a>) {
     if let Some((l2, n)) = plain(frame) {
         transport_into(frame, &l2, &n, None, out);
+    } else if let Some((inner, l2, n, m)) = plain_mirror(frame) {
+        transport_into(inner, &l2, &n, Some(m), out);
     } else {
         *out = walk(frame);
     }
+}
+
+/// An ERSPAN mirror (GRE) in a frame [`plain`] would read but for its IP protocol, whose
+/// mirrored frame is plain: the mirrored frame, read at fixed offsets, and the
+/// encapsulation. `None` for anything else, which [`walk`] decodes to the same result in
+/// more steps. Not inlined: mirrors are the rarer case, and the plain path stays short.
+#[inline(never)]
+fn plain_mirror(frame: &[u8]) -> Option<(&[u8], L2, L3<'_>, Mirror)> {
+    let (_, outer) = plain_carrying(frame, ipv4::PROTO_GRE)?;
+    let (inner, m) = mirrored(&outer, false).ok()?;
+    let (l2, n) = plain(inner)?;
+    Some((inner, l2, n, m))
 }
 
 /// The general walk of [`decode_frame`], for every frame [`plain`] leaves to it.
@@ -171,17 +188,24 @@ fn walk(frame: &[u8]) -> Decoded<'_> {
 /// [`walk`], which decodes these frames to the same result in more steps.
 #[inline(always)]
 fn plain(frame: &[u8]) -> Option<(L2, L3<'_>)> {
+    plain_carrying(frame, ipv4::PROTO_UDP)
+}
+
+/// [`plain`] for a frame whose IPv4 header names `protocol` (UDP, or GRE for the outer
+/// frame of an ERSPAN mirror).
+#[inline(always)]
+fn plain_carrying(frame: &[u8], protocol: u8) -> Option<(L2, L3<'_>)> {
     let tagged = frame.get(12..14)? == ethernet::ethertype::VLAN.to_be_bytes();
     let at = if tagged { ethernet::HEADER_LEN + ethernet::VLAN_TAG_LEN } else { ethernet::HEADER_LEN };
     let ip: &[u8; ipv4::MIN_HEADER_LEN] = frame.get(at..at + ipv4::MIN_HEADER_LEN)?.try_into().ok()?;
     let total_len = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-    // Version 4 and no options; neither more fragments nor an offset; UDP.
-    let ipv4_udp = frame[at - 2..at] == ethernet::ethertype::IPV4.to_be_bytes()
+    // Version 4 and no options; neither more fragments nor an offset; `protocol`.
+    let fixed = frame[at - 2..at] == ethernet::ethertype::IPV4.to_be_bytes()
         && ip[0] == 0x45
         && u16::from_be_bytes([ip[6], ip[7]]) & 0x3FFF == 0
-        && ip[9] == ipv4::PROTO_UDP
+        && ip[9] == protocol
         && total_len >= ipv4::MIN_HEADER_LEN;
-    if !ipv4_udp {
+    if !fixed {
         return None;
     }
     let vid = u16::from_be_bytes([frame[14], frame[15]]) & 0x0FFF;
@@ -196,7 +220,7 @@ fn plain(frame: &[u8]) -> Option<(L2, L3<'_>)> {
         ip: IpPair { src: addr(12), dst: addr(16) },
         ecn: ip[1] & 0x03,
         ttl: ip[8],
-        protocol: ipv4::PROTO_UDP,
+        protocol,
         l3: &frame[at..],
         l4_offset: ipv4::MIN_HEADER_LEN,
         l4_len: total_len - ipv4::MIN_HEADER_LEN,
@@ -660,8 +684,8 @@ pub(crate) mod tests {
     }
 
     /// Every frame of the committed captures and scenarios, and every one of them with bytes
-    /// of its headers changed, decodes through the fixed-offset path exactly as through the
-    /// general walk (the walk's own results are checked against tshark elsewhere).
+    /// of its headers changed, decodes through the fixed-offset paths (plain frames and
+    /// ERSPAN mirrors of them) exactly as through the general walk (the walk's own results are checked against tshark elsewhere).
     #[test]
     fn the_fixed_offset_path_decodes_as_the_general_walk() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../pcap-fixtures");
@@ -680,17 +704,20 @@ pub(crate) mod tests {
             decode_frame_into(f, &mut into);
             assert_eq!(format!("{into:?}"), walked, "{f:02x?}");
         };
-        let (mut plain_frames, mut mutated) = (0, 0);
+        let (mut plain_frames, mut mirror_frames, mut mutated) = (0, 0, 0);
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
         for file in &files {
             for (i, mut f) in crate::capture::pcap::read_all_frames(file).unwrap().into_iter().enumerate() {
                 same(&f);
                 plain_frames += usize::from(plain(&f).is_some());
+                mirror_frames += usize::from(plain_mirror(&f).is_some());
                 if i % 97 != 0 {
                     continue;
                 }
-                // Every header byte up to the BTH's, and the frame cut at each of them.
-                for at in 0..f.len().min(60) {
+                // Every header byte up to the BTH's (the mirrored frame's too, inside an
+                // ERSPAN mirror), and the frame cut at each of them.
+                let headers = if could_be_mirrored(&f) { 130 } else { 60 };
+                for at in 0..f.len().min(headers) {
                     let keep = f[at];
                     for v in [0x00, 0xFF, keep ^ 0x01, keep ^ 0x40, keep ^ 0x0F] {
                         f[at] = v;
@@ -711,6 +738,8 @@ pub(crate) mod tests {
         }
         // The path is taken: most RoCE frames of the fixtures are plain IPv4.
         assert!(plain_frames > 10_000, "{plain_frames}");
+        // And the ERSPAN path: the mirrored scenarios' frames are plain ones in plain GRE.
+        assert!(mirror_frames > 4_000, "{mirror_frames}");
         assert!(mutated > 5_000, "{mutated}");
     }
 
