@@ -117,7 +117,8 @@ pub enum Decoded<'a> {
 /// Decodes one Ethernet frame. Never panics, whatever the bytes.
 ///
 /// One pass without recursion: the headers down to the IP layer (at fixed offsets for the
-/// common frame, see [`plain`]; else by the general walk), then either the ERSPAN
+/// common frame, see [`plain`], and for an ERSPAN mirror of one, see [`plain_mirror`]; else
+/// by the general walk), then either the ERSPAN
 /// encapsulation of a mirror (and the same again on the mirrored frame, once) or UDP, BTH
 /// and the extension headers, with the [`RocePacket`] built once, as the return value.
 pub fn decode_frame(frame: &[u8]) -> Decoded<'_> {
@@ -685,7 +686,8 @@ pub(crate) mod tests {
 
     /// Every frame of the committed captures and scenarios, and every one of them with bytes
     /// of its headers changed, decodes through the fixed-offset paths (plain frames and
-    /// ERSPAN mirrors of them) exactly as through the general walk (the walk's own results are checked against tshark elsewhere).
+    /// ERSPAN mirrors of them) exactly as through the general walk (the walk's own results
+    /// are checked against tshark elsewhere).
     #[test]
     fn the_fixed_offset_path_decodes_as_the_general_walk() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../pcap-fixtures");
