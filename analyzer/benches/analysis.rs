@@ -12,6 +12,8 @@
 //! (`support/psn_advance.rs`, untimed), so that the passes are one stream in sequence rather than
 //! the same PSNs again.
 
+#[path = "support/held.rs"]
+mod held;
 #[path = "support/psn_advance.rs"]
 mod psn_advance;
 
@@ -83,8 +85,7 @@ fn bench(c: &mut Criterion) {
     // that every frame is held for the window (what holding costs), then with `--flow-idle
     // 1h` (what ending a transmission per packet costs on sparse traffic).
     let default = PipelineConfig::new(VantageMap::default());
-    let rule: roceprobe::track::vantage::Rule = "storage=vlan:4094".parse().unwrap();
-    let two = VantageMap::new(&[rule], roceprobe::track::vantage::SourceKind::File, &[0]).unwrap();
+    let two = held::held_vantages();
     let idle = default.flow_idle;
     let hour = Duration::from_secs(3600);
     // With --evidence-dir (its defaults; the files are the stats side's, not measured):

@@ -17,6 +17,8 @@
 //!
 //! `cargo run --release -p roceprobe --example passes -- FILE.pcap [PASSES] [--flow-idle-1h] [--rate MPPS] [--same-psns] [--evidence] [--held]`
 
+#[path = "../benches/support/held.rs"]
+mod held;
 #[path = "../benches/support/psn_advance.rs"]
 mod psn_advance;
 
@@ -56,15 +58,9 @@ fn main() {
         }
     }
     let span = frames.iter().map(|f| f.0).max().unwrap_or(0) - first + 1_000_000;
-    // `--held`: a second vantage mapped (to a VLAN no frame carries), so that every frame is
-    // held by the reorder window, as the benchmark's `decode+track+held`.
-    let vantages = if args.iter().any(|a| a == "--held") {
-        let rule: roceprobe::track::vantage::Rule = "storage=vlan:4094".parse().unwrap();
-        VantageMap::new(&[rule], roceprobe::track::vantage::SourceKind::File, &[0]).unwrap()
-    } else {
-        VantageMap::default()
-    };
-    let mut cfg = PipelineConfig::new(vantages);
+    // `--held`: every frame held by the reorder window, as the benchmark's `decode+track+held`.
+    let held = args.iter().any(|a| a == "--held");
+    let mut cfg = PipelineConfig::new(if held { held::held_vantages() } else { VantageMap::default() });
     if args.iter().any(|a| a == "--flow-idle-1h") {
         cfg.flow_idle = Duration::from_secs(3600);
     }

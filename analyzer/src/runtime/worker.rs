@@ -632,12 +632,7 @@ impl Worker {
             self.ahead(&mut staged, n, next);
             n += 1;
         }
-        // `arrive` hands over the frames passed so far before each frame it holds, none at
-        // all while the window holds every frame: the pipeline's steps for an empty burst
-        // would be some 250 instructions a held frame for nothing.
-        if n > 0 {
-            self.track_staged(&mut staged[..n], next);
-        }
+        self.track_staged(&mut staged[..n], next);
     }
 
     /// A frame staged into `at`: decoded there (the decoded packet is written where it is
@@ -714,6 +709,11 @@ impl Worker {
     #[inline(always)]
     fn track_staged(&mut self, staged: &mut [Option<Staged<'_>>], next: bool) {
         let n = staged.len();
+        // An empty burst (`arrive` hands over the frames passed so far before each frame
+        // it holds: none while the window holds every frame) has nothing to step through.
+        if n == 0 {
+            return;
+        }
         // Steps before the first packet is tracked: none after a full burst (its first
         // packets' lines were asked for while the later ones were staged).
         let lag = (3 * PIPE).saturating_sub(n);

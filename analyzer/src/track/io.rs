@@ -151,8 +151,9 @@ struct Io {
     waiting: bool,
     /// Place in the list of live I/Os, oldest first.
     links: Links,
-    /// Its (initiator, target, op)'s place in `IoTracker::series`, where the slots of the
-    /// latency series it records are kept once looked up; `NONE` if there was no room.
+    /// Its (initiator, target, op)'s place in `IoTracker::places`, where the slots of the
+    /// latency series it records and its place in the outcome counts are kept once looked
+    /// up; `NONE` if there was no room.
     pair: u32,
 }
 
@@ -427,14 +428,10 @@ pub struct IoTracker {
     /// Bound on the (initiator, target, op) keys of `counts`; beyond it outcomes are
     /// counted under [`OTHER_PAIRS`].
     max_pairs: usize,
-    /// Per (initiator, target, op) that did I/O, up to `max_pairs`: the recorder's slots of
-    /// its five segments' series (see `LatencyRecorder::cached_slot`), so that a finished
-    /// I/O records its samples without a lookup each.
+    /// Per (initiator, target, op) that did I/O, up to `max_pairs`: where a finished I/O
+    /// records its samples and counts its outcome, without a lookup each.
     pairs: HashMap<PairKey, u32, ahash::RandomState>,
-    series: Vec<[u32; 5]>,
-    /// Per (initiator, target, op) of `pairs`: its place in `counts` once it counted an
-    /// outcome (`NONE` before), so that a finished I/O counts without a lookup.
-    pair_counts: Vec<u32>,
+    places: Vec<PairPlaces>,
     /// Oldest first, for timeouts.
     live: List,
     timeout_ns: u64,
@@ -462,6 +459,17 @@ pub struct IoTracker {
 
 /// I/O events that can wait for the analyzer at once.
 const RAISED: usize = 64;
+
+/// Where a finished I/O of one (initiator, target, op) records and counts (see
+/// `IoTracker::pairs`).
+#[derive(Debug, Clone, Copy)]
+struct PairPlaces {
+    /// The recorder's slots of its five segments' series (see
+    /// `LatencyRecorder::cached_slot`).
+    series: [u32; 5],
+    /// Its place in `IoTracker::counts` once it counted an outcome, `NONE` before.
+    counts: u32,
+}
 
 /// I/O outcomes per (initiator, target, op), in the order each first counted one: at most
 /// `max_pairs` keys, then [`OTHER_PAIRS`]'s per op. A key's place never changes.
@@ -506,12 +514,11 @@ impl IoTracker {
             conns: FifoMap::new((max_ios / 4).max(64)),
             max_pairs: crate::defaults::MAX_LATENCY_SERIES,
             pairs: HashMap::with_capacity_and_hasher(crate::defaults::MAX_LATENCY_SERIES, h()),
-            series: Vec::with_capacity(crate::defaults::MAX_LATENCY_SERIES),
+            places: Vec::with_capacity(crate::defaults::MAX_LATENCY_SERIES),
             live: List::default(),
             timeout_ns: timeout_ns.max(1),
             wait_ns: 0,
             waiting: VecDeque::new(),
-            pair_counts: Vec::with_capacity(crate::defaults::MAX_LATENCY_SERIES),
             counts: Counts::default(),
             report: Box::new(Report {
                 reported: Vec::new(),
@@ -590,24 +597,22 @@ impl IoTracker {
     pub fn with_max_pairs(mut self, n: usize) -> Self {
         self.max_pairs = n;
         self.pairs = HashMap::with_capacity_and_hasher(n, ahash::RandomState::new());
-        self.series = Vec::with_capacity(n);
-        self.pair_counts = Vec::with_capacity(n);
+        self.places = Vec::with_capacity(n);
         self
     }
 
-    /// The place of (initiator, target, op) in `series`, made when first needed while
+    /// The place of (initiator, target, op) in `places`, made when first needed while
     /// there is room; `NONE` after.
     fn pair(&mut self, host: IpAddr, target: IpAddr, op: Op) -> u32 {
         let k = PairKey(host, target, op);
         if let Some(&p) = self.pairs.get(&k) {
             return p;
         }
-        if self.series.len() >= self.max_pairs {
+        if self.places.len() >= self.max_pairs {
             return NONE;
         }
-        let p = self.series.len() as u32;
-        self.series.push([SLOT_UNKNOWN; 5]);
-        self.pair_counts.push(NONE);
+        let p = self.places.len() as u32;
+        self.places.push(PairPlaces { series: [SLOT_UNKNOWN; 5], counts: NONE });
         self.pairs.insert(k, p);
         p
     }
@@ -642,15 +647,15 @@ impl IoTracker {
         self.conns.needed().map(|n| 4 * n)
     }
 
-    /// The outcomes of (`pair`, `op`); `at` is the pair's place in `pairs` (`NONE` if it
+    /// The outcomes of (`pair`, `op`); `at` is the pair's place in `places` (`NONE` if it
     /// has none), where the place in `counts` is kept once found.
     fn count(&mut self, at: u32, pair: Pair, op: Op) -> &mut IoCounts {
-        let place = match self.pair_counts.get(at as usize) {
-            Some(&c) if c != NONE => c,
+        let place = match self.places.get(at as usize) {
+            Some(p) if p.counts != NONE => p.counts,
             _ => {
                 let c = self.count_place(pair, op);
-                if let Some(p) = self.pair_counts.get_mut(at as usize) {
-                    *p = c;
+                if let Some(p) = self.places.get_mut(at as usize) {
+                    p.counts = c;
                 }
                 c
             }
@@ -776,7 +781,7 @@ impl IoTracker {
             let mut none = [SLOT_UNKNOWN; 5];
             let slots = match io.pair {
                 NONE => &mut none,
-                p => &mut self.series[p as usize],
+                p => &mut self.places[p as usize].series,
             };
             for (segment, v) in samples.into_iter().flatten() {
                 let slot = rec.cached_slot(&mut slots[segment.index()], || series(io, segment));
