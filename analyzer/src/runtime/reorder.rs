@@ -15,6 +15,7 @@
 //! start-up.
 
 use crate::capture::Frame;
+use crate::wire::{Detached, RocePacket};
 use std::collections::VecDeque;
 
 /// Bytes of frames a worker can hold: a 1 ms window at 128 Gb/s of mirrored frames.
@@ -59,6 +60,10 @@ struct Arrival {
     /// Bytes, including the ring's tail skipped to keep the frame whole.
     span: u32,
     released: bool,
+    /// The frame's decoded packet kept beside its bytes (see [`Reorder::keep_packet`]):
+    /// its place in `packets` plus one, 0 if none. Here, not in [`Held`], which moves as
+    /// frames are put in order.
+    packet: u32,
 }
 
 pub struct Reorder {
@@ -86,6 +91,12 @@ pub struct Reorder {
     /// Frames are held. Until then (no second vantage or source, and every frame so far
     /// in time order) they are analysed as they come, without a copy.
     armed: bool,
+    /// The decoded packets of held frames that were decoded as they arrived (an ERSPAN
+    /// mirror, for its switch's time), so that they are not decoded again when released:
+    /// room for one per frame held, taken as needed (`Vec::with_capacity` reserves it
+    /// without touching it), and the places given back.
+    packets: Vec<Detached>,
+    free_packets: Vec<u32>,
 }
 
 impl Reorder {
@@ -121,6 +132,8 @@ impl Reorder {
             latest: 0,
             floor: 0,
             armed: true,
+            packets: Vec::with_capacity(frames.max(1)),
+            free_packets: Vec::with_capacity(frames.max(1)),
         }
     }
 
@@ -175,10 +188,18 @@ impl Reorder {
         self.floor = 0;
     }
 
-    /// Holds a frame that is not late, with its packet time. If there is no room, the
-    /// oldest frames are released to `early` first.
+    /// Holds a frame that is not late, with its packet time and the place of its decoded
+    /// packet if one was kept for it ([`Reorder::keep_packet`]; 0 if none). If there is no
+    /// room, the oldest frames are released to `early` first.
     #[inline]
-    pub fn push(&mut self, f: &Frame<'_>, ts: u64, switch: bool, early: &mut impl FnMut(&mut Self)) {
+    pub fn push(
+        &mut self,
+        f: &Frame<'_>,
+        ts: u64,
+        switch: bool,
+        packet: u32,
+        early: &mut impl FnMut(&mut Self),
+    ) {
         // A frame larger than the ring keeps what fits (headers are what count).
         let len = f.data.len().min(self.kept).min(self.ring.len());
         let skip = loop {
@@ -217,7 +238,7 @@ impl Reorder {
             source: f.source,
         };
         self.next_seq += 1;
-        self.arrivals.push_back(Arrival { span: (skip + len) as u32, released: false });
+        self.arrivals.push_back(Arrival { span: (skip + len) as u32, released: false, packet });
         // In order: at the back. Out of order: after the last frame not younger.
         let mut at = self.held.len();
         while at > 0 && self.held[at - 1].ts > ts {
@@ -295,6 +316,47 @@ impl Reorder {
         self.floor = self.floor.max(t);
     }
 
+    /// Keeps the packet decoded from `frame` as it arrived, apart from the frame, for when
+    /// the frame is released ([`Reorder::packet`]), so that it is not decoded again: its
+    /// place, for [`Reorder::push`] (or, if the frame is not held after all,
+    /// [`Reorder::take_packet`]). 0 if the frame would not be kept whole (cut to the bytes
+    /// kept, it decodes to another packet) or there is no room: it is decoded again.
+    #[inline]
+    pub fn keep_packet(&mut self, p: &RocePacket<'_>, frame: &[u8]) -> u32 {
+        if frame.len() > self.kept.min(self.ring.len()) {
+            return 0;
+        }
+        let Some(d) = p.detach(frame) else { return 0 };
+        if let Some(i) = self.free_packets.pop() {
+            self.packets[i as usize] = d;
+            i + 1
+        } else if self.packets.len() < self.packets.capacity() {
+            self.packets.push(d);
+            self.packets.len() as u32
+        } else {
+            0
+        }
+    }
+
+    /// The packet kept at `place` by [`Reorder::keep_packet`] for a frame not held after
+    /// all (late), given back.
+    pub fn take_packet(&mut self, place: u32) -> Option<Detached> {
+        let i = place.checked_sub(1)?;
+        self.free_packets.push(i);
+        self.packets.get(i as usize).copied()
+    }
+
+    /// The decoded packet kept for a released frame, if any (see [`Reorder::keep_packet`]).
+    #[inline]
+    pub fn packet(&self, h: &Held) -> Option<&Detached> {
+        // Every place free: none kept for any frame.
+        if self.free_packets.len() == self.packets.len() {
+            return None;
+        }
+        let a = self.arrivals.get((h.seq - self.first_seq) as usize)?;
+        a.packet.checked_sub(1).and_then(|i| self.packets.get(i as usize))
+    }
+
     /// A released frame, borrowed from the ring.
     #[inline]
     pub fn frame(&self, h: &Held) -> Frame<'_> {
@@ -307,6 +369,10 @@ impl Reorder {
         for h in released {
             if let Some(a) = self.arrivals.get_mut((h.seq - self.first_seq) as usize) {
                 a.released = true;
+                if let Some(i) = a.packet.checked_sub(1) {
+                    self.free_packets.push(i);
+                    a.packet = 0;
+                }
             }
         }
         while let Some(a) = self.arrivals.front() {
@@ -336,7 +402,7 @@ mod tests {
     fn push(r: &mut Reorder, data: &[u8], ts: u64, released: &mut Vec<(u64, u8)>) -> u64 {
         let f = Frame { data, wire_len: data.len() as u32, ts_ns: ts, source: 0 };
         let mut early = 0;
-        r.push(&f, ts, false, &mut |r| {
+        r.push(&f, ts, false, 0, &mut |r| {
             let mut out = [r.held[0]; 1];
             let n = r.oldest(&mut out);
             early += n as u64;
@@ -379,6 +445,60 @@ mod tests {
         assert!(!r.is_late(1050));
         drain(&mut r, true, &mut got);
         assert_eq!(&got[3..], [(1101, b'e'), (1200, b'd')]);
+    }
+
+    /// A packet decoded as its frame arrived comes back with the frame when it is released
+    /// (and for a frame that is not held after all), only while the frame is kept whole;
+    /// its place is given back and taken again, and a full set of places keeps none more.
+    #[test]
+    fn a_kept_packet_comes_back_with_its_frame_and_its_place_is_reused() {
+        use crate::wire::{decode_frame, Decoded};
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../pcap-fixtures");
+        let frames =
+            crate::capture::pcap::read_all_frames(&root.join("captures/rdma_write_bw.pcap")).unwrap();
+        let decoded = |f: &[u8]| match decode_frame(f) {
+            Decoded::Roce(p) => format!("{p:?}"),
+            other => panic!("{other:?}"),
+        };
+        // Room for three frames and their packets; frames kept to their first 1,024 bytes.
+        let mut r = Reorder::with_room(100, 1 << 16, 3).keeping(KEPT_BYTES);
+        let (small, large): (Vec<&Vec<u8>>, Vec<&Vec<u8>>) = frames
+            .iter()
+            .filter(|f| matches!(decode_frame(f), Decoded::Roce(_)))
+            .partition(|f| f.len() <= KEPT_BYTES);
+        let (a, b, big) = (small[0], small[1], large[0]);
+        let keep = |r: &mut Reorder, f: &[u8]| match decode_frame(f) {
+            Decoded::Roce(p) => r.keep_packet(&p, f),
+            _ => unreachable!(),
+        };
+        // A frame cut to the bytes kept would decode to another packet: none kept.
+        assert_eq!(keep(&mut r, big), 0);
+        let (pa, pb, pc) = (keep(&mut r, a), keep(&mut r, b), keep(&mut r, a));
+        assert!(pa > 0 && pb > 0 && pc > 0 && pa != pb && pb != pc && pa != pc);
+        // No room for a fourth; the third's frame is not held after all (late): its
+        // packet is handed back with its place.
+        assert_eq!(keep(&mut r, a), 0);
+        assert_eq!(r.take_packet(pc).map(|p| format!("{:?}", p.attach(a))), Some(decoded(a)));
+        for (f, ts, place) in [(a, 1000, pa), (b, 990, pb), (big, 995, 0)] {
+            let f = Frame { data: f, wire_len: f.len() as u32, ts_ns: ts, source: 0 };
+            r.push(&f, ts, false, place, &mut |_| panic!("room for three frames"));
+        }
+        let mut out = [Held::default(); 4];
+        assert_eq!(r.oldest(&mut out), 3);
+        // Released in time order (b, big, a): each kept packet attached to the frame's copy
+        // in the ring is what that copy decodes to; the frame kept without one has none.
+        let got: Vec<Option<String>> = out[..3]
+            .iter()
+            .map(|h| r.packet(h).map(|p| format!("{:?}", p.attach(r.frame(h).data))))
+            .collect();
+        assert_eq!(got, [Some(decoded(b)), None, Some(decoded(a))]);
+        assert_eq!(got[0], Some(decoded(r.frame(&out[0]).data)));
+        r.done(&out[..3]);
+        // Every place given back: all three taken again, then none.
+        let again = [keep(&mut r, b), keep(&mut r, a), keep(&mut r, b)];
+        assert!(again.iter().all(|p| [pa, pb, pc].contains(p)), "{again:?}");
+        assert_eq!(keep(&mut r, a), 0);
+        assert_eq!(r.take_packet(0).map(|_| ()), None);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use crate::track::evidence::NoFile;
 use crate::track::flow::{FlowDelta, FlowEvent, Transmission};
 use crate::track::io::{IoBatch, IoCountsByPair};
 use crate::track::{Analyzer, Seen};
-use crate::wire::{could_be_mirrored, decode_frame, decode_frame_into, Decoded, NotRoce, PLAIN_HEADERS_LEN};
+use crate::wire::{could_be_mirrored, decode_frame_into, Decoded, Detached, NotRoce, PLAIN_HEADERS_LEN};
 use crossbeam_channel::{Receiver, Sender};
 
 /// Asks for the cache lines of a frame's headers (see [`PLAIN_HEADERS_LEN`]) ahead of its
@@ -151,6 +151,9 @@ struct Incoming<'a> {
     stamped: Option<bool>,
     observe: Option<Told>,
     late: bool,
+    /// The frame's packet, if it was decoded as it arrived (for its time), apart from the
+    /// frame's bytes (see `Reorder::keep_packet`).
+    packet: Option<&'a Detached>,
 }
 
 /// A frame of a burst between decoding and tracking.
@@ -390,7 +393,8 @@ impl Worker {
     /// callgrind count a burst's work under its name.
     #[inline(never)]
     pub fn handle_burst<'a>(&mut self, frames: &[Frame<'a>]) {
-        let unstamped = |f: &Frame<'a>| Incoming { f: *f, stamped: None, observe: None, late: false };
+        let unstamped =
+            |f: &Frame<'a>| Incoming { f: *f, stamped: None, observe: None, late: false, packet: None };
         let Some(mut r) = self.reorder.take() else {
             return self.arrive(frames.iter().map(unstamped), false);
         };
@@ -413,7 +417,7 @@ impl Worker {
             let mut out_of_order = None;
             let next = self.prefetches_next();
             for f in chunk {
-                let s = self.stage(&mut staged[n], *f, None, None, false);
+                let s = self.stage(&mut staged[n], *f, None, None, None, false);
                 if !r.pass(s.seen.ts) {
                     out_of_order = Some((s.seen.ts, s.seen.switch_clock));
                     break;
@@ -429,6 +433,7 @@ impl Worker {
                     stamped: Some(switch),
                     observe: None,
                     late: false,
+                    packet: None,
                 };
                 self.reorder = Some(r);
                 return self.arrive(std::iter::once(first).chain(rest[1..].iter().map(unstamped)), false);
@@ -455,9 +460,11 @@ impl Worker {
         let mut passed: [Option<Incoming<'a>>; BURST] = [const { None }; BURST];
         let mut n = 0;
         for i in frames {
-            let (ts, switch) = match i.stamped {
-                Some(sw) => (i.f.ts_ns, sw),
-                None => self.arrival_time(&i.f),
+            let (ts, switch, packet) = match i.stamped {
+                Some(sw) => (i.f.ts_ns, sw, 0),
+                None if could_be_mirrored(i.f.data) => self.mirror_time(&mut r, &i.f),
+                // Any other frame is timed by its capture.
+                None => (i.f.ts_ns, false, 0),
             };
             if !r.is_armed() && r.pass(ts) {
                 let f = Frame { ts_ns: ts, ..i.f };
@@ -482,7 +489,7 @@ impl Worker {
                     self.restart_at_step(&mut r);
                 }
             }
-            self.hold(&mut r, &i.f, ts, switch);
+            self.hold(&mut r, &i.f, ts, switch, packet);
         }
         self.burst(passed[..n].iter_mut().filter_map(Option::take));
         if r.is_armed() {
@@ -491,30 +498,44 @@ impl Worker {
         self.reorder = Some(r);
     }
 
-    /// A frame's packet time as it arrives. Only a frame that may be an ERSPAN mirror needs
-    /// decoding for it (the switch's clock); any other is timed by its capture.
-    #[inline]
-    fn arrival_time(&mut self, f: &Frame<'_>) -> (u64, bool) {
-        if could_be_mirrored(f.data) {
-            self.analyzer.packet_time(&decode_frame(f.data), f.ts_ns)
-        } else {
-            (f.ts_ns, false)
-        }
+    /// The packet time, as it arrives, of a frame that may be an ERSPAN mirror: decoded
+    /// for it (the switch's clock). While the window holds frames, the decoded packet is
+    /// kept for when the frame is released (its place in `r`, 0 if none), so that the
+    /// frame is decoded once. Out of line: the loop that holds frames stays as short for
+    /// every other frame, which is timed by its capture.
+    #[inline(never)]
+    fn mirror_time(&mut self, r: &mut Reorder, f: &Frame<'_>) -> (u64, bool, u32) {
+        let mut d = Decoded::NotRoce(NotRoce::NotIp);
+        decode_frame_into(f.data, &mut d);
+        let (ts, switch) = self.analyzer.packet_time(&d, f.ts_ns);
+        let packet = match &d {
+            Decoded::Roce(p) if r.is_armed() => r.keep_packet(p, f.data),
+            _ => 0,
+        };
+        (ts, switch, packet)
     }
 
     /// Holds a frame until the reorder window has passed it; a late one is analysed at once.
     /// A frame seconds away from the others is a clock that stepped: what is held is
     /// analysed, and the window starts again from it (as frames arrive, from then on).
     #[inline]
-    fn hold(&mut self, r: &mut Reorder, f: &Frame<'_>, ts: u64, switch: bool) {
+    fn hold(&mut self, r: &mut Reorder, f: &Frame<'_>, ts: u64, switch: bool, packet: u32) {
         if r.is_clock_step(ts) {
             self.restart_at_step(r);
         }
         if r.is_late(ts) {
             let f = Frame { ts_ns: ts, ..*f };
-            self.burst(std::iter::once(Incoming { f, stamped: Some(switch), observe: None, late: true }));
+            let packet = r.take_packet(packet);
+            let packet = packet.as_ref();
+            self.burst(std::iter::once(Incoming {
+                f,
+                stamped: Some(switch),
+                observe: None,
+                late: true,
+                packet,
+            }));
         } else {
-            r.push(f, ts, switch, &mut |r| {
+            r.push(f, ts, switch, packet, &mut |r| {
                 // Frames the window has passed go first (a batch that moved time on, say
                 // past a silence, holds them until its end); only if none has, the oldest
                 // goes before its time.
@@ -564,6 +585,7 @@ impl Worker {
                 stamped: Some(h.switch),
                 observe: None,
                 late: false,
+                packet: r.packet(h),
             });
             self.burst(frames);
             r.done(&out[..n]);
@@ -575,8 +597,13 @@ impl Worker {
     /// each with whether that time is a switch clock's and the latest time to observe (see
     /// [`Worker::observe_time`]) before it.
     pub fn handle_stamped_burst<'a>(&mut self, frames: impl Iterator<Item = (Frame<'a>, bool, Told)>) {
-        let mut frames =
-            frames.map(|(f, sw, t)| Incoming { f, stamped: Some(sw), observe: Some(t), late: false });
+        let mut frames = frames.map(|(f, sw, t)| Incoming {
+            f,
+            stamped: Some(sw),
+            observe: Some(t),
+            late: false,
+            packet: None,
+        });
         let Some(mut r) = self.reorder.take() else {
             return self.arrive(frames, true);
         };
@@ -627,8 +654,8 @@ impl Worker {
         let mut staged: [Option<Staged<'a>>; BURST] = [None; BURST];
         let mut n = 0;
         let next = self.prefetches_next();
-        for Incoming { f, stamped, observe, late } in frames.take(BURST) {
-            self.stage(&mut staged[n], f, stamped, observe, late);
+        for Incoming { f, stamped, observe, late, packet } in frames.take(BURST) {
+            self.stage(&mut staged[n], f, packet, stamped, observe, late);
             self.ahead(&mut staged, n, next);
             n += 1;
         }
@@ -636,13 +663,15 @@ impl Worker {
     }
 
     /// A frame staged into `at`: decoded there (the decoded packet is written where it is
-    /// kept, not moved there), timed (by `stamped`'s time, or as it arrives), and its flow's
-    /// key hashed, the key's index bucket prefetched.
+    /// kept, not moved there; a `packet` decoded as the frame arrived is attached to the
+    /// frame's bytes instead), timed (by `stamped`'s time, or as it arrives), and its
+    /// flow's key hashed, the key's index bucket prefetched.
     #[inline(always)]
     fn stage<'s, 'a>(
         &mut self,
         at: &'s mut Option<Staged<'a>>,
         f: Frame<'a>,
+        packet: Option<&Detached>,
         stamped: Option<bool>,
         observe: Option<Told>,
         late: bool,
@@ -657,7 +686,10 @@ impl Worker {
             hint: None,
         };
         let s = at.insert(Staged { f, decoded: Decoded::NotRoce(NotRoce::NotIp), seen, observe });
-        decode_frame_into(f.data, &mut s.decoded);
+        match packet {
+            Some(p) => s.decoded = Decoded::Roce(p.attach(f.data)),
+            None => decode_frame_into(f.data, &mut s.decoded),
+        }
         (s.seen.ts, s.seen.switch_clock) = match stamped {
             Some(sw) => (f.ts_ns, sw),
             None => self.analyzer.packet_time(&s.decoded, f.ts_ns),

@@ -84,11 +84,66 @@ pub struct RocePacket<'a> {
     pub icrc: icrc::IcrcRegion<'a>,
 }
 
-impl RocePacket<'_> {
+impl<'a> RocePacket<'a> {
     /// The outermost VLAN id, if the frame is tagged.
     #[inline]
     pub fn outer_vlan(&self) -> Option<u16> {
         (self.vlan_count > 0).then_some(self.vlans[0])
+    }
+
+    /// The packet apart from `frame`, the bytes it was decoded from: its parts borrowed
+    /// from the frame become offsets into it, so that a byte-for-byte copy of the frame
+    /// gives the packet again ([`Detached::attach`]) without a second decode. `None` if a
+    /// part lies outside `frame` (a packet decoded from other bytes).
+    #[inline]
+    pub fn detach(&self, frame: &[u8]) -> Option<Detached> {
+        let start = frame.as_ptr() as usize;
+        let span = |s: &[u8]| -> Option<(u32, u32)> {
+            if s.is_empty() {
+                return Some((0, 0));
+            }
+            let at = (s.as_ptr() as usize).checked_sub(start)?;
+            (at + s.len() <= frame.len()).then_some((at as u32, s.len() as u32))
+        };
+        Some(Detached {
+            ext: span(self.ext)?,
+            payload: span(self.payload)?,
+            l3: span(self.icrc.l3)?,
+            packet: RocePacket {
+                ext: &[],
+                payload: &[],
+                icrc: icrc::IcrcRegion { l3: &[], ..self.icrc },
+                ..*self
+            },
+        })
+    }
+}
+
+/// A decoded RoCE packet kept apart from its frame's bytes ([`RocePacket::detach`]): what
+/// the reorder window keeps beside the copy of a frame it had to decode as the frame
+/// arrived (an ERSPAN mirror, for the switch's time), so that the frame is decoded once.
+#[derive(Debug, Clone, Copy)]
+pub struct Detached {
+    /// The packet, its borrowed parts empty.
+    packet: RocePacket<'static>,
+    /// Where those parts lie in the frame (offset and length).
+    ext: (u32, u32),
+    payload: (u32, u32),
+    l3: (u32, u32),
+}
+
+impl Detached {
+    /// The packet again, its parts borrowed from `frame`: a byte-for-byte copy of the frame
+    /// it was detached from (at least up to the end of its parts), decoded as that frame was.
+    #[inline]
+    pub fn attach<'b>(&self, frame: &'b [u8]) -> RocePacket<'b> {
+        let part = |(at, len): (u32, u32)| frame.get(at as usize..(at + len) as usize).unwrap_or_default();
+        RocePacket {
+            ext: part(self.ext),
+            payload: part(self.payload),
+            icrc: icrc::IcrcRegion { l3: part(self.l3), ..self.packet.icrc },
+            ..self.packet
+        }
     }
 }
 
@@ -673,6 +728,49 @@ pub(crate) mod tests {
         f[20] = 0x00;
         f[21] = 0x10; // offset 16 * 8
         assert!(matches!(decode_frame(&f), Decoded::NotRoce(NotRoce::IpFragmentTail)));
+    }
+
+    /// A packet detached from its frame and attached to a byte-for-byte copy is the packet
+    /// the copy decodes to, its parts borrowed from the copy: every RoCE frame of the
+    /// committed captures and scenarios (ERSPAN mirrors, IPv6, VLANs, every opcode's
+    /// extension headers and payloads).
+    #[test]
+    fn a_detached_packet_attached_to_a_copy_is_the_copy_decoded() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../pcap-fixtures");
+        let mut files: Vec<_> =
+            std::fs::read_dir(root.join("captures")).unwrap().map(|e| e.unwrap().path()).collect();
+        for dir in std::fs::read_dir(root.join("scenarios")).unwrap() {
+            files.extend(std::fs::read_dir(dir.unwrap().path()).unwrap().map(|e| e.unwrap().path()));
+        }
+        files.retain(|f| f.extension().is_some_and(|e| e == "pcap"));
+        let (mut packets, mut mirrored) = (0, 0);
+        for file in &files {
+            for f in crate::capture::pcap::read_all_frames(file).unwrap() {
+                let Decoded::Roce(p) = decode_frame(&f) else { continue };
+                let d = p.detach(&f).expect("the packet's parts lie in its frame");
+                let copy = f.clone();
+                let attached = d.attach(&copy);
+                let same = format!("{:?}", Decoded::Roce(attached)) == format!("{:?}", decode_frame(&copy));
+                assert!(same, "{file:?}: {p:?}");
+                let within = |s: &[u8]| {
+                    s.is_empty()
+                        || copy.as_ptr_range().contains(&s.as_ptr())
+                            && s.as_ptr_range().end <= copy.as_ptr_range().end
+                };
+                assert!(within(attached.ext) && within(attached.payload) && within(attached.icrc.l3));
+                packets += 1;
+                mirrored += usize::from(p.mirror.is_some());
+            }
+        }
+        assert!(packets > 10_000 && mirrored > 4_000, "{packets} {mirrored}");
+        // Parts outside the bytes given are refused.
+        let frames =
+            crate::capture::pcap::read_all_frames(&root.join("captures/rdma_write_bw.pcap")).unwrap();
+        let f = frames.iter().find(|f| matches!(decode_frame(f), Decoded::Roce(_))).unwrap();
+        let Decoded::Roce(p) = decode_frame(f) else { unreachable!() };
+        assert!(p.detach(&f.clone()).is_none());
+        assert!(p.detach(&f[..f.len() - 8]).is_none());
+        assert!(p.detach(f).is_some());
     }
 
     #[test]
