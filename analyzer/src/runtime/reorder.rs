@@ -346,13 +346,16 @@ impl Reorder {
         self.packets.get(i as usize).copied()
     }
 
+    /// Whether a decoded packet is kept for some frame (see [`Reorder::keep_packet`]): when
+    /// none is, a released frame need not be asked for one.
+    #[inline]
+    pub fn keeps_packets(&self) -> bool {
+        self.free_packets.len() != self.packets.len()
+    }
+
     /// The decoded packet kept for a released frame, if any (see [`Reorder::keep_packet`]).
     #[inline]
     pub fn packet(&self, h: &Held) -> Option<&Detached> {
-        // Every place free: none kept for any frame.
-        if self.free_packets.len() == self.packets.len() {
-            return None;
-        }
         let a = self.arrivals.get((h.seq - self.first_seq) as usize)?;
         a.packet.checked_sub(1).and_then(|i| self.packets.get(i as usize))
     }
@@ -366,11 +369,12 @@ impl Reorder {
 
     /// The analysis is done with these released frames: their bytes can be reused.
     pub fn done(&mut self, released: &[Held]) {
+        let kept = self.keeps_packets();
         for h in released {
             if let Some(a) = self.arrivals.get_mut((h.seq - self.first_seq) as usize) {
                 a.released = true;
-                if let Some(i) = a.packet.checked_sub(1) {
-                    self.free_packets.push(i);
+                if kept && a.packet > 0 {
+                    self.free_packets.push(a.packet - 1);
                     a.packet = 0;
                 }
             }

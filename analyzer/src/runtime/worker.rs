@@ -580,12 +580,13 @@ impl Worker {
         let mut out = [Held::default(); BURST];
         let n = if due { r.due(&mut out) } else { r.oldest(&mut out) };
         if n > 0 {
+            let kept = r.keeps_packets();
             let frames = out[..n].iter().map(|h| Incoming {
                 f: r.frame(h),
                 stamped: Some(h.switch),
                 observe: None,
                 late: false,
-                packet: r.packet(h),
+                packet: if kept { r.packet(h) } else { None },
             });
             self.burst(frames);
             r.done(&out[..n]);
