@@ -730,19 +730,26 @@ pub(crate) mod tests {
         assert!(matches!(decode_frame(&f), Decoded::NotRoce(NotRoce::IpFragmentTail)));
     }
 
+    /// The committed pcap files: the real captures, then every scenario's.
+    fn fixture_captures() -> Vec<std::path::PathBuf> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../pcap-fixtures");
+        let mut files: Vec<_> =
+            std::fs::read_dir(root.join("captures")).unwrap().map(|e| e.unwrap().path()).collect();
+        files.sort();
+        for dir in std::fs::read_dir(root.join("scenarios")).unwrap() {
+            files.extend(std::fs::read_dir(dir.unwrap().path()).unwrap().map(|e| e.unwrap().path()));
+        }
+        files.retain(|f| f.extension().is_some_and(|e| e == "pcap"));
+        files
+    }
+
     /// A packet detached from its frame and attached to a byte-for-byte copy is the packet
     /// the copy decodes to, its parts borrowed from the copy: every RoCE frame of the
     /// committed captures and scenarios (ERSPAN mirrors, IPv6, VLANs, every opcode's
     /// extension headers and payloads).
     #[test]
     fn a_detached_packet_attached_to_a_copy_is_the_copy_decoded() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../pcap-fixtures");
-        let mut files: Vec<_> =
-            std::fs::read_dir(root.join("captures")).unwrap().map(|e| e.unwrap().path()).collect();
-        for dir in std::fs::read_dir(root.join("scenarios")).unwrap() {
-            files.extend(std::fs::read_dir(dir.unwrap().path()).unwrap().map(|e| e.unwrap().path()));
-        }
-        files.retain(|f| f.extension().is_some_and(|e| e == "pcap"));
+        let files = fixture_captures();
         let (mut packets, mut mirrored) = (0, 0);
         for file in &files {
             for f in crate::capture::pcap::read_all_frames(file).unwrap() {
@@ -764,8 +771,7 @@ pub(crate) mod tests {
         }
         assert!(packets > 10_000 && mirrored > 4_000, "{packets} {mirrored}");
         // Parts outside the bytes given are refused.
-        let frames =
-            crate::capture::pcap::read_all_frames(&root.join("captures/rdma_write_bw.pcap")).unwrap();
+        let frames = crate::capture::pcap::read_all_frames(&files[0]).unwrap();
         let f = frames.iter().find(|f| matches!(decode_frame(f), Decoded::Roce(_))).unwrap();
         let Decoded::Roce(p) = decode_frame(f) else { unreachable!() };
         assert!(p.detach(&f.clone()).is_none());
@@ -788,13 +794,7 @@ pub(crate) mod tests {
     /// are checked against tshark elsewhere).
     #[test]
     fn the_fixed_offset_path_decodes_as_the_general_walk() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../pcap-fixtures");
-        let mut files: Vec<_> =
-            std::fs::read_dir(root.join("captures")).unwrap().map(|e| e.unwrap().path()).collect();
-        for dir in std::fs::read_dir(root.join("scenarios")).unwrap() {
-            files.extend(std::fs::read_dir(dir.unwrap().path()).unwrap().map(|e| e.unwrap().path()));
-        }
-        files.retain(|f| f.extension().is_some_and(|e| e == "pcap"));
+        let files = fixture_captures();
         assert!(files.len() > 10, "{files:?}");
         // Both entry points: `decode_frame` and the burst's `decode_frame_into`.
         let same = |f: &[u8]| {
