@@ -200,8 +200,7 @@ impl Reorder {
         packet: u32,
         early: &mut impl FnMut(&mut Self),
     ) {
-        // A frame larger than the ring keeps what fits (headers are what count).
-        let len = f.data.len().min(self.kept).min(self.ring.len());
+        let len = self.kept_len(f.data.len());
         let skip = loop {
             // The frame is kept whole: if it does not fit before the end of the part in use,
             // the rest of it is skipped (and counted as used until this frame is done).
@@ -316,6 +315,13 @@ impl Reorder {
         self.floor = self.floor.max(t);
     }
 
+    /// The bytes kept of a frame of `len` bytes: at most `kept`, and a frame larger than the
+    /// ring keeps what fits (headers are what count).
+    #[inline]
+    fn kept_len(&self, len: usize) -> usize {
+        len.min(self.kept).min(self.ring.len())
+    }
+
     /// Keeps the packet decoded from `frame` as it arrived, apart from the frame, for when
     /// the frame is released ([`Reorder::packet`]), so that it is not decoded again: its
     /// place, for [`Reorder::push`] (or, if the frame is not held after all,
@@ -323,7 +329,7 @@ impl Reorder {
     /// kept, it decodes to another packet) or there is no room: it is decoded again.
     #[inline]
     pub fn keep_packet(&mut self, p: &RocePacket<'_>, frame: &[u8]) -> u32 {
-        if frame.len() > self.kept.min(self.ring.len()) {
+        if self.kept_len(frame.len()) < frame.len() {
             return 0;
         }
         let Some(d) = p.detach(frame) else { return 0 };

@@ -84,7 +84,7 @@ pub struct RocePacket<'a> {
     pub icrc: icrc::IcrcRegion<'a>,
 }
 
-impl<'a> RocePacket<'a> {
+impl RocePacket<'_> {
     /// The outermost VLAN id, if the frame is tagged.
     #[inline]
     pub fn outer_vlan(&self) -> Option<u16> {
