@@ -13,9 +13,12 @@
 //! not the same PSNs again (every request a retransmission); `--same-psns` sends the
 //! capture as it is each pass. `--evidence` keeps evidence with `--evidence-dir`'s defaults,
 //! as the benchmark's `decode+track+evidence` does; `--held` maps a second vantage, so that
-//! the reorder window holds every frame, as `decode+track+held` does.
+//! the reorder window holds every frame, as `decode+track+held` does. `--max-latency-series
+//! N` gives the analysis room for N latency series, as the probe's option of that name does
+//! (the default, 1,024, is fewer than the host pairs of many_qps: most of its ACKs' samples
+//! are then dropped, not recorded).
 //!
-//! `cargo run --release -p roceprobe --example passes -- FILE.pcap [PASSES] [--flow-idle-1h] [--rate MPPS] [--same-psns] [--evidence] [--held]`
+//! `cargo run --release -p roceprobe --example passes -- FILE.pcap [PASSES] [--flow-idle-1h] [--rate MPPS] [--same-psns] [--evidence] [--held] [--max-latency-series N]`
 
 #[path = "../benches/support/held.rs"]
 mod held;
@@ -33,7 +36,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(file) = args.first() else {
         eprintln!(
-            "usage: passes FILE.pcap [PASSES] [--flow-idle-1h] [--rate MPPS] [--same-psns] [--evidence] [--held]"
+            "usage: passes FILE.pcap [PASSES] [--flow-idle-1h] [--rate MPPS] [--same-psns] [--evidence] [--held] [--max-latency-series N]"
         );
         std::process::exit(2);
     };
@@ -61,6 +64,13 @@ fn main() {
     // `--held`: every frame held by the reorder window, as the benchmark's `decode+track+held`.
     let held = args.iter().any(|a| a == "--held");
     let mut cfg = PipelineConfig::new(if held { held::held_vantages() } else { VantageMap::default() });
+    // `--max-latency-series N`: room for N latency series (as the option of that name).
+    if let Some(i) = args.iter().position(|a| a == "--max-latency-series") {
+        cfg.max_latency_series = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or_else(|| {
+            eprintln!("passes: --max-latency-series needs a number");
+            std::process::exit(2);
+        });
+    }
     if args.iter().any(|a| a == "--flow-idle-1h") {
         cfg.flow_idle = Duration::from_secs(3600);
     }
