@@ -19,7 +19,7 @@ use crate::metrics::latency::{LatencyRecorder, Op, Segment, SeriesKey, SLOT_UNKN
 use crate::wire::nvme::{Sgl, Sqe};
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::net::IpAddr;
 
 const NONE: u32 = u32::MAX;
@@ -549,7 +549,11 @@ impl IoTracker {
         psn: u32,
         completion: bool,
     ) -> (usize, u64) {
-        let k = self.recent_hash.hash_one((host, target, cid, psn, completion)) | 1;
+        // The hosts as one word where both are IPv4 (see `hash_hosts`), the rest as another.
+        let mut h = self.recent_hash.build_hasher();
+        let rest = (u64::from(cid) << 32) | (u64::from(psn) << 1) | u64::from(completion);
+        hash_hosts(&host, &target, rest, &mut h);
+        let k = h.finish() | 1;
         (k as usize & (self.recent.len() - 1), k)
     }
 
