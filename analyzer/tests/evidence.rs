@@ -327,6 +327,21 @@ fn slow_ios_give_one_file_each_with_their_command_and_completion() {
 }
 
 #[test]
+fn a_snap_length_past_a_kibibyte_keeps_frames_whole_when_two_vantages_hold_them() {
+    // Two vantages: the reorder window holds every frame (a worker's, or behind a
+    // dispatcher), and hands on the bytes the snap length asks for, not only those the
+    // analysis reads (the first KiB).
+    let (files, args, _) = scenario("rc_loss_vlan");
+    for w in ["1", "2"] {
+        let run = replay(&files, &args, &["--evidence-snaplen", "9216", "--workers", w]);
+        assert!(!run.events.is_empty());
+        let packets = assert_original(&run, &files, 9216);
+        let longest = packets.values().flatten().map(|p| p.2.len()).max().unwrap();
+        assert!(longest > 1024, "--workers {w}: the longest frame kept is {longest} bytes");
+    }
+}
+
+#[test]
 fn caps_hold_under_a_flood_of_events_and_the_counts_add_up() {
     let (files, args, _) = scenario("nvme_vlan");
     // Every I/O is slow: 120 events in well under a minute.

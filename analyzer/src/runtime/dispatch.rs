@@ -77,9 +77,9 @@ impl Batch {
     fn fits(&self, len: usize) -> bool {
         self.slots.len() < BATCH_FRAMES && self.bytes.len() + len <= BATCH_BYTES
     }
-    fn push(&mut self, f: &Frame<'_>, ts_ns: u64, now: Told, switch_clock: bool) {
-        // A frame larger than a batch keeps its first BATCH_BYTES (headers are what count).
-        let data = &f.data[..f.data.len().min(BATCH_BYTES)];
+    /// Buffers the first `len` bytes of `f` (see [`Dispatcher::keep`]).
+    fn push(&mut self, f: &Frame<'_>, len: usize, ts_ns: u64, now: Told, switch_clock: bool) {
+        let data = &f.data[..len];
         self.slots.push(Slot {
             offset: self.bytes.len() as u32,
             len: data.len() as u32,
@@ -154,7 +154,7 @@ pub fn run<C: Capture>(
         Ok(workers) => workers,
         Err(e) => return (Err(e), BTreeMap::new(), Default::default()),
     };
-    let mut d = Dispatcher::new(lanes);
+    let mut d = Dispatcher::new(lanes, cfg.frame_bytes());
     let result = d.dispatch(capture, stop, ports, &ports_tx);
     let told = d.told();
     let (joined, ios, time_use) = end_workers(d.lanes, handles, told);
@@ -232,11 +232,17 @@ struct Dispatcher {
     silent: super::SilentLink,
     /// Some frame carried an ERSPAN III switch timestamp.
     switch_clock: bool,
+    /// The bytes of each frame handed to its worker: what the analysis reads
+    /// ([`PipelineConfig::frame_bytes`]), at most a batch (headers are what count). Not
+    /// the rest of a large frame, which the receiving lcore would copy and the worker's
+    /// core fetch for nothing.
+    keep: usize,
 }
 
 impl Dispatcher {
-    fn new(lanes: Vec<Lane>) -> Self {
+    fn new(lanes: Vec<Lane>, keep: usize) -> Self {
         Self {
+            keep: keep.min(BATCH_BYTES),
             lanes,
             clocks: MirrorClocks::default(),
             now: 0,
@@ -293,10 +299,11 @@ impl Dispatcher {
         self.current = if is_clock_step(self.current, ts) { ts } else { self.current.max(ts) };
         let now = self.told();
         let l = &mut self.lanes[lane];
-        if !l.current.fits(f.data.len().min(BATCH_BYTES)) {
+        let len = f.data.len().min(self.keep);
+        if !l.current.fits(len) {
             l.send();
         }
-        l.current.push(&f, ts, now, switch);
+        l.current.push(&f, len, ts, now, switch);
     }
 
     /// A frame's lane, its packet time (an ERSPAN III switch timestamp on the switch's

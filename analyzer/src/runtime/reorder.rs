@@ -100,9 +100,11 @@ pub struct Reorder {
 }
 
 impl Reorder {
-    /// A window of `window_ns`; `whole`: frames are kept whole (to check their ICRC).
-    pub fn new(window_ns: u64, whole: bool) -> Self {
-        Self::with_room(window_ns, RING_BYTES, MAX_HELD).keeping(if whole { usize::MAX } else { KEPT_BYTES })
+    /// A window of `window_ns` that keeps the first `kept` bytes of each frame (at least
+    /// [`KEPT_BYTES`]; more for the evidence's snap length, `usize::MAX` for whole frames,
+    /// whose ICRC is checked).
+    pub fn new(window_ns: u64, kept: usize) -> Self {
+        Self::with_room(window_ns, RING_BYTES, MAX_HELD).keeping(kept.max(KEPT_BYTES))
     }
 
     /// Keeps the first `bytes` of each frame. Frames kept whole (for their ICRC) are four
