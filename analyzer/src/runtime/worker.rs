@@ -476,8 +476,12 @@ impl Worker {
                 }
                 continue;
             }
-            self.burst(passed[..n].iter_mut().filter_map(Option::take));
-            n = 0;
+            // The frames passed on before this one go first (a burst staged for none costs
+            // what one of a few does: with the window armed, every frame comes here).
+            if n > 0 {
+                self.burst(passed[..n].iter_mut().filter_map(Option::take));
+                n = 0;
+            }
             if let Some(t) = i.observe {
                 self.highest_told = self.highest_told.max(t.highest);
                 r.observe(t.current);
@@ -491,7 +495,9 @@ impl Worker {
             }
             self.hold(&mut r, &i.f, ts, switch, packet);
         }
-        self.burst(passed[..n].iter_mut().filter_map(Option::take));
+        if n > 0 {
+            self.burst(passed[..n].iter_mut().filter_map(Option::take));
+        }
         if r.is_armed() {
             self.release_due(&mut r, observe);
         }
