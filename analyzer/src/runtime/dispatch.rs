@@ -11,7 +11,7 @@
 //! steady state nothing is allocated. A full worker queue makes the dispatcher wait (the
 //! NIC then counts what it could not take as `imissed`).
 
-use super::reorder::is_clock_step;
+use super::reorder::{is_clock_step, kept_len};
 use super::worker::{TimeUse, Told};
 use super::{PipelineConfig, PortReport, Recycled, ToStats, Worker};
 use crate::capture::dpdk::prefetch;
@@ -232,17 +232,16 @@ struct Dispatcher {
     silent: super::SilentLink,
     /// Some frame carried an ERSPAN III switch timestamp.
     switch_clock: bool,
-    /// The bytes of each frame handed to its worker: what the analysis reads
-    /// ([`PipelineConfig::frame_bytes`]), at most a batch (headers are what count). Not
-    /// the rest of a large frame, which the receiving lcore would copy and the worker's
-    /// core fetch for nothing.
+    /// The bytes of each frame handed to its worker beyond those the analysis reads
+    /// ([`PipelineConfig::frame_bytes`], [`kept_len`]), at most a batch (headers are what
+    /// count).
     keep: usize,
 }
 
 impl Dispatcher {
     fn new(lanes: Vec<Lane>, keep: usize) -> Self {
         Self {
-            keep: keep.min(BATCH_BYTES),
+            keep,
             lanes,
             clocks: MirrorClocks::default(),
             now: 0,
@@ -299,7 +298,7 @@ impl Dispatcher {
         self.current = if is_clock_step(self.current, ts) { ts } else { self.current.max(ts) };
         let now = self.told();
         let l = &mut self.lanes[lane];
-        let len = f.data.len().min(self.keep);
+        let len = kept_len(f.data, self.keep).min(BATCH_BYTES);
         if !l.current.fits(len) {
             l.send();
         }

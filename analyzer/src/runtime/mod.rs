@@ -94,17 +94,14 @@ pub struct PipelineConfig {
 }
 
 impl PipelineConfig {
-    /// The bytes of a frame the analysis reads: its headers and the capsule or MAD they
-    /// carry (the first [`reorder::KEPT_BYTES`]), or the evidence's snap length if longer,
-    /// or the whole frame when its ICRC is checked. What a reorder window holds of a frame,
-    /// and what a dispatcher hands a worker; lengths come from the headers, so a frame cut
-    /// there decodes to the same packet.
+    /// The bytes of each frame that are kept (held by a reorder window, handed to a worker
+    /// by a dispatcher) beyond those the analysis reads (see [`reorder::kept_len`]): the
+    /// evidence's snap length, or the whole frame when its ICRC is checked.
     pub fn frame_bytes(&self) -> usize {
         if self.check_icrc {
             return usize::MAX;
         }
-        let snap = self.evidence.as_ref().map_or(0, |e| e.track.snaplen as usize);
-        snap.max(reorder::KEPT_BYTES)
+        self.evidence.as_ref().map_or(0, |e| e.track.snaplen as usize)
     }
 
     /// What the analysis (`track::Analyzer`) needs of these settings.

@@ -5,8 +5,9 @@
 //! other), so a frame is held until the latest packet time seen is a window past its own,
 //! and frames are released oldest first.
 //!
-//! Frames are copied into a ring of bytes allocated at start-up (their first
-//! [`KEPT_BYTES`], which hold every header and capsule the analysis reads; whole frames
+//! Frames are copied into a ring of bytes allocated at start-up (the bytes the analysis
+//! reads, [`kept_len`]: a plain frame's headers and the largest payload a tracker reads,
+//! any other frame's first [`KEPT_BYTES`]; more for the evidence's snap length; whole frames
 //! when `--check-icrc` needs them); the held frames are a deque sorted by (time, arrival),
 //! which an in-order frame joins at the back in O(1). A
 //! frame older than what was already released is *late*: the caller analyses it at once and
@@ -24,11 +25,28 @@ pub const RING_BYTES: usize = 16 << 20;
 const FIRST_LIMIT: usize = 256 << 10;
 /// Frames a worker can hold: a 1 ms window at 65 Mpps.
 pub const MAX_HELD: usize = 1 << 16;
-/// Bytes of a frame kept while it is held: any stack of headers the decoder walks (VLANs,
-/// ERSPAN, IPv6 with extension headers, BTH and its extension headers) plus the largest
-/// payload a tracker reads (a 256-byte CM MAD). What follows is data; lengths come from the
+/// Bytes of a frame kept while it is held, unless its headers are at fixed offsets
+/// ([`crate::wire::bytes_read`]): any stack of headers the decoder walks (VLANs, ERSPAN,
+/// IPv6 with extension headers, BTH and its extension headers) plus the largest payload a
+/// tracker reads (a 256-byte CM MAD). What follows is data; lengths come from the
 /// headers, so a frame cut here decodes to the same packet (as a mirror's snap length does).
 pub const KEPT_BYTES: usize = 1024;
+/// The bytes kept of `frame` where at least `at_least` are asked for (the evidence's snap
+/// length; `usize::MAX`: the whole frame, whose ICRC is checked): those the analysis reads
+/// (of a frame whose headers are at fixed offsets, [`crate::wire::bytes_read`]; of any
+/// other, [`KEPT_BYTES`]), or `at_least` if more. What a held frame keeps, and what a
+/// dispatcher hands its worker: the rest of a large frame would be copied, and fetched by
+/// another core, for nothing.
+#[inline]
+pub fn kept_len(frame: &[u8], at_least: usize) -> usize {
+    let len = frame.len();
+    if len <= at_least {
+        return len;
+    }
+    let read = crate::wire::bytes_read(frame).unwrap_or(KEPT_BYTES);
+    len.min(read.max(at_least))
+}
+
 /// A frame this far from the latest time (either way) is no late mirror copy but a clock
 /// that stepped (or a bogus timestamp): the window starts again from it. The longest window.
 pub const CLOCK_STEP_NS: u64 = 1_000_000_000;
@@ -68,7 +86,7 @@ struct Arrival {
 
 pub struct Reorder {
     window_ns: u64,
-    /// Bytes kept of each frame.
+    /// Bytes kept of each frame at least (see [`kept_len`]).
     kept: usize,
     ring: Box<[u8]>,
     /// The part of the ring in use: it grows (up to the whole ring) only when frames would
@@ -100,16 +118,15 @@ pub struct Reorder {
 }
 
 impl Reorder {
-    /// A window of `window_ns` that keeps the first `kept` bytes of each frame (at least
-    /// [`KEPT_BYTES`]; more for the evidence's snap length, `usize::MAX` for whole frames,
-    /// whose ICRC is checked).
-    pub fn new(window_ns: u64, kept: usize) -> Self {
-        Self::with_room(window_ns, RING_BYTES, MAX_HELD).keeping(kept.max(KEPT_BYTES))
+    /// A window of `window_ns` that keeps what the analysis reads of each frame and at
+    /// least `at_least` bytes (see [`kept_len`]).
+    pub fn new(window_ns: u64, at_least: usize) -> Self {
+        Self::with_room(window_ns, RING_BYTES, MAX_HELD).keeping(at_least)
     }
 
-    /// Keeps the first `bytes` of each frame. Frames kept whole (for their ICRC) are four
-    /// times and more the bytes of their headers: the whole ring is in use from the start,
-    /// as a part of it that has wrapped round cannot grow.
+    /// Keeps at least the first `bytes` of each frame (see [`kept_len`]). Frames kept whole
+    /// (for their ICRC) are four times and more the bytes of their headers: the whole ring
+    /// is in use from the start, as a part of it that has wrapped round cannot grow.
     pub fn keeping(mut self, bytes: usize) -> Self {
         self.kept = bytes;
         if bytes > KEPT_BYTES {
@@ -202,7 +219,7 @@ impl Reorder {
         packet: u32,
         early: &mut impl FnMut(&mut Self),
     ) {
-        let len = self.kept_len(f.data.len());
+        let len = self.kept_len(f.data);
         let skip = loop {
             // The frame is kept whole: if it does not fit before the end of the part in use,
             // the rest of it is skipped (and counted as used until this frame is done).
@@ -227,7 +244,10 @@ impl Reorder {
         }
         let offset = self.write;
         self.ring[offset..offset + len].copy_from_slice(&f.data[..len]);
-        self.write = (offset + len) % self.limit;
+        // The frame ends at `limit` at the furthest (it was skipped to the start otherwise):
+        // there the next begins again at 0. (A remainder would be a division a frame.)
+        let end = offset + len;
+        self.write = if end >= self.limit { 0 } else { end };
         self.used += skip + len;
         let h = Held {
             ts,
@@ -241,13 +261,13 @@ impl Reorder {
         self.next_seq += 1;
         self.arrivals.push_back(Arrival { span: (skip + len) as u32, released: false, packet });
         // In order: at the back. Out of order: after the last frame not younger.
-        let mut at = self.held.len();
-        while at > 0 && self.held[at - 1].ts > ts {
-            at -= 1;
-        }
-        if at == self.held.len() {
+        if self.held.back().is_none_or(|b| b.ts <= ts) {
             self.held.push_back(h);
         } else {
+            let mut at = self.held.len() - 1;
+            while at > 0 && self.held[at - 1].ts > ts {
+                at -= 1;
+            }
             self.held.insert(at, h);
         }
         self.latest = self.latest.max(ts);
@@ -317,11 +337,11 @@ impl Reorder {
         self.floor = self.floor.max(t);
     }
 
-    /// The bytes kept of a frame of `len` bytes: at most `kept`, and a frame larger than the
-    /// ring keeps what fits (headers are what count).
+    /// The bytes kept of `frame` ([`kept_len`]); a frame larger than the ring keeps what
+    /// fits (headers are what count).
     #[inline]
-    fn kept_len(&self, len: usize) -> usize {
-        len.min(self.kept).min(self.ring.len())
+    fn kept_len(&self, frame: &[u8]) -> usize {
+        kept_len(frame, self.kept).min(self.ring.len())
     }
 
     /// Keeps the packet decoded from `frame` as it arrived, apart from the frame, for when
@@ -331,7 +351,7 @@ impl Reorder {
     /// kept, it decodes to another packet) or there is no room: it is decoded again.
     #[inline]
     pub fn keep_packet(&mut self, p: &RocePacket<'_>, frame: &[u8]) -> u32 {
-        if self.kept_len(frame.len()) < frame.len() {
+        if self.kept_len(frame) < frame.len() {
             return 0;
         }
         let Some(d) = p.detach(frame) else { return 0 };
@@ -584,15 +604,33 @@ mod tests {
     }
 
     #[test]
-    fn frames_are_kept_up_to_the_bytes_asked_for() {
-        let mut r = Reorder::with_room(10, 1 << 16, 64).keeping(100);
-        let mut got = Vec::new();
-        push(&mut r, &frame(7, 4000), 500, &mut got);
-        push(&mut r, &frame(8, 60), 500, &mut got);
-        let mut out = [Held::default(); 4];
-        assert_eq!(r.oldest(&mut out), 2);
-        let (a, b) = (r.frame(&out[0]), r.frame(&out[1]));
-        assert_eq!((a.data.len(), a.wire_len, b.data.len(), b.wire_len), (100, 4000, 60, 60));
+    fn frames_are_kept_to_the_bytes_the_analysis_reads_or_more_if_asked() {
+        // 4,000 bytes with an IPv4 header without options carrying UDP at the Ethernet
+        // header's end: Ethernet 14, IPv4 20, UDP 8, BTH 12, the longest extension headers
+        // 40 (RDETH, DETH, AtomicETH) and a 256-byte MAD are read, 350 bytes. Bytes of no
+        // such headers: the first KiB.
+        let mut plain = frame(0, 4000);
+        plain[12..14].copy_from_slice(&[0x08, 0x00]);
+        plain[14] = 0x45;
+        plain[14 + 9] = 17;
+        let other = frame(7, 4000);
+        for (at_least, plain_kept, other_kept) in
+            [(0, 350, KEPT_BYTES), (100, 350, KEPT_BYTES), (2000, 2000, 2000), (usize::MAX, 4000, 4000)]
+        {
+            let mut r = Reorder::with_room(10, 1 << 16, 64).keeping(at_least);
+            let mut got = Vec::new();
+            push(&mut r, &plain, 500, &mut got);
+            push(&mut r, &other, 500, &mut got);
+            push(&mut r, &frame(8, 60), 500, &mut got);
+            let mut out = [Held::default(); 4];
+            assert_eq!(r.oldest(&mut out), 3);
+            let [a, b, c] = [0, 1, 2].map(|i| r.frame(&out[i]));
+            assert_eq!(
+                [(a.data.len(), a.wire_len), (b.data.len(), b.wire_len), (c.data.len(), c.wire_len)],
+                [(plain_kept, 4000), (other_kept, 4000), (60, 60)],
+                "at least {at_least}"
+            );
+        }
     }
 
     #[test]

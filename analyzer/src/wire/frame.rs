@@ -2,7 +2,7 @@
 
 use super::erspan::{self, SwitchTime};
 use super::ib_ext;
-use super::{bth, ethernet, gre, icrc, ipv4, ipv6, udp, DecodeError, ROCEV2_UDP_PORT};
+use super::{bth, cm, ethernet, gre, icrc, ipv4, ipv6, udp, DecodeError, ROCEV2_UDP_PORT};
 use std::net::IpAddr;
 
 /// At most this many VLAN tags are walked (QinQ plus an RSPAN tag is three).
@@ -157,6 +157,24 @@ pub const PLAIN_HEADERS_LEN: usize = ethernet::HEADER_LEN
     + bth::HEADER_LEN
     + ib_ext::ExtKind::Reth.size();
 const _: () = assert!(PLAIN_HEADERS_LEN == 74);
+
+/// The bytes of a frame that the analysis reads, if the frame is one [`plain`] reads at
+/// fixed offsets (with at most one 802.1Q tag, an IPv4 header without options and UDP): its
+/// headers up to the longest run of extension headers, and the largest payload any tracker
+/// reads (a CM MAD; an NVMe command capsule is 64 bytes). A frame cut there decodes to the
+/// same packet but for the payload's bytes past those, which no tracker reads (lengths come
+/// from the headers). `None` for any other frame, whose headers may go deeper.
+#[inline]
+pub fn bytes_read(frame: &[u8]) -> Option<usize> {
+    let tagged = frame.get(12..14)? == ethernet::ethertype::VLAN.to_be_bytes();
+    let at = if tagged { ethernet::HEADER_LEN + ethernet::VLAN_TAG_LEN } else { ethernet::HEADER_LEN };
+    let ip = frame.get(at - 2..at + ipv4::MIN_HEADER_LEN)?;
+    let plain =
+        ip[..2] == ethernet::ethertype::IPV4.to_be_bytes() && ip[2] == 0x45 && ip[11] == ipv4::PROTO_UDP;
+    plain.then_some(
+        at + ipv4::MIN_HEADER_LEN + udp::HEADER_LEN + bth::HEADER_LEN + ib_ext::MAX_EXT_LEN + cm::MAD_LEN,
+    )
+}
 
 /// What one frame turned out to be.
 #[derive(Debug, Clone, Copy)]
@@ -741,6 +759,56 @@ pub(crate) mod tests {
         }
         files.retain(|f| f.extension().is_some_and(|e| e == "pcap"));
         files
+    }
+
+    /// A frame cut to the bytes the analysis reads decodes to the same packet, but for
+    /// payload bytes past the largest a tracker reads (a CM MAD): every RoCE frame of the
+    /// committed captures and scenarios that `bytes_read` names. Frames it does not name
+    /// (ERSPAN, IPv6, two VLAN tags, IPv4 options) keep their first KiB, as before.
+    #[test]
+    fn a_frame_cut_to_the_bytes_read_decodes_to_the_same_packet() {
+        // The IBA's header layouts: the longest run of extension headers is a Reliable
+        // Datagram atomic's, RDETH (4) + DETH (8) + AtomicETH (28) bytes.
+        assert_eq!(ib_ext::MAX_EXT_LEN, 40);
+        let (mut cut, mut named) = (0, 0);
+        for file in fixture_captures() {
+            for f in crate::capture::pcap::read_all_frames(&file).unwrap() {
+                let Decoded::Roce(p) = decode_frame(&f) else { continue };
+                let Some(n) = bytes_read(&f) else {
+                    assert!(p.mirror.is_some() || p.ip.src.is_ipv6() || p.vlan_count > 1, "{file:?}: {p:?}");
+                    continue;
+                };
+                // Ethernet (and its tag), IPv4, UDP, BTH, the longest extension headers, a MAD.
+                assert_eq!(n, 14 + 4 * usize::from(p.vlan_count) + 20 + 8 + 12 + 40 + 256);
+                named += 1;
+                if f.len() <= n {
+                    continue;
+                }
+                let Decoded::Roce(q) = decode_frame(&f[..n]) else { panic!("{file:?}: {p:?}") };
+                let rest = |x: &RocePacket<'_>| {
+                    (x.vlans, x.vlan_count, x.mirror, x.inner_frame_len, x.ip, x.ecn, x.ttl, x.udp_src_port)
+                };
+                assert_eq!(rest(&q), rest(&p));
+                assert_eq!(format!("{:?}", q.bth), format!("{:?}", p.bth));
+                assert_eq!((q.ext, q.exts, q.payload_len), (p.ext, p.exts, p.payload_len));
+                let m = p.payload.len().min(cm::MAD_LEN);
+                assert!(q.payload.len() >= m && q.payload[..m] == p.payload[..m], "{file:?}: {p:?}");
+                cut += 1;
+            }
+        }
+        assert!(named > 10_000 && cut > 1_000, "{named} {cut}");
+        // Not named: IPv4 options, another protocol, too short for the IPv4 header.
+        let frames =
+            crate::capture::pcap::read_all_frames(&crate::test_capture("rdma_write_bw.pcap")).unwrap();
+        let f = frames.into_iter().find(|f| bytes_read(f).is_some()).unwrap();
+        assert_eq!(f[12..14], [0x08, 0x00], "untagged IPv4");
+        let mut options = f.clone();
+        options[14] = 0x46;
+        let mut gre = f.clone();
+        gre[14 + 9] = ipv4::PROTO_GRE;
+        for other in [&options[..], &gre[..], &f[..33]] {
+            assert_eq!(bytes_read(other), None);
+        }
     }
 
     /// A packet detached from its frame and attached to a byte-for-byte copy is the packet

@@ -259,6 +259,19 @@ static PLANS: [Plan; 256] = {
     t
 };
 
+/// The longest run of extension headers any opcode carries.
+pub const MAX_EXT_LEN: usize = {
+    let (mut max, mut i) = (0, 0);
+    while i < 256 {
+        let p = Plan::of(i as u8);
+        if p.known && p.len as usize > max {
+            max = p.len as usize;
+        }
+        i += 1;
+    }
+    max
+};
+
 /// The parsing plan of an opcode byte (a table lookup).
 #[inline]
 pub fn plan(opcode: u8) -> &'static Plan {
