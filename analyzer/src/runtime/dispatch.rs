@@ -77,7 +77,7 @@ impl Batch {
     fn fits(&self, len: usize) -> bool {
         self.slots.len() < BATCH_FRAMES && self.bytes.len() + len <= BATCH_BYTES
     }
-    /// Buffers the first `len` bytes of `f` (see [`Dispatcher::keep`]).
+    /// Buffers the first `len` bytes of `f` (see [`Dispatcher::kept_at_least`]).
     fn push(&mut self, f: &Frame<'_>, len: usize, ts_ns: u64, now: Told, switch_clock: bool) {
         let data = &f.data[..len];
         self.slots.push(Slot {
@@ -154,7 +154,7 @@ pub fn run<C: Capture>(
         Ok(workers) => workers,
         Err(e) => return (Err(e), BTreeMap::new(), Default::default()),
     };
-    let mut d = Dispatcher::new(lanes, cfg.frame_bytes());
+    let mut d = Dispatcher::new(lanes, cfg.kept_at_least());
     let result = d.dispatch(capture, stop, ports, &ports_tx);
     let told = d.told();
     let (joined, ios, time_use) = end_workers(d.lanes, handles, told);
@@ -233,15 +233,15 @@ struct Dispatcher {
     /// Some frame carried an ERSPAN III switch timestamp.
     switch_clock: bool,
     /// The bytes of each frame handed to its worker beyond those the analysis reads
-    /// ([`PipelineConfig::frame_bytes`], [`kept_len`]), at most a batch (headers are what
+    /// ([`PipelineConfig::kept_at_least`], [`kept_len`]), at most a batch (headers are what
     /// count).
-    keep: usize,
+    kept_at_least: usize,
 }
 
 impl Dispatcher {
-    fn new(lanes: Vec<Lane>, keep: usize) -> Self {
+    fn new(lanes: Vec<Lane>, kept_at_least: usize) -> Self {
         Self {
-            keep,
+            kept_at_least,
             lanes,
             clocks: MirrorClocks::default(),
             now: 0,
@@ -298,7 +298,7 @@ impl Dispatcher {
         self.current = if is_clock_step(self.current, ts) { ts } else { self.current.max(ts) };
         let now = self.told();
         let l = &mut self.lanes[lane];
-        let len = kept_len(f.data, self.keep).min(BATCH_BYTES);
+        let len = kept_len(f.data, self.kept_at_least).min(BATCH_BYTES);
         if !l.current.fits(len) {
             l.send();
         }

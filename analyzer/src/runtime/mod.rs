@@ -97,7 +97,7 @@ impl PipelineConfig {
     /// The bytes of each frame that are kept (held by a reorder window, handed to a worker
     /// by a dispatcher) beyond those the analysis reads (see [`reorder::kept_len`]): the
     /// evidence's snap length, or the whole frame when its ICRC is checked.
-    pub fn frame_bytes(&self) -> usize {
+    pub fn kept_at_least(&self) -> usize {
         if self.check_icrc {
             return usize::MAX;
         }

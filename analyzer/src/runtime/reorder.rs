@@ -605,13 +605,14 @@ mod tests {
 
     #[test]
     fn frames_are_kept_to_the_bytes_the_analysis_reads_or_more_if_asked() {
-        // 4,000 bytes with an IPv4 header without options carrying UDP at the Ethernet
-        // header's end: Ethernet 14, IPv4 20, UDP 8, BTH 12, the longest extension headers
-        // 40 (RDETH, DETH, AtomicETH) and a 256-byte MAD are read, 350 bytes. Bytes of no
-        // such headers: the first KiB.
+        // 4,000 bytes with an IPv4 header without options (total length 3,986, no
+        // fragment) carrying UDP at the Ethernet header's end: Ethernet 14, IPv4 20, UDP 8,
+        // BTH 12, the longest extension headers 40 (RDETH, DETH, AtomicETH) and a 256-byte
+        // MAD are read, 350 bytes. Bytes of no such headers: the first KiB.
         let mut plain = frame(0, 4000);
         plain[12..14].copy_from_slice(&[0x08, 0x00]);
         plain[14] = 0x45;
+        plain[14 + 2..14 + 4].copy_from_slice(&3986u16.to_be_bytes());
         plain[14 + 9] = 17;
         let other = frame(7, 4000);
         for (at_least, plain_kept, other_kept) in

@@ -294,7 +294,7 @@ impl Worker {
             interval_ns: (cfg.interval.as_nanos() as u64).max(1),
             current: None,
             reorder: (!cfg.reorder_window.is_zero()).then(|| {
-                let r = Reorder::new(cfg.reorder_window.as_nanos() as u64, cfg.frame_bytes());
+                let r = Reorder::new(cfg.reorder_window.as_nanos() as u64, cfg.kept_at_least());
                 // Two vantages or several sources (ports, files) interleave out of time
                 // order from the start; one source is held only once it does.
                 let interleaved = cfg.vantages.maps_storage() || cfg.source_times.len() > 1;

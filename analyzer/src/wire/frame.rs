@@ -159,21 +159,16 @@ pub const PLAIN_HEADERS_LEN: usize = ethernet::HEADER_LEN
 const _: () = assert!(PLAIN_HEADERS_LEN == 74);
 
 /// The bytes of a frame that the analysis reads, if the frame is one [`plain`] reads at
-/// fixed offsets (with at most one 802.1Q tag, an IPv4 header without options and UDP): its
-/// headers up to the longest run of extension headers, and the largest payload any tracker
-/// reads (a CM MAD; an NVMe command capsule is 64 bytes). A frame cut there decodes to the
-/// same packet but for the payload's bytes past those, which no tracker reads (lengths come
-/// from the headers). `None` for any other frame, whose headers may go deeper.
+/// fixed offsets (with at most one 802.1Q tag, an IPv4 header without options, not a
+/// fragment, carrying UDP): its headers up to the longest run of extension headers, and the
+/// largest payload any tracker reads (a CM MAD; an NVMe command capsule is 64 bytes). A
+/// frame cut there decodes to the same packet but for the payload's bytes past those, which
+/// no tracker reads (lengths come from the headers). `None` for any other frame, whose
+/// headers may go deeper.
 #[inline]
 pub fn bytes_read(frame: &[u8]) -> Option<usize> {
-    let tagged = frame.get(12..14)? == ethernet::ethertype::VLAN.to_be_bytes();
-    let at = if tagged { ethernet::HEADER_LEN + ethernet::VLAN_TAG_LEN } else { ethernet::HEADER_LEN };
-    let ip = frame.get(at - 2..at + ipv4::MIN_HEADER_LEN)?;
-    let plain =
-        ip[..2] == ethernet::ethertype::IPV4.to_be_bytes() && ip[2] == 0x45 && ip[11] == ipv4::PROTO_UDP;
-    plain.then_some(
-        at + ipv4::MIN_HEADER_LEN + udp::HEADER_LEN + bth::HEADER_LEN + ib_ext::MAX_EXT_LEN + cm::MAD_LEN,
-    )
+    let (at, _) = plain_ipv4(frame, ipv4::PROTO_UDP)?;
+    Some(at + ipv4::MIN_HEADER_LEN + udp::HEADER_LEN + bth::HEADER_LEN + ib_ext::MAX_EXT_LEN + cm::MAD_LEN)
 }
 
 /// What one frame turned out to be.
@@ -269,19 +264,9 @@ fn plain(frame: &[u8]) -> Option<(L2, L3<'_>)> {
 /// frame of an ERSPAN mirror).
 #[inline(always)]
 fn plain_carrying(frame: &[u8], protocol: u8) -> Option<(L2, L3<'_>)> {
-    let tagged = frame.get(12..14)? == ethernet::ethertype::VLAN.to_be_bytes();
-    let at = if tagged { ethernet::HEADER_LEN + ethernet::VLAN_TAG_LEN } else { ethernet::HEADER_LEN };
-    let ip: &[u8; ipv4::MIN_HEADER_LEN] = frame.get(at..at + ipv4::MIN_HEADER_LEN)?.try_into().ok()?;
+    let (at, ip) = plain_ipv4(frame, protocol)?;
+    let tagged = at > ethernet::HEADER_LEN;
     let total_len = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-    // Version 4 and no options; neither more fragments nor an offset; `protocol`.
-    let fixed = frame[at - 2..at] == ethernet::ethertype::IPV4.to_be_bytes()
-        && ip[0] == 0x45
-        && u16::from_be_bytes([ip[6], ip[7]]) & 0x3FFF == 0
-        && ip[9] == protocol
-        && total_len >= ipv4::MIN_HEADER_LEN;
-    if !fixed {
-        return None;
-    }
     let vid = u16::from_be_bytes([frame[14], frame[15]]) & 0x0FFF;
     let l2 = L2 {
         vlans: [if tagged { vid } else { 0 }, 0],
@@ -303,6 +288,23 @@ fn plain_carrying(frame: &[u8], protocol: u8) -> Option<(L2, L3<'_>)> {
         first_fragment: false,
     };
     Some((l2, n))
+}
+
+/// The checks of [`plain_carrying`] at fixed offsets: where the IPv4 header starts (after
+/// Ethernet and at most one 802.1Q tag), and the header, if it has no options, is no
+/// fragment, names `protocol` and a total length that covers it.
+#[inline(always)]
+fn plain_ipv4(frame: &[u8], protocol: u8) -> Option<(usize, &[u8; ipv4::MIN_HEADER_LEN])> {
+    let tagged = frame.get(12..14)? == ethernet::ethertype::VLAN.to_be_bytes();
+    let at = if tagged { ethernet::HEADER_LEN + ethernet::VLAN_TAG_LEN } else { ethernet::HEADER_LEN };
+    let ip: &[u8; ipv4::MIN_HEADER_LEN] = frame.get(at..at + ipv4::MIN_HEADER_LEN)?.try_into().ok()?;
+    // Version 4 and no options; neither more fragments nor an offset; `protocol`.
+    let fixed = frame[at - 2..at] == ethernet::ethertype::IPV4.to_be_bytes()
+        && ip[0] == 0x45
+        && u16::from_be_bytes([ip[6], ip[7]]) & 0x3FFF == 0
+        && ip[9] == protocol
+        && usize::from(u16::from_be_bytes([ip[2], ip[3]])) >= ipv4::MIN_HEADER_LEN;
+    fixed.then_some((at, ip))
 }
 
 /// The IP pair of a frame [`plain`] reads whose UDP destination port is RoCEv2's, without
