@@ -346,20 +346,9 @@ pub struct CpuList(pub Vec<usize>);
 
 /// A CPU list as taskset and EAL's -l write it: 1, 4-7, 2,3,8-9.
 pub fn parse_cpu_list(s: &str) -> Result<CpuList, String> {
-    let bad = || format!("'{s}' is not a CPU list (e.g. 1, 4-7 or 2,3)");
-    let mut cpus = Vec::new();
-    for part in s.split(',') {
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        let (a, b): (usize, usize) =
-            (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
-        if a > b || b >= 1024 {
-            return Err(bad());
-        }
-        cpus.extend(a..=b);
-    }
-    cpus.sort_unstable();
-    cpus.dedup();
-    Ok(CpuList(cpus))
+    runtime::cpus::parse_list(s)
+        .map(CpuList)
+        .ok_or_else(|| format!("'{s}' is not a CPU list (e.g. 1, 4-7 or 2,3)"))
 }
 
 /// 0 (DPDK's default) or room for the headroom and a minimal frame.
@@ -804,6 +793,17 @@ fn live(a: LiveArgs) -> Result<()> {
             needed + 1,
             cpus.len() + 1
         );
+    }
+    // Frames handed from the receiving lcore to workers in another last-level cache cost
+    // several times as much: told, not refused (the lcores are the operator's to choose).
+    if a.rx_core || (a.common.workers > 1 && !a.rss) {
+        if let Some(&[main]) = crate::capture::dpdk::thread_cpus().as_deref() {
+            let workers: Vec<usize> = (0..a.common.workers).map(|i| cpus[i % cpus.len()]).collect();
+            let root = std::path::Path::new(runtime::cpus::SYSFS_CPUS);
+            if let Some(w) = runtime::cpus::split_from_receiving(root, main, &workers) {
+                eprintln!("roceprobe: warning: {w}");
+            }
+        }
     }
     let control = match a.control_cpus.as_ref().map(|c| &c.0) {
         Some(given) => {

@@ -3,6 +3,7 @@
 //! side over a channel; the stats side merges snapshots into the reports. The worker owns
 //! all per-packet state, so nothing on the per-packet path is shared or locked.
 
+pub mod cpus;
 pub mod dispatch;
 pub mod reorder;
 pub mod rss;
