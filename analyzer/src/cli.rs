@@ -794,20 +794,10 @@ fn live(a: LiveArgs) -> Result<()> {
             cpus.len() + 1
         );
     }
-    // Frames handed from the receiving lcore to workers in another last-level cache cost
-    // several times as much: told, not refused (the lcores are the operator's to choose).
-    if a.rx_core || (a.common.workers > 1 && !a.rss) {
-        if let Some(&[main]) = crate::capture::dpdk::thread_cpus().as_deref() {
-            let workers: Vec<usize> = (0..a.common.workers).map(|i| cpus[i % cpus.len()]).collect();
-            let root = std::path::Path::new(runtime::cpus::SYSFS_CPUS);
-            if let Some(w) = runtime::cpus::split_from_receiving(root, main, &workers) {
-                eprintln!("roceprobe: warning: {w}");
-            }
-        }
-    }
+    // The capture thread's CPU, where EAL pinned it (its main lcore).
+    let main = crate::capture::dpdk::thread_cpus().unwrap_or_default();
     let control = match a.control_cpus.as_ref().map(|c| &c.0) {
         Some(given) => {
-            let main = crate::capture::dpdk::thread_cpus().unwrap_or_default();
             if let Some(c) = given.iter().find(|c| cpus.contains(c) || main == [**c]) {
                 bail!("--control-cpus {c} is an EAL lcore's CPU: the control threads would take time from capture or analysis");
             }
@@ -818,6 +808,16 @@ fn live(a: LiveArgs) -> Result<()> {
         }
         None => runtime::control_cpus(&allowed, &cpus),
     };
+    // Frames handed from the receiving lcore to workers in another last-level cache cost
+    // several times as much: told, not refused (the lcores are the operator's to choose).
+    let handed_over = a.rx_core || (a.common.workers > 1 && !a.rss);
+    if let (true, &[main]) = (handed_over, main.as_slice()) {
+        let workers: Vec<usize> = (0..a.common.workers).map(|i| cpus[i % cpus.len()]).collect();
+        let root = std::path::Path::new(runtime::cpus::SYSFS_CPUS);
+        if let Some(w) = runtime::cpus::split_from_receiving(root, main, &workers) {
+            eprintln!("roceprobe: warning: {w}");
+        }
+    }
     let setup = crate::capture::dpdk::PortSetup {
         max_frame: a.max_frame,
         flow_control: a.flow_control,
