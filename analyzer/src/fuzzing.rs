@@ -2,7 +2,9 @@
 //! replayed by the ordinary tests through exactly the same code.
 
 use crate::capture::Frame;
+use crate::report::evidence::EvidenceSettings;
 use crate::runtime::{PipelineConfig, ToStats, Worker};
+use crate::track::vantage::{Rule, SourceKind};
 use crate::track::VantageMap;
 use crate::wire::cm::CmMessage;
 use crate::wire::{decode_frame, icrc, nvme, Decoded};
@@ -26,6 +28,23 @@ pub fn decode(data: &[u8]) {
 /// 1-byte time step and a source byte, then the frame. Checks that every frame is
 /// accounted for exactly once.
 pub fn worker(data: &[u8]) {
+    run_worker(data, VantageMap::default(), None);
+}
+
+/// [`worker`] with two vantages (sources 1 and 3, VLAN 200 and ERSPAN session 5 are the
+/// storage side's), so that the reorder window holds every frame and an I/O seen at one
+/// vantage waits for the other's copies, and with evidence kept by `--evidence-dir`'s
+/// defaults (the worker's side of it: its records go nowhere here, no file is written).
+pub fn worker_two_vantages(data: &[u8]) {
+    let rules: Vec<Rule> = ["storage=file:1", "storage=file:3", "storage=vlan:200", "storage=erspan:5"]
+        .iter()
+        .map(|r| r.parse().expect("a valid rule"))
+        .collect();
+    let vantages = VantageMap::new(&rules, SourceKind::File, &[0, 1, 2, 3]).expect("valid rules");
+    run_worker(data, vantages, Some(EvidenceSettings::with_defaults("evidence-unused".into())));
+}
+
+fn run_worker(data: &[u8], vantages: VantageMap, evidence: Option<EvidenceSettings>) {
     let cfg = PipelineConfig {
         interval: Duration::from_micros(50),
         max_flows: 8,
@@ -40,7 +59,8 @@ pub fn worker(data: &[u8]) {
         max_pending_commands: 4,
         max_cm_requests: 2,
         max_announced_flows: 4,
-        ..PipelineConfig::new(VantageMap::default())
+        evidence,
+        ..PipelineConfig::new(vantages)
     };
     let (tx, rx) = crossbeam_channel::unbounded();
     let mut w = Worker::new(0, &cfg, tx);

@@ -24,6 +24,9 @@ fn fuzz_corpora_and_regressions_replay_without_panic() {
         + replay(&root.join("regressions/decode"), roceprobe::fuzzing::decode);
     let worker = replay(&root.join("corpus/worker"), roceprobe::fuzzing::worker)
         + replay(&root.join("regressions/worker"), roceprobe::fuzzing::worker);
+    let two = replay(&root.join("corpus/worker_two_vantages"), roceprobe::fuzzing::worker_two_vantages)
+        + replay(&root.join("regressions/worker_two_vantages"), roceprobe::fuzzing::worker_two_vantages);
     assert!(decode > 100, "decode corpus: {decode} inputs");
     assert!(worker > 20, "worker corpus: {worker} inputs");
+    assert!(two > 20, "two-vantage worker corpus: {two} inputs");
 }
