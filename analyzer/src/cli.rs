@@ -812,7 +812,9 @@ fn live(a: LiveArgs) -> Result<()> {
     // several times as much: told, not refused (the lcores are the operator's to choose).
     let handed_over = a.rx_core || (a.common.workers > 1 && !a.rss);
     if let (true, &[main]) = (handed_over, main.as_slice()) {
-        let workers: Vec<usize> = (0..a.common.workers).map(|i| cpus[i % cpus.len()]).collect();
+        // Where the runtime will pin each worker (`Mode::Live`'s `worker_cpus` below).
+        let workers: Vec<usize> =
+            (0..a.common.workers).filter_map(|i| runtime::given_worker_cpu(&cpus, i)).collect();
         let root = std::path::Path::new(runtime::cpus::SYSFS_CPUS);
         if let Some(w) = runtime::cpus::split_from_receiving(root, main, &workers) {
             eprintln!("roceprobe: warning: {w}");

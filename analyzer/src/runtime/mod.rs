@@ -462,6 +462,12 @@ impl Finished {
     }
 }
 
+/// The CPU of worker `id` among the CPUs given for the workers (EAL's lcores), in turn;
+/// `None` if none is given.
+pub fn given_worker_cpu(worker_cpus: &[usize], id: usize) -> Option<usize> {
+    (!worker_cpus.is_empty()).then(|| worker_cpus[id % worker_cpus.len()])
+}
+
 /// The CPU worker `id` is pinned to: the CPUs given (EAL's lcores) in turn, else the cores
 /// after the capture thread's.
 fn worker_core(
@@ -469,10 +475,9 @@ fn worker_core(
     cores: &[core_affinity::CoreId],
     id: usize,
 ) -> Option<core_affinity::CoreId> {
-    if !cfg.worker_cpus.is_empty() {
-        Some(core_affinity::CoreId { id: cfg.worker_cpus[id % cfg.worker_cpus.len()] })
-    } else {
-        (!cores.is_empty()).then(|| cores[(id + 1) % cores.len()])
+    match given_worker_cpu(&cfg.worker_cpus, id) {
+        Some(id) => Some(core_affinity::CoreId { id }),
+        None => (!cores.is_empty()).then(|| cores[(id + 1) % cores.len()]),
     }
 }
 
