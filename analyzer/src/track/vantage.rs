@@ -90,6 +90,9 @@ pub struct VantageMap {
     by_source: Vec<Option<Vantage>>,
     by_vlan: Vec<(u16, Vantage)>,
     by_session: Vec<(u16, Vantage)>,
+    /// Some rule maps traffic to `storage` ([`VantageMap::maps_storage`]); without one every
+    /// packet is `compute`, which [`VantageMap::resolve`] answers without looking.
+    storage_rules: bool,
 }
 
 impl VantageMap {
@@ -133,18 +136,22 @@ impl VantageMap {
             }
             m.by_source[i] = Some(r.vantage);
         }
+        m.storage_rules = m.by_source.contains(&Some(Vantage::Storage))
+            || m.by_vlan.iter().any(|(_, v)| *v == Vantage::Storage)
+            || m.by_session.iter().any(|(_, v)| *v == Vantage::Storage);
         Ok(m)
     }
 
     /// Whether any rule maps traffic to `storage` (so there are two vantages to compare).
     pub fn maps_storage(&self) -> bool {
-        self.by_source.contains(&Some(Vantage::Storage))
-            || self.by_vlan.iter().any(|(_, v)| *v == Vantage::Storage)
-            || self.by_session.iter().any(|(_, v)| *v == Vantage::Storage)
+        self.storage_rules
     }
 
     #[inline]
     pub fn resolve(&self, source: u16, outer_vlan: Option<u16>, erspan_session: Option<u16>) -> Vantage {
+        if !self.storage_rules {
+            return Vantage::Compute;
+        }
         if let Some(s) = erspan_session {
             for &(id, vantage) in &self.by_session {
                 if id == s {
@@ -214,6 +221,19 @@ mod tests {
         let m = VantageMap::new(&rules, SourceKind::Port, &[0]).unwrap();
         assert_eq!(m.resolve(0, Some(10), Some(3)), Vantage::Storage, "the session wins");
         assert_eq!(m.resolve(0, Some(10), Some(4)), Vantage::Compute);
+        assert!(m.maps_storage());
+        // Rules that name only `compute`: every packet is `compute`, and nothing is storage.
+        let rules: Vec<Rule> = ["compute=erspan:3", "compute=vlan:10", "compute=file:1"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        let m = VantageMap::new(&rules, SourceKind::File, &[0, 1]).unwrap();
+        assert!(!m.maps_storage());
+        for (source, vlan, session) in [(0, None, None), (1, Some(10), Some(3)), (1, Some(20), None)] {
+            assert_eq!(m.resolve(source, vlan, session), Vantage::Compute);
+        }
+        assert!(!VantageMap::default().maps_storage());
+        assert_eq!(VantageMap::default().resolve(3, Some(20), Some(1)), Vantage::Compute);
     }
 
     #[test]
