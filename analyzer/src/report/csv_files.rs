@@ -177,13 +177,16 @@ struct Report {
     /// Bytes in the current file, and the packet time of its first row.
     bytes: u64,
     first_ns: Option<u64>,
+    /// `file` is not the current file: a rotation renamed it, and the new one could not be
+    /// started (a full disk). The next rows start it first; none go to the renamed file.
+    unstarted: bool,
 }
 
 impl Report {
     /// Creates (or replaces) `<stem>.csv` with its header.
     fn create(dir: &Path, stem: &'static str, header: String) -> Result<Self> {
         let (file, bytes) = start(dir, stem, &header)?;
-        Ok(Self { stem, header, file, bytes, first_ns: None })
+        Ok(Self { stem, header, file, bytes, first_ns: None, unstarted: false })
     }
 }
 
@@ -526,11 +529,17 @@ impl Writer {
                 if k == id || !self.dir.join(format!("{}.csv", r.stem)).exists() {
                     (r.file, r.bytes) = start(&self.dir, r.stem, &r.header)?;
                     r.first_ns = None;
+                    r.unstarted = false;
                     self.health.files_recreated += 1;
                 }
             }
             // What was kept may have gone with the folder.
             self.scan(false);
+        }
+        if self.reports[id].unstarted {
+            let r = &mut self.reports[id];
+            (r.file, r.bytes) = start(&self.dir, r.stem, &r.header)?;
+            r.unstarted = false;
         }
         let r = &self.reports[id];
         if let Some(first) = r.first_ns {
@@ -581,8 +590,11 @@ impl Writer {
         let started = start(&self.dir, stem, &self.reports[id].header);
         self.compress(name, to, full);
         let r = &mut self.reports[id];
-        (r.file, r.bytes) = started?;
         r.first_ns = None;
+        // Not started (the header did not fit): the open file is the one just renamed,
+        // which must get no more rows; the next rows start the report again.
+        r.unstarted = started.is_err();
+        (r.file, r.bytes) = started?;
         Ok(())
     }
 
@@ -710,6 +722,65 @@ mod tests {
         assert_eq!(duration_text(3_600_000_000_000), "1h");
         assert_eq!(duration_text(90_000_000_000), "90s");
         assert_eq!(duration_text(100_000), "100us");
+    }
+
+    /// A rotation whose new file cannot be started (the disk fills between the rename and
+    /// the header) loses the rows of that write only: the renamed file keeps exactly what it
+    /// had, and the next rows, once there is room, start the report again with its header
+    /// (they went to the renamed file's handle before, and a failure there cut it to
+    /// nothing). Mounts a tmpfs: needs root, as CI runs.
+    #[test]
+    fn a_rotation_that_cannot_start_the_new_file_leaves_the_renamed_one_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = dir.path().join("disk");
+        std::fs::create_dir(&disk).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+            .arg(&disk)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(mounted, "mounting a tmpfs needs root (CI runs as root)");
+        struct Unmount<'a>(&'a Path);
+        impl Drop for Unmount<'_> {
+            fn drop(&mut self) {
+                let _ = std::process::Command::new("umount").arg(self.0).status();
+            }
+        }
+        let _unmount = Unmount(&disk);
+        let rotation = Rotation {
+            max_bytes: Some(1000),
+            max_age_ns: None,
+            compression: Compression::None,
+            retain_bytes: None,
+        };
+        let (_link, unstarted) = prepare_writer(&disk, rotation, vec![("r", "a,b".into())]).unwrap();
+        let mut w = unstarted.writer;
+        // 100 bytes a row: the header (5) and nine rows fill the first file to 905.
+        let row = |i: u64| format!("{i:05},{}\r\n", "x".repeat(92));
+        let mut first = String::from("a,b\r\n");
+        for i in 0..9 {
+            w.write(0, i, &row(i)).unwrap();
+            first.push_str(&row(i));
+        }
+        // The disk full: the tenth row rotates the file (a rename takes no room), and the
+        // new file's header finds none.
+        let ballast = disk.join("ballast");
+        let mut f = File::create(&ballast).unwrap();
+        while f.write_all(&[0u8; 4096]).is_ok() {}
+        drop(f);
+        assert!(w.write(0, 9, &row(9)).is_err());
+        std::fs::remove_file(&ballast).unwrap();
+        w.write(0, 10, &row(10)).unwrap();
+        w.write(0, 11, &row(11)).unwrap();
+        let rotated: Vec<PathBuf> = std::fs::read_dir(&disk)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("r-"))
+            .collect();
+        assert_eq!(rotated.len(), 1, "{rotated:?}");
+        assert_eq!(std::fs::read_to_string(&rotated[0]).unwrap(), first);
+        let now = std::fs::read_to_string(disk.join("r.csv")).unwrap();
+        assert_eq!(now, format!("a,b\r\n{}{}", row(10), row(11)));
     }
 
     #[test]

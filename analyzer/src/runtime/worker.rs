@@ -897,13 +897,18 @@ impl Worker {
         self.first_ts = u64::MAX;
         self.last_ts = 0;
         // Live, a slow stats side (a CSV file on a slow disk) must not stall capture: what it
-        // has no room for is dropped and counted, and the next snapshot says so. Otherwise
-        // the worker waits. (A send error means the stats side panicked; that is reported
-        // when it is joined.)
+        // has no room for is dropped and counted, and the next snapshot says so (with the
+        // drops this one carried: what it held is lost, not the count of what was lost).
+        // Otherwise the worker waits. (A send error means the stats side panicked; that is
+        // reported when it is joined.)
         let msg = ToStats::Interval(snap);
         if self.out.never_wait {
-            if self.tx.try_send(msg).is_err() {
-                self.out.dropped.0 += 1;
+            if let Err(e) = self.tx.try_send(msg) {
+                if let ToStats::Interval(s) = e.into_inner() {
+                    self.out.dropped.0 += s.dropped_snapshots + 1;
+                    self.out.dropped.1 += s.dropped_batches;
+                    self.out.dropped_evidence += s.dropped_evidence;
+                }
             }
         } else {
             let _ = self.tx.send(msg);
@@ -1034,8 +1039,19 @@ mod backpressure {
             ToStats::Interval(i) => assert_eq!((i.start_ns, i.dropped_snapshots), (12 * s, 1)),
             _ => panic!("an interval"),
         }
-        // The queue is full again after interval 13 closes, yet the end of the run waits.
-        w.handle(frame(14 * s));
+        // Three in a row find no room (13 fits, 14, 15 and 16 do not): the one that fits
+        // next says three were dropped, although the second and third carried the count.
+        for t in 14..=17 {
+            w.handle(frame(t * s));
+        }
+        assert!(matches!(rx.try_recv().unwrap(), ToStats::Interval(ref i) if i.start_ns == 13 * s));
+        w.handle(frame(18 * s)); // interval 17 closes
+        match rx.try_recv().unwrap() {
+            ToStats::Interval(i) => assert_eq!((i.start_ns, i.dropped_snapshots), (17 * s, 3)),
+            _ => panic!("an interval"),
+        }
+        // The queue is full again after interval 18 closes, yet the end of the run waits.
+        w.handle(frame(19 * s));
         let last = std::thread::spawn(move || {
             w.finish();
         });
@@ -1047,6 +1063,6 @@ mod backpressure {
             })
             .collect();
         last.join().unwrap();
-        assert_eq!(starts, [13 * s, 14 * s]);
+        assert_eq!(starts, [18 * s, 19 * s]);
     }
 }
