@@ -23,8 +23,11 @@ use std::hash::{BuildHasher, Hash, Hasher};
 use std::net::IpAddr;
 
 const NONE: u32 = u32::MAX;
-/// I/O queues (QPs) between two hosts that may use one CID at once, per lookup.
-const CID_SLOTS: usize = 4;
+/// I/Os between two hosts that one CID names at once (an initiator numbers commands per
+/// I/O queue, so every queue may use the same CIDs: as many as it has queues to the
+/// target): beyond this, the oldest ends (see [`IoTracker::command`]), so that a lookup by
+/// CID stays bounded whatever the traffic.
+const MAX_SAME_CID: usize = 256;
 /// Per connection: READ phases and completions awaiting their answer.
 const CONN_RING: usize = 16;
 // `Conn::completions_live` has a bit per place.
@@ -151,6 +154,9 @@ struct Io {
     waiting: bool,
     /// Place in the list of live I/Os, oldest first.
     links: Links,
+    /// The next live I/O, newer, with the same (host, target, CID) (see
+    /// [`IoTracker::same_cid`]); `NO_REF` for the newest.
+    cid_next: Ref,
     /// Its (initiator, target, op)'s place in `IoTracker::places`, where the slots of the
     /// latency series it records and its place in the outcome counts are kept once looked
     /// up; `NONE` if there was no room.
@@ -422,7 +428,8 @@ pub struct Packet {
 pub struct IoTracker {
     ios: Vec<Io>,
     free: Vec<u32>,
-    by_cid: HashMap<CidKey, [Ref; CID_SLOTS], ahash::RandomState>,
+    /// The oldest live I/O of each (host, target, CID): the first of its chain (`cid_next`).
+    by_cid: HashMap<CidKey, Ref, ahash::RandomState>,
     by_key: HashMap<BufferKey, Ref, ahash::RandomState>,
     conns: FifoMap<ConnKey, Conn>,
     /// Bound on the (initiator, target, op) keys of `counts`; beyond it outcomes are
@@ -719,14 +726,26 @@ impl IoTracker {
                 self.recent[at] = k;
             }
         }
-        // One lookup each: the entry found is the one removed.
+        // One lookup each: the entry found is the one removed. Out of its CID's chain.
+        let next = self.ios[i].cid_next;
         if let Entry::Occupied(mut o) = self.by_cid.entry(CidKey(host, target, cid)) {
-            let slots = o.get_mut();
-            for s in slots.iter_mut().filter(|s| **s == me) {
-                *s = NO_REF;
-            }
-            if slots.iter().all(|s| *s == NO_REF) {
-                o.remove();
+            let first = *o.get();
+            if first == me {
+                if next == NO_REF {
+                    o.remove();
+                } else {
+                    *o.get_mut() = next;
+                }
+            } else {
+                let mut at = first;
+                for _ in 0..MAX_SAME_CID {
+                    let Some(p) = self.ios.get_mut(at.slot as usize) else { break };
+                    if p.cid_next == me {
+                        p.cid_next = next;
+                        break;
+                    }
+                    at = p.cid_next;
+                }
             }
         }
         if let Entry::Occupied(o) = self.by_key.entry(BufferKey(host, rkey, va)) {
@@ -978,26 +997,45 @@ impl IoTracker {
         }
     }
 
-    /// The I/Os last registered under this CID between the two hosts (one lookup; see
-    /// [`IoTracker::live`] for which of them are live).
-    fn cid_refs(&self, host: IpAddr, target: IpAddr, cid: u16) -> [Ref; CID_SLOTS] {
-        self.by_cid.get(&CidKey(host, target, cid)).copied().unwrap_or([NO_REF; CID_SLOTS])
+    /// The oldest live I/O with this CID between the two hosts (one lookup), the first of
+    /// the chain [`IoTracker::same_cid`] follows.
+    fn cid_first(&self, host: IpAddr, target: IpAddr, cid: u16) -> Ref {
+        self.by_cid.get(&CidKey(host, target, cid)).copied().unwrap_or(NO_REF)
     }
 
-    /// The live I/Os of `refs` (on the target's QP, when known).
-    fn live(&self, refs: [Ref; CID_SLOTS], target_qpn: Option<u32>) -> impl Iterator<Item = usize> + '_ {
-        refs.into_iter()
-            .filter_map(|r| self.get(r))
-            .filter(move |&i| target_qpn.is_none_or(|q| self.ios[i].target_qpn == q))
+    /// The live I/Os with the CID of `first` ([`IoTracker::cid_first`]) between the two
+    /// hosts, oldest first: one for each I/O queue that uses the CID now.
+    fn same_cid(&self, first: Ref) -> impl Iterator<Item = usize> + '_ {
+        let mut at = first;
+        std::iter::from_fn(move || {
+            let i = self.get(at)?;
+            at = self.ios[i].cid_next;
+            Some(i)
+        })
+        .take(MAX_SAME_CID)
+    }
+
+    /// The I/Os of `same` ([`IoTracker::same_cid`]) on the target's QP, when known.
+    fn live<'a>(
+        &'a self,
+        same: impl Iterator<Item = usize> + 'a,
+        target_qpn: Option<u32>,
+    ) -> impl Iterator<Item = usize> + 'a {
+        same.filter(move |&i| target_qpn.is_none_or(|q| self.ios[i].target_qpn == q))
     }
 
     /// The I/O a completion at vantage `v` answers: the oldest with this CID that saw its
     /// command at `v` and no completion there yet. Mirrors with different delays can show
     /// the next command reusing a CID before the previous completion, so both may be live.
     /// Without the target's QP, the candidates must all be on one QP.
-    fn for_completion(&self, v: usize, refs: [Ref; CID_SLOTS], target_qpn: Option<u32>) -> Option<usize> {
+    fn for_completion(
+        &self,
+        v: usize,
+        same: impl Iterator<Item = usize>,
+        target_qpn: Option<u32>,
+    ) -> Option<usize> {
         let eligible = |&i: &usize| self.ios[i].sqe_first.at(v).is_some() && self.ios[i].cqe.at(v).is_none();
-        let mut candidates = self.live(refs, target_qpn).filter(eligible);
+        let mut candidates = self.live(same, target_qpn).filter(eligible);
         let first = candidates.next()?;
         let mut best = first;
         for i in candidates {
@@ -1016,8 +1054,8 @@ impl IoTracker {
         let At { vantage: v, ts, host, target } = at;
         let Sent { target_qpn, psn, whole, again } = sent;
         let v = vi(v);
-        let refs = self.cid_refs(host, target, sqe.cid);
-        let same = self.live(refs, Some(target_qpn)).find(|&i| self.ios[i].sqe_psn == psn);
+        let first = self.cid_first(host, target, sqe.cid);
+        let same = self.live(self.same_cid(first), Some(target_qpn)).find(|&i| self.ios[i].sqe_psn == psn);
         let i = match same {
             // The same command at the other vantage, or again at this one.
             Some(i) => {
@@ -1032,11 +1070,20 @@ impl IoTracker {
                 // The CID is used again. An earlier command with it that this vantage saw
                 // but never saw complete lost its completion here: it ends now.
                 let stale = self
-                    .live(refs, Some(target_qpn))
+                    .live(self.same_cid(first), Some(target_qpn))
                     .find(|&o| self.ios[o].sqe_first.at(v).is_some() && self.ios[o].cqe.at(v).is_none());
                 if let Some(old) = stale {
                     let completed = (0..2).any(|x| self.ios[old].cqe.at(x).is_some());
                     self.finish(old, rec, completed);
+                }
+                // As many I/Os with this CID live as the bound allows (each queue to the
+                // target may use it): the oldest ends, as when its CID is used again.
+                let first = self.cid_first(host, target, sqe.cid);
+                if self.same_cid(first).count() >= MAX_SAME_CID {
+                    if let Some(old) = self.get(first) {
+                        let completed = (0..2).any(|x| self.ios[old].cqe.at(x).is_some());
+                        self.finish(old, rec, completed);
+                    }
                 }
                 match self.create(ts, host, target, target_qpn, psn, sqe) {
                     Some(i) => i,
@@ -1111,6 +1158,7 @@ impl IoTracker {
             retransmitted: false,
             waiting: false,
             links: Links::default(),
+            cid_next: NO_REF,
             pair,
         };
         if (slot as usize) < self.ios.len() {
@@ -1119,14 +1167,22 @@ impl IoTracker {
             self.ios.push(io);
         }
         let me = Ref { slot, generation };
-        let ios = &self.ios;
-        let stale =
-            |r: &Ref| ios.get(r.slot as usize).is_none_or(|io| !io.live || io.generation != r.generation);
-        let slots = self.by_cid.entry(CidKey(host, target, sqe.cid)).or_insert([NO_REF; CID_SLOTS]);
-        match slots.iter_mut().find(|s| stale(s)) {
-            Some(s) => *s = me,
-            // More queues than slots use this CID at once: the oldest entry gives way.
-            None => slots[0] = me,
+        // Last in its CID's chain (which holds live I/Os only: each leaves it as it ends).
+        match self.by_cid.entry(CidKey(host, target, sqe.cid)) {
+            Entry::Vacant(e) => {
+                e.insert(me);
+            }
+            Entry::Occupied(e) => {
+                let mut at = *e.get();
+                for _ in 0..MAX_SAME_CID {
+                    let Some(p) = self.ios.get_mut(at.slot as usize) else { break };
+                    if p.cid_next == NO_REF {
+                        p.cid_next = me;
+                        break;
+                    }
+                    at = p.cid_next;
+                }
+            }
         }
         if kind == Kind::Read || kind == Kind::Write {
             self.by_key.insert(BufferKey(host, rkey, va), me);
@@ -1233,10 +1289,10 @@ impl IoTracker {
         let vx = vi(v);
         // The same completion again (the target sent it twice), or the one it answers; a
         // copy sent again after its I/O finished answers none (see [`Packet`]).
-        let refs = self.cid_refs(host, target, cid);
-        let same = self.live(refs, target_qpn).find(|&i| self.ios[i].cqe_psn == Some(psn));
+        let first = self.cid_first(host, target, cid);
+        let same = self.live(self.same_cid(first), target_qpn).find(|&i| self.ios[i].cqe_psn == Some(psn));
         let stale = again && self.finished_lately(host, target, cid, psn, true);
-        let answers = || if stale { None } else { self.for_completion(vx, refs, target_qpn) };
+        let answers = || if stale { None } else { self.for_completion(vx, self.same_cid(first), target_qpn) };
         let Some(i) = same.or_else(answers) else {
             return false;
         };
@@ -1360,6 +1416,63 @@ mod tests {
         t.finish_all(&mut rec);
         let n = *t.counts().values().next().unwrap();
         assert_eq!(n.completed, 1);
+    }
+
+    /// Eight I/O queues between one host and one target use CID 3 at once (an initiator
+    /// numbers each queue's commands from 0, so every busy queue uses the low CIDs): each
+    /// completion finds its own queue's I/O and every I/O completes. With room for four
+    /// I/Os a CID, the fifth queue's command pushed the first one's out, whose completion
+    /// then found nothing and which timed out later.
+    #[test]
+    fn every_io_queue_may_use_a_cid_at_once() {
+        let mut t = IoTracker::new(64, 1_000_000);
+        let mut rec = LatencyRecorder::new(16, 4);
+        let mut h = NONE;
+        let c = Vantage::Compute;
+        let queues = 10u32..18;
+        for (k, q) in queues.clone().enumerate() {
+            let buffer = 0x10_0000 * (k as u64 + 1);
+            let sqe = Sqe {
+                sgl: Sgl::Keyed { address: buffer, length: 4096, key: 7, invalidate: false },
+                ..read(3)
+            };
+            let sent = Sent { target_qpn: q, psn: 100, whole: true, again: false };
+            t.command(at(c, 1_000 + k as u64), sent, &sqe, &mut h, &mut rec);
+        }
+        // The completions in the reverse order, each on its queue, each ACKed by the host.
+        for (k, q) in queues.clone().enumerate().rev() {
+            let ts = 5_000 + 10 * k as u64;
+            let cqe = Packet { psn: 600, again: false };
+            assert!(t.completion(at(c, ts), Some(q), 3, cqe, &mut h, &mut rec), "queue {q}");
+            t.ack(at(c, ts + 1), q, 600, &mut h, &mut rec);
+        }
+        t.expire(10_000_000, &mut rec);
+        t.finish_all(&mut rec);
+        let n = *t.counts().values().next().unwrap();
+        assert_eq!((n.completed, n.timed_out, n.unfinished), (8, 0, 0));
+    }
+
+    /// More I/Os with one CID than the bound: the oldest ends (timed out, no completion was
+    /// seen) as the next one begins, so that a lookup by CID stays bounded.
+    #[test]
+    fn a_cid_used_by_more_queues_than_the_bound_ends_the_oldest() {
+        let mut t = IoTracker::new(2 * MAX_SAME_CID, 1_000_000);
+        let mut rec = LatencyRecorder::new(16, 4);
+        let mut h = NONE;
+        let c = Vantage::Compute;
+        for q in 0..=MAX_SAME_CID as u32 {
+            let sent = Sent { target_qpn: 1000 + q, psn: 100, whole: true, again: false };
+            t.command(at(c, u64::from(q)), sent, &read(3), &mut h, &mut rec);
+        }
+        let n = *t.counts().values().next().unwrap();
+        assert_eq!(n.timed_out, 1);
+        let first = t.cid_first("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap(), 3);
+        let live: Vec<u32> = t.same_cid(first).map(|i| t.ios[i].target_qpn).collect();
+        assert_eq!(live.len(), MAX_SAME_CID);
+        assert_eq!((live[0], live[MAX_SAME_CID - 1]), (1001, 1000 + MAX_SAME_CID as u32), "oldest first");
+        // The newest's completion still finds it.
+        let cqe = Packet { psn: 600, again: false };
+        assert!(t.completion(at(c, 5_000), Some(1000 + MAX_SAME_CID as u32), 3, cqe, &mut h, &mut rec));
     }
 
     #[test]
