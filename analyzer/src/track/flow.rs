@@ -1338,6 +1338,11 @@ impl FlowTable {
     fn attribute_cnp(&mut self, i: u32, ts: u64, out: &mut impl FnMut(FlowEvent)) {
         let target = self.reverse_index(i).or_else(|| {
             // Without a known pair, the one request flow between the hosts, if there is one.
+            // A pair known (by CM) whose other direction is not in the table is the flow the
+            // CNP throttles all the same: no other QP's flow is taken for it.
+            if self.hot[i as usize].peer_qpn != NONE {
+                return None;
+            }
             let k = self.key(i);
             let slots = self.pairs.get(&(k.vantage, k.dst, k.src))?;
             let mut it = slots.iter().filter(|&&c| c != NONE);
@@ -1941,6 +1946,22 @@ mod pairing {
         feed(&mut t, &frame(A, B, 0x04, 20, 104, ExtHeaders::default(), 8), 7);
         feed(&mut t, &frame(A, B, 0x04, 20, 106, ExtHeaders::default(), 8), 8);
         assert_eq!(counts(&t, A, B, 20).gap_psns, 1, "105 is missing, 102-103 were the READ's");
+    }
+
+    /// CM paired A's QP 1 with B's QP 20, which the table has not seen (not mirrored yet,
+    /// or no room): a CNP to A's QP 1 throttles QP 20, not QP 30, the one other request
+    /// flow from A to B, which the guess for flows without a known pair would take.
+    #[test]
+    fn a_cnp_of_a_known_pair_is_not_counted_on_another_qp() {
+        let mut t = FlowTable::new(64, 1_000_000, None);
+        t.announce_pair(Vantage::Compute, A.parse().unwrap(), 1, B.parse().unwrap(), 20, 1024);
+        feed(&mut t, &frame(A, B, 0x04, 30, 100, ExtHeaders::default(), 8), 1);
+        feed(&mut t, &frame(B, A, 0x81, 1, 0, ExtHeaders::default(), 0), 2);
+        assert_eq!((counts(&t, A, B, 30).cnp, counts(&t, B, A, 1).cnp_unattributed), (0, 1));
+        // Once QP 20 is seen, the next CNP counts on it.
+        feed(&mut t, &frame(A, B, 0x04, 20, 500, ExtHeaders::default(), 8), 3);
+        feed(&mut t, &frame(B, A, 0x81, 1, 0, ExtHeaders::default(), 0), 4);
+        assert_eq!((counts(&t, A, B, 20).cnp, counts(&t, A, B, 30).cnp), (1, 0));
     }
 
     #[test]
