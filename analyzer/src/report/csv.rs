@@ -235,6 +235,7 @@ impl CsvWriter {
             dir,
             rotation,
             STEMS.into_iter().zip(headers).take(reports).collect(),
+            &STEMS,
         )?;
         let file = |stem: &str| CsvFile {
             id: STEMS.iter().position(|s| *s == stem).expect("a report's stem"),

@@ -381,6 +381,10 @@ pub(super) struct Writer {
     dir: PathBuf,
     rotation: Rotation,
     reports: Vec<Report>,
+    /// The stems of every report a run may write (this run's and others', such as events
+    /// without `--evidence-dir`): their rotated files in the directory count towards
+    /// `--csv-retain`, whichever run wrote them.
+    known: &'static [&'static str],
     retained: Retained,
     health: CsvHealth,
     /// A failure was told (once per run; every one is counted).
@@ -415,6 +419,7 @@ pub(super) fn prepare_writer(
     dir: &Path,
     rotation: Rotation,
     reports: Vec<(&'static str, String)>,
+    known: &'static [&'static str],
 ) -> Result<(Link, Unstarted)> {
     let reports =
         reports.into_iter().map(|(stem, header)| Report::create(dir, stem, header)).collect::<Result<_>>()?;
@@ -424,6 +429,7 @@ pub(super) fn prepare_writer(
         dir: dir.to_owned(),
         rotation,
         reports,
+        known,
         retained: Retained::default(),
         health: CsvHealth::default(),
         told: false,
@@ -465,17 +471,14 @@ impl Writer {
         self.reports.iter().map(|r| r.bytes).sum()
     }
 
-    fn stems(&self) -> Vec<&'static str> {
-        self.reports.iter().map(|r| r.stem).collect()
-    }
-
-    /// Lists the rotated files in the directory (at start: of earlier runs too), and makes
-    /// room under `--csv-retain` at once. At start, a compression's temporary file left by
+    /// Lists the rotated files of every report in the directory (at start: of earlier runs
+    /// too, and of reports this run does not write), and makes room under `--csv-retain` at
+    /// once. At start, a compression's temporary file left by
     /// a probe that was killed is removed, and so is a plain rotated file whose compressed
     /// copy is whole (the copy is renamed into place only once written).
     fn scan(&mut self, at_start: bool) {
         self.retained = Retained::default();
-        let stems = self.stems();
+        let stems = self.known;
         let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
         let mut plain = Vec::new();
         for e in entries.flatten() {
@@ -684,7 +687,7 @@ mod tests {
     fn rows_go_to_the_writer_thread_and_their_buffers_come_back() {
         let dir = tempfile::tempdir().unwrap();
         let (link, writer) =
-            prepare_writer(dir.path(), Rotation::default(), vec![("r", "a,b".into())]).unwrap();
+            prepare_writer(dir.path(), Rotation::default(), vec![("r", "a,b".into())], &["r"]).unwrap();
         let writer = writer.spawn().unwrap();
         let mut rows = String::new();
         let mut want = String::from("a,b\r\n");
@@ -753,7 +756,7 @@ mod tests {
             compression: Compression::None,
             retain_bytes: None,
         };
-        let (_link, unstarted) = prepare_writer(&disk, rotation, vec![("r", "a,b".into())]).unwrap();
+        let (_link, unstarted) = prepare_writer(&disk, rotation, vec![("r", "a,b".into())], &["r"]).unwrap();
         let mut w = unstarted.writer;
         // 100 bytes a row: the header (5) and nine rows fill the first file to 905.
         let row = |i: u64| format!("{i:05},{}\r\n", "x".repeat(92));
@@ -781,6 +784,28 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&rotated[0]).unwrap(), first);
         let now = std::fs::read_to_string(disk.join("r.csv")).unwrap();
         assert_eq!(now, format!("a,b\r\n{}{}", row(10), row(11)));
+    }
+
+    /// An earlier run's rotated files count towards `--csv-retain` and go oldest first, those
+    /// of a report this run does not write too (events.csv without `--evidence-dir`): the
+    /// probe's own writer knows every report's name.
+    #[test]
+    fn retention_counts_the_rotated_files_of_reports_this_run_does_not_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("events-2026-01-01T000001.000000000Z.csv.zst");
+        std::fs::write(&old, vec![b'x'; 4000]).unwrap();
+        let rotation = Rotation {
+            max_bytes: None,
+            max_age_ns: None,
+            compression: Compression::Zstd,
+            retain_bytes: Some(3000),
+        };
+        let mut csv = super::super::csv::CsvWriter::create(dir.path(), rotation).unwrap();
+        assert!(!dir.path().join("events.csv").exists(), "a run without evidence writes no events");
+        csv.start_writer().unwrap();
+        let health = csv.finish();
+        assert!(!old.exists(), "removed to stay under --csv-retain");
+        assert_eq!((health.files_removed, health.bytes_removed), (1, 4000));
     }
 
     #[test]
