@@ -625,8 +625,10 @@ impl CsvWriter {
             l.push_str("\r\n");
             self.transmissions.rows.push_str(l);
         }
+        // The batch's time is when its first transmission ended (and was written), not
+        // when it began, which for a long one is hours before the rows around it.
         if let Some(first) = ts.first() {
-            self.transmissions.commit(first.start_ns, &self.rotation, &mut self.health)?;
+            self.transmissions.commit(first.end_ns, &self.rotation, &mut self.health)?;
         }
         Ok(())
     }
@@ -660,6 +662,52 @@ mod tests {
         };
         assert_eq!(duration_ns(0, 1_000_000, &c), 1_000_000);
         assert!((effective_gbps(&c, 1_000_000) - 0.048).abs() < 1e-12);
+    }
+
+    /// A transmission hours long ends, then a short one half a second later: with
+    /// `--csv-rotate-age 1s` both rows are in one file, named by the first one's end. (By
+    /// its start, the file was named hours before the rows around it and rotated after the
+    /// first batch, its name sorting before older files.)
+    #[test]
+    fn transmissions_files_go_by_when_their_rows_ended() {
+        use crate::track::Vantage;
+        use crate::wire::bth::Transport;
+        let dir = tempfile::tempdir().unwrap();
+        let rotation = Rotation {
+            max_age_ns: Some(1_000_000_000),
+            compression: Compression::None,
+            ..Default::default()
+        };
+        let mut csv = CsvWriter::create(dir.path(), rotation).unwrap();
+        csv.start_writer().unwrap();
+        let hour = 3_600_000_000_000u64;
+        let t0 = 1_764_547_200_000_000_000u64; // 2025-12-01T00:00:00Z
+        let tx = |start_ns, end_ns| Transmission {
+            key: FlowKey {
+                vantage: Vantage::Compute,
+                src: "10.0.0.1".parse().unwrap(),
+                dst: "10.0.0.2".parse().unwrap(),
+                dst_qpn: 7,
+            },
+            transport: Transport::Rc,
+            start_ns,
+            end_ns,
+            counts: FlowCounts { packets: 2, bytes: 200, ..Default::default() },
+        };
+        csv.write_transmissions(&[tx(t0, t0 + 3 * hour)]).unwrap();
+        csv.write_transmissions(&[tx(t0 + 3 * hour + 400_000_000, t0 + 3 * hour + 500_000_000)]).unwrap();
+        csv.write_transmissions(&[tx(t0 + 3 * hour + 1_000_000_000, t0 + 3 * hour + 1_200_000_000)]).unwrap();
+        let health = csv.finish();
+        assert_eq!(health.failed_writes, 0);
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.starts_with("transmissions"))
+            .collect();
+        names.sort();
+        assert_eq!(names, ["transmissions-2025-12-01T030000.000000000Z.csv", "transmissions.csv"]);
+        let rows = |n: &str| std::fs::read_to_string(dir.path().join(n)).unwrap().lines().count() - 1;
+        assert_eq!((rows(&names[0]), rows(&names[1])), (2, 1));
     }
 
     #[test]
