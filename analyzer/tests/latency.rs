@@ -323,3 +323,80 @@ fn a_command_first_seen_behind_its_flows_psn_is_taken() {
     let sum = |k: &str| flows.iter().map(|f| f[k].as_u64().unwrap()).sum::<u64>();
     assert_eq!((sum("retx_packets"), sum("gap_psns")), (1, 1));
 }
+
+/// Eight I/O queues (QP pairs) between one host and one target, each with a read of CID 7
+/// outstanding at once, as a Linux host numbers every queue's commands from its tags (each
+/// queue's PSNs its own): each target ACKs its command (which pairs the queue's two
+/// directions), then the completions
+/// come in the reverse order, each ACKed by the host. Every I/O completes (none times out),
+/// and each queue's completion counts once on its own flow. The probe followed four I/Os
+/// with one CID at once, and counted one completion for all eight queues.
+#[test]
+fn every_io_queue_may_use_a_cid_at_once() {
+    use roceprobe::wire::bth::{self, opcode as op};
+    use roceprobe::wire::build::RoceFrame;
+    use roceprobe::wire::ib_ext::{Aeth, ExtHeaders};
+    use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use std::net::IpAddr;
+    const QUEUES: u32 = 8;
+    let (host, target): (IpAddr, IpAddr) = ("10.7.0.1".parse().unwrap(), "10.7.0.2".parse().unwrap());
+    let frame = |src, dst, opcode, dest_qp, psn, ext: ExtHeaders, payload: &[u8]| {
+        let mut f = RoceFrame::new(src, dst, bth::Repr { opcode, dest_qp, psn, ..Default::default() });
+        f.ext = ext;
+        f.payload = payload;
+        f.emit()
+    };
+    let ack = || ExtHeaders { aeth: Some(Aeth::ack(31, 1)), ..Default::default() };
+    let (host_qp, target_qp) = (|q: u32| 0x100 + q, |q: u32| 0x200 + q);
+    let mut frames = Vec::new();
+    for q in 0..QUEUES {
+        let sqe = Sqe {
+            opcode: opcode::READ,
+            flags: FLAGS_SGL,
+            cid: 7,
+            nsid: 1,
+            sgl: Sgl::Keyed {
+                address: 0x10_0000 * u64::from(q + 1),
+                length: 4096,
+                key: 0x40 + q,
+                invalidate: false,
+            },
+            slba: u64::from(q),
+            nlb: 7,
+        };
+        let mut capsule = [0u8; SQE_LEN];
+        sqe.emit(&mut capsule);
+        let psn = 1000 + 100 * q;
+        frames.push(frame(host, target, op::SEND_ONLY, target_qp(q), psn, ExtHeaders::default(), &capsule));
+        frames.push(frame(target, host, op::ACKNOWLEDGE, host_qp(q), psn, ack(), &[]));
+    }
+    for q in (0..QUEUES).rev() {
+        let mut capsule = [0u8; CQE_LEN];
+        Cqe { cid: 7, sq_head: 1, sq_id: q as u16 + 1, ..Default::default() }.emit(&mut capsule);
+        let psn = 5000 + 100 * q;
+        frames.push(frame(target, host, op::SEND_ONLY, host_qp(q), psn, ExtHeaders::default(), &capsule));
+        frames.push(frame(host, target, op::ACKNOWLEDGE, target_qp(q), psn, ack(), &[]));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("queues.pcap");
+    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&pcap).unwrap()).unwrap();
+    let t0 = 1_800_000_000_000_000_000u64;
+    for (i, f) in frames.iter().enumerate() {
+        w.write(t0 + 1_000 * i as u64, f, f.len() as u32).unwrap();
+    }
+    drop(w);
+    let s = replay_summary(&[pcap.as_path()], &[]);
+    let ios = &s["ios"];
+    assert_eq!((ios["completed"].as_u64(), ios["timed_out"].as_u64()), (Some(8), Some(0)), "{ios}");
+    let flows = s["flows"].as_array().unwrap();
+    for q in 0..QUEUES {
+        let on = |src: IpAddr, qpn: u32| {
+            flows
+                .iter()
+                .find(|f| f["src_ip"] == src.to_string() && f["dst_qpn"] == qpn)
+                .unwrap_or_else(|| panic!("the flow to QP {qpn:#x}"))
+        };
+        assert_eq!(on(host, target_qp(q))["nvme_commands"], 1, "queue {q}");
+        assert_eq!(on(target, host_qp(q))["nvme_completions"], 1, "queue {q}");
+    }
+}

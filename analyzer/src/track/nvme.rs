@@ -1,7 +1,7 @@
 //! NVMe/RDMA recognition across the two directions of a connection: a command (SQE) is
 //! recognised on its own (see `wire::nvme`); a completion (CQE) only when it answers a
-//! command seen going the other way between the same two hosts, at the same vantage, with
-//! the same command identifier. Pending commands live in a fixed-size table
+//! command seen going the other way between the same two hosts, at the same vantage, on the
+//! same I/O queue (the target's QP), with the same command identifier. Pending commands live in a fixed-size table
 //! (`--max-pending-commands`): when it is full, the oldest is forgotten (counted), so
 //! memory stays bounded.
 
@@ -14,6 +14,8 @@ pub struct PendingKey {
     pub vantage: Vantage,
     pub host: IpAddr,
     pub target: IpAddr,
+    /// The target's QP: the I/O queue, each of which numbers its commands on its own.
+    pub target_qpn: u32,
     pub cid: u16,
 }
 
@@ -22,7 +24,7 @@ impl std::hash::Hash for PendingKey {
         super::index::hash_hosts(
             &self.host,
             &self.target,
-            u64::from(self.cid) | (self.vantage as u64) << 16,
+            u64::from(self.cid) | (self.vantage as u64) << 16 | u64::from(self.target_qpn) << 24,
             h,
         );
     }
@@ -75,6 +77,7 @@ mod tests {
             vantage: Vantage::Compute,
             host: "10.0.0.1".parse().unwrap(),
             target: "10.0.0.2".parse().unwrap(),
+            target_qpn: 9,
             cid,
         }
     }
