@@ -126,11 +126,14 @@ fn command_ids_replayed_from_an_old_connection() {
 /// are a clock that stepped ahead and back: the frames after them, at the right time, are a
 /// clock that stepped back (the reorder window starts again), not frames too late to
 /// analyse. Either way every request is analysed: 200 messages, no loss, no late packets.
+/// The flow's transmissions follow its clock: one of 200 packets with the frame retimed;
+/// with the clock stepped ahead and back, the first 100 packets, the two ahead, then (the
+/// flow table keeping the latest time) each packet after the step back one of its own: 100.
 #[test]
 fn frames_stamped_hours_ahead_leave_the_rest_analysed() {
     let t0 = 1_800_000_000_000_000_000u64;
     let ahead = t0 + 10 * 3_600_000_000_000;
-    for (wrong, retimed, last) in [(1, 1, t0 + 199_000), (2, 0, ahead + 1_000)] {
+    for (wrong, retimed, last, transmissions) in [(1, 1, t0 + 199_000, 1), (2, 0, ahead + 1_000, 100)] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ahead.pcap");
         let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
@@ -152,6 +155,7 @@ fn frames_stamped_hours_ahead_leave_the_rest_analysed() {
             "{wrong} ahead: {f}"
         );
         assert_eq!((f["gap_psns"].as_u64(), f["retx_packets"].as_u64()), (Some(0), Some(0)), "{f}");
+        assert_eq!(f["transmissions"], transmissions, "{wrong} ahead: {f}");
         assert_eq!(s["ports"]["0"]["retimed"], retimed, "{wrong} ahead");
         assert_eq!(s["last_packet"], roceprobe::report::time::rfc3339_nanos(last), "{wrong} ahead");
     }

@@ -1404,8 +1404,13 @@ impl FlowTable {
         let link = e.peer_slot == NONE && e.peer_qpn != NONE;
         // The transmission may have gone idle since its last packet: it ends before this
         // packet counts (`advance(ts)` above made `ts` part of the horizon). `settle`
-        // written out on the entry borrowed already, the flow noted as changed above.
-        if e.went_idle(self.horizon, self.idle_ns)
+        // written out on the entry borrowed already, the flow noted as changed above. A
+        // packet more than `--flow-idle` before the transmission's last one (a clock that
+        // stepped back; not a late copy, which the reorder window let through as such)
+        // ends it too: the flow goes by the new clock from this packet on.
+        let stepped_back = e.last_ts.saturating_sub(ts) > self.idle_ns && !seen.late;
+        if e.has(TX_OPEN)
+            && (self.horizon > e.idle_at(self.idle_ns) || stepped_back)
             && !close_short(e, &mut self.short[i as usize], self.min_tx_packets)
         {
             self.report_transmission(i, out);
@@ -1420,6 +1425,9 @@ impl FlowTable {
             e.tx_mask = 0;
             e.tx_start = ts;
             e.tx_base = e.counts;
+            // Its first packet's time, not the last one's of the transmission before (a
+            // late copy, a clock that stepped back).
+            e.last_ts = ts;
         }
         e.last_ts = e.last_ts.max(ts);
         if e.transport() == Transport::Cnp && opcode != op::CNP {
