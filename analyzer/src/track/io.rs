@@ -728,25 +728,20 @@ impl IoTracker {
         }
         // One lookup each: the entry found is the one removed. Out of its CID's chain.
         let next = self.ios[i].cid_next;
-        if let Entry::Occupied(mut o) = self.by_cid.entry(CidKey(host, target, cid)) {
-            let first = *o.get();
-            if first == me {
-                if next == NO_REF {
-                    o.remove();
-                } else {
-                    *o.get_mut() = next;
-                }
-            } else {
-                let mut at = first;
-                for _ in 0..MAX_SAME_CID {
-                    let Some(p) = self.ios.get_mut(at.slot as usize) else { break };
-                    if p.cid_next == me {
-                        p.cid_next = next;
-                        break;
-                    }
-                    at = p.cid_next;
-                }
+        let first = match self.by_cid.entry(CidKey(host, target, cid)) {
+            Entry::Occupied(o) if *o.get() == me && next == NO_REF => {
+                o.remove();
+                None
             }
+            Entry::Occupied(mut o) if *o.get() == me => {
+                *o.get_mut() = next;
+                None
+            }
+            Entry::Occupied(o) => Some(*o.get()),
+            Entry::Vacant(_) => None,
+        };
+        if let Some(first) = first {
+            self.relink(first, me, next);
         }
         if let Entry::Occupied(o) = self.by_key.entry(BufferKey(host, rkey, va)) {
             if *o.get() == me {
@@ -1003,6 +998,20 @@ impl IoTracker {
         self.by_cid.get(&CidKey(host, target, cid)).copied().unwrap_or(NO_REF)
     }
 
+    /// In the CID chain from `first`, the link that names `from` names `to` instead: the
+    /// newest's `NO_REF` when an I/O joins at the end, an I/O when it leaves.
+    fn relink(&mut self, first: Ref, from: Ref, to: Ref) {
+        let mut at = first;
+        for _ in 0..MAX_SAME_CID {
+            let Some(p) = self.ios.get_mut(at.slot as usize) else { return };
+            if p.cid_next == from {
+                p.cid_next = to;
+                return;
+            }
+            at = p.cid_next;
+        }
+    }
+
     /// The live I/Os with the CID of `first` ([`IoTracker::cid_first`]) between the two
     /// hosts, oldest first: one for each I/O queue that uses the CID now.
     fn same_cid(&self, first: Ref) -> impl Iterator<Item = usize> + '_ {
@@ -1168,21 +1177,15 @@ impl IoTracker {
         }
         let me = Ref { slot, generation };
         // Last in its CID's chain (which holds live I/Os only: each leaves it as it ends).
-        match self.by_cid.entry(CidKey(host, target, sqe.cid)) {
+        let first = match self.by_cid.entry(CidKey(host, target, sqe.cid)) {
             Entry::Vacant(e) => {
                 e.insert(me);
+                None
             }
-            Entry::Occupied(e) => {
-                let mut at = *e.get();
-                for _ in 0..MAX_SAME_CID {
-                    let Some(p) = self.ios.get_mut(at.slot as usize) else { break };
-                    if p.cid_next == NO_REF {
-                        p.cid_next = me;
-                        break;
-                    }
-                    at = p.cid_next;
-                }
-            }
+            Entry::Occupied(e) => Some(*e.get()),
+        };
+        if let Some(first) = first {
+            self.relink(first, NO_REF, me);
         }
         if kind == Kind::Read || kind == Kind::Write {
             self.by_key.insert(BufferKey(host, rkey, va), me);
