@@ -59,6 +59,9 @@ pub struct Forgotten {
     /// NVMe/RDMA connections' state (multi-packet capsules, READ phases, completions awaiting
     /// their ACK), bounded with `--max-ios`.
     pub io_connections: u64,
+    /// Completions awaiting the host's ACK beyond 16 on one QP: the oldest one's ACK is no
+    /// longer looked for (its read finishes without its compute segment).
+    pub io_acks: u64,
     /// Flows without a packet for `--flow-expire` whose slot went to a new flow when the
     /// table was full (everything they counted had been handed over; their PSN and pairing
     /// state is what is forgotten).
@@ -75,6 +78,7 @@ impl Forgotten {
         self.cm_requests += o.cm_requests;
         self.announced_flows += o.announced_flows;
         self.io_connections += o.io_connections;
+        self.io_acks += o.io_acks;
         self.idle_flows += o.idle_flows;
         self.summary_flows += o.summary_flows;
     }
@@ -86,6 +90,7 @@ impl Forgotten {
             cm_requests: self.cm_requests - earlier.cm_requests,
             announced_flows: self.announced_flows - earlier.announced_flows,
             io_connections: self.io_connections - earlier.io_connections,
+            io_acks: self.io_acks - earlier.io_acks,
             idle_flows: self.idle_flows - earlier.idle_flows,
             summary_flows: self.summary_flows - earlier.summary_flows,
         }
@@ -96,6 +101,7 @@ impl Forgotten {
             + self.cm_requests
             + self.announced_flows
             + self.io_connections
+            + self.io_acks
             + self.idle_flows
             + self.summary_flows
     }

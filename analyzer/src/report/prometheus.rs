@@ -392,6 +392,7 @@ fn forgotten_family(o: &mut String, p: &str, s: &Summary) {
         ("cm_requests", f.cm_requests),
         ("announced_flows", f.announced_flows),
         ("io_connections", f.io_connections),
+        ("io_acks", f.io_acks),
         ("idle_flows", f.idle_flows),
         ("summary_flows", f.summary_flows),
     ] {

@@ -492,6 +492,7 @@ impl Analyzer {
             cm_requests: self.cm_requests.forgotten,
             announced_flows: self.flows.announced_forgotten(),
             io_connections: self.ios.connections_forgotten(),
+            io_acks: self.ios.acks_lost(),
             idle_flows: self.flows.expired_flows,
             summary_flows: 0,
         }

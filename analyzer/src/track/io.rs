@@ -150,6 +150,9 @@ struct Io {
     /// The PSN of the completion, once seen (a second copy is a retransmission).
     cqe_psn: Option<u32>,
     retransmitted: bool,
+    /// Its completion's place in its connection's ring went to a newer completion before
+    /// the host's ACK came: the ACK is no longer looked for (see `IoTracker::acks_lost`).
+    ack_lost: bool,
     /// Complete at the one vantage that saw it, waiting for the other's copies.
     waiting: bool,
     /// Place in the list of live I/Os, oldest first.
@@ -432,6 +435,9 @@ pub struct IoTracker {
     by_cid: HashMap<CidKey, Ref, ahash::RandomState>,
     by_key: HashMap<BufferKey, Ref, ahash::RandomState>,
     conns: FifoMap<ConnKey, Conn>,
+    /// Completions whose place in their connection's ring of completions awaiting the host's
+    /// ACK went to a newer one before the ACK came ([`CONN_RING`] on one QP at once).
+    acks_lost: u64,
     /// Bound on the (initiator, target, op) keys of `counts`; beyond it outcomes are
     /// counted under [`OTHER_PAIRS`].
     max_pairs: usize,
@@ -519,6 +525,7 @@ impl IoTracker {
             by_cid: HashMap::with_capacity_and_hasher(2 * max_ios, h()),
             by_key: HashMap::with_capacity_and_hasher(2 * max_ios, h()),
             conns: FifoMap::new((max_ios / 4).max(64)),
+            acks_lost: 0,
             max_pairs: crate::defaults::MAX_LATENCY_SERIES,
             pairs: HashMap::with_capacity_and_hasher(crate::defaults::MAX_LATENCY_SERIES, h()),
             places: Vec::with_capacity(crate::defaults::MAX_LATENCY_SERIES),
@@ -650,6 +657,11 @@ impl IoTracker {
     /// Connection state forgotten to make room.
     pub fn connections_forgotten(&self) -> u64 {
         self.conns.forgotten
+    }
+
+    /// Completions whose ACK was no longer looked for (see [`IoTracker::completion`]).
+    pub fn acks_lost(&self) -> u64 {
+        self.acks_lost
     }
 
     /// The `--max-ios` that would have kept every connection's state that was needed again
@@ -891,7 +903,8 @@ impl IoTracker {
         let io = &self.ios[i];
         let seen = |v: usize| io.sqe_first.at(v).is_some();
         let done = |v: usize| io.cqe.at(v).is_some();
-        (0..2).all(|v| !seen(v) || done(v)) && (io.kind != Kind::Read || !seen(0) || io.ack.at(0).is_some())
+        (0..2).all(|v| !seen(v) || done(v))
+            && (io.kind != Kind::Read || !seen(0) || io.ack.at(0).is_some() || io.ack_lost)
     }
 
     fn maybe_finish(&mut self, i: usize, ts: u64, rec: &mut LatencyRecorder) {
@@ -1165,6 +1178,7 @@ impl IoTracker {
             read_psn: None,
             cqe_psn: None,
             retransmitted: false,
+            ack_lost: false,
             waiting: false,
             links: Links::default(),
             cid_next: NO_REF,
@@ -1308,9 +1322,19 @@ impl IoTracker {
             let q = self.ios[i].target_qpn;
             let c = self.conn(host, target, q, hint);
             let n = usize::from(c.next_completion);
+            let waiting = c.completions_live & (1 << n) != 0;
+            let displaced = c.completions[n].io.filter(|&r| waiting && r != me);
             c.completions[n] = RingEntry { psn, io: Some(me) };
             c.completions_live |= 1 << n;
             c.next_completion = ((n + 1) % CONN_RING) as u8;
+            // Every place holds a completion still awaiting the host's ACK: the oldest's ACK
+            // can no longer be matched. Its I/O finishes now without the compute segment
+            // (rather than at `--io-timeout`), and the loss is counted.
+            if let Some(old) = displaced.and_then(|r| self.get(r)) {
+                self.acks_lost += 1;
+                self.ios[old].ack_lost = true;
+                self.maybe_finish(old, ts, rec);
+            }
         }
         self.maybe_finish(i, ts, rec);
         true
@@ -1476,6 +1500,30 @@ mod tests {
         // The newest's completion still finds it.
         let cqe = Packet { psn: 600, again: false };
         assert!(t.completion(at(c, 5_000), Some(1000 + MAX_SAME_CID as u32), 3, cqe, &mut h, &mut rec));
+    }
+
+    /// Seventeen reads on one QP see their completions before the host ACKs any: the ring
+    /// of completions awaiting the ACK holds sixteen, so the first read's ACK can no longer
+    /// be matched. It finishes at once, without its compute segment, and is counted (it
+    /// waited for `--io-timeout` before); the ACK covering the rest finishes them.
+    #[test]
+    fn a_completion_pushed_out_of_the_ring_finishes_its_read_at_once() {
+        let mut t = IoTracker::new(64, 1_000_000_000);
+        let mut rec = LatencyRecorder::new(16, 4);
+        let mut h = NONE;
+        let c = Vantage::Compute;
+        let n = CONN_RING as u16 + 1;
+        for cid in 0..n {
+            t.command(at(c, u64::from(cid)), sent(100 + u32::from(cid)), &read(cid), &mut h, &mut rec);
+        }
+        for cid in 0..n {
+            let cqe = Packet { psn: 600 + u32::from(cid), again: false };
+            assert!(t.completion(at(c, 1_000 + u64::from(cid)), Some(9), cid, cqe, &mut h, &mut rec));
+        }
+        let done = |t: &IoTracker| t.counts().values().next().unwrap().completed;
+        assert_eq!((done(&t), t.acks_lost()), (1, 1));
+        t.ack(at(c, 2_000), 9, 600 + u32::from(n) - 1, &mut h, &mut rec);
+        assert_eq!((done(&t), t.counts().values().next().unwrap().timed_out), (u64::from(n), 0));
     }
 
     #[test]
