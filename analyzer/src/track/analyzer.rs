@@ -361,11 +361,9 @@ impl Analyzer {
         match classify(opcode, p.payload, p.payload_len) {
             Capsule::Command(sqe) => {
                 self.flows.count_capsule(slot, true);
-                let key =
-                    PendingKey { vantage, host: ip.src, target: ip.dst, target_qpn: dst_qpn, cid: sqe.cid };
-                self.nvme.command(key);
-                let whole = opcode & 0x1F != op::SEND_FIRST;
                 let again = self.flows.was_sent_again();
+                self.nvme.command(PendingKey { vantage, host: ip.src, target: ip.dst, cid: sqe.cid }, again);
+                let whole = opcode & 0x1F != op::SEND_FIRST;
                 self.ios.command(
                     At { vantage, ts, host: ip.src, target: ip.dst },
                     Sent { target_qpn: dst_qpn, psn, whole, again },
@@ -375,15 +373,12 @@ impl Analyzer {
                 );
             }
             Capsule::Completion(cqe) => {
-                // The I/O queue is the target's QP, this flow's pair (learned by then: the
-                // target's ACK of the command pairs the two directions).
-                let target_qpn = self.flows.peer_qpn(slot);
-                let key =
-                    |q| PendingKey { vantage, host: ip.dst, target: ip.src, target_qpn: q, cid: cqe.cid };
-                if target_qpn.is_some_and(|q| self.nvme.completion(key(q))) {
+                let again = self.flows.was_sent_again();
+                let key = PendingKey { vantage, host: ip.dst, target: ip.src, cid: cqe.cid };
+                if self.nvme.completion(key, again) {
                     self.flows.count_capsule(slot, false);
                 }
-                let again = self.flows.was_sent_again();
+                let target_qpn = self.flows.peer_qpn(slot);
                 self.ios.completion(
                     At { vantage, ts, host: ip.dst, target: ip.src },
                     target_qpn,

@@ -1105,7 +1105,9 @@ impl FlowTable {
 
     /// When the first transmission left open by the last [`FlowTable::end_idle`] goes idle
     /// if none of the flows has a packet before (`None`: none was left open). Exact right
-    /// after that call; a packet since can only make it later.
+    /// after that call; a packet since makes it later, but for one that opens a transmission
+    /// before the last packet of its flow (a late copy, a clock that stepped back), which
+    /// the next hand-over ends.
     pub fn next_idle(&self) -> Option<u64> {
         (self.open_due != u64::MAX).then_some(self.open_due)
     }

@@ -1317,8 +1317,8 @@ impl IoTracker {
         if self.ios[i].cqe.last(vx, ts) {
             self.ios[i].retransmitted = true;
         }
+        let me = Ref { slot: i as u32, generation: self.ios[i].generation };
         if vx == 0 {
-            let me = Ref { slot: i as u32, generation: self.ios[i].generation };
             let q = self.ios[i].target_qpn;
             let c = self.conn(host, target, q, hint);
             let n = usize::from(c.next_completion);
@@ -1328,15 +1328,21 @@ impl IoTracker {
             c.completions_live |= 1 << n;
             c.next_completion = ((n + 1) % CONN_RING) as u8;
             // Every place holds a completion still awaiting the host's ACK: the oldest's ACK
-            // can no longer be matched. Its I/O finishes now without the compute segment
-            // (rather than at `--io-timeout`), and the loss is counted.
-            if let Some(old) = displaced.and_then(|r| self.get(r)) {
+            // can no longer be matched. A read that needs it for its compute segment
+            // finishes now without it (rather than at `--io-timeout`), and the loss is
+            // counted; any other I/O there did not need the ACK.
+            let needs_ack = |io: &Io| io.kind == Kind::Read && io.sqe_first.at(0).is_some();
+            if let Some(old) = displaced.and_then(|r| self.get(r)).filter(|&o| needs_ack(&self.ios[o])) {
                 self.acks_lost += 1;
                 self.ios[old].ack_lost = true;
                 self.maybe_finish(old, ts, rec);
             }
         }
-        self.maybe_finish(i, ts, rec);
+        // Finishing the displaced I/O can finish this one too (one that waited for the other
+        // vantage gives way when the waiting list is full): only if it is still live.
+        if let Some(i) = self.get(me) {
+            self.maybe_finish(i, ts, rec);
+        }
         true
     }
 

@@ -1,7 +1,9 @@
 //! NVMe/RDMA recognition across the two directions of a connection: a command (SQE) is
 //! recognised on its own (see `wire::nvme`); a completion (CQE) only when it answers a
-//! command seen going the other way between the same two hosts, at the same vantage, on the
-//! same I/O queue (the target's QP), with the same command identifier. Pending commands live in a fixed-size table
+//! command seen going the other way between the same two hosts, at the same vantage, with
+//! the same command identifier. Each I/O queue numbers its commands on its own, so several
+//! commands with one CID may await their completions at once (one per queue): they are
+//! counted, and each completion answers one. Pending commands live in a fixed-size table
 //! (`--max-pending-commands`): when it is full, the oldest is forgotten (counted), so
 //! memory stays bounded.
 
@@ -14,8 +16,6 @@ pub struct PendingKey {
     pub vantage: Vantage,
     pub host: IpAddr,
     pub target: IpAddr,
-    /// The target's QP: the I/O queue, each of which numbers its commands on its own.
-    pub target_qpn: u32,
     pub cid: u16,
 }
 
@@ -24,14 +24,15 @@ impl std::hash::Hash for PendingKey {
         super::index::hash_hosts(
             &self.host,
             &self.target,
-            u64::from(self.cid) | (self.vantage as u64) << 16 | u64::from(self.target_qpn) << 24,
+            u64::from(self.cid) | (self.vantage as u64) << 16,
             h,
         );
     }
 }
 
 pub struct NvmeRecognizer {
-    pending: FifoMap<PendingKey, ()>,
+    /// Commands awaiting their completion, by key: how many (one per I/O queue using the CID).
+    pending: FifoMap<PendingKey, u32>,
 }
 
 impl NvmeRecognizer {
@@ -39,10 +40,14 @@ impl NvmeRecognizer {
         Self { pending: FifoMap::new(max) }
     }
 
-    /// A command from `host` to `target`.
+    /// A command from `host` to `target`; `again` if its PSN was behind its flow's (a copy
+    /// sent again, whose first copy counted already).
     #[inline]
-    pub fn command(&mut self, key: PendingKey) {
-        self.pending.insert(key, ());
+    pub fn command(&mut self, key: PendingKey, again: bool) {
+        if !again {
+            let n = self.pending.get_or_insert_with(key, || 0);
+            *n = n.saturating_add(1);
+        }
     }
 
     /// Commands forgotten because the table was full.
@@ -57,10 +62,18 @@ impl NvmeRecognizer {
     }
 
     /// A completion-shaped capsule from `target` to `host`: true if it answers a pending
-    /// command (which is then done).
+    /// command (which is then done). A copy sent again (`again`) answers none.
     #[inline]
-    pub fn completion(&mut self, key: PendingKey) -> bool {
-        self.pending.remove(&key).is_some()
+    pub fn completion(&mut self, key: PendingKey, again: bool) -> bool {
+        if again {
+            return false;
+        }
+        let Some(n) = self.pending.get_mut(&key) else { return false };
+        *n -= 1;
+        if *n == 0 {
+            self.pending.remove(&key);
+        }
+        true
     }
 
     pub fn pending(&self) -> usize {
@@ -77,7 +90,6 @@ mod tests {
             vantage: Vantage::Compute,
             host: "10.0.0.1".parse().unwrap(),
             target: "10.0.0.2".parse().unwrap(),
-            target_qpn: 9,
             cid,
         }
     }
@@ -85,24 +97,43 @@ mod tests {
     #[test]
     fn completions_need_a_command_and_cids_are_reused() {
         let mut r = NvmeRecognizer::new(4);
-        assert!(!r.completion(key(1)), "no command seen");
-        r.command(key(1));
-        r.command(key(2));
-        assert!(r.completion(key(2)), "out of order");
-        assert!(r.completion(key(1)));
-        assert!(!r.completion(key(1)), "a completion answers once");
-        r.command(key(1));
-        assert!(r.completion(key(1)), "the CID is reused after completion");
+        assert!(!r.completion(key(1), false), "no command seen");
+        r.command(key(1), false);
+        r.command(key(2), false);
+        assert!(r.completion(key(2), false), "out of order");
+        assert!(r.completion(key(1), false));
+        assert!(!r.completion(key(1), false), "a completion answers once");
+        r.command(key(1), false);
+        assert!(r.completion(key(1), false), "the CID is reused after completion");
+    }
+
+    /// Three I/O queues with a command of CID 1 pending at once: three completions answer
+    /// them, a fourth answers none; copies sent again count neither as a command nor as a
+    /// completion.
+    #[test]
+    fn queues_may_await_one_cid_at_once() {
+        let mut r = NvmeRecognizer::new(4);
+        for _ in 0..3 {
+            r.command(key(1), false);
+        }
+        r.command(key(1), true);
+        assert_eq!(r.pending(), 1, "one key");
+        assert!(!r.completion(key(1), true), "a copy sent again");
+        for q in 0..3 {
+            assert!(r.completion(key(1), false), "queue {q}");
+        }
+        assert!(!r.completion(key(1), false));
+        assert_eq!(r.pending(), 0);
     }
 
     #[test]
     fn bounded_by_forgetting_the_oldest() {
         let mut r = NvmeRecognizer::new(2);
-        r.command(key(1));
-        r.command(key(2));
-        r.command(key(3));
+        r.command(key(1), false);
+        r.command(key(2), false);
+        r.command(key(3), false);
         assert_eq!((r.pending(), r.forgotten()), (2, 1));
-        assert!(!r.completion(key(1)));
-        assert!(r.completion(key(3)));
+        assert!(!r.completion(key(1), false));
+        assert!(r.completion(key(3), false));
     }
 }
