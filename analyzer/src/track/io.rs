@@ -166,6 +166,19 @@ struct Io {
     pair: u32,
 }
 
+impl Io {
+    /// A read seen at the compute vantage: its compute segment needs the host's ACK of its
+    /// completion.
+    fn needs_ack(&self) -> bool {
+        self.kind == Kind::Read && self.sqe_first.at(0).is_some()
+    }
+
+    /// Some vantage saw its completion.
+    fn saw_completion(&self) -> bool {
+        (0..2).any(|v| self.cqe.at(v).is_some())
+    }
+}
+
 impl Linked for Io {
     fn links(&mut self) -> &mut Links {
         &mut self.links
@@ -903,8 +916,7 @@ impl IoTracker {
         let io = &self.ios[i];
         let seen = |v: usize| io.sqe_first.at(v).is_some();
         let done = |v: usize| io.cqe.at(v).is_some();
-        (0..2).all(|v| !seen(v) || done(v))
-            && (io.kind != Kind::Read || !seen(0) || io.ack.at(0).is_some() || io.ack_lost)
+        (0..2).all(|v| !seen(v) || done(v)) && (!io.needs_ack() || io.ack.at(0).is_some() || io.ack_lost)
     }
 
     fn maybe_finish(&mut self, i: usize, ts: u64, rec: &mut LatencyRecorder) {
@@ -984,8 +996,7 @@ impl IoTracker {
             if self.ios[i].created.saturating_add(self.timeout_ns) >= now {
                 break;
             }
-            let completed = (0..2).any(|v| self.ios[i].cqe.at(v).is_some());
-            self.finish(i, rec, completed);
+            self.finish(i, rec, self.ios[i].saw_completion());
         }
     }
 
@@ -994,7 +1005,7 @@ impl IoTracker {
     pub fn finish_all(&mut self, rec: &mut LatencyRecorder) {
         while let Some(i) = self.live.head() {
             let i = i as usize;
-            if (0..2).any(|v| self.ios[i].cqe.at(v).is_some()) {
+            if self.ios[i].saw_completion() {
                 self.finish(i, rec, true);
             } else {
                 let io = &self.ios[i];
@@ -1095,16 +1106,14 @@ impl IoTracker {
                     .live(self.same_cid(first), Some(target_qpn))
                     .find(|&o| self.ios[o].sqe_first.at(v).is_some() && self.ios[o].cqe.at(v).is_none());
                 if let Some(old) = stale {
-                    let completed = (0..2).any(|x| self.ios[old].cqe.at(x).is_some());
-                    self.finish(old, rec, completed);
+                    self.finish(old, rec, self.ios[old].saw_completion());
                 }
                 // As many I/Os with this CID live as the bound allows (each queue to the
                 // target may use it): the oldest ends, as when its CID is used again.
                 let first = self.cid_first(host, target, sqe.cid);
                 if self.same_cid(first).count() >= MAX_SAME_CID {
                     if let Some(old) = self.get(first) {
-                        let completed = (0..2).any(|x| self.ios[old].cqe.at(x).is_some());
-                        self.finish(old, rec, completed);
+                        self.finish(old, rec, self.ios[old].saw_completion());
                     }
                 }
                 match self.create(ts, host, target, target_qpn, psn, sqe) {
@@ -1331,8 +1340,7 @@ impl IoTracker {
             // can no longer be matched. A read that needs it for its compute segment
             // finishes now without it (rather than at `--io-timeout`), and the loss is
             // counted; any other I/O there did not need the ACK.
-            let needs_ack = |io: &Io| io.kind == Kind::Read && io.sqe_first.at(0).is_some();
-            if let Some(old) = displaced.and_then(|r| self.get(r)).filter(|&o| needs_ack(&self.ios[o])) {
+            if let Some(old) = displaced.and_then(|r| self.get(r)).filter(|&o| self.ios[o].needs_ack()) {
                 self.acks_lost += 1;
                 self.ios[old].ack_lost = true;
                 self.maybe_finish(old, ts, rec);
