@@ -1410,9 +1410,9 @@ impl FlowTable {
         // packet more than `--flow-idle` before the transmission's last one (a clock that
         // stepped back; not a late copy, which the reorder window let through as such)
         // ends it too: the flow goes by the new clock from this packet on.
-        let stepped_back = e.last_ts.saturating_sub(ts) > self.idle_ns && !seen.late;
-        if e.has(TX_OPEN)
-            && (self.horizon > e.idle_at(self.idle_ns) || stepped_back)
+        let stepped_back =
+            |e: &Hot| e.has(TX_OPEN) && !seen.late && e.last_ts.saturating_sub(ts) > self.idle_ns;
+        if (e.went_idle(self.horizon, self.idle_ns) || stepped_back(e))
             && !close_short(e, &mut self.short[i as usize], self.min_tx_packets)
         {
             self.report_transmission(i, out);
