@@ -1330,17 +1330,31 @@ impl IoTracker {
         if vx == 0 {
             let q = self.ios[i].target_qpn;
             let c = self.conn(host, target, q, hint);
-            let n = usize::from(c.next_completion);
-            let waiting = c.completions_live & (1 << n) != 0;
-            let displaced = c.completions[n].io.filter(|&r| waiting && r != me);
-            c.completions[n] = RingEntry { psn, io: Some(me) };
-            c.completions_live |= 1 << n;
-            c.next_completion = ((n + 1) % CONN_RING) as u8;
+            // The same completion sent again while its first copy still awaits the ACK keeps
+            // its place: one place an I/O, so that a resent completion neither pushes
+            // another I/O out early nor has its own I/O's ACK given up while one of its
+            // places could still match.
+            let held =
+                (0..CONN_RING).any(|k| c.completions_live & (1 << k) != 0 && c.completions[k].io == Some(me));
+            let mut displaced = None;
+            if !held {
+                let n = usize::from(c.next_completion);
+                let waiting = c.completions_live & (1 << n) != 0;
+                displaced = c.completions[n].io.filter(|&r| waiting && r != me);
+                c.completions[n] = RingEntry { psn, io: Some(me) };
+                c.completions_live |= 1 << n;
+                c.next_completion = ((n + 1) % CONN_RING) as u8;
+            }
             // Every place holds a completion still awaiting the host's ACK: the oldest's ACK
             // can no longer be matched. A read that needs it for its compute segment
             // finishes now without it (rather than at `--io-timeout`), and the loss is
-            // counted; any other I/O there did not need the ACK.
-            if let Some(old) = displaced.and_then(|r| self.get(r)).filter(|&o| self.ios[o].needs_ack()) {
+            // counted (once); any other I/O there did not need the ACK, or had it already (a
+            // completion sent again after the ACK).
+            let lost = |&o: &usize| {
+                let io = &self.ios[o];
+                io.needs_ack() && io.ack.at(0).is_none() && !io.ack_lost
+            };
+            if let Some(old) = displaced.and_then(|r| self.get(r)).filter(lost) {
                 self.acks_lost += 1;
                 self.ios[old].ack_lost = true;
                 self.maybe_finish(old, ts, rec);
@@ -1538,6 +1552,42 @@ mod tests {
         assert_eq!((done(&t), t.acks_lost()), (1, 1));
         t.ack(at(c, 2_000), 9, 600 + u32::from(n) - 1, &mut h, &mut rec);
         assert_eq!((done(&t), t.counts().values().next().unwrap().timed_out), (u64::from(n), 0));
+    }
+
+    /// A read seen at both vantages: the target sends its completion twice before the host
+    /// ACKs, then fifteen more reads on the QP complete, and one ACK covers them all. The
+    /// read holds one place in the ring of sixteen, not two: no ACK is given up as lost
+    /// (the second copy took a place, so the fifteenth completion pushed the first copy's
+    /// out and counted the read's ACK lost while its ACK was still to come).
+    #[test]
+    fn a_completion_sent_twice_holds_one_place_awaiting_the_ack() {
+        let mut t = IoTracker::new(64, 1_000_000_000);
+        let mut rec = LatencyRecorder::new(16, 4);
+        let mut h = NONE;
+        let (c, s) = (Vantage::Compute, Vantage::Storage);
+        t.command(at(s, 0), sent(100), &read(0), &mut h, &mut rec);
+        t.command(at(c, 1), sent(100), &read(0), &mut h, &mut rec);
+        let cqe = Packet { psn: 600, again: false };
+        assert!(t.completion(at(c, 1_000), Some(9), 0, cqe, &mut h, &mut rec));
+        assert!(t.completion(at(c, 1_010), Some(9), 0, Packet { again: true, ..cqe }, &mut h, &mut rec));
+        let more = CONN_RING as u16 - 1;
+        for cid in 1..=more {
+            t.command(
+                at(c, 2_000 + u64::from(cid)),
+                sent(100 + u32::from(cid)),
+                &read(cid),
+                &mut h,
+                &mut rec,
+            );
+            let cqe = Packet { psn: 600 + u32::from(cid), again: false };
+            assert!(t.completion(at(c, 3_000 + u64::from(cid)), Some(9), cid, cqe, &mut h, &mut rec));
+        }
+        assert_eq!(t.acks_lost(), 0);
+        t.ack(at(c, 4_000), 9, 600 + u32::from(more), &mut h, &mut rec);
+        // The storage vantage's completion of the first read: it finishes with every segment.
+        assert!(t.completion(at(s, 4_010), Some(9), 0, cqe, &mut h, &mut rec));
+        let n = *t.counts().values().next().unwrap();
+        assert_eq!((n.completed, n.timed_out, t.acks_lost()), (u64::from(more) + 1, 0, 0));
     }
 
     #[test]
