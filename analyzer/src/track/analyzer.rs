@@ -362,7 +362,8 @@ impl Analyzer {
             Capsule::Command(sqe) => {
                 self.flows.count_capsule(slot, true);
                 let again = self.flows.was_sent_again();
-                self.nvme.command(PendingKey { vantage, host: ip.src, target: ip.dst, cid: sqe.cid }, again);
+                let key = PendingKey { vantage, host: ip.src, target: ip.dst, cid: sqe.cid };
+                self.nvme.command(key, dst_qpn, again);
                 let whole = opcode & 0x1F != op::SEND_FIRST;
                 self.ios.command(
                     At { vantage, ts, host: ip.src, target: ip.dst },
@@ -375,10 +376,11 @@ impl Analyzer {
             Capsule::Completion(cqe) => {
                 let again = self.flows.was_sent_again();
                 let key = PendingKey { vantage, host: ip.dst, target: ip.src, cid: cqe.cid };
-                if self.nvme.completion(key, again) {
+                // The I/O queue: the target's QP, this flow's pair (when known).
+                let target_qpn = self.flows.peer_qpn(slot);
+                if self.nvme.completion(key, target_qpn, again) {
                     self.flows.count_capsule(slot, false);
                 }
-                let target_qpn = self.flows.peer_qpn(slot);
                 self.ios.completion(
                     At { vantage, ts, host: ip.dst, target: ip.src },
                     target_qpn,

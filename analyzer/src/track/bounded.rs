@@ -220,6 +220,15 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
         self.order.push_tail(&mut self.slots, i);
     }
 
+    /// The entry that inserting `k` would forget: the oldest, if the map is full and `k`
+    /// is not in it.
+    pub fn would_forget(&self, k: &K) -> Option<&V> {
+        if self.index.len() < self.max || self.index.contains_key(k) {
+            return None;
+        }
+        self.order.head().map(|i| &self.slots[i as usize].value)
+    }
+
     /// Makes room for a key not in the map: forgets the oldest entry if the map is full.
     fn make_room(&mut self, k: &K) {
         if self.index.len() >= self.max && !self.index.contains_key(k) {

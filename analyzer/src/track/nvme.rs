@@ -1,11 +1,12 @@
 //! NVMe/RDMA recognition across the two directions of a connection: a command (SQE) is
 //! recognised on its own (see `wire::nvme`); a completion (CQE) only when it answers a
 //! command seen going the other way between the same two hosts, at the same vantage, with
-//! the same command identifier. Each I/O queue numbers its commands on its own, so several
-//! commands with one CID may await their completions at once (one per queue): they are
-//! counted, and each completion answers one. Pending commands live in a fixed-size table
-//! (`--max-pending-commands`): when it is full, the oldest is forgotten (counted), so
-//! memory stays bounded.
+//! the same command identifier. Each I/O queue (a QP of the target) numbers its commands on
+//! its own, so several commands with one CID may await their completions at once, one per
+//! queue: the queues are kept, and each completion answers one (its own queue's when its
+//! flow's pair is known). Pending commands live in a fixed-size table
+//! (`--max-pending-commands`): when it is full, the least recently used CID's commands are
+//! forgotten (counted), so memory stays bounded.
 
 use super::bounded::FifoMap;
 use super::vantage::Vantage;
@@ -30,29 +31,75 @@ impl std::hash::Hash for PendingKey {
     }
 }
 
+/// I/O queues kept by their QP per CID; commands on more queues at once are counted only.
+const QUEUES: usize = 8;
+
+/// The commands with one CID awaiting their completions.
+#[derive(Debug, Clone, Copy, Default)]
+struct Pending {
+    /// The queues (the target's QPs) whose command awaits its completion, oldest first.
+    queues: [u32; QUEUES],
+    len: u8,
+    /// Commands on queues beyond `queues`' room.
+    more: u32,
+}
+
+impl Pending {
+    fn count(&self) -> u64 {
+        u64::from(self.len) + u64::from(self.more)
+    }
+
+    fn find(&self, qpn: u32) -> Option<usize> {
+        self.queues[..usize::from(self.len)].iter().position(|&q| q == qpn)
+    }
+
+    fn remove(&mut self, k: usize) {
+        self.queues.copy_within(k + 1..usize::from(self.len), k);
+        self.len -= 1;
+    }
+}
+
 pub struct NvmeRecognizer {
-    /// Commands awaiting their completion, by key: how many (one per I/O queue using the CID).
-    pending: FifoMap<PendingKey, u32>,
+    /// Commands awaiting their completion, by key, least recently used first.
+    pending: FifoMap<PendingKey, Pending>,
+    /// Commands forgotten with the CID's others beyond the first (the map counts entries).
+    forgotten_with_others: u64,
 }
 
 impl NvmeRecognizer {
     pub fn new(max: usize) -> Self {
-        Self { pending: FifoMap::new(max) }
+        Self { pending: FifoMap::new(max), forgotten_with_others: 0 }
     }
 
-    /// A command from `host` to `target`; `again` if its PSN was behind its flow's (a copy
-    /// sent again, whose first copy counted already).
+    /// A command from `host` to `target`'s QP `target_qpn` (the I/O queue); `again` if its
+    /// PSN was behind its flow's (a copy sent again, whose first copy counted already, or
+    /// whose I/O finished: a command whose first copy was lost before this vantage is not
+    /// told from one sent again after its completion, and counts neither). A queue awaits
+    /// one completion a CID: a command on a queue that awaits one already is the queue using
+    /// the CID again after this vantage missed its completion, and one awaits it still.
     #[inline]
-    pub fn command(&mut self, key: PendingKey, again: bool) {
-        if !again {
-            let n = self.pending.get_or_insert_with(key, || 0);
-            *n = n.saturating_add(1);
+    pub fn command(&mut self, key: PendingKey, target_qpn: u32, again: bool) {
+        if again {
+            return;
+        }
+        if let Some(old) = self.pending.would_forget(&key) {
+            self.forgotten_with_others += old.count().saturating_sub(1);
+        }
+        let p = self.pending.get_or_insert_recent(key, Pending::default);
+        if p.find(target_qpn).is_some() {
+            return;
+        }
+        if usize::from(p.len) < QUEUES {
+            p.queues[usize::from(p.len)] = target_qpn;
+            p.len += 1;
+        } else {
+            p.more = p.more.saturating_add(1);
         }
     }
 
     /// Commands forgotten because the table was full.
     pub fn forgotten(&self) -> u64 {
-        self.pending.forgotten
+        self.pending.forgotten + self.forgotten_with_others
     }
 
     /// The bound that would have kept every forgotten command whose completion came (see
@@ -61,16 +108,23 @@ impl NvmeRecognizer {
         self.pending.needed()
     }
 
-    /// A completion-shaped capsule from `target` to `host`: true if it answers a pending
-    /// command (which is then done). A copy sent again (`again`) answers none.
+    /// A completion-shaped capsule from `target` to `host`, on the I/O queue `target_qpn`
+    /// if its flow's pair is known: true if it answers a pending command (which is then
+    /// done): its queue's, else (the queue unknown) the oldest. A copy sent again
+    /// (`again`) answers none (its queue may await the next command with that CID).
     #[inline]
-    pub fn completion(&mut self, key: PendingKey, again: bool) -> bool {
+    pub fn completion(&mut self, key: PendingKey, target_qpn: Option<u32>, again: bool) -> bool {
         if again {
             return false;
         }
-        let Some(n) = self.pending.get_mut(&key) else { return false };
-        *n -= 1;
-        if *n == 0 {
+        let Some(p) = self.pending.get_mut(&key) else { return false };
+        match target_qpn.and_then(|q| p.find(q)) {
+            Some(k) => p.remove(k),
+            None if p.more > 0 => p.more -= 1,
+            None if p.len > 0 => p.remove(0),
+            None => return false,
+        }
+        if p.count() == 0 {
             self.pending.remove(&key);
         }
         true
@@ -97,14 +151,14 @@ mod tests {
     #[test]
     fn completions_need_a_command_and_cids_are_reused() {
         let mut r = NvmeRecognizer::new(4);
-        assert!(!r.completion(key(1), false), "no command seen");
-        r.command(key(1), false);
-        r.command(key(2), false);
-        assert!(r.completion(key(2), false), "out of order");
-        assert!(r.completion(key(1), false));
-        assert!(!r.completion(key(1), false), "a completion answers once");
-        r.command(key(1), false);
-        assert!(r.completion(key(1), false), "the CID is reused after completion");
+        assert!(!r.completion(key(1), Some(9), false), "no command seen");
+        r.command(key(1), 9, false);
+        r.command(key(2), 9, false);
+        assert!(r.completion(key(2), Some(9), false), "out of order");
+        assert!(r.completion(key(1), None, false), "its queue unknown");
+        assert!(!r.completion(key(1), Some(9), false), "a completion answers once");
+        r.command(key(1), 9, false);
+        assert!(r.completion(key(1), Some(9), false), "the CID is reused after completion");
     }
 
     /// Three I/O queues with a command of CID 1 pending at once: three completions answer
@@ -113,27 +167,71 @@ mod tests {
     #[test]
     fn queues_may_await_one_cid_at_once() {
         let mut r = NvmeRecognizer::new(4);
-        for _ in 0..3 {
-            r.command(key(1), false);
+        for q in 10..13 {
+            r.command(key(1), q, false);
         }
-        r.command(key(1), true);
+        r.command(key(1), 10, true);
+        r.command(key(1), 13, true);
         assert_eq!(r.pending(), 1, "one key");
-        assert!(!r.completion(key(1), true), "a copy sent again");
-        for q in 0..3 {
-            assert!(r.completion(key(1), false), "queue {q}");
+        assert!(!r.completion(key(1), None, true), "a copy sent again");
+        assert!(!r.completion(key(1), Some(11), true), "queue 11's, sent again");
+        assert!(r.completion(key(1), Some(11), false), "queue 11");
+        for q in [10, 12] {
+            assert!(r.completion(key(1), None, false), "queue {q}");
         }
-        assert!(!r.completion(key(1), false));
+        assert!(!r.completion(key(1), None, false));
+        assert_eq!(r.pending(), 0);
+    }
+
+    /// More queues than are kept by their QP: those beyond are counted, and answered.
+    #[test]
+    fn queues_beyond_those_kept_are_counted() {
+        let mut r = NvmeRecognizer::new(4);
+        let queues = 100..100 + QUEUES as u32 + 3;
+        for q in queues.clone() {
+            r.command(key(1), q, false);
+        }
+        r.command(key(1), 100 + QUEUES as u32 + 1, true);
+        for q in queues.rev() {
+            assert!(r.completion(key(1), Some(q), false), "queue {q}");
+        }
+        assert!(!r.completion(key(1), None, false));
+        assert_eq!(r.pending(), 0);
+    }
+
+    /// A queue's completion of CID 1 never reached this vantage, and the queue uses CID 1
+    /// again: one command awaits its completion, not two (a count left behind would take
+    /// a completion of no command seen, and keep the key forever).
+    #[test]
+    fn a_queue_using_a_cid_again_awaits_one_completion() {
+        let mut r = NvmeRecognizer::new(4);
+        r.command(key(1), 9, false);
+        r.command(key(1), 9, false);
+        assert!(r.completion(key(1), Some(9), false));
+        assert!(!r.completion(key(1), None, false), "no command awaits it");
         assert_eq!(r.pending(), 0);
     }
 
     #[test]
-    fn bounded_by_forgetting_the_oldest() {
+    fn bounded_by_forgetting_the_least_recently_used() {
         let mut r = NvmeRecognizer::new(2);
-        r.command(key(1), false);
-        r.command(key(2), false);
-        r.command(key(3), false);
+        r.command(key(1), 9, false);
+        r.command(key(2), 9, false);
+        r.command(key(3), 9, false);
         assert_eq!((r.pending(), r.forgotten()), (2, 1));
-        assert!(!r.completion(key(1), false));
-        assert!(r.completion(key(3), false));
+        assert!(!r.completion(key(1), Some(9), false));
+        assert!(r.completion(key(3), Some(9), false));
+        // CID 2 awaits a completion on three queues; CID 4's command is newer, then a
+        // fourth queue uses CID 2 (most recently used now): CID 5's forgets CID 4's, then
+        // CID 6's the three commands of CID 2, counted each.
+        r.command(key(2), 10, false);
+        r.command(key(2), 11, false);
+        r.command(key(4), 9, false);
+        r.command(key(2), 12, false);
+        r.command(key(5), 9, false);
+        assert!(!r.completion(key(4), Some(9), false));
+        assert_eq!(r.forgotten(), 2);
+        r.command(key(6), 9, false);
+        assert_eq!(r.forgotten(), 2 + 4);
     }
 }
