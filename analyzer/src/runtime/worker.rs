@@ -94,6 +94,8 @@ struct Out {
     dropped: (u64, u64),
     /// Evidence records the stats side had no room for (their events are lost with them).
     dropped_evidence: u64,
+    /// Latency samples dropped in intervals whose snapshot was dropped: the next one says so.
+    dropped_latency_samples: u64,
     ended: Vec<Transmission>,
     buffers: Buffers,
     tx: Sender<ToStats>,
@@ -277,6 +279,7 @@ impl Worker {
             never_wait: cfg.never_wait,
             dropped: (0, 0),
             dropped_evidence: 0,
+            dropped_latency_samples: 0,
             ended: Vec::new(),
             buffers: Buffers::new(back, cfg.max_flows.min(4096), cfg.slow_ios),
             tx: tx.clone(),
@@ -863,10 +866,13 @@ impl Worker {
         let mut ios = self.out.buffers.ios.pop().unwrap_or_default();
         let mut evidence_no_file = self.out.buffers.no_file.pop().unwrap_or_default();
         self.analyzer.drain_no_file(&mut evidence_no_file);
-        let dropped_latency_samples = self.analyzer.drain_interval(&mut flows, &mut latency, &mut ios);
+        let dropped_latency_samples = self.analyzer.drain_interval(&mut flows, &mut latency, &mut ios)
+            + std::mem::take(&mut self.out.dropped_latency_samples);
         let (dropped_snapshots, dropped_batches) = std::mem::take(&mut self.out.dropped);
         let dropped_evidence =
             std::mem::take(&mut self.out.dropped_evidence) + self.analyzer.take_lost_signals();
+        // What was reported before this snapshot, should it be dropped (below).
+        let reported = (self.untracked_reported, self.forgotten_reported);
         let untracked_now = self.analyzer.untracked_packets();
         let untracked = untracked_now - self.untracked_reported;
         self.untracked_reported = untracked_now;
@@ -898,7 +904,8 @@ impl Worker {
         self.last_ts = 0;
         // Live, a slow stats side (a CSV file on a slow disk) must not stall capture: what it
         // has no room for is dropped and counted, and the next snapshot says so (with the
-        // drops this one carried: what it held is lost, not the count of what was lost).
+        // drops and losses this one carried: what it held is lost, not the count of what was
+        // lost: its untracked packets, forgotten entries and dropped samples go with the next).
         // Otherwise the worker waits. (A send error means the stats side panicked; that is
         // reported when it is joined.)
         let msg = ToStats::Interval(snap);
@@ -908,6 +915,8 @@ impl Worker {
                     self.out.dropped.0 += s.dropped_snapshots + 1;
                     self.out.dropped.1 += s.dropped_batches;
                     self.out.dropped_evidence += s.dropped_evidence;
+                    self.out.dropped_latency_samples += s.dropped_latency_samples;
+                    (self.untracked_reported, self.forgotten_reported) = reported;
                 }
             }
         } else {
@@ -1064,5 +1073,41 @@ mod backpressure {
             .collect();
         last.join().unwrap();
         assert_eq!(starts, [18 * s, 19 * s]);
+    }
+
+    /// A dropped snapshot loses what it held, not the counts of what was lost: the packets
+    /// it counted as untracked (a flow beyond `--max-flows`) go with the next snapshot.
+    #[test]
+    fn a_dropped_snapshot_hands_its_untracked_packets_on() {
+        use crate::wire::{bth, build::RoceFrame};
+        let cfg = PipelineConfig {
+            never_wait: true,
+            max_flows: 1,
+            reorder_window: std::time::Duration::ZERO,
+            ..PipelineConfig::new(VantageMap::default())
+        };
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let mut w = Worker::new(0, &cfg, tx);
+        let s = 1_000_000_000u64;
+        // RC SEND Only on QP 5 (tracked) and QP 6 (no room: untracked), both one way.
+        let send = |qp: u32, psn: u32| {
+            let repr = bth::Repr { opcode: 0x04, dest_qp: qp, psn, ..Default::default() };
+            RoceFrame::new("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap(), repr).emit()
+        };
+        let (a, b) = (send(5, 1), send(6, 1));
+        fn at(data: &[u8], ts: u64) -> Frame<'_> {
+            Frame { data, wire_len: data.len() as u32, ts_ns: ts, source: 0 }
+        }
+        w.handle(at(&a, 10 * s));
+        w.handle(at(&b, 11 * s)); // interval 10 closes: fits in the queue
+        w.handle(at(&b, 11 * s + 1));
+        w.handle(at(&a, 12 * s)); // interval 11 (two untracked) closes: no room, dropped
+        let untracked = |m: ToStats| match m {
+            ToStats::Interval(i) => (i.start_ns, i.dropped_snapshots, i.untracked_packets),
+            _ => panic!("an interval"),
+        };
+        assert_eq!(untracked(rx.try_recv().unwrap()), (10 * s, 0, 0));
+        w.handle(at(&a, 13 * s)); // interval 12 closes: it carries interval 11's counts
+        assert_eq!(untracked(rx.try_recv().unwrap()), (12 * s, 1, 2));
     }
 }
