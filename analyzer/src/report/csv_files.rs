@@ -521,7 +521,9 @@ impl Writer {
     fn write(&mut self, id: usize, ts_ns: u64, rows: &str) -> Result<()> {
         let rot = self.rotation;
         let path = self.dir.join(format!("{}.csv", self.reports[id].stem));
-        if !path.exists() {
+        // A report whose rotation could not start its new file has none: it is started
+        // below, not taken for one removed.
+        if !path.exists() && !self.reports[id].unstarted {
             // Removed (with its folder, perhaps) while open: rows written to the open file
             // would vanish with it, so start the report again, and with it every other
             // report that went with the folder (one without rows since would otherwise
@@ -532,8 +534,9 @@ impl Writer {
                 if k == id || !self.dir.join(format!("{}.csv", r.stem)).exists() {
                     (r.file, r.bytes) = start(&self.dir, r.stem, &r.header)?;
                     r.first_ns = None;
-                    r.unstarted = false;
-                    self.health.files_recreated += 1;
+                    if !std::mem::take(&mut r.unstarted) {
+                        self.health.files_recreated += 1;
+                    }
                 }
             }
             // What was kept may have gone with the folder.
@@ -732,32 +735,49 @@ mod tests {
     /// had, and the next rows, once there is room, start the report again with its header
     /// (they went to the renamed file's handle before, and a failure there cut it to
     /// nothing). Mounts a tmpfs: needs root, as CI runs.
-    #[test]
-    fn a_rotation_that_cannot_start_the_new_file_leaves_the_renamed_one_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        let disk = dir.path().join("disk");
-        std::fs::create_dir(&disk).unwrap();
-        let mounted = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
-            .arg(&disk)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(mounted, "mounting a tmpfs needs root (CI runs as root)");
-        struct Unmount<'a>(&'a Path);
-        impl Drop for Unmount<'_> {
-            fn drop(&mut self) {
-                let _ = std::process::Command::new("umount").arg(self.0).status();
-            }
+    /// A tmpfs of `options` mounted in a new temporary folder (needs root, as CI runs),
+    /// unmounted when dropped.
+    struct Tmpfs(tempfile::TempDir);
+
+    impl Tmpfs {
+        fn mount(options: &str) -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            let mounted = std::process::Command::new("mount")
+                .args(["-t", "tmpfs", "-o", options, "tmpfs"])
+                .arg(dir.path())
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(mounted, "mounting a tmpfs needs root (CI runs as root)");
+            Self(dir)
         }
-        let _unmount = Unmount(&disk);
+
+        fn path(&self) -> &Path {
+            self.0.path()
+        }
+    }
+
+    impl Drop for Tmpfs {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(self.0.path()).status();
+        }
+    }
+
+    /// A writer of one report `r` (header `a,b`) into `dir`, rotated at 1,000 bytes.
+    fn small_files(dir: &Path) -> Writer {
         let rotation = Rotation {
             max_bytes: Some(1000),
             max_age_ns: None,
             compression: Compression::None,
             retain_bytes: None,
         };
-        let (_link, unstarted) = prepare_writer(&disk, rotation, vec![("r", "a,b".into())], &["r"]).unwrap();
-        let mut w = unstarted.writer;
+        prepare_writer(dir, rotation, vec![("r", "a,b".into())], &["r"]).unwrap().1.writer
+    }
+
+    #[test]
+    fn a_rotation_that_cannot_start_the_new_file_leaves_the_renamed_one_whole() {
+        let tmpfs = Tmpfs::mount("size=64k");
+        let disk = tmpfs.path();
+        let mut w = small_files(disk);
         // 100 bytes a row: the header (5) and nine rows fill the first file to 905.
         let row = |i: u64| format!("{i:05},{}\r\n", "x".repeat(92));
         let mut first = String::from("a,b\r\n");
@@ -775,7 +795,7 @@ mod tests {
         std::fs::remove_file(&ballast).unwrap();
         w.write(0, 10, &row(10)).unwrap();
         w.write(0, 11, &row(11)).unwrap();
-        let rotated: Vec<PathBuf> = std::fs::read_dir(&disk)
+        let rotated: Vec<PathBuf> = std::fs::read_dir(disk)
             .unwrap()
             .map(|e| e.unwrap().path())
             .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("r-"))
@@ -784,6 +804,30 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&rotated[0]).unwrap(), first);
         let now = std::fs::read_to_string(disk.join("r.csv")).unwrap();
         assert_eq!(now, format!("a,b\r\n{}{}", row(10), row(11)));
+    }
+
+    /// The same when the new file cannot even be created (no inode left): the report is
+    /// started again with the next rows, which is no file recreated (one removed while open,
+    /// which the health counts).
+    #[test]
+    fn a_rotation_without_an_inode_is_not_a_file_removed() {
+        let tmpfs = Tmpfs::mount("size=64k,nr_inodes=16");
+        let disk = tmpfs.path();
+        let mut w = small_files(disk);
+        let row = |i: u64| format!("{i:05},{}\r\n", "x".repeat(92));
+        for i in 0..9 {
+            w.write(0, i, &row(i)).unwrap();
+        }
+        // Every inode taken: the tenth row's rotation renames the file, and finds no inode
+        // for the new one.
+        let fillers: Vec<PathBuf> =
+            (0..).map(|k| disk.join(format!("filler-{k}"))).take_while(|p| File::create(p).is_ok()).collect();
+        assert!(w.write(0, 9, &row(9)).is_err());
+        assert!(!disk.join("r.csv").exists());
+        std::fs::remove_file(&fillers[0]).unwrap();
+        w.write(0, 10, &row(10)).unwrap();
+        assert_eq!(std::fs::read_to_string(disk.join("r.csv")).unwrap(), format!("a,b\r\n{}", row(10)));
+        assert_eq!(w.health.files_recreated, 0);
     }
 
     /// An earlier run's rotated files count towards `--csv-retain` and go oldest first, those
