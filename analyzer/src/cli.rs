@@ -150,8 +150,9 @@ pub struct CommonArgs {
     /// of the I/O counts (further pairs are counted under 0.0.0.0).
     #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = defaults::MAX_LATENCY_SERIES, value_parser = parse_table_bound)]
     pub max_latency_series: usize,
-    /// Most NVMe commands awaiting their completion per worker; beyond it the oldest is
-    /// forgotten (summary: forgotten.nvme_commands).
+    /// Most NVMe command identifiers (per host, target and vantage) with commands awaiting
+    /// their completions per worker; beyond it the least recently used is forgotten with its
+    /// commands (summary: forgotten.nvme_commands).
     #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = defaults::MAX_PENDING_COMMANDS, value_parser = parse_table_bound)]
     pub max_pending_commands: usize,
     /// Most CM ConnectRequests awaiting their reply per worker; beyond it the oldest is
@@ -997,7 +998,8 @@ impl LiveOutputs {
 
     /// Shows the run's final numbers: the last Prometheus page, and the dashboard's final
     /// view (rates averaged over the run), which stays until the user quits it. The summary
-    /// file is written before that wait, since nothing but the screen waits for `q`.
+    /// file is written before that wait, since nothing but the screen waits for `q`, and
+    /// before the final view shows: "finished" on the screen means the file is there.
     fn finish(self, summary: &mut Result<Final>, sink: &mut Option<SummarySink>) -> Result<()> {
         if let (Some(e), Ok(f)) = (&self.exporter, &mut *summary) {
             e.publish(&mut f.summary);
@@ -1005,11 +1007,11 @@ impl LiveOutputs {
         let Some((tx, h)) = self.ui else { return Ok(()) };
         let mut written = Ok(());
         if let Ok(f) = &*summary {
-            let _ =
-                tx.send(ViewBuilder::over_run(f.first_ts_ns).build(f.summary.clone(), f.last_ts_ns, true));
             if let Some(SummarySink::File(..)) = sink {
                 written = sink.take().map_or(Ok(()), |s| s.write(&f.summary));
             }
+            let _ =
+                tx.send(ViewBuilder::over_run(f.first_ts_ns).build(f.summary.clone(), f.last_ts_ns, true));
         }
         drop(tx);
         // The terminal is restored before any error is told.
