@@ -220,19 +220,23 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
         self.order.push_tail(&mut self.slots, i);
     }
 
-    /// The entry that inserting `k` would forget: the oldest, if the map is full and `k`
-    /// is not in it.
-    pub fn would_forget(&self, k: &K) -> Option<&V> {
+    /// The slot of the entry that inserting `k` would forget: the oldest, if the map is
+    /// full and `k` is not in it.
+    fn to_forget(&self, k: &K) -> Option<u32> {
         if self.index.len() < self.max || self.index.contains_key(k) {
             return None;
         }
-        self.order.head().map(|i| &self.slots[i as usize].value)
+        self.order.head()
+    }
+
+    /// The entry that inserting `k` would forget (see [`FifoMap::to_forget`]).
+    pub fn would_forget(&self, k: &K) -> Option<&V> {
+        self.to_forget(k).map(|i| &self.slots[i as usize].value)
     }
 
     /// Makes room for a key not in the map: forgets the oldest entry if the map is full.
     fn make_room(&mut self, k: &K) {
-        if self.index.len() >= self.max && !self.index.contains_key(k) {
-            let Some(oldest) = self.order.head() else { return };
+        if let Some(oldest) = self.to_forget(k) {
             self.unlink(oldest);
             let key = self.slots[oldest as usize].key;
             self.slots[oldest as usize].live = false;
