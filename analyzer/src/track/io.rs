@@ -206,6 +206,21 @@ struct Conn {
     open_capsule: [Ref; 2],
 }
 
+impl Conn {
+    /// The places of `completions` that hold a completion awaiting the ACK, in ring order
+    /// (bits of `completions_live` read as they were when asked).
+    fn live_completions(&self) -> impl Iterator<Item = usize> {
+        let mut look = self.completions_live;
+        std::iter::from_fn(move || {
+            (look != 0).then(|| {
+                let k = look.trailing_zeros() as usize;
+                look &= look - 1;
+                k
+            })
+        })
+    }
+}
+
 impl Default for Conn {
     fn default() -> Self {
         Self {
@@ -1334,8 +1349,7 @@ impl IoTracker {
             // its place: one place an I/O, so that a resent completion neither pushes
             // another I/O out early nor has its own I/O's ACK given up while one of its
             // places could still match.
-            let held =
-                (0..CONN_RING).any(|k| c.completions_live & (1 << k) != 0 && c.completions[k].io == Some(me));
+            let held = c.live_completions().any(|k| c.completions[k].io == Some(me));
             let mut displaced = None;
             if !held {
                 let n = usize::from(c.next_completion);
@@ -1381,10 +1395,7 @@ impl IoTracker {
         // The completions it covers, in ring order.
         let mut covered = [NO_REF; CONN_RING];
         let mut n = 0;
-        let mut look = c.completions_live;
-        while look != 0 {
-            let k = look.trailing_zeros() as usize;
-            look &= look - 1;
+        for k in c.live_completions() {
             let e = &mut c.completions[k % CONN_RING];
             if let Some(r) = e.io {
                 if (acked.wrapping_sub(e.psn) & 0x00FF_FFFF) < (1 << 16) {
