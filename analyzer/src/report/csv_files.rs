@@ -762,6 +762,11 @@ mod tests {
         }
     }
 
+    /// Row `i` of report `r`: 100 bytes.
+    fn row(i: u64) -> String {
+        format!("{i:05},{}\r\n", "x".repeat(92))
+    }
+
     /// A writer of one report `r` (header `a,b`) into `dir`, rotated at 1,000 bytes.
     fn small_files(dir: &Path) -> Writer {
         let rotation = Rotation {
@@ -779,7 +784,6 @@ mod tests {
         let disk = tmpfs.path();
         let mut w = small_files(disk);
         // 100 bytes a row: the header (5) and nine rows fill the first file to 905.
-        let row = |i: u64| format!("{i:05},{}\r\n", "x".repeat(92));
         let mut first = String::from("a,b\r\n");
         for i in 0..9 {
             w.write(0, i, &row(i)).unwrap();
@@ -814,7 +818,6 @@ mod tests {
         let tmpfs = Tmpfs::mount("size=64k,nr_inodes=16");
         let disk = tmpfs.path();
         let mut w = small_files(disk);
-        let row = |i: u64| format!("{i:05},{}\r\n", "x".repeat(92));
         for i in 0..9 {
             w.write(0, i, &row(i)).unwrap();
         }
