@@ -561,6 +561,14 @@ impl Worker {
     /// analysis reaches it as one worker's does by analysing the frame of that time (after
     /// a step back the window is told the time since the step only).
     fn restart_at_step(&mut self, r: &mut Reorder) {
+        self.release_all(r);
+        r.restart();
+    }
+
+    /// Everything held is analysed, and the analysis reaches the highest time seen or told
+    /// (at a clock step, and at the end: what another worker's frames told this one, that
+    /// the window had not passed yet, counts as it does with one worker).
+    fn release_all(&mut self, r: &mut Reorder) {
         while self.release(r, false) > 0 {}
         let highest = r.latest().max(self.highest_told);
         if highest > self.last_ts {
@@ -568,7 +576,6 @@ impl Worker {
         }
         // Reached, whether observed now or by analysing the frame of that time.
         self.highest_reached = self.highest_reached.max(highest);
-        r.restart();
     }
 
     /// Analyses the frames the reorder window has passed, oldest first; with `observe`, then
@@ -930,7 +937,7 @@ impl Worker {
         // Nothing arrives any more: wait for the reports rather than lose the last of it.
         self.out.never_wait = false;
         if let Some(mut r) = self.reorder.take() {
-            while self.release(&mut r, false) > 0 {}
+            self.release_all(&mut r);
             self.reorder = Some(r);
         }
         let out = &mut self.out;
