@@ -3,6 +3,11 @@ mutated inputs, icrc-scapy's frames. Either byte order, micro- or nanosecond tim
 not read (ValueError).
 
     python3 scripts/pcap_records.py count FILE    prints how many records FILE holds
+    python3 scripts/pcap_records.py loop FILE OUT MPPS LOOPS
+        writes FILE's records LOOPS times over into OUT, timed as a live capture looping
+        FILE at MPPS million frames a second receives them (frame k at k / rate, nanosecond
+        times): what `roceprobe live` sees from a net_pcap vdev with infinite_rx=1 at that
+        rate, for `roceprobe replay` (docs/PERFORMANCE.md, "The report path at fabric scale")
 """
 import struct
 import sys
@@ -60,7 +65,22 @@ def write(path, header, records):
             f.write(data)
 
 
+def loop(path, out, mpps, loops):
+    """See the module's text: FILE looped LOOPS times at MPPS, into OUT."""
+    records = read(path).records
+    start = 1_800_000_000 * 10**9
+    timed = []
+    for k in range(len(records) * loops):
+        orig, data = records[k % len(records)][2:]
+        t = start + int(k * 1000 / mpps)
+        timed.append([t // 10**9, t % 10**9, orig, data])
+    write(out, nanosecond_header(), timed)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "count":
-        sys.exit("usage: pcap_records.py count FILE")
-    print(len(read(sys.argv[2]).records))
+    if len(sys.argv) == 3 and sys.argv[1] == "count":
+        print(len(read(sys.argv[2]).records))
+    elif len(sys.argv) == 6 and sys.argv[1] == "loop":
+        loop(sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5]))
+    else:
+        sys.exit("usage: pcap_records.py count FILE | loop FILE OUT MPPS LOOPS")

@@ -38,7 +38,8 @@ fn replay_csv(files: &[&Path], args: &[&str], workers: usize, dir: &Path) -> std
 fn a_transmission_ends_in_the_interval_in_which_it_went_idle() {
     // rdma_cm.pcap: the CM MADs (UD, QPN 1) of two hosts, one or two a second apart; each
     // direction's packets more than 1 ms apart are transmissions of their own, and a
-    // transmission of one packet is a short one (fewer than the default 2 packets). The
+    // transmission of fewer packets than the default `--min-transmission-packets` is a
+    // short one. The
     // capture's last MAD of an interval goes idle 1 ms later, before the next interval
     // begins and before the next frame comes.
     let file = capture("rdma_cm.pcap");
@@ -56,7 +57,7 @@ fn a_transmission_ends_in_the_interval_in_which_it_went_idle() {
             if let Some(&last) = run.last() {
                 if t == u64::MAX || t > last + idle {
                     let ended = last + idle;
-                    if run.len() < 2 {
+                    if (run.len() as u64) < roceprobe::defaults::MIN_TRANSMISSION_PACKETS {
                         *expected.entry((ended - ended % second, src.clone(), dst.clone())).or_default() += 1;
                     }
                     run.clear();
