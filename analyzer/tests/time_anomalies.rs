@@ -160,3 +160,81 @@ fn frames_stamped_hours_ahead_leave_the_rest_analysed() {
         assert_eq!(s["last_packet"], roceprobe::report::time::rfc3339_nanos(last), "{wrong} ahead");
     }
 }
+
+/// The clock steps back five seconds, and an NVMe write begun after the step is still open
+/// when the capture ends: it is unfinished, not timed out, however many workers share the
+/// frames. (Behind a dispatcher, a worker once ended the run at the highest time told,
+/// from before the step, by which the I/O was seconds old.)
+#[test]
+fn an_io_begun_after_the_clock_stepped_back_is_unfinished_at_the_end() {
+    use roceprobe::wire::bth::opcode as op;
+    use roceprobe::wire::nvme;
+    let (host, target) = ("10.8.3.1".parse().unwrap(), "10.8.3.2".parse().unwrap());
+    let mut capsule = [0u8; nvme::SQE_LEN + 64];
+    in_capsule_write(9, 64).emit(&mut capsule);
+    let mut command = RoceFrame::new(
+        host,
+        target,
+        bth::Repr { opcode: op::SEND_ONLY, dest_qp: 0x31, psn: 7, ..Default::default() },
+    );
+    command.payload = &capsule;
+    let command = command.emit();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("step.pcap");
+    let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+    let t0 = 1_800_000_000_000_000_000u64;
+    let ms = 1_000_000u64;
+    // Eight other host pairs (some on another worker than the I/O's) send every 500 ms for
+    // ten seconds; the host sends one request at the start; then the clock is five seconds
+    // back, the host sends its command, whose completion the capture does not hold, and
+    // the capture ends half a second later.
+    for k in 0..=20u64 {
+        if k == 0 {
+            let f = RoceFrame::new(
+                host,
+                target,
+                bth::Repr { opcode: 0x0a, dest_qp: 0x31, psn: 6, ..Default::default() },
+            )
+            .emit();
+            w.write(t0, &f, f.len() as u32).unwrap();
+        }
+        for pair in 0..8u8 {
+            let src = std::net::IpAddr::from([10, 8, 4, pair]);
+            let dst = std::net::IpAddr::from([10, 8, 5, pair]);
+            let f = RoceFrame::new(
+                src,
+                dst,
+                bth::Repr { opcode: 0x0a, dest_qp: 0x40, psn: k as u32, ..Default::default() },
+            )
+            .emit();
+            w.write(t0 + k * 500 * ms + u64::from(pair), &f, f.len() as u32).unwrap();
+        }
+    }
+    w.write(t0 + 5_000 * ms, &command, command.len() as u32).unwrap();
+    // The other pairs go on after the step for half a second (a frame alone five seconds
+    // back would be one wrong stamp, retimed).
+    for k in 1..=5u64 {
+        for pair in 0..8u8 {
+            let src = std::net::IpAddr::from([10, 8, 4, pair]);
+            let dst = std::net::IpAddr::from([10, 8, 5, pair]);
+            let psn = 20 + k as u32;
+            let f = RoceFrame::new(
+                src,
+                dst,
+                bth::Repr { opcode: 0x0a, dest_qp: 0x40, psn, ..Default::default() },
+            )
+            .emit();
+            w.write(t0 + 5_000 * ms + k * 100 * ms + u64::from(pair), &f, f.len() as u32).unwrap();
+        }
+    }
+    drop(w);
+    for workers in ["1", "2", "4"] {
+        let s = replay_summary(&[&path], &["--workers", workers]);
+        let ios = &s["ios"];
+        assert_eq!(
+            (&ios["unfinished"], &ios["timed_out"], &ios["completed"]),
+            (&1.into(), &0.into(), &0.into()),
+            "--workers {workers}: {ios}"
+        );
+    }
+}

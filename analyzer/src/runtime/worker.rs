@@ -561,18 +561,21 @@ impl Worker {
     /// analysis reaches it as one worker's does by analysing the frame of that time (after
     /// a step back the window is told the time since the step only).
     fn restart_at_step(&mut self, r: &mut Reorder) {
-        self.release_all(r);
+        self.release_all(r, false);
         r.restart();
     }
 
     /// Everything held is analysed, and the analysis reaches the highest time seen or told
-    /// (at a clock step, and at the end: what another worker's frames told this one, that
-    /// the window had not passed yet, counts as it does with one worker).
-    fn release_all(&mut self, r: &mut Reorder) {
+    /// (at a clock step, and at the `end`: what another worker's frames told this one, that
+    /// the window had not passed yet, counts as it does with one worker). At the end I/Os
+    /// time out by the latest time since the clock last stepped, as they do by frames: the
+    /// highest may be from before a step back, older than the I/Os begun since.
+    fn release_all(&mut self, r: &mut Reorder, end: bool) {
         while self.release(r, false) > 0 {}
         let highest = r.latest().max(self.highest_told);
         if highest > self.last_ts {
-            self.observe_released(Told::at(highest));
+            let current = if end { r.latest() } else { highest };
+            self.observe_released(Told { highest, current });
         }
         // Reached, whether observed now or by analysing the frame of that time.
         self.highest_reached = self.highest_reached.max(highest);
@@ -937,7 +940,7 @@ impl Worker {
         // Nothing arrives any more: wait for the reports rather than lose the last of it.
         self.out.never_wait = false;
         if let Some(mut r) = self.reorder.take() {
-            self.release_all(&mut r);
+            self.release_all(&mut r, true);
             self.reorder = Some(r);
         }
         let out = &mut self.out;
