@@ -33,7 +33,7 @@ fn at_full_speed_with_default_options_no_report_is_dropped() {
     assert_eq!(r.csv.map(|h| (h.failed_writes, h.rows_lost)), Some((0, 0)));
 
     // flows.csv holds every packet, and every packet is in one transmission: a row of
-    // transmissions.csv or, for one-packet ones (nearly all here), its flow's count.
+    // transmissions.csv or, for short ones (nearly all here), its flow's count.
     let flows = read_csv(&csv.join("flows.csv"));
     let sum = |rows: &[Row], c: &str| rows.iter().map(|r| r[c].parse::<u64>().unwrap()).sum::<u64>();
     assert_eq!(sum(&flows, "packets"), FRAMES as u64);

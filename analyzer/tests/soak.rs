@@ -95,8 +95,8 @@ fn a_minute_under_a_small_csv_retain_stays_bounded_whole_and_flat() {
         // The file loops: the probe's clock keeps time going on.
         "--probe-clock",
         // Transmissions of many packets each (the default 1 ms ends one at nearly every
-        // packet here: those of one packet are counted per flow, the others, a third of
-        // the packets, go to the collective step analysis, whose bounded queue of
+        // packet here: the short ones are counted per flow, the others go to the
+        // collective step analysis, whose bounded queue of
         // transmissions then fills and empties, and resident memory moves by tens of MB).
         "--flow-idle",
         "100ms",

@@ -425,6 +425,12 @@ impl Hot {
     fn tx_packets(&self) -> u64 {
         self.counts[0] - self.tx_base[0]
     }
+    /// Whether the open transmission is short (fewer than `min_packets` packets, changing
+    /// none of the counters in `keep`: see `FlowTable::keep_mask`).
+    #[inline]
+    fn is_short(&self, min_packets: u64, keep: u16) -> bool {
+        self.tx_packets() < min_packets && self.tx_mask & keep == 0
+    }
     /// Path MTU in bytes, 0 while unknown.
     #[inline]
     fn mtu(&self) -> u32 {
@@ -636,11 +642,11 @@ fn note_change(h: &mut Hot, changed: &mut Vec<u32>, i: u32) {
 /// part. Returns whether it was; a longer one is left open, to be reported with all its
 /// counters (`FlowTable::report_transmission`), which closes it.
 #[inline]
-fn close_short(h: &mut Hot, s: &mut Short, min_packets: u64) -> bool {
-    let packets = h.tx_packets();
-    if packets >= min_packets {
+fn close_short(h: &mut Hot, s: &mut Short, min_packets: u64, keep: u16) -> bool {
+    if !h.is_short(min_packets, keep) {
         return false;
     }
+    let packets = h.tx_packets();
     h.set(TX_OPEN, false);
     let bytes = h.counts[1] - h.tx_base[1];
     s.0 = s.0.saturating_add(1);
@@ -700,6 +706,10 @@ pub struct FlowTable {
     expire_ns: u64,
     /// `--min-transmission-packets`: shorter transmissions are counted, not reported.
     min_tx_packets: u64,
+    /// The cold counters (bits as in [`Hot::tx_mask`]) that make a transmission that
+    /// changed them a row however few its packets: the NAKs, which an operator looks for
+    /// and the collective step analysis takes from the answering flow's transmissions.
+    keep_mask: u16,
     /// Where the sweep for an expired flow goes on from.
     hand: u32,
     /// See [`FlowTable::next_idle`] (`u64::MAX`: none).
@@ -768,6 +778,12 @@ impl FlowTable {
             changed: Vec::with_capacity(max_flows),
             expire_ns: crate::defaults::FLOW_EXPIRE_NS,
             min_tx_packets: 1,
+            keep_mask: {
+                let mut c = FlowCounts::default();
+                let mut bit =
+                    |f: fn(&mut FlowCounts) -> &mut u64| 1u16 << (c.index_of(f) - HOT_COUNTS as u32);
+                bit(|c| &mut c.nak_seq) | bit(|c| &mut c.nak_rnr) | bit(|c| &mut c.nak_other)
+            },
             hand: 0,
             open_due: u64::MAX,
             untracked_packets: 0,
@@ -939,7 +955,7 @@ impl FlowTable {
             // Its transmission went idle: the packet ends it first, in the flow's short
             // counts, or, if long enough to be reported and it changed them, with the cold
             // counters and their base.
-            if h.tx_packets() < self.min_tx_packets {
+            if h.is_short(self.min_tx_packets, self.keep_mask) {
                 memory::prefetch_all(&self.short[slot as usize]);
             } else if h.tx_mask != 0 {
                 let c = &self.cold[slot as usize];
@@ -1014,7 +1030,12 @@ impl FlowTable {
     /// ([`close_short`]), a longer one reported with all its counters.
     #[inline]
     fn close_transmission(&mut self, i: u32, out: &mut impl FnMut(FlowEvent)) {
-        if !close_short(&mut self.hot[i as usize], &mut self.short[i as usize], self.min_tx_packets) {
+        if !close_short(
+            &mut self.hot[i as usize],
+            &mut self.short[i as usize],
+            self.min_tx_packets,
+            self.keep_mask,
+        ) {
             self.report_transmission(i, out);
             return;
         }
@@ -1413,7 +1434,7 @@ impl FlowTable {
         let stepped_back =
             |e: &Hot| e.has(TX_OPEN) && !seen.late && e.last_ts.saturating_sub(ts) > self.idle_ns;
         if (e.went_idle(self.horizon, self.idle_ns) || stepped_back(e))
-            && !close_short(e, &mut self.short[i as usize], self.min_tx_packets)
+            && !close_short(e, &mut self.short[i as usize], self.min_tx_packets, self.keep_mask)
         {
             self.report_transmission(i, out);
             (e, c) = (&mut self.hot[i as usize], &mut self.cold[i as usize]);
@@ -1972,6 +1993,26 @@ mod pairing {
         feed(&mut t, &frame(A, B, 0x04, 20, 500, ExtHeaders::default(), 8), 3);
         feed(&mut t, &frame(B, A, 0x81, 1, 0, ExtHeaders::default(), 0), 4);
         assert_eq!((counts(&t, A, B, 20).cnp, counts(&t, A, B, 30).cnp), (1, 0));
+    }
+
+    #[test]
+    fn a_short_transmission_with_a_nak_is_reported_all_the_same() {
+        // Two ACKs within --flow-idle are a short transmission under a minimum of four
+        // packets; a NAK and an ACK are reported: the NAK is what the answering flow says.
+        const MS: u64 = 1_000_000;
+        let nak = ExtHeaders { aeth: Some(Aeth::nak(0, 1)), ..Default::default() };
+        let rnr = ExtHeaders { aeth: Some(Aeth::rnr_nak(1, 1)), ..Default::default() };
+        let mut t = FlowTable::new(8, MS, None).with_min_transmission_packets(4);
+        let mut ended = 0;
+        for (first, at) in [(ack(), 0), (nak, 10 * MS), (rnr, 20 * MS)] {
+            feed(&mut t, &frame(B, A, 0x11, 1, 100, first, 0), at);
+            feed(&mut t, &frame(B, A, 0x11, 1, 101, ack(), 0), at + 1_000);
+            t.advance(at + 5 * MS);
+            t.end_idle(&mut |e| ended += usize::from(matches!(e, FlowEvent::Ended(_))));
+        }
+        let mut out = Vec::new();
+        t.drain_interval(&mut out);
+        assert_eq!((ended, out[0].short.count, out[0].short.packets), (2, 1, 2));
     }
 
     #[test]
