@@ -188,44 +188,32 @@ fn an_io_begun_after_the_clock_stepped_back_is_unfinished_at_the_end() {
     // ten seconds; the host sends one request at the start; then the clock is five seconds
     // back, the host sends its command, whose completion the capture does not hold, and
     // the capture ends half a second later.
-    for k in 0..=20u64 {
-        if k == 0 {
-            let f = RoceFrame::new(
-                host,
-                target,
-                bth::Repr { opcode: 0x0a, dest_qp: 0x31, psn: 6, ..Default::default() },
-            )
-            .emit();
-            w.write(t0, &f, f.len() as u32).unwrap();
-        }
+    // Each of the eight pairs sends one request at `t` (plus its number in ns).
+    let pairs = |w: &mut Writer<std::fs::File>, t: u64, psn: u32| {
         for pair in 0..8u8 {
             let src = std::net::IpAddr::from([10, 8, 4, pair]);
             let dst = std::net::IpAddr::from([10, 8, 5, pair]);
-            let f = RoceFrame::new(
-                src,
-                dst,
-                bth::Repr { opcode: 0x0a, dest_qp: 0x40, psn: k as u32, ..Default::default() },
-            )
-            .emit();
-            w.write(t0 + k * 500 * ms + u64::from(pair), &f, f.len() as u32).unwrap();
-        }
-    }
-    w.write(t0 + 5_000 * ms, &command, command.len() as u32).unwrap();
-    // The other pairs go on after the step for half a second (a frame alone five seconds
-    // back would be one wrong stamp, retimed).
-    for k in 1..=5u64 {
-        for pair in 0..8u8 {
-            let src = std::net::IpAddr::from([10, 8, 4, pair]);
-            let dst = std::net::IpAddr::from([10, 8, 5, pair]);
-            let psn = 20 + k as u32;
             let f = RoceFrame::new(
                 src,
                 dst,
                 bth::Repr { opcode: 0x0a, dest_qp: 0x40, psn, ..Default::default() },
             )
             .emit();
-            w.write(t0 + 5_000 * ms + k * 100 * ms + u64::from(pair), &f, f.len() as u32).unwrap();
+            w.write(t + u64::from(pair), &f, f.len() as u32).unwrap();
         }
+    };
+    let request =
+        RoceFrame::new(host, target, bth::Repr { opcode: 0x0a, dest_qp: 0x31, psn: 6, ..Default::default() })
+            .emit();
+    w.write(t0, &request, request.len() as u32).unwrap();
+    for k in 0..=20u64 {
+        pairs(&mut w, t0 + k * 500 * ms, k as u32);
+    }
+    w.write(t0 + 5_000 * ms, &command, command.len() as u32).unwrap();
+    // The other pairs go on after the step for half a second (a frame alone five seconds
+    // back would be one wrong stamp, retimed).
+    for k in 1..=5u64 {
+        pairs(&mut w, t0 + 5_000 * ms + k * 100 * ms, 20 + k as u32);
     }
     drop(w);
     for workers in ["1", "2", "4"] {
