@@ -122,7 +122,8 @@ fn transmissions_and_throughput_agree_with_the_capture_timestamps() {
     for name in REAL_CAPTURES {
         let path = capture(name);
         let want = tshark_transmissions(&path);
-        // Every transmission, however short (by default those of fewer than four packets are counted per flow).
+        // Every transmission, however short (by default those of fewer than four packets
+        // are counted per flow).
         let (_, _, rows) = run_with_csv(&[&path], &["--min-transmission-packets", "1"]);
         let mut got: BTreeMap<Key, Vec<&csv::StringRecord>> = BTreeMap::new();
         for r in &rows {
@@ -281,10 +282,9 @@ fn a_flows_row_is_for_an_interval_with_packets_of_the_flow() {
 #[test]
 fn short_transmissions_are_counted_per_flow_and_interval() {
     // By default a transmission of fewer than four packets, without a NAK, is not a
-    // transmissions.csv row:
-    // its flow's flows.csv row counts it (short_transmissions and their packets and bytes)
-    // in the interval it ended in. Per flow, rows plus counted ones are the generator's
-    // transmissions, and their packets every packet of the flow.
+    // transmissions.csv row: its flow's flows.csv row counts it (short_transmissions and
+    // their packets and bytes) in the interval it ended in. Per flow, rows plus counted ones
+    // are the generator's transmissions, and their packets every packet of the flow.
     const MIN: u64 = 4;
     assert_eq!(roceprobe::defaults::MIN_TRANSMISSION_PACKETS, MIN);
     let mut short_seen = 0;
