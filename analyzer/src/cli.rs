@@ -112,9 +112,9 @@ pub struct CommonArgs {
     /// A transmission (burst) of a flow ends after this long without a packet of it.
     #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = defaults::FLOW_IDLE, value_parser = parse_interval)]
     pub flow_idle: Duration,
-    /// A transmission of fewer packets is not written to transmissions.csv: flows.csv and
-    /// the summary count it per flow and interval (short_transmissions, their packets and
-    /// bytes). 1 writes every transmission.
+    /// A transmission of fewer packets (and no NAK) is not written to transmissions.csv:
+    /// flows.csv and the summary count it per flow and interval (short_transmissions, their
+    /// packets and bytes). 1 writes every transmission.
     #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = defaults::MIN_TRANSMISSION_PACKETS, value_parser = parse_min_packets)]
     pub min_transmission_packets: u64,
     /// When the flow table is full, a flow without a packet for this long (packet time)

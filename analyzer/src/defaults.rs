@@ -12,8 +12,8 @@ pub const INTERVAL_NS: u64 = 1_000_000_000;
 pub const FLOW_IDLE: &str = "1ms";
 pub const FLOW_IDLE_NS: u64 = 1_000_000;
 
-/// `--min-transmission-packets`: a transmission of fewer packets is counted in its flow's
-/// interval (flows.csv, the summary), not written to transmissions.csv. With n packets its
+/// `--min-transmission-packets`: a transmission of fewer packets (and no NAK) is counted in
+/// its flow's interval (flows.csv, the summary), not written to transmissions.csv. With n packets its
 /// rate is n packets' bytes over the n − 1 gaps between them, n/(n − 1) times a steady
 /// sender's: twice it for two packets, half as much again for three, within a third from
 /// four. And on a fabric whose QPs each send a message every few milliseconds, short

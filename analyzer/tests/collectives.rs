@@ -192,15 +192,19 @@ fn dashboard_shows_the_jobs(width: u16, height: u16) {
 /// The RC packets' times of a real capture as tshark reads them, per flow (source,
 /// destination, BTH destination QP), each marked whether it is a request (SEND, RDMA WRITE,
 /// READ Request, atomics).
-fn tshark_rc_times(pcap: &Path) -> BTreeMap<(String, String, u64), Vec<(u64, bool)>> {
+/// Each RC flow's packets as tshark reads them, by (source, destination, QP): (time,
+/// whether a request, whether a NAK).
+type RcFlows = BTreeMap<(String, String, u64), Vec<(u64, bool, bool)>>;
+
+fn tshark_rc_times(pcap: &Path) -> RcFlows {
     let o = Command::new("tshark")
         .args(["-r", pcap.to_str().unwrap(), "-Y", "infiniband.bth.opcode", "-T", "fields"])
         .args(["-e", "frame.time_epoch", "-e", "ip.src", "-e", "ip.dst", "-e", "infiniband.bth.opcode"])
-        .args(["-e", "infiniband.bth.destqp", "-E", "occurrence=f"])
+        .args(["-e", "infiniband.bth.destqp", "-e", "infiniband.aeth.syndrome", "-E", "occurrence=f"])
         .output()
         .expect("tshark (scripts/setup installs it)");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let mut flows: BTreeMap<(String, String, u64), Vec<(u64, bool)>> = BTreeMap::new();
+    let mut flows = RcFlows::new();
     for line in String::from_utf8(o.stdout).unwrap().lines() {
         let c: Vec<&str> = line.split('\t').collect();
         let op: u64 = c[3].parse().unwrap();
@@ -210,7 +214,9 @@ fn tshark_rc_times(pcap: &Path) -> BTreeMap<(String, String, u64), Vec<(u64, boo
         let request = matches!(op & 0x1F, 0x00..=0x0C | 0x13 | 0x14 | 0x16 | 0x17);
         let t = epoch_ns(c[0]);
         let qp = u64::from_str_radix(c[4].trim_start_matches("0x"), 16).unwrap();
-        flows.entry((c[1].into(), c[2].into(), qp)).or_default().push((t, request));
+        // The AETH syndrome's bits 6-5: 01 an RNR NAK, 11 a NAK.
+        let nak = c.get(5).and_then(|s| s.parse::<u8>().ok()).is_some_and(|s| matches!(s >> 5 & 3, 1 | 3));
+        flows.entry((c[1].into(), c[2].into(), qp)).or_default().push((t, request, nak));
     }
     flows
 }
@@ -221,35 +227,36 @@ fn on_the_real_captures_steps_are_the_bursts_tshark_times() {
     // tshark's packet times: each flow's bursts (1 ms idle ends one; a flow's packets are
     // its requests and, in a ping-pong, the ACKs it sends back), those with a request,
     // joined while they overlap or follow within 2 ms. With `--min-transmission-packets 1`
-    // every burst counts; with N (by default 4) a burst of fewer packets is counted in its
-    // flow, not reported as a transmission, so it takes no part in steps.
+    // every burst counts; with N (by default 4) a burst of fewer packets and no NAK is
+    // counted in its flow, not reported as a transmission, so it takes no part in steps.
     let mut checked = 0;
     for name in REAL_CAPTURES {
         let pcap = capture(name);
         let flows = tshark_rc_times(&pcap);
-        // (start, end, packets) of each burst with a request.
-        let mut bursts: Vec<(u64, u64, usize)> = Vec::new();
+        // (start, end, packets, whether it carries a NAK) of each burst with a request.
+        let mut bursts: Vec<(u64, u64, usize, bool)> = Vec::new();
         for packets in flows.values() {
-            let (mut start, mut requests, mut n) = (packets[0].0, packets[0].1, 1);
+            let (mut start, mut requests, mut nak, mut n) = (packets[0].0, packets[0].1, packets[0].2, 1);
             for w in packets.windows(2) {
                 if w[1].0 > w[0].0 + 1_000_000 {
                     if requests {
-                        bursts.push((start, w[0].0, n));
+                        bursts.push((start, w[0].0, n, nak));
                     }
-                    (start, requests, n) = (w[1].0, false, 0);
+                    (start, requests, nak, n) = (w[1].0, false, false, 0);
                 }
                 requests |= w[1].1;
+                nak |= w[1].2;
                 n += 1;
             }
             if requests {
-                bursts.push((start, packets.last().unwrap().0, n));
+                bursts.push((start, packets.last().unwrap().0, n, nak));
             }
         }
         bursts.sort();
         let at_least = |n: &str| ["--min-transmission-packets".to_string(), n.to_string()];
         for (min_packets, arg) in [(1, &at_least("1")[..]), (2, &at_least("2")[..]), (4, &[])] {
             let mut want: Vec<(u64, u64)> = Vec::new();
-            for &(s, e, _) in bursts.iter().filter(|b| b.2 >= min_packets) {
+            for &(s, e, _, _) in bursts.iter().filter(|b| b.2 >= min_packets || b.3) {
                 match want.last_mut() {
                     Some(last) if s <= last.1 + 2_000_000 => last.1 = last.1.max(e),
                     _ => want.push((s, e)),

@@ -1,6 +1,6 @@
 //! Periodic CSV reports in `--csv-dir` (docs/CSV.md): `flows.csv` (one row per flow active in
 //! an interval, deltas for the interval), `transmissions.csv` (one row per ended
-//! transmission), `latency.csv` (one row per latency series with samples in an interval),
+//! transmission of at least `--min-transmission-packets` packets or with a NAK), `latency.csv` (one row per latency series with samples in an interval),
 //! `io.csv` (NVMe I/O outcomes, bytes and sizes per (initiator, target, op) and interval),
 //! `slow_ios.csv` (each interval's slowest I/Os) and `ports.csv`. RFC 4180: CRLF line ends,
 //! a header row, fields quoted when they hold a comma, quote or line break. Times are RFC 3339 UTC with nanoseconds, rates Gbit/s.

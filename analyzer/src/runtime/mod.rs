@@ -40,8 +40,8 @@ pub struct PipelineConfig {
     pub check_icrc: bool,
     /// A transmission ends after this long without a packet of its flow (`--flow-idle`).
     pub flow_idle: Duration,
-    /// Transmissions of fewer packets are counted per flow and interval, not reported one
-    /// by one (`--min-transmission-packets`).
+    /// Transmissions of fewer packets (and no NAK) are counted per flow and interval, not
+    /// reported one by one (`--min-transmission-packets`).
     pub min_transmission_packets: u64,
     /// A flow without a packet for this long gives its slot to a new flow when the table is
     /// full (`--flow-expire`).

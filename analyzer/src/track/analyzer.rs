@@ -60,7 +60,8 @@ pub struct AnalyzerConfig {
     pub max_flows: usize,
     pub flow_idle_ns: u64,
     pub flow_expire_ns: u64,
-    /// Transmissions shorter than this many packets are counted per flow, not reported.
+    /// Transmissions shorter than this many packets (and without a NAK) are counted per
+    /// flow, not reported.
     pub min_transmission_packets: u64,
     pub mtu: Option<u32>,
     pub max_announced_flows: usize,

@@ -811,9 +811,10 @@ impl FlowTable {
         self
     }
 
-    /// Transmissions of fewer than `n` packets end without a [`FlowEvent::Ended`]: the
-    /// flow counts them (`short_transmissions` and their packets and bytes) in its
-    /// interval instead. 1 (the table's own default) reports every transmission.
+    /// Transmissions of fewer than `n` packets, unless they carried a NAK, end without a
+    /// [`FlowEvent::Ended`]: the flow counts them (`short_transmissions` and their packets
+    /// and bytes) in its interval instead. 1 (the table's own default) reports every
+    /// transmission.
     pub fn with_min_transmission_packets(mut self, n: u64) -> Self {
         self.min_tx_packets = n;
         self
