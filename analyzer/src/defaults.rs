@@ -13,10 +13,10 @@ pub const FLOW_IDLE: &str = "1ms";
 pub const FLOW_IDLE_NS: u64 = 1_000_000;
 
 /// `--min-transmission-packets`: a transmission of fewer packets (and no NAK) is counted in
-/// its flow's interval (flows.csv, the summary), not written to transmissions.csv. With n packets its
-/// rate is n packets' bytes over the n − 1 gaps between them, n/(n − 1) times a steady
-/// sender's: twice it for two packets, half as much again for three, within a third from
-/// four. And on a fabric whose QPs each send a message every few milliseconds, short
+/// its flow's interval (flows.csv, the summary), not written to transmissions.csv. With n
+/// packets its rate is n packets' bytes over the n − 1 gaps between them, n/(n − 1) times a
+/// steady sender's: twice it for two packets, half as much again for three, within a third
+/// from four. And on a fabric whose QPs each send a message every few milliseconds, short
 /// runs of them fall within `--flow-idle` of each other by chance, a row each
 /// (docs/METRICS.md, "Short transmissions").
 pub const MIN_TRANSMISSION_PACKETS: u64 = 4;

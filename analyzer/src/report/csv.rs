@@ -1,9 +1,11 @@
 //! Periodic CSV reports in `--csv-dir` (docs/CSV.md): `flows.csv` (one row per flow active in
 //! an interval, deltas for the interval), `transmissions.csv` (one row per ended
-//! transmission of at least `--min-transmission-packets` packets or with a NAK), `latency.csv` (one row per latency series with samples in an interval),
-//! `io.csv` (NVMe I/O outcomes, bytes and sizes per (initiator, target, op) and interval),
-//! `slow_ios.csv` (each interval's slowest I/Os) and `ports.csv`. RFC 4180: CRLF line ends,
-//! a header row, fields quoted when they hold a comma, quote or line break. Times are RFC 3339 UTC with nanoseconds, rates Gbit/s.
+//! transmission of at least `--min-transmission-packets` packets or with a NAK),
+//! `latency.csv` (one row per latency series with samples in an interval), `io.csv` (NVMe
+//! I/O outcomes, bytes and sizes per (initiator, target, op) and interval), `slow_ios.csv`
+//! (each interval's slowest I/Os) and `ports.csv`. RFC 4180: CRLF line ends, a header row,
+//! fields quoted when they hold a comma, quote or line break. Times are RFC 3339 UTC with
+//! nanoseconds, rates Gbit/s.
 //! The contract's columns come first, in their documented order; more are only appended.
 
 use super::text::{push_fixed6, push_ip, push_padded, push_u64};

@@ -99,8 +99,8 @@ impl FlowCounts {
 const _: () = assert!(std::mem::size_of::<FlowCounts>() <= 32 * std::mem::size_of::<u64>());
 
 /// Transmissions too short to be reported one by one (fewer packets than
-/// `--min-transmission-packets`, and no NAK), counted per flow: how many ended, and their packets and
-/// wire bytes (docs/METRICS.md, "Short transmissions").
+/// `--min-transmission-packets`, and no NAK), counted per flow: how many ended, and their
+/// packets and wire bytes (docs/METRICS.md, "Short transmissions").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
 pub struct ShortTransmissions {
