@@ -189,13 +189,12 @@ fn dashboard_shows_the_jobs(width: u16, height: u16) {
     term.keys("q");
 }
 
-/// The RC packets' times of a real capture as tshark reads them, per flow (source,
-/// destination, BTH destination QP), each marked whether it is a request (SEND, RDMA WRITE,
-/// READ Request, atomics).
-/// Each RC flow's packets as tshark reads them, by (source, destination, QP): (time,
-/// whether a request, whether a NAK).
+/// RC packets by flow (source, destination, BTH destination QP): (time, whether a request,
+/// whether a NAK).
 type RcFlows = BTreeMap<(String, String, u64), Vec<(u64, bool, bool)>>;
 
+/// The RC packets' times of a real capture as tshark reads them, per flow, each marked
+/// whether it is a request (SEND, RDMA WRITE, READ Request, atomics) and whether a NAK.
 fn tshark_rc_times(pcap: &Path) -> RcFlows {
     let o = Command::new("tshark")
         .args(["-r", pcap.to_str().unwrap(), "-Y", "infiniband.bth.opcode", "-T", "fields"])

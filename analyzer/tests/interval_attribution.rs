@@ -39,9 +39,8 @@ fn a_transmission_ends_in_the_interval_in_which_it_went_idle() {
     // rdma_cm.pcap: the CM MADs (UD, QPN 1) of two hosts, one or two a second apart; each
     // direction's packets more than 1 ms apart are transmissions of their own, and a
     // transmission of fewer packets than the default `--min-transmission-packets` is a
-    // short one. The
-    // capture's last MAD of an interval goes idle 1 ms later, before the next interval
-    // begins and before the next frame comes.
+    // short one. The capture's last MAD of an interval goes idle 1 ms later, before the
+    // next interval begins and before the next frame comes.
     let file = capture("rdma_cm.pcap");
     let idle = 1_000_000u64;
     let second = 1_000_000_000u64;

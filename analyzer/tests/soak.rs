@@ -96,8 +96,8 @@ fn a_minute_under_a_small_csv_retain_stays_bounded_whole_and_flat() {
         "--probe-clock",
         // Transmissions of many packets each (the default 1 ms ends one at nearly every
         // packet here: the short ones are counted per flow, the others go to the
-        // collective step analysis, whose bounded queue of
-        // transmissions then fills and empties, and resident memory moves by tens of MB).
+        // collective step analysis, whose bounded queue of transmissions then fills and
+        // empties, and resident memory moves by tens of MB).
         "--flow-idle",
         "100ms",
         "--mbufs",

@@ -9,12 +9,13 @@ use roceprobe::wire::bth;
 use roceprobe::wire::build::RoceFrame;
 
 fn frame(qp: u32, psn: u32) -> Vec<u8> {
-    RoceFrame::new(
-        "10.8.0.1".parse().unwrap(),
-        "10.8.0.2".parse().unwrap(),
-        bth::Repr { opcode: 0x0a, dest_qp: qp, psn, ..Default::default() },
-    )
-    .emit()
+    write_only([10, 8, 0, 1], [10, 8, 0, 2], qp, psn)
+}
+
+/// An RDMA WRITE Only from `src` to `dst`'s QP `qp`.
+fn write_only(src: [u8; 4], dst: [u8; 4], qp: u32, psn: u32) -> Vec<u8> {
+    RoceFrame::new(src.into(), dst.into(), bth::Repr { opcode: 0x0a, dest_qp: qp, psn, ..Default::default() })
+        .emit()
 }
 
 #[test]
@@ -169,12 +170,12 @@ fn frames_stamped_hours_ahead_leave_the_rest_analysed() {
 fn an_io_begun_after_the_clock_stepped_back_is_unfinished_at_the_end() {
     use roceprobe::wire::bth::opcode as op;
     use roceprobe::wire::nvme;
-    let (host, target) = ("10.8.3.1".parse().unwrap(), "10.8.3.2".parse().unwrap());
+    let (host, target) = ([10, 8, 3, 1], [10, 8, 3, 2]);
     let mut capsule = [0u8; nvme::SQE_LEN + 64];
     in_capsule_write(9, 64).emit(&mut capsule);
     let mut command = RoceFrame::new(
-        host,
-        target,
+        host.into(),
+        target.into(),
         bth::Repr { opcode: op::SEND_ONLY, dest_qp: 0x31, psn: 7, ..Default::default() },
     );
     command.payload = &capsule;
@@ -187,24 +188,15 @@ fn an_io_begun_after_the_clock_stepped_back_is_unfinished_at_the_end() {
     // Eight other host pairs (some on another worker than the I/O's) send every 500 ms for
     // ten seconds; the host sends one request at the start; then the clock is five seconds
     // back, the host sends its command, whose completion the capture does not hold, and
-    // the capture ends half a second later.
-    // Each of the eight pairs sends one request at `t` (plus its number in ns).
+    // the capture ends half a second later. Each pair sends its request at `t` plus its
+    // number in ns.
     let pairs = |w: &mut Writer<std::fs::File>, t: u64, psn: u32| {
         for pair in 0..8u8 {
-            let src = std::net::IpAddr::from([10, 8, 4, pair]);
-            let dst = std::net::IpAddr::from([10, 8, 5, pair]);
-            let f = RoceFrame::new(
-                src,
-                dst,
-                bth::Repr { opcode: 0x0a, dest_qp: 0x40, psn, ..Default::default() },
-            )
-            .emit();
+            let f = write_only([10, 8, 4, pair], [10, 8, 5, pair], 0x40, psn);
             w.write(t + u64::from(pair), &f, f.len() as u32).unwrap();
         }
     };
-    let request =
-        RoceFrame::new(host, target, bth::Repr { opcode: 0x0a, dest_qp: 0x31, psn: 6, ..Default::default() })
-            .emit();
+    let request = write_only(host, target, 0x31, 6);
     w.write(t0, &request, request.len() as u32).unwrap();
     for k in 0..=20u64 {
         pairs(&mut w, t0 + k * 500 * ms, k as u32);
