@@ -504,19 +504,27 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
                 let _ = e.print();
                 return 0;
             }
+            // No subcommand: clap would show the help, whose first paragraph says what the
+            // tool is, not what is wrong.
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                crate::note!(
+                    "roceprobe: error: a subcommand is needed: replay, live, plot or evidence (see roceprobe --help)"
+                );
+                return 2;
+            }
             // clap names the problem in its first paragraph (a missing argument on the lines
             // after), then adds tips and usage: the first paragraph, on one line.
             let text = e.render().to_string();
             let first: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
             let first = if first.is_empty() { "error: bad arguments".to_owned() } else { first.join(" ") };
-            eprintln!("roceprobe: {first} (see roceprobe --help)");
+            crate::note!("roceprobe: {first} (see roceprobe --help)");
             return 2;
         }
     };
     match run(cli) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("roceprobe: error: {}", one_line(&e));
+            crate::note!("roceprobe: error: {}", one_line(&e));
             1
         }
     }
@@ -547,6 +555,7 @@ impl Outputs {
             bail!("--dashboard needs a terminal, and stdout is not one");
         }
         check_flow_memory(common)?;
+        crate::metrics::steps::check_job_rules(&common.jobs).map_err(anyhow::Error::msg)?;
         csv_rotation(common)?;
         if let Some(e) = evidence_settings(common) {
             if e.output.max_bytes < 64 * 1024 {
@@ -569,7 +578,7 @@ impl Outputs {
         if let Some(p) = common.summary.as_deref().filter(|p| p.as_os_str() != "-") {
             place("--summary", p, false, "write")?;
         }
-        check_summary_path(common, inputs)?;
+        check_clashes(common, inputs)?;
         common.prometheus.as_deref().map(prometheus::bind).transpose()
     }
 
@@ -616,34 +625,87 @@ fn can_make(path: &Path, dir: bool) -> bool {
     false
 }
 
-/// A `--summary` file the run would write over something it reads or writes: one of the
-/// input files, or a report of `--csv-dir`.
-fn check_summary_path(common: &CommonArgs, inputs: &[PathBuf]) -> Result<()> {
+/// `path` made absolute, with the part of it that exists resolved (links, `..`) and the
+/// rest as written: two paths to one place compare equal whether or not it exists yet.
+fn resolved(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let parts: Vec<Component> = abs.components().collect();
+    for k in (1..=parts.len()).rev() {
+        let Ok(mut out) = parts[..k].iter().collect::<PathBuf>().canonicalize() else { continue };
+        // Past what exists there are no links: `..` goes up one name.
+        for c in &parts[k..] {
+            match c {
+                Component::ParentDir => {
+                    out.pop();
+                }
+                Component::Normal(n) => out.push(n),
+                _ => {}
+            }
+        }
+        return out;
+    }
+    abs
+}
+
+/// The folder `path` names an entry of (resolved), and the entry's name as given (a link
+/// there is the entry, not where it points: writing the entry's name writes through it).
+fn place_of(path: &Path) -> (PathBuf, Option<&str>) {
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    (resolved(parent), path.file_name().and_then(|n| n.to_str()))
+}
+
+/// Refuses a run whose outputs would land on something it reads or writes (the places
+/// need not exist yet): `--summary` on an input file, on the `--csv-dir` or
+/// `--evidence-dir` folder, on a CSV report or an evidence file; an input file that is a
+/// CSV report (the run empties it) or an evidence file (the run may remove it to keep
+/// within `--evidence-max-bytes`).
+fn check_clashes(common: &CommonArgs, inputs: &[PathBuf]) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
-    let Some(path) = common.summary.as_deref().filter(|p| p.as_os_str() != "-") else { return Ok(()) };
-    if let Ok(s) = std::fs::metadata(path) {
-        let same = |p: &PathBuf| std::fs::metadata(p).is_ok_and(|m| (m.dev(), m.ino()) == (s.dev(), s.ino()));
-        if let Some(input) = inputs.iter().find(|p| same(p)) {
-            bail!(
-                "--summary {} is the input file {}: the run would write over it",
-                path.display(),
-                input.display()
-            );
+    let csv = common.csv_dir.as_deref().map(|d| (resolved(d), d));
+    let evidence = common.evidence_dir.as_deref().map(|d| (resolved(d), d));
+    // What the run makes in its folders: the CSV reports, the evidence files.
+    let made = |path: &Path| -> Option<String> {
+        let (folder, name) = place_of(path);
+        let name = name?;
+        match (&csv, &evidence) {
+            (Some((d, given)), _) if *d == folder && crate::report::csv::is_report_file(name) => {
+                Some(format!("a file --csv-dir {} writes", given.display()))
+            }
+            (_, Some((d, given))) if *d == folder && crate::report::evidence::is_evidence_file(name) => Some(
+                format!("named as the evidence files --evidence-dir {} keeps and removes", given.display()),
+            ),
+            _ => None,
+        }
+    };
+    for input in inputs {
+        if let Some(what) = made(input) {
+            bail!("the input file {} is {what}: the run would write over it", input.display());
         }
     }
-    if let (Some(dir), Some(name)) = (&common.csv_dir, path.file_name().and_then(|n| n.to_str())) {
-        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let same_dir = match (parent.canonicalize(), dir.canonicalize()) {
-            (Ok(a), Ok(b)) => a == b,
-            _ => parent.components().eq(dir.components()),
-        };
-        if same_dir && crate::report::csv::is_report_file(name) {
-            bail!(
-                "--summary {} is a file --csv-dir {} writes: give the summary another name",
-                path.display(),
-                dir.display()
-            );
+    let Some(path) = common.summary.as_deref().filter(|p| p.as_os_str() != "-") else { return Ok(()) };
+    if path.as_os_str().as_encoded_bytes().ends_with(b"/") {
+        bail!("--summary {} names a folder: give a file", path.display());
+    }
+    let at = resolved(path);
+    for (folder, option) in [(&csv, "--csv-dir"), (&evidence, "--evidence-dir")] {
+        if folder.as_ref().is_some_and(|(d, _)| *d == at) {
+            bail!("--summary {} is the folder {option} writes in: give a file", path.display());
         }
+    }
+    let same_file = |p: &PathBuf| match (std::fs::metadata(path), std::fs::metadata(p)) {
+        (Ok(s), Ok(m)) => (m.dev(), m.ino()) == (s.dev(), s.ino()),
+        _ => resolved(p) == at,
+    };
+    if let Some(input) = inputs.iter().find(|p| same_file(p)) {
+        bail!(
+            "--summary {} is the input file {}: the run would write over it",
+            path.display(),
+            input.display()
+        );
+    }
+    if let Some(what) = made(path) {
+        bail!("--summary {} is {what}: give the summary another name", path.display());
     }
     Ok(())
 }
@@ -775,7 +837,7 @@ fn live(a: LiveArgs) -> Result<()> {
     };
     let mbuf_size = looped.mbuf_size;
     if let Some(note) = &looped.note {
-        eprintln!("{note}");
+        crate::note!("{note}");
     }
     let queues = if a.rss { a.common.workers as u16 } else { 1 };
     // The CPUs the process may use, before EAL pins this thread to its main lcore.
@@ -818,7 +880,7 @@ fn live(a: LiveArgs) -> Result<()> {
             (0..a.common.workers).filter_map(|i| runtime::given_worker_cpu(&cpus, i)).collect();
         let root = std::path::Path::new(runtime::cpus::SYSFS_CPUS);
         if let Some(w) = runtime::cpus::split_from_receiving(root, main, &workers) {
-            eprintln!("roceprobe: warning: {w}");
+            crate::note!("roceprobe: warning: {w}");
         }
     }
     let setup = crate::capture::dpdk::PortSetup {
@@ -841,7 +903,7 @@ fn live(a: LiveArgs) -> Result<()> {
     let out = Outputs::open(&a.common, prometheus)?;
     if a.duration.is_none() && a.idle_exit.is_none() && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         // Fine for a service; noted so a script that forgot a stop condition is not a mystery.
-        eprintln!("roceprobe: capturing until SIGINT / SIGTERM");
+        crate::note!("roceprobe: capturing until SIGINT / SIGTERM");
     }
     let times = cap.expected_time_sources();
     let mode = Mode::Live { worker_cpus: cpus, control_cpus: control.clone() };
@@ -1048,7 +1110,9 @@ fn print_and_write(common: &CommonArgs, summary: &Summary, sink: Option<SummaryS
     } else {
         let t = table::render(summary, common.top);
         if to_stdout {
-            eprint!("{t}");
+            // The table goes to standard error when the summary takes standard output; lost
+            // there if standard error cannot be written (see `note!`).
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), t.as_bytes());
             Ok(())
         } else {
             print_out(&t)
@@ -1071,7 +1135,7 @@ fn print_out(text: &str) -> Result<()> {
 
 /// A replay is over in moments: its final metrics stay up to be scraped until SIGINT / SIGTERM.
 fn serve_final_metrics(common: &CommonArgs, stop: &AtomicBool) {
-    eprintln!(
+    crate::note!(
         "roceprobe: serving the final metrics at http://{}/metrics until SIGINT / SIGTERM",
         common.prometheus.as_deref().unwrap_or_default()
     );
@@ -1093,7 +1157,7 @@ fn execute(
     let stop = stop_flag()?;
     let Outputs { mut sink, csv, prometheus: listener } = out;
     if let Some(w) = &csv {
-        eprintln!("{}", w.describe());
+        crate::note!("{}", w.describe());
     }
     // The Prometheus and dashboard threads start where this thread runs: on the control
     // CPUs, not on the capture lcore EAL pinned this thread to.
@@ -1122,11 +1186,11 @@ fn execute(
     let first = errors.next();
     // All but the first told here; the first is the run's error, told as it ends.
     for e in errors {
-        eprintln!("roceprobe: error: {}", one_line(&e));
+        crate::note!("roceprobe: error: {}", one_line(&e));
     }
     if exporter.is_some() && replaying {
         if let Some(e) = &first {
-            eprintln!("roceprobe: error: {}", one_line(e));
+            crate::note!("roceprobe: error: {}", one_line(e));
         }
         serve_final_metrics(common, &stop);
     }

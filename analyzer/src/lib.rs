@@ -5,6 +5,18 @@
 //! [`report`] (summary, tables). [`runtime`] wires them into one pipeline and [`cli`] is the
 //! command line.
 
+/// Writes a line to standard error as `eprintln!` does, but a standard error that cannot
+/// be written (closed by the reader of a pipe, `2>/dev/full`) loses the line, never the
+/// run: `eprintln!` panics there, after the outputs were opened and before they were
+/// written.
+#[macro_export]
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod capture;
 pub mod cli;
 pub mod defaults;

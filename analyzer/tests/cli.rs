@@ -763,6 +763,58 @@ fn a_summary_path_that_would_write_over_an_input_or_a_report_is_refused() {
 }
 
 #[test]
+fn outputs_that_land_on_an_input_or_on_each_other_are_refused_before_anything_is_made() {
+    let d = tempfile::tempdir().unwrap();
+    let at = |p: &str| d.path().join(p).to_str().unwrap().to_owned();
+    let input = capture("rdma_write_bw.pcap");
+    let i = input.to_str().unwrap();
+    // The same place written two ways, the folder not made yet.
+    let (csv, dotted) = (at("out"), format!("{}/./out/../out/flows.csv", d.path().display()));
+    assert_one_line_error(&["replay", "-q", "--csv-dir", &csv, "--summary", &dotted, i], "is a file --csv-dir");
+    // The summary on the folder of the CSV reports or of the evidence, or on a folder.
+    assert_one_line_error(&["replay", "-q", "--csv-dir", &csv, "--summary", &csv, i], "the folder --csv-dir");
+    let ev = at("ev");
+    assert_one_line_error(&["replay", "-q", "--evidence-dir", &ev, "--summary", &ev, i], "the folder --evidence-dir");
+    assert_one_line_error(&["replay", "-q", "--summary", &format!("{}/", at("new")), i], "names a folder");
+    assert!(std::fs::read_dir(d.path()).unwrap().next().is_none(), "a refused run made something");
+    // An input where the run writes its reports (`flows.csv`) or keeps its evidence: the
+    // run would empty it, or remove it to keep within --evidence-max-bytes.
+    std::fs::create_dir(at("out")).unwrap();
+    let copied = at("out/flows.csv");
+    std::fs::copy(&input, &copied).unwrap();
+    assert_one_line_error(&["replay", "-q", "--csv-dir", &csv, &copied], "is a file --csv-dir");
+    std::fs::create_dir(&ev).unwrap();
+    let kept = format!("{ev}/20261129T080000.000000000Z_loss_10.0.0.1-10.0.0.2-qp5.pcapng");
+    std::fs::copy(&input, &kept).unwrap();
+    assert_one_line_error(&["replay", "-q", "--evidence-dir", &ev, &kept], "evidence files");
+    for f in [&copied, &kept] {
+        assert_eq!(std::fs::read(f).unwrap(), std::fs::read(&input).unwrap(), "{f} changed");
+    }
+}
+
+#[test]
+fn a_standard_error_that_cannot_be_written_loses_its_lines_not_the_run() {
+    let d = tempfile::tempdir().unwrap();
+    let (csv, summary) = (d.path().join("csv"), d.path().join("s.json"));
+    let o = std::process::Command::new(bin())
+        .args(["replay", "--csv-dir", csv.to_str().unwrap(), "--summary", summary.to_str().unwrap()])
+        .arg(capture("rdma_write_bw.pcap"))
+        .stderr(std::fs::File::options().write(true).open("/dev/full").unwrap())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "exit {:?}", o.status);
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    assert!(s["roce_packets"].as_u64().unwrap() > 0);
+    let flows = std::fs::read_to_string(csv.join("flows.csv")).unwrap();
+    assert!(flows.lines().count() > 1, "flows.csv has no rows");
+}
+
+#[test]
+fn no_subcommand_says_one_is_needed() {
+    assert_one_line_error(&[], "a subcommand is needed: replay, live, plot or evidence");
+}
+
+#[test]
 fn a_file_damaged_partway_still_reports_what_came_before() {
     // The real capture's first 40 records, then a record header claiming 512 MiB: the
     // run ends with an error naming the damage, after writing the summary of those 40

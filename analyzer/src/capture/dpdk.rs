@@ -409,7 +409,7 @@ impl Port {
                 let ret = ffi::rte_eth_dev_rss_reta_update(id, reta.as_mut_ptr(), caps.reta_size);
                 if ret != 0 {
                     // PMDs default to the same table; say so rather than refuse to run.
-                    eprintln!(
+                    crate::note!(
                         "roceprobe: warning: port {id} ({name}) keeps its default RSS redirection table ({})",
                         strerror(-ret)
                     );
@@ -955,7 +955,7 @@ impl DpdkCapture {
             };
             stamps.push((id, stamp));
             for w in &plan.warnings {
-                eprintln!("roceprobe: warning: port {id}: {w}");
+                crate::note!("roceprobe: warning: port {id}: {w}");
             }
             plans.push((id, caps, plan));
         }
@@ -963,7 +963,7 @@ impl DpdkCapture {
         let mut started = Vec::with_capacity(ids.len());
         for (id, caps, plan) in &plans {
             let port = Port::start(*id, caps, plan, rx_queues.max(1), &pool, 1024, setup.flow_control)?;
-            eprintln!("{}", port.setup_line());
+            crate::note!("{}", port.setup_line());
             started.push(port);
         }
         let mut offset: c_int = -1;
@@ -975,7 +975,7 @@ impl DpdkCapture {
                 .then_some((offset as usize, flag))
         };
         for note in eal_notes() {
-            eprintln!("{note}");
+            crate::note!("{note}");
         }
         let clock = TscClock::new();
         let now = clock.now_ns();

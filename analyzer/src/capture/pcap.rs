@@ -177,14 +177,14 @@ impl FileReader {
     /// Tells the warnings held so far, and from now on as they come.
     fn tell_warnings(&mut self) {
         for w in self.held.take().unwrap_or_default() {
-            eprintln!("{w}");
+            crate::note!("{w}");
         }
     }
 
     fn warn(&mut self, w: String) {
         match self.held.as_mut() {
             Some(held) => held.push(w),
-            None => eprintln!("{w}"),
+            None => crate::note!("{w}"),
         }
     }
 
@@ -464,7 +464,7 @@ impl Cursor {
     /// The file ends inside a record: what came before it stands.
     #[cold]
     fn warn_cut_short(&self) {
-        eprintln!(
+        crate::note!(
             "roceprobe: warning: {}: the last record is cut short after {} packets (a capture still being written, or a truncated file); stopping this file there",
             self.path.display(),
             self.stats.ipackets

@@ -65,13 +65,15 @@ impl std::str::FromStr for JobRule {
         let nets = nets
             .split(',')
             .map(|n| {
-                let (ip, len) = n.split_once('/').unwrap_or((n, ""));
+                let (ip, len) = match n.split_once('/') {
+                    Some((ip, len)) => (ip, Some(len)),
+                    None => (n, None),
+                };
                 let ip: IpAddr = ip.parse().map_err(|_| format!("'{n}' is not an address or CIDR"))?;
                 let max = if ip.is_ipv4() { 32 } else { 128 };
-                let len = if len.is_empty() {
-                    max
-                } else {
-                    len.parse::<u8>().map_err(|_| format!("'{n}': bad prefix length"))?
+                let len = match len {
+                    None => max,
+                    Some(len) => len.parse::<u8>().map_err(|_| format!("'{n}': bad prefix length"))?,
                 };
                 if len > max {
                     return Err(format!("'{n}': prefix longer than {max}"));
@@ -81,6 +83,29 @@ impl std::str::FromStr for JobRule {
             .collect::<Result<Vec<_>, String>>()?;
         Ok(JobRule { name: name.to_owned(), nets })
     }
+}
+
+/// Refuses `--job` rules of two jobs whose ranges overlap: a host belongs to one job
+/// (rules of one name are one job, and may overlap).
+pub fn check_job_rules(rules: &[JobRule]) -> Result<(), String> {
+    let show = |(ip, len): (IpAddr, u8)| format!("{ip}/{len}");
+    for (i, a) in rules.iter().enumerate() {
+        for b in rules[i + 1..].iter().filter(|b| b.name != a.name) {
+            for &x in &a.nets {
+                // Two ranges overlap when the shorter prefix holds the other's address.
+                if let Some(&y) = b.nets.iter().find(|&&y| in_net(x.0, y.0, x.1.min(y.1))) {
+                    return Err(format!(
+                        "--job {}={} overlaps --job {}={}: a host belongs to one job",
+                        b.name,
+                        show(y),
+                        a.name,
+                        show(x)
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What the straggler's packets show about why it finished last.
@@ -784,6 +809,21 @@ mod tests {
         assert!("x".parse::<JobRule>().is_err());
         assert!("a=10.0.0.0/33".parse::<JobRule>().is_err());
         assert!("a=nonsense".parse::<JobRule>().is_err());
+        // A '/' without a length is a mistake, not a single address.
+        assert!("a=10.1.0.0/".parse::<JobRule>().is_err());
+        assert_eq!("a=10.1.0.1".parse::<JobRule>().unwrap().nets, vec![(ip("10.1.0.1"), 32)]);
+    }
+
+    #[test]
+    fn jobs_whose_ranges_overlap_are_refused() {
+        let rules = |r: &[&str]| r.iter().map(|r| r.parse::<JobRule>().unwrap()).collect::<Vec<_>>();
+        let e = check_job_rules(&rules(&["a=10.0.0.0/8", "b=10.1.0.0/16"])).unwrap_err();
+        assert_eq!(e, "--job b=10.1.0.0/16 overlaps --job a=10.0.0.0/8: a host belongs to one job");
+        assert!(check_job_rules(&rules(&["a=10.1.0.0/16", "b=10.0.0.0/8"])).is_err());
+        assert!(check_job_rules(&rules(&["a=10.1.2.3", "b=10.1.0.0/16,fd00::/8"])).is_err());
+        // Apart, in two families, or one job's rules: no overlap between jobs.
+        assert!(check_job_rules(&rules(&["a=10.1.0.0/16", "b=10.2.0.0/16", "c=fd00::/8"])).is_ok());
+        assert!(check_job_rules(&rules(&["a=10.1.0.0/16", "a=10.1.2.0/24"])).is_ok());
     }
 
     #[test]

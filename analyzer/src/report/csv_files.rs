@@ -450,7 +450,7 @@ impl Writer {
                         if !self.told {
                             // Measuring goes on; the summary still gets everything, and
                             // writing is tried again with the next rows.
-                            eprintln!(
+                            crate::note!(
                                 "roceprobe: warning: writing CSV reports in {} failed ({e:#}); lost rows are counted (summary csv_output) and writing is retried",
                                 self.dir.display()
                             );

@@ -110,8 +110,8 @@ pub fn file_name(e: &Event) -> String {
     )
 }
 
-/// Whether a file name is one this writer gives.
-fn ours(name: &str) -> bool {
+/// Whether a file name is one this writer gives (and, to keep within its bound, removes).
+pub fn is_evidence_file(name: &str) -> bool {
     name.ends_with(".pcapng")
         && name.split_once('_').is_some_and(|(_, rest)| {
             EventKind::ALL.iter().any(|k| rest.strip_prefix(k.as_str()).is_some_and(|r| r.starts_with('_')))
@@ -228,7 +228,7 @@ impl EvidenceWriter {
             .filter_map(|e| {
                 let name = e.file_name().to_string_lossy().into_owned();
                 let size = e.metadata().ok()?.len();
-                ours(&name).then(|| (name, e.path(), size))
+                is_evidence_file(&name).then(|| (name, e.path(), size))
             })
             .collect();
         found.sort();
@@ -299,7 +299,7 @@ impl EvidenceWriter {
                 }
                 Err(err) => {
                     if !self.told {
-                        eprintln!(
+                        crate::note!(
                             "roceprobe: warning: writing evidence in {} failed ({err:#}); capture goes on, failures are counted (summary evidence)",
                             self.out.dir.display()
                         );
@@ -444,8 +444,11 @@ pub fn describe_file(path: &Path) -> Result<(String, String, String, String, usi
 pub fn list(dir: &Path) -> Result<String> {
     let entries =
         std::fs::read_dir(dir).with_context(|| format!("evidence: cannot read {}", dir.display()))?;
-    let mut names: Vec<String> =
-        entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| ours(n)).collect();
+    let mut names: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| is_evidence_file(n))
+        .collect();
     names.sort();
     let mut rows = vec![[
         "TIME".to_owned(),

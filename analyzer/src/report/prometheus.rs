@@ -65,7 +65,7 @@ impl Scrapes {
     /// Counts a failed scrape; the first one is told on stderr with its cause.
     fn failed(&self, peer: &str, cause: &dyn std::fmt::Display) {
         if self.failed.fetch_add(1, Ordering::Relaxed) == 0 {
-            eprintln!(
+            crate::note!(
                 "roceprobe: warning: a Prometheus scrape from {peer} failed ({cause}); failed scrapes are counted (roceprobe_scrapes_total, summary prometheus) and the next is served"
             );
         }
