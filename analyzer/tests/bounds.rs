@@ -66,4 +66,9 @@ fn a_bound_that_drops_data_names_its_option_and_the_value_that_would_have_suffic
     // NVMe commands awaiting their completion: forgotten ones whose completion came. An
     // estimate from above; running with it forgets none.
     advised("--max-pending-commands", 10, |s| s["forgotten"]["nvme_commands"].as_u64().unwrap());
+    // I/Os followed at once: the commands turned away, counted by stretches of packet time
+    // (the whole scenario is shorter than one --io-timeout: every one of them).
+    let overflowed = |s: &Value| s["ios"]["overflowed"].as_u64().unwrap();
+    let (_, _, small) = replay_nvme(&["--max-ios", "8"]);
+    assert_eq!(advised("--max-ios", 8, overflowed), 8 + overflowed(&small));
 }

@@ -175,6 +175,44 @@ fn rotation_by_size_and_by_age_keeps_every_row_once_and_whole() {
     assert!(p1 == plot(&by_size, &dir.path().join("p2")), "the rotated reports plot as the single ones");
 }
 
+/// With several workers each reports its own rows of an interval; the interval's rows are
+/// written together once every worker has reported it: no rotation splits them, the files
+/// follow one another in time, and together they hold one worker's rows.
+#[test]
+fn with_two_workers_an_intervals_rows_stay_in_one_file_and_the_files_follow_in_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (one, two) = (dir.path().join("one"), dir.path().join("two"));
+    replay_into(&one, &[]);
+    replay_into(&two, &["--workers", "2", "--csv-rotate-age", "100us", "--csv-compress", "none"]);
+    for stem in ["flows", "latency", "io", "slow_ios"] {
+        let parts = files(&two, stem);
+        assert!(parts.len() >= 3, "{stem}: only {} files", parts.len());
+        let (mut file_of, mut last, mut got) = (BTreeMap::new(), 0, Vec::new());
+        for (k, p) in parts.iter().enumerate() {
+            let (_, rows) = read(p);
+            let t = first_column_ns(&rows);
+            if let (Some(&lo), Some(&hi)) = (t.iter().min(), t.iter().max()) {
+                assert!(lo >= last, "{}: rows older than the file before", p.display());
+                assert!(hi - lo < 100_000, "{}: rows {lo}..{hi} span 100us or more", p.display());
+                last = hi;
+            }
+            for r in &rows {
+                let start = r.split(',').next().unwrap().to_owned();
+                assert_eq!(
+                    *file_of.entry(start.clone()).or_insert(k),
+                    k,
+                    "{stem}: the interval {start} split"
+                );
+            }
+            got.extend(rows);
+        }
+        let (_, mut want) = read(&one.join(format!("{stem}.csv")));
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "{stem}: the rows one worker writes");
+    }
+}
+
 /// Each compression: the rotated files are the uncompressed run's, compressed (same names
 /// with `.gz` / `.zst`, the same rows in the same order), the current files plain, no
 /// temporary file left; the plots drawn from them are the uncompressed run's, byte for byte.

@@ -400,3 +400,51 @@ fn every_io_queue_may_use_a_cid_at_once() {
         assert_eq!(on(target, host_qp(q))["nvme_completions"], 1, "queue {q}");
     }
 }
+
+#[test]
+fn a_reads_last_response_is_one_of_its_own_psns() {
+    // With room for eight I/Os, most of nvme_vlan's commands are not followed; the READs of
+    // their writes still come, on the queues of writes that are. A last READ Response
+    // answers the READ whose PSNs it is in, never the one before it: every I/O that
+    // completes has the segments the truth gives it.
+    let t = truth("nvme_vlan");
+    let fs = files("nvme_vlan", &t);
+    let refs: Vec<&Path> = fs.iter().map(PathBuf::as_path).collect();
+    let mut args: Vec<String> =
+        t["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect();
+    args.extend(["--max-ios", "8", "--slow-ios", "200"].map(String::from));
+    let s = replay_summary(&refs, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(s["ios"]["overflowed"].as_u64().unwrap() > 100, "most commands not followed");
+    let slowest = s["ios"]["slowest"].as_array().unwrap();
+    assert_eq!(slowest.len() as u64, s["ios"]["completed"].as_u64().unwrap());
+    let mut split_writes = 0;
+    for e in slowest {
+        let candidates: Vec<&Value> = t["ios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|io| {
+                io["initiator_ip"] == e["initiator_ip"]
+                    && io["target_ip"] == e["target_ip"]
+                    && io["target_qpn"] == e["qpn"]
+                    && io["cid"] == e["cid"]
+                    && io["op"] == e["op"]
+            })
+            .collect();
+        // A command whose copy at one vantage found no room has only the other's segments.
+        let measured: Vec<(&str, f64)> = ["compute", "network", "storage"]
+            .into_iter()
+            .filter_map(|seg| e[format!("{seg}_us")].as_f64().map(|us| (seg, us)))
+            .collect();
+        if e["op"] == "nvme_write" && measured.len() == 3 {
+            split_writes += 1;
+        }
+        let matches = |io: &&Value| {
+            measured
+                .iter()
+                .all(|&(seg, us)| (us * 1000.0 - io[format!("{seg}_ns")].as_f64().unwrap()).abs() <= 1.0)
+        };
+        assert!(candidates.iter().any(matches), "{e}: no I/O of the truth has these segments");
+    }
+    assert!(split_writes >= 10, "only {split_writes} writes split into their three segments");
+}

@@ -118,7 +118,10 @@ pub struct Needed {
     pub max_pending_commands: u64,
     pub max_cm_requests: u64,
     pub max_announced_flows: u64,
+    /// For the NVMe connections' state.
     pub max_ios: u64,
+    /// For the I/Os followed at once (commands beyond them are not followed).
+    pub max_ios_commands: u64,
 }
 
 impl Needed {
@@ -144,6 +147,7 @@ impl Needed {
         m(&mut self.max_cm_requests, o.max_cm_requests);
         m(&mut self.max_announced_flows, o.max_announced_flows);
         m(&mut self.max_ios, o.max_ios);
+        m(&mut self.max_ios_commands, o.max_ios_commands);
     }
 }
 
@@ -167,7 +171,15 @@ pub struct BoundAdvice {
 impl BoundAdvice {
     /// The bounds that lost something: `limits` their values, `needed` what would have
     /// sufficed, and what each lost.
-    pub fn list(limits: &Needed, needed: &Needed, untracked: u64, samples: u64, f: &Forgotten) -> Vec<Self> {
+    /// `overflowed`: the NVMe commands not followed for want of room.
+    pub fn list(
+        limits: &Needed,
+        needed: &Needed,
+        untracked: u64,
+        samples: u64,
+        overflowed: u64,
+        f: &Forgotten,
+    ) -> Vec<Self> {
         [
             (
                 "--max-flows",
@@ -210,6 +222,13 @@ impl BoundAdvice {
                 needed.max_ios,
                 f.io_connections,
                 "NVMe connections' state forgotten",
+            ),
+            (
+                "--max-ios",
+                limits.max_ios_commands,
+                needed.max_ios_commands,
+                overflowed,
+                "NVMe commands not followed (ios.overflowed)",
             ),
         ]
         .into_iter()

@@ -229,6 +229,7 @@ impl Totals {
             &self.needed,
             self.untracked_packets,
             self.dropped_latency_samples,
+            self.ios.values().map(|c| c.overflowed).sum(),
             &self.forgotten,
         )
     }

@@ -54,9 +54,9 @@ pub fn size_class_columns() -> String {
     cols.join(",")
 }
 
-/// Intervals whose slowest I/Os wait for the workers that have not reported them yet; beyond
-/// this, the oldest is written with what came.
-const SLOW_IOS_PENDING: usize = 64;
+/// Intervals whose rows and slowest I/Os wait for the workers that have not reported them
+/// yet; beyond this, the oldest is written with what came.
+const INTERVALS_PENDING: usize = 64;
 
 /// The link speed that turns one packet into time, for a transmission's minimum duration.
 pub const PACKET_TIME_GBPS: u64 = 100;
@@ -186,6 +186,11 @@ pub struct CsvWriter {
     ports: CsvFile,
     events: CsvFile,
     line: String,
+    /// Per interval (by its start): its end and the rows of flows.csv, latency.csv and
+    /// io.csv the workers reported so far, written once every worker has reported up to its
+    /// end (or the oldest when more wait than [`INTERVALS_PENDING`], or at the end of the run):
+    /// a rotation then never splits an interval's rows, and files follow in time.
+    rows: BTreeMap<u64, (u64, [String; 3])>,
     /// Per interval (by its start): its end and the slowest I/Os the workers reported so far.
     /// With several workers each reports its own; an interval's rows are written once every
     /// worker has reported up to its end (or at the end of the run).
@@ -258,6 +263,7 @@ impl CsvWriter {
             ports: file("ports"),
             events: file("events"),
             line: String::with_capacity(512),
+            rows: BTreeMap::new(),
             slowest: BTreeMap::new(),
             slow_k: crate::defaults::SLOW_IOS,
             interval_ns: crate::defaults::INTERVAL_NS,
@@ -294,7 +300,7 @@ impl CsvWriter {
 
     fn stop_writer(&mut self) -> Option<CsvHealth> {
         if let Err(e) = self.start_writer() {
-            eprintln!("roceprobe: warning: {e:#}: the CSV rows handed over are lost");
+            crate::note!("roceprobe: warning: {e:#}: the CSV rows handed over are lost");
         }
         let writer = self.writer.take()?;
         self.link.control(Job::Finish);
@@ -457,7 +463,6 @@ impl CsvWriter {
             );
             self.flows.rows.push_str(l);
         }
-        let flows = self.flows.commit(s.start_ns, &self.rotation, &mut self.health);
         let mut series: Vec<_> = s.latency.iter().collect();
         series.sort_by_key(|(k, _)| *k);
         for (k, buckets) in series {
@@ -474,14 +479,37 @@ impl CsvWriter {
             );
             self.latency.rows.push_str(l);
         }
-        let latency = self.latency.commit(s.start_ns, &self.rotation, &mut self.health);
-        let io = self.write_io(s);
+        self.write_io(s);
+        let (_, pending) = self.rows.entry(s.start_ns).or_insert_with(|| (s.end_ns, Default::default()));
+        for (to, from) in pending.iter_mut().zip([&mut self.flows, &mut self.latency, &mut self.io]) {
+            to.push_str(&from.rows);
+            from.rows.clear();
+        }
+        let rows = self.write_reported(done);
         let slow = self.note_slow_ios(s, done);
-        flows.and(latency).and(io).and(slow)
+        rows.and(slow)
     }
 
-    /// io.csv: one row per (initiator, target, op) whose I/O outcomes changed.
-    fn write_io(&mut self, s: &IntervalSnapshot) -> Result<()> {
+    /// Writes the rows of flows.csv, latency.csv and io.csv of the intervals every worker
+    /// has reported (up to `done`), oldest first; `u64::MAX`: every interval's.
+    fn write_reported(&mut self, done: u64) -> Result<()> {
+        let mut written = Ok(());
+        while let Some((&start, &(end, _))) = self.rows.first_key_value() {
+            if end > done && self.rows.len() <= INTERVALS_PENDING {
+                break;
+            }
+            let Some((_, rows)) = self.rows.remove(&start) else { break };
+            for (from, to) in rows.into_iter().zip([&mut self.flows, &mut self.latency, &mut self.io]) {
+                to.rows.push_str(&from);
+                written = written.and(to.commit(start, &self.rotation, &mut self.health));
+            }
+        }
+        written
+    }
+
+    /// io.csv: one row per (initiator, target, op) whose I/O outcomes changed (into the
+    /// report's pending rows).
+    fn write_io(&mut self, s: &IntervalSnapshot) {
         let (start, end) = (rfc3339_nanos(s.start_ns), rfc3339_nanos(s.end_ns));
         let secs = (s.end_ns - s.start_ns) as f64 / 1e9;
         let mut rows: Vec<&IoDelta> = s.ios.pairs.iter().collect();
@@ -513,7 +541,6 @@ impl CsvWriter {
             l.push_str("\r\n");
             self.io.rows.push_str(l);
         }
-        self.io.commit(s.start_ns, &self.rotation, &mut self.health)
     }
 
     /// Keeps a worker's slowest I/Os of an interval with the other workers', and writes the
@@ -529,7 +556,7 @@ impl CsvWriter {
         }
         let mut written = Ok(());
         while let Some((&start, &(end, _))) = self.slowest.first_key_value() {
-            if end > done && self.slowest.len() <= SLOW_IOS_PENDING {
+            if end > done && self.slowest.len() <= INTERVALS_PENDING {
                 break;
             }
             let Some((_, list)) = self.slowest.remove(&start) else { break };
@@ -538,9 +565,10 @@ impl CsvWriter {
         written
     }
 
-    /// Writes the slowest I/Os of the intervals still waiting for a worker (end of the run).
-    pub fn flush_slow_ios(&mut self) -> Result<()> {
-        let mut written = Ok(());
+    /// Writes the rows and slowest I/Os of the intervals still waiting for a worker (end of
+    /// the run).
+    pub fn flush_intervals(&mut self) -> Result<()> {
+        let mut written = self.write_reported(u64::MAX);
         while let Some((start, (end, list))) = self.slowest.pop_first() {
             written = written.and(self.write_slow_ios(start, end, &list));
         }

@@ -542,6 +542,7 @@ fn pipeline(
         max_cm_requests: cfg.max_cm_requests as u64,
         max_announced_flows: cfg.max_announced_flows as u64,
         max_ios: cfg.max_ios as u64,
+        max_ios_commands: cfg.max_ios as u64,
     };
     // Each bound that loses something is told once on stderr, when it first does.
     let mut told = std::collections::HashSet::new();
@@ -552,7 +553,7 @@ fn pipeline(
         std::thread::Builder::new().name("roceprobe-stats".into()).spawn(move || {
         let mut csv_failed = false;
         if let Some(Err(e)) = csv.as_mut().map(|w| w.start_writer()) {
-            eprintln!("roceprobe: warning: {e:#}; the CSV rows are lost (summary csv_output)");
+            crate::note!("roceprobe: warning: {e:#}; the CSV rows are lost (summary csv_output)");
             csv_failed = true;
         }
         // Whole-run flows: room for every flow each worker can track, twice over, so that
@@ -615,7 +616,7 @@ fn pipeline(
                     // Measuring goes on; the summary still gets everything, and writing is
                     // tried again with the next rows.
                     let dir = csv.as_ref().map(|w| w.dir().display().to_string()).unwrap_or_default();
-                    eprintln!(
+                    crate::note!(
                         "roceprobe: warning: writing CSV reports in {dir} failed ({e:#}); lost rows are counted (summary csv_output) and writing is retried"
                     );
                     csv_failed = true;
@@ -624,7 +625,7 @@ fn pipeline(
             if let ToStats::Interval(_) = &msg {
                 for b in totals.bounds() {
                     if told.insert(b.option.clone()) {
-                        eprintln!(
+                        crate::note!(
                             "roceprobe: warning: {} (told once; the summary's bounds and the exit report give the final figures)",
                             b.line()
                         );
@@ -655,8 +656,8 @@ fn pipeline(
         let closed = totals.steps.take_closed();
         let csv = csv.map(|mut w| {
             // Told once per run, as during it.
-            if let (Err(e), false) = (w.flush_slow_ios().and(w.write_steps(&closed, None)), csv_failed) {
-                eprintln!("roceprobe: warning: writing CSV reports in {} failed ({e:#}); lost rows are counted (summary csv_output)", w.dir().display());
+            if let (Err(e), false) = (w.flush_intervals().and(w.write_steps(&closed, None)), csv_failed) {
+                crate::note!("roceprobe: warning: writing CSV reports in {} failed ({e:#}); lost rows are counted (summary csv_output)", w.dir().display());
             }
             // Everything handed to the writer thread is written before it ends.
             w.finish()

@@ -419,18 +419,20 @@ impl Analyzer {
                         self.ios.read_request(
                             At { vantage, ts, host: ip.dst, target: ip.src },
                             psn,
+                            r.dma_len,
                             r.rkey,
                             r.va,
                             hint,
                         );
                     }
                 }
-                (op::READ_RESPONSE_LAST | op::READ_RESPONSE_ONLY, hint) => {
+                (op::READ_RESPONSE_LAST | op::READ_RESPONSE_ONLY, _) => {
                     self.ios.read_response_end(
                         At { vantage, ts, host: ip.src, target: ip.dst },
                         dst_qpn,
                         psn,
-                        hint,
+                        self.flows.path_mtu(slot),
+                        self.flows.io_hint(slot),
                     );
                 }
                 (op::ACKNOWLEDGE, hint) => {
@@ -480,6 +482,7 @@ impl Analyzer {
             max_cm_requests: Needed::of(self.cm_requests.needed()),
             max_announced_flows: Needed::of(self.flows.announced_needed()),
             max_ios: Needed::of(self.ios.connections_needed()),
+            max_ios_commands: self.ios.commands_needed(),
         }
     }
 

@@ -1293,6 +1293,11 @@ impl FlowTable {
         self.reverse_index(i).map(|r| self.hot[r as usize].mtu()).filter(|&m| m != 0)
     }
 
+    /// The path MTU of flow `i`'s QP, if known (`--mtu`, else learned on either direction).
+    pub fn path_mtu(&self, i: u32) -> Option<u32> {
+        self.mtu_of(i)
+    }
+
     /// Links two slots as the two directions of a QP pair, unlinking whatever either was
     /// linked to before (a QPN reused by a new connection), so links are always two-way.
     fn link_slots(&mut self, a: u32, b: u32) {

@@ -14,6 +14,7 @@ use super::bounded::FifoMap;
 use super::evidence::{EventKind, IoRaised, Qp, Verdict};
 use super::index::hash_hosts;
 use super::list::{Linked, Links, List};
+use super::psn::Span;
 use super::vantage::Vantage;
 use crate::metrics::latency::{LatencyRecorder, Op, Segment, SeriesKey, SLOT_UNKNOWN};
 use crate::wire::nvme::{Sgl, Sqe};
@@ -146,7 +147,10 @@ struct Io {
     data_psn: Option<u32>,
     cqe: Anchor,
     ack: Anchor,
-    read_psn: Option<u32>,
+    /// The length of a write's READ, once its request is seen: with the path MTU, how many
+    /// PSNs its responses take (a last response beyond them answers another READ, one not
+    /// followed, say).
+    read_len: Option<u32>,
     /// The PSN of the completion, once seen (a second copy is a retransmission).
     cqe_psn: Option<u32>,
     retransmitted: bool,
@@ -365,10 +369,17 @@ impl Slowest {
     }
 
     /// Which of two I/Os is the slower: the longer, then the earlier completed, then by
-    /// hosts, QP and CID, so that the `k` kept never depend on the order they came in.
+    /// hosts, QP and CID, then by what else it has (one CID used again on a queue within a
+    /// coarse capture's clock tick), so that the `k` kept, and their order, never depend on
+    /// the order they came in (the workers' reports come in any order).
     fn rank(s: &SlowIo) -> impl Ord {
         use std::cmp::Reverse;
-        (s.io_ns, Reverse(s.completed_ns), Reverse((s.initiator, s.target, s.qpn, s.cid)))
+        (
+            s.io_ns,
+            Reverse(s.completed_ns),
+            Reverse((s.initiator, s.target, s.qpn, s.cid)),
+            Reverse((s.op, s.bytes, s.segments)),
+        )
     }
 
     fn find_least(&mut self) {
@@ -530,6 +541,31 @@ struct Report {
     /// With `--evidence-dir`: I/Os slower than this (`--evidence-slow-io`) and timeouts are
     /// raised (`IoTracker::raised`) for the evidence.
     evidence_slow_ns: Option<u64>,
+    overflows: Overflows,
+}
+
+/// Commands not followed for want of room, counted by `--io-timeout`-long stretches of
+/// packet time: an I/O lasts at most that long, so those pending at once were all refused
+/// within the stretch of the time and the one before it, and the largest sum of two
+/// neighbouring stretches bounds how many more I/Os would have needed room at once.
+#[derive(Debug, Default)]
+struct Overflows {
+    stretch: u64,
+    now: u64,
+    before: u64,
+    peak: u64,
+}
+
+impl Overflows {
+    fn refused(&mut self, ts: u64, timeout_ns: u64) {
+        let stretch = ts / timeout_ns;
+        if stretch != self.stretch {
+            self.before = if stretch == self.stretch.wrapping_add(1) { self.now } else { 0 };
+            (self.now, self.stretch) = (0, stretch);
+        }
+        self.now += 1;
+        self.peak = self.peak.max(self.now + self.before);
+    }
 }
 
 fn vi(v: Vantage) -> usize {
@@ -566,6 +602,7 @@ impl IoTracker {
                 reported: Vec::new(),
                 slowest: Slowest::new(crate::defaults::SLOW_IOS),
                 evidence_slow_ns: None,
+                overflows: Overflows::default(),
             }),
             raised: Vec::new(),
             raised_lost: 0,
@@ -690,6 +727,15 @@ impl IoTracker {
     /// Completions whose ACK was no longer looked for (see [`IoTracker::completion`]).
     pub fn acks_lost(&self) -> u64 {
         self.acks_lost
+    }
+
+    /// The `--max-ios` that would have followed every command (an estimate from above, see
+    /// [`Overflows`]); 0 while none was refused.
+    pub fn commands_needed(&self) -> u64 {
+        match self.report.overflows.peak {
+            0 => 0,
+            n => self.ios.capacity() as u64 + n,
+        }
     }
 
     /// The `--max-ios` that would have kept every connection's state that was needed again
@@ -1167,6 +1213,7 @@ impl IoTracker {
             .or_else(|| (self.ios.len() < self.ios.capacity()).then_some(self.ios.len() as u32))
         else {
             self.count(NONE, (host, target), kind.op()).overflowed += 1;
+            self.report.overflows.refused(ts, self.timeout_ns);
             return None;
         };
         let (rkey, va) = match sqe.sgl {
@@ -1199,7 +1246,7 @@ impl IoTracker {
             data_psn: None,
             cqe: Anchor::default(),
             ack: Anchor::default(),
-            read_psn: None,
+            read_len: None,
             cqe_psn: None,
             retransmitted: false,
             ack_lost: false,
@@ -1251,8 +1298,9 @@ impl IoTracker {
     }
 
     /// A READ Request from `target` to `host`: the data phase of a write if its RETH names
-    /// a pending command's key and address. Returns whether it was.
-    pub fn read_request(&mut self, at: At, psn: u32, rkey: u32, va: u64, hint: &mut u32) -> bool {
+    /// a pending command's key and address (the READ is `len` bytes from `psn`). Returns
+    /// whether it was.
+    pub fn read_request(&mut self, at: At, psn: u32, len: u32, rkey: u32, va: u64, hint: &mut u32) -> bool {
         let At { vantage: v, ts, host, target } = at;
         let v = vi(v);
         let Some(i) = self.by_key.get(&BufferKey(host, rkey, va)).copied().and_then(|r| self.get(r)) else {
@@ -1261,7 +1309,7 @@ impl IoTracker {
         if self.ios[i].read_request.first(v, ts) {
             self.ios[i].retransmitted = true;
         }
-        self.ios[i].read_psn = Some(psn);
+        self.ios[i].read_len = Some(len);
         let me = Ref { slot: i as u32, generation: self.ios[i].generation };
         let q = self.ios[i].target_qpn;
         let c = self.conn(host, target, q, hint);
@@ -1294,17 +1342,22 @@ impl IoTracker {
         true
     }
 
-    /// The last READ Response (Last or Only) from `host` to `target`'s QP.
-    pub fn read_response_end(&mut self, at: At, target_qpn: u32, psn: u32, hint: &mut u32) {
+    /// The last READ Response (Last or Only) from `host` to `target`'s QP, whose path MTU is
+    /// `mtu` if known.
+    pub fn read_response_end(&mut self, at: At, target_qpn: u32, psn: u32, mtu: Option<u32>, hint: &mut u32) {
         let At { vantage: v, ts, host, target } = at;
         let v = vi(v);
         let Some(c) = self.conns.get_hinted(&ConnKey(host, target, target_qpn), hint) else { return };
-        // Responses of a QP come in order: the READ is the one that started closest below.
+        // Responses of a QP come in order: the READ is the one that started closest below,
+        // if the response is one of its PSNs (else it answers a READ not followed).
         let hit = c
             .reads
             .iter()
             .filter_map(|e| e.io.map(|r| (psn.wrapping_sub(e.psn) & 0x00FF_FFFF, r)))
-            .filter(|&(offset, r)| offset < (1 << 16) && self.get(r).is_some())
+            .filter(|&(offset, r)| {
+                self.get(r)
+                    .is_some_and(|i| self.ios[i].read_len.is_some_and(|n| offset < Span::read(n, mtu).max))
+            })
             .min_by_key(|&(offset, _)| offset);
         if let Some(i) = hit.and_then(|(_, r)| self.get(r)) {
             if self.ios[i].last_read_response.last(v, ts) && v == 1 {
@@ -1474,8 +1527,8 @@ mod tests {
         let half = 1u64 << 63;
         t.command(at(s, 0), sent, &write, &mut h, &mut rec);
         t.command(at(c, 0), sent, &write, &mut h, &mut rec);
-        assert!(t.read_request(at(s, half), 500, 7, 0x4000, &mut h), "the write's data phase");
-        t.read_response_end(at(s, 0), 9, 500, &mut h);
+        assert!(t.read_request(at(s, half), 500, 4096, 7, 0x4000, &mut h), "the write's data phase");
+        t.read_response_end(at(s, 0), 9, 500, None, &mut h);
         let cqe = Packet { psn: 600, again: false };
         assert!(t.completion(at(s, half + 1), Some(9), 3, cqe, &mut h, &mut rec));
         assert!(t.completion(at(c, half + 2), Some(9), 3, cqe, &mut h, &mut rec));
@@ -1675,6 +1728,14 @@ mod tests {
             s.drain_into(&mut out);
             order.iter().take(2).for_each(|o| s.offer(io(o)));
             assert_eq!(s.sorted().len(), 2, "after a hand-over the list fills again");
+        }
+        // One CID used twice on a queue within a clock tick: equal but for their sizes, the
+        // same one is kept whichever comes first.
+        let (a, b) = (SlowIo { bytes: 1536, ..io(&(9, 90, 3)) }, SlowIo { bytes: 8704, ..io(&(9, 90, 3)) });
+        for pair in [[a, b], [b, a]] {
+            let mut s = Slowest::new(1);
+            pair.into_iter().for_each(|o| s.offer(o));
+            assert_eq!(s.sorted()[0].bytes, 1536);
         }
     }
 }

@@ -439,6 +439,10 @@ fn network(l3: &[u8], ethertype: u16) -> Result<L3<'_>, Stop> {
         ethernet::ethertype::IPV6 => {
             let p = ipv6::Packet::new_checked(l3)?;
             let (proto, off, fragment) = p.upper_layer()?;
+            // As for IPv4: a later fragment carries no UDP header to look at.
+            if fragment == ipv6::Fragment::Later {
+                return Err(Stop::NotRoce(NotRoce::IpFragmentTail));
+            }
             Ok(L3 {
                 ip: IpPair { src: IpAddr::V6(p.src()), dst: IpAddr::V6(p.dst()) },
                 ecn: p.ecn(),
@@ -449,7 +453,7 @@ fn network(l3: &[u8], ethertype: u16) -> Result<L3<'_>, Stop> {
                 l4_len: ipv6::HEADER_LEN + usize::from(p.payload_len()) - off,
                 ipv6: true,
                 ip_header_len: ipv6::HEADER_LEN,
-                first_fragment: fragment,
+                first_fragment: fragment == ipv6::Fragment::First,
             })
         }
         _ => Err(Stop::NotRoce(NotRoce::NotIp)),
@@ -748,6 +752,23 @@ pub(crate) mod tests {
         f[20] = 0x00;
         f[21] = 0x10; // offset 16 * 8
         assert!(matches!(decode_frame(&f), Decoded::NotRoce(NotRoce::IpFragmentTail)));
+        // IPv6 the same (a Fragment header before UDP): a later fragment's data is no UDP
+        // header, even where its bytes look like one to 4791, as they do here.
+        let v6 = build(&[], true, 1, 4791, send_only(1), 0, 8);
+        let fragment = |offset_units: u16, more: bool| {
+            let mut f = v6.clone();
+            f[20] = 44; // next header: Fragment
+            let fo = (offset_units << 3) | u16::from(more);
+            f.splice(54..54, [17, 0, (fo >> 8) as u8, fo as u8, 0, 0, 0, 1]);
+            let len = u16::from_be_bytes([f[18], f[19]]) + 8;
+            f[18..20].copy_from_slice(&len.to_be_bytes());
+            f
+        };
+        assert!(matches!(decode_frame(&fragment(0, true)), Decoded::Error(DecodeError::IpFragment)));
+        assert!(matches!(decode_frame(&fragment(1, false)), Decoded::NotRoce(NotRoce::IpFragmentTail)));
+        assert!(matches!(decode_frame(&fragment(1, true)), Decoded::NotRoce(NotRoce::IpFragmentTail)));
+        // An atomic fragment (offset 0, no more) is the whole datagram.
+        assert!(matches!(decode_frame(&fragment(0, false)), Decoded::Roce(_)));
     }
 
     /// The committed pcap files: the real captures, then every scenario's.

@@ -80,13 +80,13 @@ impl<T: AsRef<[u8]>> Packet<T> {
         Ipv6Addr::from(a)
     }
     /// Skips extension headers. Returns the upper-layer protocol, the offset of its header
-    /// from the start of the IPv6 header, and whether the packet is a non-first or
-    /// incomplete fragment. Bounded: at most 16 extension headers are walked.
-    pub fn upper_layer(&self) -> Result<(u8, usize, bool)> {
+    /// from the start of the IPv6 header, and which part of its datagram the packet is (a
+    /// Fragment header's). Bounded: at most 16 extension headers are walked.
+    pub fn upper_layer(&self) -> Result<(u8, usize, Fragment)> {
         let b = self.buf.as_ref();
         let mut nh = self.next_header();
         let mut off = HEADER_LEN;
-        let mut fragment = false;
+        let (mut later, mut more) = (false, false);
         for _ in 0..16 {
             match nh {
                 next_header::HOP_BY_HOP
@@ -104,7 +104,8 @@ impl<T: AsRef<[u8]>> Packet<T> {
                         return Err(DecodeError::Ipv6ExtTruncated);
                     }
                     let fo = be16(b, off + 2);
-                    fragment |= (fo & 0xFFF8) != 0 || (fo & 1) != 0;
+                    later |= (fo & 0xFFF8) != 0;
+                    more |= (fo & 1) != 0;
                     nh = b[off];
                     off += 8;
                 }
@@ -119,12 +120,28 @@ impl<T: AsRef<[u8]>> Packet<T> {
                     if off > b.len() || off > HEADER_LEN + usize::from(self.payload_len()) {
                         return Err(DecodeError::Ipv6ExtTruncated);
                     }
+                    let fragment = match (later, more) {
+                        (true, _) => Fragment::Later,
+                        (false, true) => Fragment::First,
+                        (false, false) => Fragment::Whole,
+                    };
                     return Ok((nh, off, fragment));
                 }
             }
         }
         Err(DecodeError::Ipv6ExtTruncated)
     }
+}
+
+/// Which part of its datagram a packet is, by its Fragment header (none: whole).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fragment {
+    /// Not fragmented (no Fragment header, or an atomic one: offset 0, no more fragments).
+    Whole,
+    /// The first fragment: it holds the upper-layer header, more fragments follow.
+    First,
+    /// A later fragment: what follows its headers is data, not an upper-layer header.
+    Later,
 }
 
 /// Parsed IPv6 header (without extension headers).
@@ -205,10 +222,14 @@ mod tests {
         b[49] = 1;
         b[64] = 17; // fragment header: offset 0, M = 0: an atomic fragment
         let p = Packet::new_checked(&b[..]).unwrap();
-        assert_eq!(p.upper_layer().unwrap(), (17, 72, false));
+        assert_eq!(p.upper_layer().unwrap(), (17, 72, Fragment::Whole));
         b[67] = 1; // M flag: more fragments follow
         let p = Packet::new_checked(&b[..]).unwrap();
-        assert_eq!(p.upper_layer().unwrap(), (17, 72, true));
+        assert_eq!(p.upper_layer().unwrap(), (17, 72, Fragment::First));
+        b[66] = 0; // offset 1 (8 bytes), M = 0: the last fragment
+        b[67] = 8;
+        let p = Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(p.upper_layer().unwrap(), (17, 72, Fragment::Later));
         let p = Packet::new_checked(&b[..60]).unwrap();
         assert_eq!(p.upper_layer().err(), Some(DecodeError::Ipv6ExtTruncated));
     }
