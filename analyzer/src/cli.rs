@@ -175,11 +175,11 @@ pub struct CommonArgs {
     #[arg(long, value_name = "ADDR")]
     pub prometheus: Option<String>,
     /// The `probe` label of every Prometheus series (default: the host name).
-    #[arg(long, value_name = "ID", value_parser = parse_probe_id)]
+    #[arg(long, requires = "prometheus", value_name = "ID", value_parser = parse_probe_id)]
     pub probe_id: Option<String>,
     /// Most flows exported to Prometheus (those with the most bytes); the rest are counted
     /// in roceprobe_flows_not_exported.
-    #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = defaults::PROMETHEUS_MAX_FLOWS)]
+    #[arg(long, requires = "prometheus", allow_hyphen_values = true, value_name = "N", default_value_t = defaults::PROMETHEUS_MAX_FLOWS)]
     pub prometheus_max_flows: usize,
     /// Show a live dashboard in the terminal, refreshed every interval (s: sort flows,
     /// p: pause, q: quit, which ends a live capture as SIGTERM does). The per-flow table and a
@@ -211,25 +211,25 @@ pub struct CommonArgs {
     #[arg(long, value_name = "DIR")]
     pub evidence_dir: Option<PathBuf>,
     /// Evidence: packets of each flow involved kept from before the event (at most 256).
-    #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = defaults::EVIDENCE_BEFORE, value_parser = parse_evidence_before)]
+    #[arg(long, requires = "evidence_dir", allow_hyphen_values = true, value_name = "N", default_value_t = defaults::EVIDENCE_BEFORE, value_parser = parse_evidence_before)]
     pub evidence_before: u32,
     /// Evidence: how long an event's file goes on after it: N more packets of its flows, or a
     /// duration of packet time (e.g. 2ms).
-    #[arg(long, allow_hyphen_values = true, value_name = "N|DUR", default_value = defaults::EVIDENCE_AFTER, value_parser = parse_evidence_after)]
+    #[arg(long, requires = "evidence_dir", allow_hyphen_values = true, value_name = "N|DUR", default_value = defaults::EVIDENCE_AFTER, value_parser = parse_evidence_after)]
     pub evidence_after: crate::track::evidence::After,
     /// Evidence: bytes kept of each packet (64 to 9216); the original length is kept too.
-    #[arg(long, allow_hyphen_values = true, value_name = "BYTES", default_value_t = defaults::EVIDENCE_SNAPLEN, value_parser = parse_evidence_snaplen)]
+    #[arg(long, requires = "evidence_dir", allow_hyphen_values = true, value_name = "BYTES", default_value_t = defaults::EVIDENCE_SNAPLEN, value_parser = parse_evidence_snaplen)]
     pub evidence_snaplen: u32,
     /// Evidence: an NVMe I/O slower than this (command to completion) is an event.
-    #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = defaults::EVIDENCE_SLOW_IO, value_parser = parse_interval)]
+    #[arg(long, requires = "evidence_dir", allow_hyphen_values = true, value_name = "DUR", default_value = defaults::EVIDENCE_SLOW_IO, value_parser = parse_interval)]
     pub evidence_slow_io: Duration,
     /// Evidence: at most N files per event kind and minute of packet time; the other events
     /// are counted and listed (capped_per_minute).
-    #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = defaults::EVIDENCE_MAX_PER_MINUTE)]
+    #[arg(long, requires = "evidence_dir", allow_hyphen_values = true, value_name = "N", default_value_t = defaults::EVIDENCE_MAX_PER_MINUTE)]
     pub evidence_max_per_minute: u32,
     /// Evidence: the files in --evidence-dir take at most SIZE bytes (suffixes K, M, G); the
     /// oldest are removed first.
-    #[arg(long, allow_hyphen_values = true, value_name = "SIZE", default_value = defaults::EVIDENCE_MAX_BYTES, value_parser = parse_size)]
+    #[arg(long, requires = "evidence_dir", allow_hyphen_values = true, value_name = "SIZE", default_value = defaults::EVIDENCE_MAX_BYTES, value_parser = parse_size)]
     pub evidence_max_bytes: u64,
 }
 
@@ -496,7 +496,8 @@ fn one_line(e: &anyhow::Error) -> String {
 /// Runs the command line; returns the process exit code.
 pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
     crate::capture::dpdk::return_large_blocks();
-    let cli = match Cli::try_parse_from(args) {
+    let args: Vec<std::ffi::OsString> = args.into_iter().collect();
+    let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -511,6 +512,14 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
                     "roceprobe: error: a subcommand is needed: replay, live, plot or evidence (see roceprobe --help)"
                 );
                 return 2;
+            }
+            // An option given without the one it refines: named with it (clap names only the
+            // one missing).
+            if e.kind() == ErrorKind::MissingRequiredArgument {
+                if let Some((given, needs)) = needs_another(&args) {
+                    crate::note!("roceprobe: error: {given} needs {needs} (see roceprobe --help)");
+                    return 2;
+                }
             }
             // clap names the problem in its first paragraph (a missing argument on the lines
             // after), then adds tips and usage: the first paragraph, on one line.
@@ -528,6 +537,22 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
             1
         }
     }
+}
+
+/// The first option given that refines another option not given: the evidence's bounds
+/// without `--evidence-dir`, the Prometheus labels and bound without `--prometheus`.
+fn needs_another(args: &[std::ffi::OsString]) -> Option<(String, &'static str)> {
+    let given: Vec<&str> =
+        args.iter().filter_map(|a| a.to_str()).map(|a| a.split('=').next().unwrap_or(a)).collect();
+    let has = |o: &str| given.contains(&o);
+    given.iter().find_map(|&a| {
+        let needs = match a {
+            "--probe-id" | "--prometheus-max-flows" => "--prometheus",
+            _ if a.starts_with("--evidence-") && a != "--evidence-dir" => "--evidence-dir",
+            _ => return None,
+        };
+        (!has(needs)).then(|| (a.to_owned(), needs))
+    })
 }
 
 fn stop_flag() -> Result<Arc<AtomicBool>> {
@@ -798,6 +823,7 @@ fn check_distinct_inputs(files: &[PathBuf], vantages: &VantageMap) -> Result<()>
 
 /// The combinations of `live` options that cannot work, refused before DPDK starts.
 fn check_live_options(a: &LiveArgs) -> Result<()> {
+    VantageMap::check_kind(&a.common.vantages, SourceKind::Port)?;
     if a.rss && a.rx_core {
         bail!("--rx-core and --rss cannot go together: with --rss every worker receives its own queue");
     }
@@ -889,6 +915,10 @@ fn live(a: LiveArgs) -> Result<()> {
         probe_clock: a.probe_clock,
         looped_frames: if looped.frames > 0 { looped_frames } else { 0 },
     };
+    // The ports the capture takes: a --vantage rule naming another is refused before any
+    // port starts.
+    let ids = if a.ports.is_empty() { crate::capture::dpdk::available_ports() } else { a.ports.clone() };
+    let vantages = VantageMap::new(&a.common.vantages, SourceKind::Port, &ids)?;
     let mut cap = DpdkCapture::start(
         &a.eal_args,
         &a.ports,
@@ -898,8 +928,6 @@ fn live(a: LiveArgs) -> Result<()> {
         queues,
         setup,
     )?;
-    let ids: Vec<u16> = cap.ports().iter().map(|p| p.id()).collect();
-    let vantages = VantageMap::new(&a.common.vantages, SourceKind::Port, &ids)?;
     let out = Outputs::open(&a.common, prometheus)?;
     if a.duration.is_none() && a.idle_exit.is_none() && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         // Fine for a service; noted so a script that forgot a stop condition is not a mystery.
@@ -1134,11 +1162,8 @@ fn print_out(text: &str) -> Result<()> {
 }
 
 /// A replay is over in moments: its final metrics stay up to be scraped until SIGINT / SIGTERM.
-fn serve_final_metrics(common: &CommonArgs, stop: &AtomicBool) {
-    crate::note!(
-        "roceprobe: serving the final metrics at http://{}/metrics until SIGINT / SIGTERM",
-        common.prometheus.as_deref().unwrap_or_default()
-    );
+fn serve_final_metrics(at: &str, stop: &AtomicBool) {
+    crate::note!("roceprobe: serving the final metrics at http://{at}/metrics until SIGINT / SIGTERM");
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
@@ -1158,6 +1183,13 @@ fn execute(
     let Outputs { mut sink, csv, prometheus: listener } = out;
     if let Some(w) = &csv {
         crate::note!("{}", w.describe());
+    }
+    // Where the metrics are served: with port 0 the system chose the port, told here.
+    let served = listener.as_ref().and_then(|l| l.local_addr().ok());
+    if let (Some(addr), Some(given)) = (served, &common.prometheus) {
+        if addr.port() != 0 && given.ends_with(":0") {
+            crate::note!("roceprobe: --prometheus {given}: serving the metrics at http://{addr}/metrics");
+        }
     }
     // The Prometheus and dashboard threads start where this thread runs: on the control
     // CPUs, not on the capture lcore EAL pinned this thread to.
@@ -1192,7 +1224,8 @@ fn execute(
         if let Some(e) = &first {
             crate::note!("roceprobe: error: {}", one_line(e));
         }
-        serve_final_metrics(common, &stop);
+        let at = served.map_or_else(|| common.prometheus.clone().unwrap_or_default(), |a| a.to_string());
+        serve_final_metrics(&at, &stop);
     }
     first.map_or(Ok(()), Err)
 }

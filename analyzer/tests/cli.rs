@@ -201,6 +201,12 @@ fn port_that_does_not_exist() {
 }
 
 #[test]
+fn a_vantage_rule_that_cannot_match_a_port_is_refused_before_the_ports_start() {
+    assert_live_refused(&["--vantage", "storage=file:0"], "--vantage file:0 applies to replay");
+    assert_live_refused(&["--vantage", "storage=port:3"], "there is no port 3");
+}
+
+#[test]
 fn port_given_twice() {
     assert_live_refused(&["--port", "0", "--port", "0"], "--port 0 is given twice");
 }
@@ -770,11 +776,17 @@ fn outputs_that_land_on_an_input_or_on_each_other_are_refused_before_anything_is
     let i = input.to_str().unwrap();
     // The same place written two ways, the folder not made yet.
     let (csv, dotted) = (at("out"), format!("{}/./out/../out/flows.csv", d.path().display()));
-    assert_one_line_error(&["replay", "-q", "--csv-dir", &csv, "--summary", &dotted, i], "is a file --csv-dir");
+    assert_one_line_error(
+        &["replay", "-q", "--csv-dir", &csv, "--summary", &dotted, i],
+        "is a file --csv-dir",
+    );
     // The summary on the folder of the CSV reports or of the evidence, or on a folder.
     assert_one_line_error(&["replay", "-q", "--csv-dir", &csv, "--summary", &csv, i], "the folder --csv-dir");
     let ev = at("ev");
-    assert_one_line_error(&["replay", "-q", "--evidence-dir", &ev, "--summary", &ev, i], "the folder --evidence-dir");
+    assert_one_line_error(
+        &["replay", "-q", "--evidence-dir", &ev, "--summary", &ev, i],
+        "the folder --evidence-dir",
+    );
     assert_one_line_error(&["replay", "-q", "--summary", &format!("{}/", at("new")), i], "names a folder");
     assert!(std::fs::read_dir(d.path()).unwrap().next().is_none(), "a refused run made something");
     // An input where the run writes its reports (`flows.csv`) or keeps its evidence: the
@@ -807,6 +819,22 @@ fn a_standard_error_that_cannot_be_written_loses_its_lines_not_the_run() {
     assert!(s["roce_packets"].as_u64().unwrap() > 0);
     let flows = std::fs::read_to_string(csv.join("flows.csv")).unwrap();
     assert!(flows.lines().count() > 1, "flows.csv has no rows");
+}
+
+#[test]
+fn an_option_without_the_one_it_refines_is_refused() {
+    let c = capture("rdma_cm.pcap");
+    let c = c.to_str().unwrap();
+    assert_one_line_error(&["replay", "--evidence-before", "4", c], "--evidence-before needs --evidence-dir");
+    assert_one_line_error(
+        &["replay", "--evidence-max-bytes=1M", c],
+        "--evidence-max-bytes needs --evidence-dir",
+    );
+    assert_one_line_error(&["replay", "--probe-id", "a", c], "--probe-id needs --prometheus");
+    assert_one_line_error(
+        &["replay", "--prometheus-max-flows", "5", c],
+        "--prometheus-max-flows needs --prometheus",
+    );
 }
 
 #[test]

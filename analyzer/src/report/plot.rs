@@ -794,14 +794,22 @@ impl<'a> Plots<'a> {
     /// Writes a plot as SVG and, rendered, as PNG (for places that show no SVG).
     fn save(&mut self, name: String, svg: String) -> Result<()> {
         let p = self.out.join(&name);
-        std::fs::write(&p, &svg).with_context(|| format!("--out: cannot write {}", p.display()))?;
+        write_whole(&p, svg.as_bytes())?;
         self.written.push(p);
         let png = self.out.join(name.replace(".svg", ".png"));
-        std::fs::write(&png, to_png(&svg, &self.options)?)
-            .with_context(|| format!("--out: cannot write {}", png.display()))?;
+        write_whole(&png, &to_png(&svg, &self.options)?)?;
         self.written.push(png);
         Ok(())
     }
+}
+
+/// Writes a plot's file; one that could not be written whole (a full disk) is removed,
+/// not left cut short to be taken for a plot.
+fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
+    std::fs::write(path, bytes).or_else(|e| {
+        let _ = std::fs::remove_file(path);
+        Err(e).with_context(|| format!("--out: cannot write {}", path.display()))
+    })
 }
 
 /// Renders an SVG of ours to PNG at its own size.

@@ -99,6 +99,7 @@ impl VantageMap {
     /// Checks the rules against the kind of source and the number of sources, so that a
     /// selector that can never match is an error before start-up.
     pub fn new(rules: &[Rule], kind: SourceKind, sources: &[u16]) -> Result<Self> {
+        Self::check_kind(rules, kind)?;
         let mut m = Self::default();
         for r in rules {
             let id = match (r.selector, kind) {
@@ -110,16 +111,8 @@ impl VantageMap {
                     push_unique(&mut m.by_session, s, r.vantage, "erspan")?;
                     continue;
                 }
-                (Selector::Port(p), SourceKind::Port) => p,
-                (Selector::File(f), SourceKind::File) => f,
-                (Selector::Port(p), SourceKind::File) => {
-                    bail!(
-                        "--vantage port:{p} applies to live capture; replay selects input files with file:N"
-                    )
-                }
-                (Selector::File(f), SourceKind::Port) => {
-                    bail!("--vantage file:{f} applies to replay; live capture selects DPDK ports with port:N")
-                }
+                // Of the source kind (checked above).
+                (Selector::Port(id) | Selector::File(id), _) => id,
             };
             if !sources.contains(&id) {
                 let what = if kind == SourceKind::Port { "port" } else { "file" };
@@ -140,6 +133,25 @@ impl VantageMap {
             || m.by_vlan.iter().any(|(_, v)| *v == Vantage::Storage)
             || m.by_session.iter().any(|(_, v)| *v == Vantage::Storage);
         Ok(m)
+    }
+
+    /// Refuses a rule that selects sources of the other kind (a file in live capture, a
+    /// port in a replay): checked before the sources are known.
+    pub fn check_kind(rules: &[Rule], kind: SourceKind) -> Result<()> {
+        for r in rules {
+            match (r.selector, kind) {
+                (Selector::Port(p), SourceKind::File) => {
+                    bail!(
+                        "--vantage port:{p} applies to live capture; replay selects input files with file:N"
+                    )
+                }
+                (Selector::File(f), SourceKind::Port) => {
+                    bail!("--vantage file:{f} applies to replay; live capture selects DPDK ports with port:N")
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// Whether any rule maps traffic to `storage` (so there are two vantages to compare).
