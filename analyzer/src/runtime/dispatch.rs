@@ -322,10 +322,10 @@ impl Dispatcher {
         match decode_frame(f.data) {
             Decoded::Roce(p) => {
                 let lane = owner((p.ip.src, p.ip.dst), workers);
-                match p.mirror.and_then(|m| m.timed()) {
-                    Some((session, t)) => {
+                match p.mirror.and_then(|m| m.timed()).and_then(|(s, t)| self.clocks.time(s, t, f.ts_ns)) {
+                    Some(ts) => {
                         self.switch_clock = true;
-                        (lane, self.clocks.time(session, t, f.ts_ns), true)
+                        (lane, ts, true)
                     }
                     None => (lane, f.ts_ns, false),
                 }

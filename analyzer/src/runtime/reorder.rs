@@ -48,8 +48,8 @@ pub fn kept_len(frame: &[u8], at_least: usize) -> usize {
 }
 
 /// A frame this far from the latest time (either way) is no late mirror copy but a clock
-/// that stepped (or a bogus timestamp): the window starts again from it. The longest window.
-pub const CLOCK_STEP_NS: u64 = 1_000_000_000;
+/// that stepped (or a bogus timestamp): the window starts again from it.
+pub use crate::track::clock::CLOCK_STEP_NS;
 
 /// Whether a frame of time `ts` is a clock step from the latest time `latest` (0: no time
 /// yet): more than [`CLOCK_STEP_NS`] away, either way.

@@ -811,7 +811,8 @@ impl Worker {
         match &s.decoded {
             Decoded::Roce(p) => {
                 self.counters.roce_packets += 1;
-                if p.mirror.is_some_and(|m| m.erspan_type == 3 && m.time.is_none()) {
+                // Without a switch time it could use: none, or one not believed.
+                if p.mirror.is_some_and(|m| m.erspan_type == 3) && !seen.switch_clock {
                     self.counters.erspan_untimed += 1;
                 }
                 if seen.late {

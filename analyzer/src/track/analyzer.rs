@@ -191,7 +191,7 @@ impl Analyzer {
     pub fn packet_time(&mut self, decoded: &Decoded<'_>, capture_ns: u64) -> (u64, bool) {
         let switch = match decoded {
             Decoded::Roce(RocePacket { mirror: Some(m), .. }) if !self.stamped => {
-                m.timed().map(|(session, t)| self.clocks.time(session, t, capture_ns))
+                m.timed().and_then(|(session, t)| self.clocks.time(session, t, capture_ns))
             }
             _ => None,
         };

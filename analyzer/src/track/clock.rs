@@ -5,9 +5,19 @@
 //! comes back at the right time. A relative counter is anchored to the capture time of the
 //! session's first packet, so intervals stay near wall time while every difference within
 //! a session is in the switch's own clock (which is what the segment latencies subtract).
-//! IEEE 1588 time is absolute and used as it is.
+//! IEEE 1588 time is absolute and used as it is. A stamp the capture clock contradicts by
+//! more than [`CLOCK_STEP_NS`] is not believed (one bogus stamp would move the analysis's
+//! clock for every flow): an absolute time that far from the frame's capture time, or a
+//! counter that moved that much more or less than the capture clock since the session's
+//! previous packet (a free-running counter's drift over one such gap is far less). The
+//! frame is then timed by its capture, and the session's clock is left as it was.
 
 use crate::wire::erspan::SwitchTime;
+
+/// A frame this far from the latest time (either way) is no late mirror copy but a clock
+/// that stepped (or a bogus timestamp); a switch time this far from its frame's capture
+/// time is not believed. The longest reorder window.
+pub const CLOCK_STEP_NS: u64 = 1_000_000_000;
 
 /// Sessions are 10-bit ids: one slot each, allocated once.
 const SESSIONS: usize = 1024;
@@ -37,10 +47,12 @@ impl Default for MirrorClocks {
 
 impl MirrorClocks {
     /// The packet's time from its switch timestamp; `capture_ns` anchors a new session.
+    /// `None` if the capture clock contradicts the stamp (see the module's comment).
     #[inline]
-    pub fn time(&mut self, session: u16, t: SwitchTime, capture_ns: u64) -> u64 {
+    pub fn time(&mut self, session: u16, t: SwitchTime, capture_ns: u64) -> Option<u64> {
+        let believed = |ns: u64| (ns.abs_diff(capture_ns) <= CLOCK_STEP_NS).then_some(ns);
         let (ticks, bits, unit_ns) = match t {
-            SwitchTime::Absolute { ns } => return ns,
+            SwitchTime::Absolute { ns } => return believed(ns),
             SwitchTime::Counter { ticks, bits, unit_ns } => (ticks, bits, unit_ns),
         };
         let slot = &mut self.sessions[usize::from(session) % SESSIONS];
@@ -56,7 +68,7 @@ impl MirrorClocks {
                     ticks: 0,
                     anchor_ns: i128::from(capture_ns),
                 });
-                return capture_ns;
+                return Some(capture_ns);
             }
         };
         let delta: i128 = if bits >= 64 {
@@ -78,11 +90,17 @@ impl MirrorClocks {
             let turns = (elapsed - short + TURN / 2).div_euclid(TURN);
             short + turns * TURN
         };
+        let moved = delta * i128::from(c.unit_ns);
+        let gap = i128::from(capture_ns) - i128::from(c.last_capture_ns);
+        if (moved - gap).abs() > i128::from(CLOCK_STEP_NS) {
+            return None;
+        }
+        let ns = c.anchor_ns + (c.ticks + delta) * i128::from(c.unit_ns);
+        let ns = ns.clamp(0, i128::from(u64::MAX)) as u64;
         c.ticks += delta;
         c.last_raw = ticks;
         c.last_capture_ns = capture_ns;
-        let ns = c.anchor_ns + c.ticks * i128::from(c.unit_ns);
-        ns.clamp(0, i128::from(u64::MAX)) as u64
+        Some(ns)
     }
 }
 
@@ -98,48 +116,70 @@ mod tests {
     fn unwraps_a_32_bit_counter_and_keeps_differences_exact() {
         let mut c = MirrorClocks::default();
         let base = 1_700_000_000_000_000_000;
-        assert_eq!(c.time(5, t32(u32::MAX - 10), base), base);
+        assert_eq!(c.time(5, t32(u32::MAX - 10), base), Some(base));
         // 20 ticks later, across the wrap: 2 µs.
-        assert_eq!(c.time(5, t32(9), base + 999_999), base + 2_000);
+        assert_eq!(c.time(5, t32(9), base + 999_999), Some(base + 2_000));
         // A reordered packet 5 ticks earlier.
-        assert_eq!(c.time(5, t32(4), base + 999_999), base + 1_500);
+        assert_eq!(c.time(5, t32(4), base + 999_999), Some(base + 1_500));
         // Another session is anchored on its own capture time.
-        assert_eq!(c.time(6, t32(7), base + 42), base + 42);
-        assert_eq!(c.time(6, t32(8), base + 150), base + 142);
+        assert_eq!(c.time(6, t32(7), base + 42), Some(base + 42));
+        assert_eq!(c.time(6, t32(8), base + 150), Some(base + 142));
     }
 
     #[test]
     fn a_silence_longer_than_64_bits_of_nanoseconds_divides_the_same() {
         // The capture clock jumps by 2^63 + 12,345 ns (past what 64 signed bits hold):
-        // 92,233,720,368,547,881 ticks of 100 ns, to the nearest turn of 2^32 from 7 ticks
-        // on, are 21,474,836 turns and 7 ticks (worked out with Python's integers).
+        // 92,233,720,368,547,881 ticks of 100 ns, whose low 32 bits the switch stamps,
+        // 2,061,584,425 (worked out with Python's integers): the same time, to the tick.
         let mut c = MirrorClocks::default();
         let base = 1_000_000_000_000_000_000_u64;
-        assert_eq!(c.time(3, t32(0), base), base);
-        assert_eq!(c.time(3, t32(7), base + (1 << 63) + 12_345), 10_223_371_830_696_346_300);
+        assert_eq!(c.time(3, t32(0), base), Some(base));
+        assert_eq!(
+            c.time(3, t32(2_061_584_425), base + (1 << 63) + 12_345),
+            Some(10_223_372_036_854_788_100)
+        );
     }
 
     #[test]
     fn many_wraps_forward() {
         let mut c = MirrorClocks::default();
-        c.time(1, t32(0), 1_000);
+        assert_eq!(c.time(1, t32(0), 1_000), Some(1_000));
         let mut raw: u32 = 0;
         let mut expect: u64 = 1_000;
         for _ in 0..10 {
             // 1.5e9 ticks (150 s) per step.
             raw = raw.wrapping_add(3_000_000_000 / 2);
             expect += 1_500_000_000 * 100;
-            assert_eq!(c.time(1, t32(raw), expect + 3_000), expect);
+            assert_eq!(c.time(1, t32(raw), expect + 3_000), Some(expect));
         }
     }
 
     #[test]
     fn absolute_and_64_bit_times() {
         let mut c = MirrorClocks::default();
-        assert_eq!(c.time(1, SwitchTime::Absolute { ns: 77 }, 5), 77);
+        assert_eq!(c.time(1, SwitchTime::Absolute { ns: 77 }, 5), Some(77));
         let t = |ticks| SwitchTime::Counter { ticks, bits: 64, unit_ns: 100_000 };
-        assert_eq!(c.time(2, t(1 << 40), 9_000), 9_000);
-        assert_eq!(c.time(2, t((1 << 40) + 3), 0), 309_000);
+        assert_eq!(c.time(2, t(1 << 40), 9_000), Some(9_000));
+        assert_eq!(c.time(2, t((1 << 40) + 3), 0), Some(309_000));
+    }
+
+    #[test]
+    fn a_stamp_the_capture_clock_contradicts_by_more_than_a_second_is_not_believed() {
+        let mut c = MirrorClocks::default();
+        let base = 1_700_000_000_000_000_000;
+        // Absolute: 10 s ahead of its capture, or a second and a nanosecond behind.
+        assert_eq!(c.time(1, SwitchTime::Absolute { ns: base + 10_000_000_000 }, base), None);
+        assert_eq!(c.time(1, SwitchTime::Absolute { ns: base - 1_000_000_001 }, base), None);
+        assert_eq!(
+            c.time(1, SwitchTime::Absolute { ns: base - 1_000_000_000 }, base),
+            Some(base - 1_000_000_000)
+        );
+        // A counter that jumps 10 s in 1 ms of capture time; the session's clock is left as
+        // it was, and its next stamp in step with the capture is timed from it.
+        let t = |ticks| SwitchTime::Counter { ticks, bits: 64, unit_ns: 1 };
+        assert_eq!(c.time(2, t(5_000), base), Some(base));
+        assert_eq!(c.time(2, t(5_000 + 10_000_000_000), base + 1_000_000), None);
+        assert_eq!(c.time(2, t(5_000 + 2_000_000), base + 2_000_100), Some(base + 2_000_000));
     }
 
     #[test]
@@ -147,7 +187,7 @@ mod tests {
         let ns = |ticks: u64| SwitchTime::Counter { ticks: ticks & 0xFFFF_FFFF, bits: 32, unit_ns: 1 };
         let mut c = MirrorClocks::default();
         let (switch0, capture0) = (123_456_789_u64, 1_700_000_000_000_000_000_u64);
-        assert_eq!(c.time(9, ns(switch0), capture0), capture0);
+        assert_eq!(c.time(9, ns(switch0), capture0), Some(capture0));
         // Silences of 10 s (two turns and 1.41 s: the shortest way round says 1.41 s),
         // 2.5 s, 4.3 s and 100 s, each packet reaching the probe 2 to 900 µs after the
         // switch stamped it.
@@ -160,10 +200,14 @@ mod tests {
         ] {
             switch += silence;
             let capture = capture0 + (switch - switch0) + path;
-            assert_eq!(c.time(9, ns(switch), capture), capture0 + (switch - switch0), "after {silence} ns");
+            assert_eq!(
+                c.time(9, ns(switch), capture),
+                Some(capture0 + (switch - switch0)),
+                "after {silence} ns"
+            );
             // And the next packet 300 ns later, captured a little earlier (less queueing).
             switch += 300;
-            assert_eq!(c.time(9, ns(switch), capture - 1_000), capture0 + (switch - switch0));
+            assert_eq!(c.time(9, ns(switch), capture - 1_000), Some(capture0 + (switch - switch0)));
         }
     }
 }
