@@ -74,6 +74,41 @@ fn two_and_four_workers_give_what_one_gives_on_every_fixture_and_capture() {
 }
 
 #[test]
+fn frames_out_of_time_order_are_judged_alike_with_any_number_of_workers() {
+    // A real capture (the QP setup's TCP, then RDMA WRITE and its ACKs), every fifth frame
+    // stamped 0.6 ms early (within the 1 ms window: put back in order) and every seventh
+    // 1.5 ms early (past it: late). Whichever worker a frame goes to, the first frame out
+    // of order arms every worker's window, and a frame is late as it is with one worker.
+    use roceprobe::capture::pcap::{Replay, Writer};
+    use roceprobe::capture::{Capture, Poll};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("early.pcap");
+    let mut frames = Vec::new();
+    let mut r = Replay::open(&[capture("rdma_write_bw.pcap")]).unwrap();
+    while let Poll::Frames(_) = r.poll(|f| frames.push((f.ts_ns, f.data.to_vec()))).unwrap() {}
+    let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+    for (i, (ts, data)) in frames.iter().enumerate() {
+        let early = if i % 7 == 6 {
+            1_500_000
+        } else if i % 5 == 4 {
+            600_000
+        } else {
+            0
+        };
+        w.write(ts - early, data, data.len() as u32).unwrap();
+    }
+    drop(w);
+    let (one, one_rows) = run_with(std::slice::from_ref(&path), &[], 1);
+    let late = &one["reorder"]["late_packets"]["compute"];
+    assert!(late.as_u64().unwrap() > 0, "{}", one["reorder"]);
+    for n in [2, 4] {
+        let (many, many_rows) = run_with(std::slice::from_ref(&path), &[], n);
+        assert_eq!(many, one, "summary with --workers {n}");
+        assert_eq!(many_rows, one_rows, "CSV rows with --workers {n}");
+    }
+}
+
+#[test]
 fn intervals_shorter_than_the_traffic_s_gaps_give_the_same_rows_with_any_number_of_workers() {
     // Transmissions that go idle and I/Os that time out while no frame comes (in an interval
     // without frames, or before the frame that closes theirs): one worker learns that time

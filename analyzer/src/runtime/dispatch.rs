@@ -52,6 +52,9 @@ struct Slot {
     /// so far, this frame included, or the probe's clock offered while the link was silent
     /// (see `SilentLink`), whichever is later; and the latest since the clock last stepped.
     now: Told,
+    /// Once a frame came out of time order (to any worker): the latest time before it,
+    /// which arms each worker's reorder window as it would one worker's.
+    armed_after: Option<u64>,
     source: u16,
     /// `ts_ns` is an ERSPAN III switch timestamp.
     switch_clock: bool,
@@ -78,7 +81,7 @@ impl Batch {
         self.slots.len() < BATCH_FRAMES && self.bytes.len() + len <= BATCH_BYTES
     }
     /// Buffers the first `len` bytes of `f` (see [`Dispatcher::kept_at_least`]).
-    fn push(&mut self, f: &Frame<'_>, len: usize, ts_ns: u64, now: Told, switch_clock: bool) {
+    fn push(&mut self, f: &Frame<'_>, len: usize, ts_ns: u64, now: Told, order: Order, switch_clock: bool) {
         let data = &f.data[..len];
         self.slots.push(Slot {
             offset: self.bytes.len() as u32,
@@ -86,6 +89,7 @@ impl Batch {
             wire_len: f.wire_len,
             ts_ns,
             now,
+            armed_after: order.armed_after,
             source: f.source,
             switch_clock,
         });
@@ -95,6 +99,29 @@ impl Batch {
         self.bytes.clear();
         self.slots.clear();
         self.then = Told::default();
+    }
+}
+
+/// The frames' time order as one worker's reorder window sees it, which sees every frame:
+/// in order until the first frame older than the latest before it, which arms the window
+/// for good (see `Reorder::pass`). The workers each see only their own frames, so the
+/// dispatcher tells them when that happened and the latest time before it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Order {
+    /// The latest frame time so far (until the window is armed).
+    latest: u64,
+    armed_after: Option<u64>,
+}
+
+impl Order {
+    #[inline]
+    fn frame(&mut self, ts: u64) {
+        if self.armed_after.is_none() {
+            if ts < self.latest {
+                self.armed_after = Some(self.latest);
+            }
+            self.latest = self.latest.max(ts);
+        }
     }
 }
 
@@ -207,7 +234,8 @@ fn work(mut w: Worker, batches: Receiver<Batch>, spares: Sender<Batch>) -> (IoCo
                 prefetch(bytes.as_ptr().wrapping_add(ahead.offset as usize), 2);
             }
             let data = &bytes[s.offset as usize..(s.offset + s.len) as usize];
-            (Frame { data, wire_len: s.wire_len, ts_ns: s.ts_ns, source: s.source }, s.switch_clock, s.now)
+            let f = Frame { data, wire_len: s.wire_len, ts_ns: s.ts_ns, source: s.source };
+            (f, s.switch_clock, s.now, s.armed_after)
         }));
         w.observe_told(batch.then);
         batch.clear();
@@ -229,6 +257,8 @@ struct Dispatcher {
     current: u64,
     /// The latest capture timestamp seen.
     seen: u64,
+    /// Frames in time order so far (see [`Order`]).
+    order: Order,
     silent: super::SilentLink,
     /// Some frame carried an ERSPAN III switch timestamp.
     switch_clock: bool,
@@ -247,6 +277,7 @@ impl Dispatcher {
             now: 0,
             current: 0,
             seen: 0,
+            order: Order::default(),
             silent: super::SilentLink::default(),
             switch_clock: false,
         }
@@ -294,6 +325,7 @@ impl Dispatcher {
     fn frame(&mut self, f: Frame<'_>) {
         self.seen = self.seen.max(f.ts_ns);
         let (lane, ts, switch) = self.route(&f);
+        self.order.frame(ts);
         self.now = self.now.max(ts);
         self.current = if is_clock_step(self.current, ts) { ts } else { self.current.max(ts) };
         let now = self.told();
@@ -302,7 +334,7 @@ impl Dispatcher {
         if !l.current.fits(len) {
             l.send();
         }
-        l.current.push(&f, len, ts, now, switch);
+        l.current.push(&f, len, ts, now, self.order, switch);
     }
 
     /// A frame's lane, its packet time (an ERSPAN III switch timestamp on the switch's

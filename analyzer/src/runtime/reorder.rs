@@ -184,10 +184,23 @@ impl Reorder {
     }
 
     /// Whether a frame of packet time `ts` comes too late to be put in order: frames after
-    /// it were analysed already.
+    /// it were analysed already, or it is more than the window behind the latest time. The
+    /// second is judged frame by frame, not by the frames released so far (which move on a
+    /// burst or a dispatcher's batch at a time): one worker and several judge alike.
     #[inline]
     pub fn is_late(&self, ts: u64) -> bool {
-        ts < self.floor
+        ts < self.floor.max(self.passed_by_window())
+    }
+
+    /// Arms the window for a frame that is in time order here, because another worker's
+    /// frame was not (see `runtime::dispatch`): as one worker's window would have been
+    /// armed then, with every frame up to `latest` (the latest time before that frame)
+    /// analysed already, unless the clock has stepped since (`ts`: this frame's time).
+    pub fn arm_after(&mut self, latest: u64, ts: u64) {
+        self.armed = true;
+        if !is_clock_step(latest, ts) {
+            self.floor = self.floor.max(latest);
+        }
     }
 
     /// Whether a frame of packet time `ts` is so far from the latest time that the clock
@@ -472,9 +485,11 @@ mod tests {
         }
         // Latest 1200: everything up to 1100 is out, in order.
         assert_eq!(got, [(990, b'c'), (1000, b'a'), (1050, b'b')]);
-        // 1060 is behind what was released: late. 1100 is not.
+        // Behind what was released (1050), or more than the window behind the latest
+        // (1200 - 100): late. 1100 is not.
         assert!(r.is_late(1049));
-        assert!(!r.is_late(1050));
+        assert!(r.is_late(1099));
+        assert!(!r.is_late(1100));
         drain(&mut r, true, &mut got);
         assert_eq!(&got[3..], [(1101, b'e'), (1200, b'd')]);
     }

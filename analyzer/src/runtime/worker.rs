@@ -614,21 +614,23 @@ impl Worker {
     }
 
     /// Like [`Worker::handle_burst`] for frames a dispatcher stamped with their final time,
-    /// each with whether that time is a switch clock's and the latest time to observe (see
-    /// [`Worker::observe_time`]) before it.
-    pub fn handle_stamped_burst<'a>(&mut self, frames: impl Iterator<Item = (Frame<'a>, bool, Told)>) {
-        let mut frames = frames.map(|(f, sw, t)| Incoming {
-            f,
-            stamped: Some(sw),
-            observe: Some(t),
-            late: false,
-            packet: None,
+    /// each with whether that time is a switch clock's, the latest time to observe (see
+    /// [`Worker::observe_time`]) before it, and, once some worker's frame came out of time
+    /// order, the latest time before that frame (see [`Reorder::arm_after`]).
+    pub fn handle_stamped_burst<'a>(
+        &mut self,
+        frames: impl Iterator<Item = (Frame<'a>, bool, Told, Option<u64>)>,
+    ) {
+        let mut frames = frames.map(|(f, sw, t, after)| {
+            (Incoming { f, stamped: Some(sw), observe: Some(t), late: false, packet: None }, after)
         });
         let Some(mut r) = self.reorder.take() else {
-            return self.arrive(frames, true);
+            return self.arrive(frames.map(|(i, _)| i), true);
         };
         // As in `handle_burst`: frames in time order go on in bursts as they come, while the
         // window holds none; from the first out of order (which arms it), `arrive` takes over.
+        // A frame out of order at another worker arms this window too, as it would one
+        // worker's that saw every frame.
         let mut out_of_order = None;
         let mut more = true;
         while more && !r.is_armed() {
@@ -637,10 +639,15 @@ impl Worker {
                 if taken == BURST {
                     return None;
                 }
-                let Some(i) = frames.next() else {
+                let Some((i, armed_after)) = frames.next() else {
                     more = false;
                     return None;
                 };
+                if let Some(latest) = armed_after {
+                    r.arm_after(latest, i.f.ts_ns);
+                    out_of_order = Some(i);
+                    return None;
+                }
                 if !r.pass(i.f.ts_ns) {
                     out_of_order = Some(i);
                     return None;
@@ -653,9 +660,10 @@ impl Worker {
         self.reorder = Some(r);
         // The frames from the first out of order on, or all of them if the window held
         // frames already: `arrive` holds them (and releases what is due).
+        let rest = frames.map(|(i, _)| i);
         match out_of_order {
-            Some(first) => self.arrive(std::iter::once(first).chain(frames), true),
-            None if armed => self.arrive(frames, true),
+            Some(first) => self.arrive(std::iter::once(first).chain(rest), true),
+            None if armed => self.arrive(rest, true),
             None => {}
         }
     }
