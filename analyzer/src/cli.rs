@@ -650,27 +650,28 @@ fn can_make(path: &Path, dir: bool) -> bool {
     false
 }
 
-/// `path` made absolute, with the part of it that exists resolved (links, `..`) and the
-/// rest as written: two paths to one place compare equal whether or not it exists yet.
+/// `path` made absolute, with every part of it that exists resolved (links, `..` after
+/// them) and the rest as written: two paths to one place compare equal whether or not it
+/// exists yet.
 fn resolved(path: &Path) -> PathBuf {
     use std::path::Component;
     let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let parts: Vec<Component> = abs.components().collect();
-    for k in (1..=parts.len()).rev() {
-        let Ok(mut out) = parts[..k].iter().collect::<PathBuf>().canonicalize() else { continue };
-        // Past what exists there are no links: `..` goes up one name.
-        for c in &parts[k..] {
-            match c {
-                Component::ParentDir => {
-                    out.pop();
-                }
-                Component::Normal(n) => out.push(n),
-                _ => {}
+    let mut out = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            // `out` has its links followed where it exists: `..` goes up from where they
+            // point, as the system's does.
+            Component::ParentDir => {
+                out.pop();
             }
+            Component::CurDir => {}
+            other => out.push(other),
         }
-        return out;
+        if let Ok(r) = out.canonicalize() {
+            out = r;
+        }
     }
-    abs
+    out
 }
 
 /// The folder `path` names an entry of (resolved), and the entry's name as given (a link
@@ -703,8 +704,10 @@ fn check_clashes(common: &CommonArgs, inputs: &[PathBuf]) -> Result<()> {
             _ => None,
         }
     };
+    // A path as given (a link there is written through) and where it leads.
+    let places = |p: &Path| [Some(p.to_path_buf()), p.canonicalize().ok()].into_iter().flatten();
     for input in inputs {
-        if let Some(what) = made(input) {
+        if let Some(what) = places(input).find_map(|p| made(&p)) {
             bail!("the input file {} is {what}: the run would write over it", input.display());
         }
     }
@@ -729,7 +732,7 @@ fn check_clashes(common: &CommonArgs, inputs: &[PathBuf]) -> Result<()> {
             input.display()
         );
     }
-    if let Some(what) = made(path) {
+    if let Some(what) = places(path).find_map(|p| made(&p)) {
         bail!("--summary {} is {what}: give the summary another name", path.display());
     }
     Ok(())
@@ -918,7 +921,9 @@ fn live(a: LiveArgs) -> Result<()> {
     // The ports the capture takes: a --vantage rule naming another is refused before any
     // port starts.
     let ids = if a.ports.is_empty() { crate::capture::dpdk::available_ports() } else { a.ports.clone() };
-    let vantages = VantageMap::new(&a.common.vantages, SourceKind::Port, &ids)?;
+    // No port at all is the capture's to tell (with DPDK's own diagnosis).
+    let checked =
+        (!ids.is_empty()).then(|| VantageMap::new(&a.common.vantages, SourceKind::Port, &ids)).transpose()?;
     let mut cap = DpdkCapture::start(
         &a.eal_args,
         &a.ports,
@@ -928,6 +933,14 @@ fn live(a: LiveArgs) -> Result<()> {
         queues,
         setup,
     )?;
+    let vantages = match checked {
+        Some(v) => v,
+        None => VantageMap::new(
+            &a.common.vantages,
+            SourceKind::Port,
+            &cap.ports().iter().map(|p| p.id()).collect::<Vec<_>>(),
+        )?,
+    };
     let out = Outputs::open(&a.common, prometheus)?;
     if a.duration.is_none() && a.idle_exit.is_none() && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         // Fine for a service; noted so a script that forgot a stop condition is not a mystery.

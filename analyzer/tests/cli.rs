@@ -802,6 +802,17 @@ fn outputs_that_land_on_an_input_or_on_each_other_are_refused_before_anything_is
     for f in [&copied, &kept] {
         assert_eq!(std::fs::read(f).unwrap(), std::fs::read(&input).unwrap(), "{f} changed");
     }
+    // Through links: a --csv-dir reached by `..` after a folder not made yet, that is a link
+    // to another folder; an input that is a link to a report.
+    std::fs::create_dir(at("target")).unwrap();
+    std::os::unix::fs::symlink(at("target"), at("link")).unwrap();
+    let via = format!("{}/not-yet/../link", d.path().display());
+    assert_one_line_error(
+        &["replay", "-q", "--csv-dir", &via, "--summary", &at("target/flows.csv"), i],
+        "is a file --csv-dir",
+    );
+    std::os::unix::fs::symlink(&copied, at("in.pcap")).unwrap();
+    assert_one_line_error(&["replay", "-q", "--csv-dir", &csv, &at("in.pcap")], "is a file --csv-dir");
 }
 
 #[test]

@@ -186,11 +186,17 @@ pub struct CsvWriter {
     ports: CsvFile,
     events: CsvFile,
     line: String,
-    /// Per interval (by its start): its end and the rows of flows.csv, latency.csv and
-    /// io.csv the workers reported so far, written once every worker has reported up to its
-    /// end (or the oldest when more wait than [`INTERVALS_PENDING`], or at the end of the run):
-    /// a rotation then never splits an interval's rows, and files follow in time.
+    /// A replay's: per interval (by its start), its end and the rows of flows.csv,
+    /// latency.csv and io.csv the workers reported so far, written once every worker has
+    /// reported up to its end (or the oldest when more wait than [`INTERVALS_PENDING`], or
+    /// at the end of the run): a rotation then never splits an interval's rows, and the
+    /// files follow in time. Live, rows are written as each worker hands them over: a
+    /// worker without traffic reports no interval, and rows must not wait for it.
     rows: BTreeMap<u64, (u64, [String; 3])>,
+    /// Rows wait for every worker's (a replay).
+    wait_for_workers: bool,
+    /// Emptied buffers of `rows`, for the intervals to come.
+    spare_rows: Vec<[String; 3]>,
     /// Per interval (by its start): its end and the slowest I/Os the workers reported so far.
     /// With several workers each reports its own; an interval's rows are written once every
     /// worker has reported up to its end (or at the end of the run).
@@ -264,6 +270,8 @@ impl CsvWriter {
             events: file("events"),
             line: String::with_capacity(512),
             rows: BTreeMap::new(),
+            wait_for_workers: false,
+            spare_rows: Vec::new(),
             slowest: BTreeMap::new(),
             slow_k: crate::defaults::SLOW_IOS,
             interval_ns: crate::defaults::INTERVAL_NS,
@@ -315,9 +323,12 @@ impl CsvWriter {
     }
 
     /// The slowest I/Os to list per interval, and the interval.
-    pub fn for_run(mut self, slow_ios: usize, interval_ns: u64) -> Self {
+    /// `wait_for_workers`: a replay's rows of an interval are written together once every
+    /// worker has reported it (see `rows`).
+    pub fn for_run(mut self, slow_ios: usize, interval_ns: u64, wait_for_workers: bool) -> Self {
         self.slow_k = slow_ios;
         self.interval_ns = interval_ns.max(1);
+        self.wait_for_workers = wait_for_workers;
         self
     }
 
@@ -405,7 +416,7 @@ impl CsvWriter {
     /// One row per flow active in the interval. Fabric loss compares the flow's gaps with
     /// the same flow's at the other vantage in the same interval (empty with one vantage).
     /// `done`: the end of the intervals every worker has reported, after which an interval's
-    /// slowest I/Os are complete.
+    /// slowest I/Os are complete (and, in a replay, its rows are written).
     pub fn write_interval(&mut self, s: &IntervalSnapshot, two_vantages: bool, done: u64) -> Result<()> {
         // Only two vantages compare a flow's gaps with its other vantage's.
         let gaps: HashMap<FlowKey, u64, ahash::RandomState> = if two_vantages {
@@ -480,29 +491,41 @@ impl CsvWriter {
             self.latency.rows.push_str(l);
         }
         self.write_io(s);
-        let (_, pending) = self.rows.entry(s.start_ns).or_insert_with(|| (s.end_ns, Default::default()));
+        let slow = self.note_slow_ios(s, done);
+        if !self.wait_for_workers {
+            // Live: every worker's rows go as they come.
+            let mut written = Ok(());
+            for to in [&mut self.flows, &mut self.latency, &mut self.io] {
+                written = written.and(to.commit(s.start_ns, &self.rotation, &mut self.health));
+            }
+            return written.and(slow);
+        }
+        let spare = &mut self.spare_rows;
+        let (_, pending) =
+            self.rows.entry(s.start_ns).or_insert_with(|| (s.end_ns, spare.pop().unwrap_or_default()));
         for (to, from) in pending.iter_mut().zip([&mut self.flows, &mut self.latency, &mut self.io]) {
             to.push_str(&from.rows);
             from.rows.clear();
         }
-        let rows = self.write_reported(done);
-        let slow = self.note_slow_ios(s, done);
-        rows.and(slow)
+        self.write_reported(done).and(slow)
     }
 
     /// Writes the rows of flows.csv, latency.csv and io.csv of the intervals every worker
-    /// has reported (up to `done`), oldest first; `u64::MAX`: every interval's.
+    /// has reported (up to `done`), oldest first; `u64::MAX`: every interval's. Their
+    /// buffers are kept for the intervals to come.
     fn write_reported(&mut self, done: u64) -> Result<()> {
         let mut written = Ok(());
         while let Some((&start, &(end, _))) = self.rows.first_key_value() {
             if end > done && self.rows.len() <= INTERVALS_PENDING {
                 break;
             }
-            let Some((_, rows)) = self.rows.remove(&start) else { break };
-            for (from, to) in rows.into_iter().zip([&mut self.flows, &mut self.latency, &mut self.io]) {
-                to.rows.push_str(&from);
+            let Some((_, mut rows)) = self.rows.remove(&start) else { break };
+            for (from, to) in rows.iter_mut().zip([&mut self.flows, &mut self.latency, &mut self.io]) {
+                to.rows.push_str(from);
+                from.clear();
                 written = written.and(to.commit(start, &self.rotation, &mut self.health));
             }
+            self.spare_rows.push(rows);
         }
         written
     }

@@ -806,9 +806,12 @@ impl<'a> Plots<'a> {
 /// Writes a plot's file; one that could not be written whole (a full disk) is removed,
 /// not left cut short to be taken for a plot.
 fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
-    std::fs::write(path, bytes).or_else(|e| {
+    let cannot = || format!("--out: cannot write {}", path.display());
+    let mut f = std::fs::File::create(path).with_context(cannot)?;
+    std::io::Write::write_all(&mut f, bytes).or_else(|e| {
+        // Only what this run began writing is removed.
         let _ = std::fs::remove_file(path);
-        Err(e).with_context(|| format!("--out: cannot write {}", path.display()))
+        Err(e).with_context(cannot)
     })
 }
 

@@ -525,7 +525,7 @@ fn pipeline(
     let two_vantages = cfg.vantages.maps_storage();
     let Reports { csv, live } = reports;
     let interval_ns = cfg.interval.as_nanos() as u64;
-    let mut csv = csv.map(|w| w.for_run(cfg.slow_ios, interval_ns));
+    let mut csv = csv.map(|w| w.for_run(cfg.slow_ios, interval_ns, !cfg.never_wait));
     // A transmission reaches the stats side at most two flow-idle times (found idle) and
     // an interval (its batch) after it ends.
     let settle_ns = 2 * cfg.flow_idle.as_nanos() as u64 + 2 * interval_ns;
@@ -624,7 +624,9 @@ fn pipeline(
             }
             if let ToStats::Interval(_) = &msg {
                 for b in totals.bounds() {
-                    if told.insert(b.option.clone()) {
+                    // Once per bound and loss (--max-ios has two: connection state and
+                    // commands not followed).
+                    if told.insert((b.option.clone(), b.what.clone())) {
                         crate::note!(
                             "roceprobe: warning: {} (told once; the summary's bounds and the exit report give the final figures)",
                             b.line()

@@ -104,7 +104,8 @@ pub struct Reorder {
     next_seq: u64,
     /// The latest packet time seen (a frame's, or one observed).
     latest: u64,
-    /// Frames older than this are late: the analysis has moved past them.
+    /// Frames older than this are late: the analysis has moved past them (and so are
+    /// frames more than the window older than `latest`, see [`Reorder::is_late`]).
     floor: u64,
     /// Frames are held. Until then (no second vantage or source, and every frame so far
     /// in time order) they are analysed as they come, without a copy.

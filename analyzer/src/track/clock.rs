@@ -5,12 +5,16 @@
 //! comes back at the right time. A relative counter is anchored to the capture time of the
 //! session's first packet, so intervals stay near wall time while every difference within
 //! a session is in the switch's own clock (which is what the segment latencies subtract).
-//! IEEE 1588 time is absolute and used as it is. A stamp the capture clock contradicts by
-//! more than [`CLOCK_STEP_NS`] is not believed (one bogus stamp would move the analysis's
-//! clock for every flow): an absolute time that far from the frame's capture time, or a
-//! counter that moved that much more or less than the capture clock since the session's
-//! previous packet (a free-running counter's drift over one such gap is far less). The
-//! frame is then timed by its capture, and the session's clock is left as it was.
+//! IEEE 1588 time is absolute and used as it is.
+//!
+//! A stamp out of step with its session's previous one by more than [`CLOCK_STEP_NS`] (it
+//! moved that much more or less than the capture clock since) is not believed: one bogus
+//! stamp would move the analysis's clock for every flow. Nor is a session's first absolute
+//! stamp that far from its capture time (a lone packet of a session of its own could carry
+//! any time). The packet is then timed by its capture, and the session goes on from that
+//! stamp: a counter is anchored again there, and the stamps that follow in step with it
+//! are believed (a switch that restarted its counter, or a switch clock a constant offset
+//! from the probe's, loses one packet's time, not the session's).
 
 use crate::wire::erspan::SwitchTime;
 
@@ -21,6 +25,9 @@ pub const CLOCK_STEP_NS: u64 = 1_000_000_000;
 
 /// Sessions are 10-bit ids: one slot each, allocated once.
 const SESSIONS: usize = 1024;
+
+/// `SessionClock::bits` of a session that stamps absolute time (counters have 16 to 64).
+const ABSOLUTE: u8 = 0;
 
 #[derive(Debug, Clone, Copy)]
 struct SessionClock {
@@ -47,27 +54,47 @@ impl Default for MirrorClocks {
 
 impl MirrorClocks {
     /// The packet's time from its switch timestamp; `capture_ns` anchors a new session.
-    /// `None` if the capture clock contradicts the stamp (see the module's comment).
+    /// `None` if the stamp is not believed (see the module's comment).
     #[inline]
     pub fn time(&mut self, session: u16, t: SwitchTime, capture_ns: u64) -> Option<u64> {
-        let believed = |ns: u64| (ns.abs_diff(capture_ns) <= CLOCK_STEP_NS).then_some(ns);
-        let (ticks, bits, unit_ns) = match t {
-            SwitchTime::Absolute { ns } => return believed(ns),
-            SwitchTime::Counter { ticks, bits, unit_ns } => (ticks, bits, unit_ns),
+        let in_step = |moved: i128, c: &SessionClock| {
+            (moved - (i128::from(capture_ns) - i128::from(c.last_capture_ns))).abs()
+                <= i128::from(CLOCK_STEP_NS)
         };
         let slot = &mut self.sessions[usize::from(session) % SESSIONS];
+        let (ticks, bits, unit_ns) = match t {
+            SwitchTime::Absolute { ns } => {
+                let believed = match slot {
+                    Some(c) if c.bits == ABSOLUTE => in_step(i128::from(ns) - i128::from(c.last_raw), c),
+                    _ => ns.abs_diff(capture_ns) <= CLOCK_STEP_NS,
+                };
+                *slot = Some(SessionClock {
+                    unit_ns: 1,
+                    bits: ABSOLUTE,
+                    last_raw: ns,
+                    last_capture_ns: capture_ns,
+                    ticks: 0,
+                    anchor_ns: 0,
+                });
+                return believed.then_some(ns);
+            }
+            SwitchTime::Counter { ticks, bits, unit_ns } => (ticks, bits, unit_ns),
+        };
+        let anchor = |slot: &mut Option<SessionClock>| {
+            *slot = Some(SessionClock {
+                unit_ns,
+                bits,
+                last_raw: ticks,
+                last_capture_ns: capture_ns,
+                ticks: 0,
+                anchor_ns: i128::from(capture_ns),
+            });
+        };
         let c = match slot {
             Some(c) if c.unit_ns == unit_ns && c.bits == bits => c,
             _ => {
-                // A new session, or one whose switch changed granularity: re-anchor.
-                *slot = Some(SessionClock {
-                    unit_ns,
-                    bits,
-                    last_raw: ticks,
-                    last_capture_ns: capture_ns,
-                    ticks: 0,
-                    anchor_ns: i128::from(capture_ns),
-                });
+                // A new session, or one whose switch changed granularity: anchored here.
+                anchor(slot);
                 return Some(capture_ns);
             }
         };
@@ -90,17 +117,15 @@ impl MirrorClocks {
             let turns = (elapsed - short + TURN / 2).div_euclid(TURN);
             short + turns * TURN
         };
-        let moved = delta * i128::from(c.unit_ns);
-        let gap = i128::from(capture_ns) - i128::from(c.last_capture_ns);
-        if (moved - gap).abs() > i128::from(CLOCK_STEP_NS) {
+        if !in_step(delta * i128::from(c.unit_ns), c) {
+            anchor(slot);
             return None;
         }
-        let ns = c.anchor_ns + (c.ticks + delta) * i128::from(c.unit_ns);
-        let ns = ns.clamp(0, i128::from(u64::MAX)) as u64;
         c.ticks += delta;
         c.last_raw = ticks;
         c.last_capture_ns = capture_ns;
-        Some(ns)
+        let ns = c.anchor_ns + c.ticks * i128::from(c.unit_ns);
+        Some(ns.clamp(0, i128::from(u64::MAX)) as u64)
     }
 }
 
@@ -164,22 +189,31 @@ mod tests {
     }
 
     #[test]
-    fn a_stamp_the_capture_clock_contradicts_by_more_than_a_second_is_not_believed() {
+    fn a_stamp_out_of_step_with_its_session_is_not_believed_and_the_session_goes_on() {
         let mut c = MirrorClocks::default();
         let base = 1_700_000_000_000_000_000;
-        // Absolute: 10 s ahead of its capture, or a second and a nanosecond behind.
-        assert_eq!(c.time(1, SwitchTime::Absolute { ns: base + 10_000_000_000 }, base), None);
-        assert_eq!(c.time(1, SwitchTime::Absolute { ns: base - 1_000_000_001 }, base), None);
-        assert_eq!(
-            c.time(1, SwitchTime::Absolute { ns: base - 1_000_000_000 }, base),
-            Some(base - 1_000_000_000)
-        );
-        // A counter that jumps 10 s in 1 ms of capture time; the session's clock is left as
-        // it was, and its next stamp in step with the capture is timed from it.
+        let abs = |ns| SwitchTime::Absolute { ns };
+        // A lone packet of a session of its own, 10 s ahead of its capture: not believed.
+        assert_eq!(c.time(1, abs(base + 10_000_000_000), base), None);
+        // A switch clock 37 s ahead of the probe's (TAI against UTC): its first packet is
+        // timed by the capture, the next in step with it by the switch.
+        assert_eq!(c.time(2, abs(base + 37_000_000_000), base), None);
+        assert_eq!(c.time(2, abs(base + 37_000_001_000), base + 1_200), Some(base + 37_000_001_000));
+        // Within a second of its capture, a session's first absolute stamp is believed; a
+        // stamp 10 s out of step is not, nor the next (out of step with that one), and the
+        // one after goes on.
+        assert_eq!(c.time(3, abs(base - 1_000_000_000), base), Some(base - 1_000_000_000));
+        assert_eq!(c.time(3, abs(base + 10_000_000_000), base + 1_000), None);
+        assert_eq!(c.time(3, abs(base - 999_998_000), base + 2_000), None);
+        assert_eq!(c.time(3, abs(base - 999_997_000), base + 3_000), Some(base - 999_997_000));
+        // A counter that jumps 10 s in 1 ms of capture time (a bogus stamp, or a switch that
+        // restarted its counter): timed by the capture and anchored there; the stamps in
+        // step with it are timed from it.
         let t = |ticks| SwitchTime::Counter { ticks, bits: 64, unit_ns: 1 };
-        assert_eq!(c.time(2, t(5_000), base), Some(base));
-        assert_eq!(c.time(2, t(5_000 + 10_000_000_000), base + 1_000_000), None);
-        assert_eq!(c.time(2, t(5_000 + 2_000_000), base + 2_000_100), Some(base + 2_000_000));
+        assert_eq!(c.time(4, t(5_000), base), Some(base));
+        assert_eq!(c.time(4, t(5_000 + 2_000_000), base + 2_000_100), Some(base + 2_000_000));
+        assert_eq!(c.time(4, t(9_000_000_000_000), base + 3_000_000), None);
+        assert_eq!(c.time(4, t(9_000_000_500_000), base + 3_600_000), Some(base + 3_500_000));
     }
 
     #[test]
