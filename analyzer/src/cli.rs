@@ -191,8 +191,9 @@ pub struct CommonArgs {
     #[arg(long, allow_hyphen_values = true, value_name = "K", default_value_t = defaults::SLOW_IOS, value_parser = parse_slow_ios)]
     pub slow_ios: usize,
     /// A collective job's hosts, named (repeatable): NAME=CIDR[,CIDR...], e.g.
-    /// llm=10.1.0.0/16; two jobs' ranges may not overlap. Without it, hosts that RC WRITE / SEND traffic (not NVMe) connects
-    /// form one job per connected group, named by their lowest address.
+    /// llm=10.1.0.0/16; two jobs' ranges may not overlap. Without it, hosts that RC WRITE /
+    /// SEND traffic (not NVMe) connects form one job per connected group, named by their
+    /// lowest address.
     #[arg(long = "job", value_name = "NAME=CIDRS")]
     pub jobs: Vec<crate::metrics::steps::JobRule>,
     /// A job's step ends when none of its flows has sent for this long.
