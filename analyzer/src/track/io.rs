@@ -1349,14 +1349,16 @@ impl IoTracker {
         let v = vi(v);
         let Some(c) = self.conns.get_hinted(&ConnKey(host, target, target_qpn), hint) else { return };
         // Responses of a QP come in order: the READ is the one that started closest below,
-        // if the response is one of its PSNs (else it answers a READ not followed).
+        // if the response is one of its PSNs (else it answers a READ not followed), and at
+        // most 2^16 PSNs after it, the window within which an answer is taken for a request
+        // (however long the READ says it is).
+        let within = |n: u32| Span::read(n, mtu).max.min(1 << 16);
         let hit = c
             .reads
             .iter()
             .filter_map(|e| e.io.map(|r| (psn.wrapping_sub(e.psn) & 0x00FF_FFFF, r)))
             .filter(|&(offset, r)| {
-                self.get(r)
-                    .is_some_and(|i| self.ios[i].read_len.is_some_and(|n| offset < Span::read(n, mtu).max))
+                self.get(r).is_some_and(|i| self.ios[i].read_len.is_some_and(|n| offset < within(n)))
             })
             .min_by_key(|&(offset, _)| offset);
         if let Some(i) = hit.and_then(|(_, r)| self.get(r)) {
