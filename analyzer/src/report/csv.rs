@@ -58,6 +58,15 @@ pub fn size_class_columns() -> String {
 /// yet; beyond this, the oldest is written with what came.
 const INTERVALS_PENDING: usize = 64;
 
+/// An interval some worker has not reported yet: its end, the slowest I/Os the workers
+/// reported so far (each reports its own), and in a replay their rows of flows.csv,
+/// latency.csv and io.csv.
+struct Waiting {
+    end_ns: u64,
+    slowest: Slowest,
+    rows: [String; 3],
+}
+
 /// The link speed that turns one packet into time, for a transmission's minimum duration.
 pub const PACKET_TIME_GBPS: u64 = 100;
 
@@ -186,21 +195,17 @@ pub struct CsvWriter {
     ports: CsvFile,
     events: CsvFile,
     line: String,
-    /// A replay's: per interval (by its start), its end and the rows of flows.csv,
-    /// latency.csv and io.csv the workers reported so far, written once every worker has
-    /// reported up to its end (or the oldest when more wait than [`INTERVALS_PENDING`], or
-    /// at the end of the run): a rotation then never splits an interval's rows, and the
-    /// files follow in time. Live, rows are written as each worker hands them over: a
-    /// worker without traffic reports no interval, and rows must not wait for it.
-    rows: BTreeMap<u64, (u64, [String; 3])>,
-    /// Rows wait for every worker's (a replay).
+    /// The intervals some worker has not reported yet, by their start (see [`Waiting`]);
+    /// each is written once every worker has reported up to its end (or the oldest when
+    /// more wait than [`INTERVALS_PENDING`], or at the end of the run).
+    waiting: BTreeMap<u64, Waiting>,
+    /// An interval's rows of flows.csv, latency.csv and io.csv wait for every worker's (a
+    /// replay), so that a rotation never splits them and the files follow in time. Live,
+    /// they are written as each worker hands them over: a worker without traffic reports no
+    /// interval, and rows must not wait for it.
     wait_for_workers: bool,
-    /// Emptied buffers of `rows`, for the intervals to come.
+    /// Emptied row buffers of written intervals, for the intervals to come.
     spare_rows: Vec<[String; 3]>,
-    /// Per interval (by its start): its end and the slowest I/Os the workers reported so far.
-    /// With several workers each reports its own; an interval's rows are written once every
-    /// worker has reported up to its end (or at the end of the run).
-    slowest: BTreeMap<u64, (u64, Slowest)>,
     /// How many to list per interval (`--slow-ios`).
     slow_k: usize,
     interval_ns: u64,
@@ -269,10 +274,9 @@ impl CsvWriter {
             ports: file("ports"),
             events: file("events"),
             line: String::with_capacity(512),
-            rows: BTreeMap::new(),
+            waiting: BTreeMap::new(),
             wait_for_workers: false,
             spare_rows: Vec::new(),
-            slowest: BTreeMap::new(),
             slow_k: crate::defaults::SLOW_IOS,
             interval_ns: crate::defaults::INTERVAL_NS,
             straggling: BTreeMap::new(),
@@ -491,41 +495,49 @@ impl CsvWriter {
             self.latency.rows.push_str(l);
         }
         self.write_io(s);
-        let slow = self.note_slow_ios(s, done);
+        let mut written = Ok(());
         if !self.wait_for_workers {
             // Live: every worker's rows go as they come.
-            let mut written = Ok(());
             for to in [&mut self.flows, &mut self.latency, &mut self.io] {
                 written = written.and(to.commit(s.start_ns, &self.rotation, &mut self.health));
             }
-            return written.and(slow);
+            if self.slow_k == 0 {
+                return written;
+            }
         }
-        let spare = &mut self.spare_rows;
-        let (_, pending) =
-            self.rows.entry(s.start_ns).or_insert_with(|| (s.end_ns, spare.pop().unwrap_or_default()));
-        for (to, from) in pending.iter_mut().zip([&mut self.flows, &mut self.latency, &mut self.io]) {
+        let (k, spare) = (self.slow_k, &mut self.spare_rows);
+        let w = self.waiting.entry(s.start_ns).or_insert_with(|| Waiting {
+            end_ns: s.end_ns,
+            slowest: Slowest::new(k),
+            rows: spare.pop().unwrap_or_default(),
+        });
+        for io in &s.ios.slowest {
+            w.slowest.offer(*io);
+        }
+        for (to, from) in w.rows.iter_mut().zip([&mut self.flows, &mut self.latency, &mut self.io]) {
             to.push_str(&from.rows);
             from.rows.clear();
         }
-        self.write_reported(done).and(slow)
+        written.and(self.write_reported(done))
     }
 
-    /// Writes the rows of flows.csv, latency.csv and io.csv of the intervals every worker
-    /// has reported (up to `done`), oldest first; `u64::MAX`: every interval's. Their
+    /// Writes the intervals every worker has reported (up to `done`), oldest first:
+    /// their rows (a replay's) and slowest I/Os; `u64::MAX`: every interval. Their row
     /// buffers are kept for the intervals to come.
     fn write_reported(&mut self, done: u64) -> Result<()> {
         let mut written = Ok(());
-        while let Some((&start, &(end, _))) = self.rows.first_key_value() {
-            if end > done && self.rows.len() <= INTERVALS_PENDING {
+        while let Some((&start, w)) = self.waiting.first_key_value() {
+            if w.end_ns > done && self.waiting.len() <= INTERVALS_PENDING {
                 break;
             }
-            let Some((_, mut rows)) = self.rows.remove(&start) else { break };
-            for (from, to) in rows.iter_mut().zip([&mut self.flows, &mut self.latency, &mut self.io]) {
+            let Some(mut w) = self.waiting.remove(&start) else { break };
+            for (from, to) in w.rows.iter_mut().zip([&mut self.flows, &mut self.latency, &mut self.io]) {
                 to.rows.push_str(from);
                 from.clear();
                 written = written.and(to.commit(start, &self.rotation, &mut self.health));
             }
-            self.spare_rows.push(rows);
+            self.spare_rows.push(w.rows);
+            written = written.and(self.write_slow_ios(start, w.end_ns, &w.slowest));
         }
         written
     }
@@ -566,36 +578,10 @@ impl CsvWriter {
         }
     }
 
-    /// Keeps a worker's slowest I/Os of an interval with the other workers', and writes the
-    /// intervals every worker has reported (up to `done`).
-    fn note_slow_ios(&mut self, s: &IntervalSnapshot, done: u64) -> Result<()> {
-        if self.slow_k == 0 {
-            return Ok(());
-        }
-        let k = self.slow_k;
-        let (_, list) = self.slowest.entry(s.start_ns).or_insert_with(|| (s.end_ns, Slowest::new(k)));
-        for io in &s.ios.slowest {
-            list.offer(*io);
-        }
-        let mut written = Ok(());
-        while let Some((&start, &(end, _))) = self.slowest.first_key_value() {
-            if end > done && self.slowest.len() <= INTERVALS_PENDING {
-                break;
-            }
-            let Some((_, list)) = self.slowest.remove(&start) else { break };
-            written = written.and(self.write_slow_ios(start, end, &list));
-        }
-        written
-    }
-
     /// Writes the rows and slowest I/Os of the intervals still waiting for a worker (end of
     /// the run).
     pub fn flush_intervals(&mut self) -> Result<()> {
-        let mut written = self.write_reported(u64::MAX);
-        while let Some((start, (end, list))) = self.slowest.pop_first() {
-            written = written.and(self.write_slow_ios(start, end, &list));
-        }
-        written
+        self.write_reported(u64::MAX)
     }
 
     fn write_slow_ios(&mut self, start_ns: u64, end_ns: u64, list: &Slowest) -> Result<()> {
