@@ -920,10 +920,10 @@ fn live(a: LiveArgs) -> Result<()> {
         looped_frames: if looped.frames > 0 { looped_frames } else { 0 },
     };
     // The ports the capture takes: a --vantage rule naming another is refused before any
-    // port starts.
-    let ids = if a.ports.is_empty() { crate::capture::dpdk::available_ports() } else { a.ports.clone() };
-    // No port at all is the capture's to tell (with DPDK's own diagnosis).
-    let checked =
+    // port starts. No port at all is the capture's to tell, with DPDK's own diagnosis (it
+    // refuses to start without one).
+    let ids = crate::capture::dpdk::ports_to_capture(&a.ports);
+    let vantages =
         (!ids.is_empty()).then(|| VantageMap::new(&a.common.vantages, SourceKind::Port, &ids)).transpose()?;
     let mut cap = DpdkCapture::start(
         &a.eal_args,
@@ -934,14 +934,7 @@ fn live(a: LiveArgs) -> Result<()> {
         queues,
         setup,
     )?;
-    let vantages = match checked {
-        Some(v) => v,
-        None => VantageMap::new(
-            &a.common.vantages,
-            SourceKind::Port,
-            &cap.ports().iter().map(|p| p.id()).collect::<Vec<_>>(),
-        )?,
-    };
+    let vantages = vantages.unwrap_or_default();
     let out = Outputs::open(&a.common, prometheus)?;
     if a.duration.is_none() && a.idle_exit.is_none() && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         // Fine for a service; noted so a script that forgot a stop condition is not a mystery.

@@ -219,6 +219,15 @@ pub fn eal_worker_cpus() -> Vec<usize> {
     cpus
 }
 
+/// The ports a capture takes: those given (`--port`), else every port EAL found.
+pub fn ports_to_capture(given: &[u16]) -> Vec<u16> {
+    if given.is_empty() {
+        available_ports()
+    } else {
+        given.to_vec()
+    }
+}
+
 /// The ids of the ethdev ports EAL found (NICs bound to DPDK, and vdevs).
 pub fn available_ports() -> Vec<u16> {
     (0..ffi::RTE_MAX_ETHPORTS as u16)
@@ -908,7 +917,7 @@ impl DpdkCapture {
     ) -> Result<Self> {
         let probe_clock = setup.probe_clock;
         eal_init(eal_args)?;
-        let ids = if ports.is_empty() { available_ports() } else { ports.to_vec() };
+        let ids = ports_to_capture(ports);
         if ids.is_empty() {
             match eal_diagnostic() {
                 Some(d) => bail!("DPDK found no ports: {d}"),

@@ -81,7 +81,15 @@ impl Batch {
         self.slots.len() < BATCH_FRAMES && self.bytes.len() + len <= BATCH_BYTES
     }
     /// Buffers the first `len` bytes of `f` (see [`Dispatcher::kept_at_least`]).
-    fn push(&mut self, f: &Frame<'_>, len: usize, ts_ns: u64, now: Told, order: Order, switch_clock: bool) {
+    fn push(
+        &mut self,
+        f: &Frame<'_>,
+        len: usize,
+        ts_ns: u64,
+        now: Told,
+        armed_after: Option<u64>,
+        switch_clock: bool,
+    ) {
         let data = &f.data[..len];
         self.slots.push(Slot {
             offset: self.bytes.len() as u32,
@@ -89,7 +97,7 @@ impl Batch {
             wire_len: f.wire_len,
             ts_ns,
             now,
-            armed_after: order.armed_after,
+            armed_after,
             source: f.source,
             switch_clock,
         });
@@ -334,7 +342,7 @@ impl Dispatcher {
         if !l.current.fits(len) {
             l.send();
         }
-        l.current.push(&f, len, ts, now, self.order, switch);
+        l.current.push(&f, len, ts, now, self.order.armed_after, switch);
     }
 
     /// A frame's lane, its packet time (an ERSPAN III switch timestamp on the switch's

@@ -42,6 +42,20 @@ struct SessionClock {
     anchor_ns: i128,
 }
 
+impl SessionClock {
+    /// A session's clock from its stamp `raw`, anchored at the packet's capture time.
+    fn at(unit_ns: u64, bits: u8, raw: u64, capture_ns: u64) -> Self {
+        Self {
+            unit_ns,
+            bits,
+            last_raw: raw,
+            last_capture_ns: capture_ns,
+            ticks: 0,
+            anchor_ns: i128::from(capture_ns),
+        }
+    }
+}
+
 pub struct MirrorClocks {
     sessions: Box<[Option<SessionClock>]>,
 }
@@ -68,27 +82,13 @@ impl MirrorClocks {
                     Some(c) if c.bits == ABSOLUTE => in_step(i128::from(ns) - i128::from(c.last_raw), c),
                     _ => ns.abs_diff(capture_ns) <= CLOCK_STEP_NS,
                 };
-                *slot = Some(SessionClock {
-                    unit_ns: 1,
-                    bits: ABSOLUTE,
-                    last_raw: ns,
-                    last_capture_ns: capture_ns,
-                    ticks: 0,
-                    anchor_ns: 0,
-                });
+                *slot = Some(SessionClock::at(1, ABSOLUTE, ns, capture_ns));
                 return believed.then_some(ns);
             }
             SwitchTime::Counter { ticks, bits, unit_ns } => (ticks, bits, unit_ns),
         };
         let anchor = |slot: &mut Option<SessionClock>| {
-            *slot = Some(SessionClock {
-                unit_ns,
-                bits,
-                last_raw: ticks,
-                last_capture_ns: capture_ns,
-                ticks: 0,
-                anchor_ns: i128::from(capture_ns),
-            });
+            *slot = Some(SessionClock::at(unit_ns, bits, ticks, capture_ns))
         };
         let c = match slot {
             Some(c) if c.unit_ns == unit_ns && c.bits == bits => c,

@@ -1282,7 +1282,7 @@ impl FlowTable {
     }
 
     /// The path MTU for a QP's READ spans: `--mtu`, else learned on either direction.
-    fn mtu_of(&self, i: u32) -> Option<u32> {
+    pub fn path_mtu(&self, i: u32) -> Option<u32> {
         if self.forced_mtu.is_some() {
             return self.forced_mtu;
         }
@@ -1291,11 +1291,6 @@ impl FlowTable {
             return Some(own);
         }
         self.reverse_index(i).map(|r| self.hot[r as usize].mtu()).filter(|&m| m != 0)
-    }
-
-    /// The path MTU of flow `i`'s QP, if known (`--mtu`, else learned on either direction).
-    pub fn path_mtu(&self, i: u32) -> Option<u32> {
-        self.mtu_of(i)
     }
 
     /// Links two slots as the two directions of a QP pair, unlinking whatever either was
@@ -1529,7 +1524,7 @@ impl FlowTable {
         let low = opcode & 0x1F;
         let span = if low == op::READ_REQUEST {
             let len = p.exts.reth.map_or(0, |r| r.dma_len);
-            Span::read(len, self.mtu_of(i))
+            Span::read(len, self.path_mtu(i))
         } else {
             Span::ONE
         };
@@ -2131,7 +2126,7 @@ mod pairing {
             5,
         );
         assert_eq!(
-            t.mtu_of(
+            t.path_mtu(
                 t.find(&FlowKey {
                     vantage: Vantage::Compute,
                     src: A.parse().unwrap(),
