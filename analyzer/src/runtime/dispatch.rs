@@ -33,6 +33,9 @@ const FRAMES_AHEAD: usize = 8;
 const QUEUE: usize = 64;
 /// Spare batches per worker: half of them made at start.
 const SPARES: usize = 8;
+/// Packet time after which a worker sent no frame is told the time (see
+/// [`Lane::after_poll`]): a silent link's clock is offered as often.
+const QUIET_TICK_NS: u64 = 1_000_000;
 /// Room for every batch a lane can have made on its way back. The dispatcher makes one only
 /// when none is spare, that is when all are queued, being analysed or being filled: at most
 /// `QUEUE + 3` exist, so none is ever dropped. (With room for eight only, a worker that
@@ -148,6 +151,8 @@ struct Lane {
     tx: Sender<Batch>,
     spares: Receiver<Batch>,
     current: Batch,
+    /// The highest packet time the worker has been sent (with a frame or a tick).
+    told_ns: u64,
 }
 
 impl Lane {
@@ -163,12 +168,26 @@ impl Lane {
         let full = std::mem::replace(&mut self.current, next);
         // The dispatcher is the only sender: there is room.
         let _ = self.tx.try_send(full);
+        self.told_ns = now.highest;
+    }
+
+    /// After a poll: what is buffered goes (its frames tell the worker the time); a worker
+    /// none of whose frames came for [`QUIET_TICK_NS`] of packet time while the others'
+    /// did is told the time as a tick (see [`Lane::tick`]), as a silent link's clock tells
+    /// them all. Its intervals close, its transmissions end and its I/Os time out as the
+    /// others' do, and what waits for every worker's report does not wait for its next
+    /// frame.
+    fn after_poll(&mut self, now: Told) {
+        if !self.current.slots.is_empty() {
+            self.send();
+        } else if now.highest >= self.told_ns.saturating_add(QUIET_TICK_NS) {
+            self.tick(now);
+        }
     }
 
     fn send(&mut self) {
-        if self.current.slots.is_empty() {
-            return;
-        }
+        let Some(last) = self.current.slots.last() else { return };
+        self.told_ns = self.told_ns.max(last.now.highest);
         let next = self.spares.try_recv().unwrap_or_else(|_| Batch::new());
         let full = std::mem::replace(&mut self.current, next);
         let _ = self.tx.send(full);
@@ -225,7 +244,7 @@ fn spawn_workers(
             work(w, in_rx, spare_tx)
         })?;
         handles.push(handle);
-        lanes.push(Lane { tx: in_tx, spares: spare_rx, current: Batch::new() });
+        lanes.push(Lane { tx: in_tx, spares: spare_rx, current: Batch::new(), told_ns: 0 });
     }
     Ok((lanes, handles))
 }
@@ -314,7 +333,8 @@ impl Dispatcher {
             }
             match capture.poll(|f| self.frame(f)) {
                 Ok(Poll::Frames(_)) => {
-                    self.lanes.iter_mut().for_each(Lane::send);
+                    let now = self.told();
+                    self.lanes.iter_mut().for_each(|l| l.after_poll(now));
                     ports.observe(self.seen, || capture.stats(), ports_tx);
                 }
                 Ok(Poll::Idle) => {
@@ -410,4 +430,53 @@ fn end_workers(
         }
     }
     (Ok(()), ios, time_use)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::pcap::Replay;
+    use crate::track::VantageMap;
+    use std::time::Duration;
+
+    #[test]
+    fn a_worker_no_frame_goes_to_is_told_the_time() {
+        // perftest's RDMA WRITE bandwidth run: one host pair, 1.28 s of packet time. Its
+        // RoCE frames go to one worker, its TCP frames (perftest's own exchange) to worker 0:
+        // of four workers, at least two get no frame, and are told the time as it passes.
+        // They report each 100 ms interval from the first frame's on, as the busy ones do,
+        // not only at the end (what waits for every worker's report waits for theirs).
+        let mut capture = Replay::open(&[crate::test_capture("rdma_write_bw.pcap")]).unwrap();
+        let cfg = PipelineConfig {
+            workers: 4,
+            interval: Duration::from_millis(100),
+            ..PipelineConfig::new(VantageMap::default())
+        };
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let (_backs_tx, backs): (Vec<_>, Vec<_>) = (0..4).map(|_| bounded::<Recycled>(64)).unzip();
+        // As a replay polls: no burst spans two intervals.
+        capture.split_bursts_at(100_000_000);
+        let mut ports = PortReport::new(cfg.interval);
+        let (result, _, _) = run(&mut capture, &cfg, &AtomicBool::new(false), tx, backs, &mut ports);
+        result.unwrap();
+        let mut reported = vec![Vec::new(); 4];
+        let mut packets = [0; 4];
+        for m in rx.try_iter() {
+            if let ToStats::Interval(s) = m {
+                reported[s.worker].push(s.start_ns);
+                packets[s.worker] += s.counters.packets;
+            }
+        }
+        // 60 frames, 40 of them TCP (tshark).
+        assert_eq!((packets.iter().sum::<u64>(), packets[0]), (60, 40), "{packets:?}");
+        // The capture's frames (tshark's times) fall in four of the 100 ms intervals.
+        let every: Vec<u64> = [1_781_621_760_100, 1_781_621_761_100, 1_781_621_761_200, 1_781_621_761_400]
+            .map(|ms| ms * 1_000_000)
+            .into();
+        let idle: Vec<usize> = (0..4).filter(|&w| packets[w] == 0).collect();
+        assert_eq!(idle.len(), 2, "{packets:?}");
+        for w in idle {
+            assert_eq!(reported[w], every, "worker {w}");
+        }
+    }
 }

@@ -351,8 +351,16 @@ impl Worker {
     /// frame only with its first frame after the step, before which it has begun no I/O
     /// the step could time out.)
     fn observe_released(&mut self, t: Told) {
-        if self.current.is_some_and(|(_, end)| is_past(t.highest, end)) {
-            self.close_intervals(t.highest);
+        match self.current {
+            Some((_, end)) if is_past(t.highest, end) => self.close_intervals(t.highest),
+            // No frame analysed yet: the time told opens the interval that holds it, as a
+            // frame of that time would (one worker's interval is open from its first frame
+            // on). This worker then reports its intervals, empty, as the others report
+            // theirs: what waits for every worker's report (an interval's slowest I/Os, a
+            // collective step) does not wait for this one's first frame, which, live, may
+            // never come.
+            None if t.highest > 0 => self.current = Some(self.interval_of(t.highest)),
+            _ => {}
         }
         let ios_at = if t.highest > self.highest_reached { t.highest } else { t.current };
         self.highest_reached = self.highest_reached.max(t.highest);
@@ -1009,6 +1017,38 @@ mod tests {
                 (13 * S, 14 * S, 1, Some(13 * S + S / 10), Some(13 * S + S / 10)),
             ]
         );
+    }
+
+    #[test]
+    fn a_worker_without_frames_reports_the_intervals_it_is_told_of() {
+        // Behind a dispatcher, or on an RX queue of its own, a worker may see no frame for a
+        // while (all the traffic hashed elsewhere), and be told the time only: it reports the
+        // intervals that time closes, as one that saw frames does, so that what waits for
+        // every worker (`Progress`) goes on. Its first frame then counts in the open interval.
+        let cfg = PipelineConfig {
+            reorder_window: std::time::Duration::ZERO,
+            ..PipelineConfig::new(VantageMap::default())
+        };
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut w = Worker::new(0, &cfg, tx);
+        // A batch with no time told (a dispatcher's between ticks) opens nothing.
+        w.observe_told(Told::default());
+        w.observe_time(10 * S + S / 2);
+        w.observe_time(11 * S + S / 4);
+        w.observe_time(12 * S + S / 4);
+        let reported = |rx: &crossbeam_channel::Receiver<ToStats>| -> Vec<(u64, u64, u64)> {
+            rx.try_iter()
+                .filter_map(|m| match m {
+                    ToStats::Interval(s) => Some((s.start_ns, s.end_ns, s.counters.packets)),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(reported(&rx), vec![(10 * S, 11 * S, 0), (11 * S, 12 * S, 0)]);
+        // A frame from before the open interval counts in it.
+        w.handle(frame(11 * S + S / 2));
+        w.finish();
+        assert_eq!(reported(&rx), vec![(12 * S, 13 * S, 1)]);
     }
 
     #[test]
