@@ -75,7 +75,7 @@ pub struct Held {
 /// What a frame took from the ring, in arrival order.
 #[derive(Debug, Clone, Copy)]
 struct Arrival {
-    /// Bytes, including the ring's tail skipped to keep the frame whole.
+    /// Bytes, including the ring's tail skipped after it to keep the next frame whole.
     span: u32,
     released: bool,
     /// The frame's decoded packet kept beside its bytes (see [`Reorder::keep_packet`]):
@@ -239,9 +239,20 @@ impl Reorder {
             // the rest of it is skipped (and counted as used until this frame is done).
             let skip = if self.write + len > self.limit { self.limit - self.write } else { 0 };
             let bytes = self.used + skip + len <= self.limit;
-            // Bytes in use all lie before `write` (none wrapped round): the part in use can
-            // grow past them instead of frames going early.
-            if !bytes && self.write >= self.used && self.limit < self.ring.len() {
+            // Bytes in use all lie before `write` (none wrapped round), or the last frame
+            // ended at `limit` (`write` turned to 0, nothing written there since): the part
+            // in use can grow past them instead of frames going early. It grows as well
+            // when it comes to its end more than half full, before a window that grows finds
+            // it full (it can grow only at such moments, which a full ring may wait a turn
+            // for, passing frames on early meanwhile).
+            let turned = self.write == 0 && self.used > 0;
+            let unwrapped = self.write >= self.used || turned;
+            let at_end = turned || (skip > 0 && unwrapped);
+            let grow = (!bytes && unwrapped) || (at_end && 2 * self.used > self.limit);
+            if grow && self.limit < self.ring.len() {
+                if turned {
+                    self.write = self.limit;
+                }
                 self.limit = (2 * self.limit).min(self.ring.len());
                 continue;
             }
@@ -253,8 +264,18 @@ impl Reorder {
             }
             early(self);
         };
+        // The tail skipped goes with the frame before it, which ends there: once the frames
+        // before the turn are done, the bytes in use are those before `write` again, and the
+        // part in use can grow (counted with the frame after it, the tail stayed in use until
+        // that frame was done: a ring always full, its frames passed on early to make room,
+        // never reached that state, and a part of 256 KiB never grew for a window of more).
+        let mut span = len;
         if skip > 0 {
             self.write = 0;
+            match self.arrivals.back_mut() {
+                Some(before) => before.span += skip as u32,
+                None => span += skip,
+            }
         }
         let offset = self.write;
         self.ring[offset..offset + len].copy_from_slice(&f.data[..len]);
@@ -273,7 +294,7 @@ impl Reorder {
             source: f.source,
         };
         self.next_seq += 1;
-        self.arrivals.push_back(Arrival { span: (skip + len) as u32, released: false, packet });
+        self.arrivals.push_back(Arrival { span: span as u32, released: false, packet });
         // In order: at the back. Out of order: after the last frame not younger.
         if self.held.back().is_none_or(|b| b.ts <= ts) {
             self.held.push_back(h);
@@ -671,5 +692,50 @@ mod tests {
         assert!(early > 0);
         drain(&mut r, true, &mut got);
         assert!(got.iter().enumerate().all(|(i, (ts, b))| *ts == 1_000 + i as u64 && *b == i as u8));
+    }
+
+    /// Frames of 1 KiB in time order, a 1 ms window, at packet rates the window's bytes
+    /// follow: passed on early only what no ring could hold (`early` counts them).
+    fn early_at(rates: impl Iterator<Item = (u64, u64)>) -> (u64, usize) {
+        let mut r = Reorder::new(1_000_000, 0);
+        let data = frame(0, 1024);
+        let (mut early, mut ts) = (0, 1_000_000_000u64);
+        let mut out = [Held::default(); 32];
+        for (gap_ns, frames) in rates {
+            for _ in 0..frames {
+                ts += gap_ns;
+                let f = Frame { data: &data, wire_len: 1024, ts_ns: ts, source: 0 };
+                r.push(&f, ts, false, 0, &mut |r| {
+                    let n = r.oldest(&mut out[..1]);
+                    early += n as u64;
+                    let h = out[0];
+                    r.done(&[h][..n]);
+                });
+                loop {
+                    let n = r.due(&mut out);
+                    if n == 0 {
+                        break;
+                    }
+                    let h = out;
+                    r.done(&h[..n]);
+                }
+            }
+        }
+        (early, r.limit)
+    }
+
+    #[test]
+    fn the_part_of_the_ring_in_use_grows_with_the_window_once_it_has_turned() {
+        // 100,000 frames a second (100 KiB in the window) turn the first 256 KiB round and
+        // round; then 4 million a second need 4 MB. The part in use used to grow only when
+        // full with nothing wrapped round, which a ring kept full by frames passed on early
+        // never is: 39,841 of the 40,000 frames went early.
+        let (early, limit) = early_at([(10_000, 1_000), (250, 40_000)].into_iter());
+        assert_eq!(limit, 8 << 20);
+        // What came before it turned once more (at most the first part's 256 frames).
+        assert!(early <= 256, "{early}");
+        // A rate that climbs as real traffic does: it grows before it is full.
+        let (early, limit) = early_at((0..40).map(|k| (10_000 - k * 245, 2_000)).chain([(250, 40_000)]));
+        assert_eq!((early, limit), (0, 8 << 20));
     }
 }
