@@ -556,12 +556,19 @@ fn needs_another(args: &[std::ffi::OsString]) -> Option<(String, &'static str)> 
     })
 }
 
+/// Set by SIGINT / SIGTERM, from the first call on: made before EAL and the ports start, so
+/// that a signal while they do ends the run as one during it does (with its summary and a
+/// zero exit), not the process.
 fn stop_flag() -> Result<Arc<AtomicBool>> {
+    static STOP: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
+    if let Some(stop) = STOP.get() {
+        return Ok(Arc::clone(stop));
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
-    Ok(stop)
+    Ok(Arc::clone(STOP.get_or_init(|| stop)))
 }
 
 /// Where the results go, opened (and checked) before any work starts.
@@ -846,6 +853,7 @@ fn check_live_options(a: &LiveArgs) -> Result<()> {
 fn live(a: LiveArgs) -> Result<()> {
     let prometheus = Outputs::check(&a.common, &[])?;
     check_live_options(&a)?;
+    stop_flag()?;
     let looped = crate::capture::dpdk::looped_vdevs(&a.eal_args, a.mbuf_size)?;
     // A looped net_pcap keeps its file's frames in the pool, and receives into more. (With
     // --port, the vdevs left out are counted too: the default pool is then larger than
@@ -880,7 +888,7 @@ fn live(a: LiveArgs) -> Result<()> {
     let needed = if a.rss || a.rx_core || a.common.workers > 1 { a.common.workers } else { 0 };
     if cpus.len() < needed {
         bail!(
-            "--workers {}{} needs {} EAL lcores (the capture thread's and one per worker), -l gives {}: e.g. -l 0-{needed}, or --lcores to map several onto one CPU",
+            "--workers {}{} needs {} EAL lcores (the capture thread's and one per worker), EAL was given {}: e.g. -l 0-{needed}, or --lcores to map several onto one CPU",
             a.common.workers,
             if a.rx_core { " --rx-core" } else if a.rss { " --rss" } else { "" },
             needed + 1,

@@ -456,12 +456,19 @@ fn rss_options_that_cannot_work() {
     live(&["--rss"], 2, "--rss needs --workers 2");
     live(&["--rss", "--workers", "2", "--vantage", "storage=erspan:1"], 3, "ERSPAN");
     // A port with one rx_pcap file has one RX queue.
-    live(&["--rss", "--workers", "2"], 3, "has at most 1 RX queues, 2 asked");
+    live(&["--rss", "--workers", "2"], 3, "has at most 1 RX queue, 2 asked");
+    // A port with two rx_pcap files has two RX queues: without --rss, one would be left.
+    let mut args: Vec<String> = ["live", "--idle-exit", "1s", "--"].iter().map(|s| s.to_string()).collect();
+    args.extend(eal_args(&[]));
+    args.push("--vdev".into());
+    args.push(format!("net_pcap0,rx_pcap={},rx_pcap={}", c.display(), c.display()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert_one_line_error(&refs, "net_pcap has 2 rx_pcap files, one per RX queue, and 1 would be read");
     // Every worker needs an lcore of its own besides the capture thread's.
     live(
         &["--rss", "--workers", "2"],
         2,
-        "--workers 2 --rss needs 3 EAL lcores (the capture thread's and one per worker), -l gives 2",
+        "--workers 2 --rss needs 3 EAL lcores (the capture thread's and one per worker), EAL was given 2",
     );
     live(&["--workers", "3"], 1, "--workers 3 needs 4 EAL lcores");
     live(&["--rx-core"], 1, "--workers 1 --rx-core needs 2 EAL lcores");

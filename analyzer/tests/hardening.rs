@@ -69,6 +69,31 @@ fn sigterm_or_sigint_mid_capture_writes_every_report_whole() {
     }
 }
 
+#[test]
+fn sigterm_while_the_ports_start_ends_the_run_as_one_mid_capture_does() {
+    // The first note (the looped file's mbufs) comes once the signals are caught, before EAL
+    // and the port start: a SIGTERM then used to kill the process (exit 143, no summary).
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, summary) = (dir.path().join("csv"), dir.path().join("summary.json"));
+    // Frames of 4 KiB, looped: the note says which mbufs they need.
+    let mut args = live_args(&csv, &summary, &[]);
+    let looped = fixtures().join("scenarios/nvme_vlan/nvme_vlan.pcap");
+    *args.last_mut().unwrap() = format!("net_pcap0,rx_pcap={},infinite_rx=1", looped.display());
+    let mut child =
+        Command::new(bin()).args(&args).stderr(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    assert!(first.starts_with("roceprobe: mbufs of"), "{first}");
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_eq!(s["packets"], s["ports"]["0"]["ipackets"], "every received frame analysed");
+}
+
 /// After a live capture of a second or more was stopped: the summary and every CSV report
 /// are whole and agree (every received frame analysed, the flows' rows add up to every
 /// tracked packet, the ports' rows to every frame received).

@@ -147,7 +147,18 @@ pub fn rss_types(c: &Capabilities, rx_queues: u16) -> Result<u64, String> {
 /// The plan for one port.
 pub fn plan(c: &Capabilities, w: &Wanted) -> Result<PortPlan, String> {
     if w.rx_queues > c.max_rx_queues {
-        return Err(format!("{} has at most {} RX queues, {} asked", c.driver, c.max_rx_queues, w.rx_queues));
+        let s = if c.max_rx_queues == 1 { "" } else { "s" };
+        return Err(format!(
+            "{} has at most {} RX queue{s}, {} asked",
+            c.driver, c.max_rx_queues, w.rx_queues
+        ));
+    }
+    if c.driver == "net_pcap" && c.max_rx_queues > w.rx_queues {
+        // Its queues are its rx_pcap files: one left unpolled would be lost without a word.
+        return Err(format!(
+            "net_pcap has {} rx_pcap files, one per RX queue, and {} would be read: give each file a --vdev of its own, or --rss --workers {} (one worker per file)",
+            c.max_rx_queues, w.rx_queues, c.max_rx_queues
+        ));
     }
     let mut warnings = Vec::new();
     let (mtu, max_frame) = mtu_for(c, w.max_frame, &mut warnings);
@@ -310,6 +321,18 @@ mod tests {
     /// 4 KiB RoCE inside ERSPAN and 9 KiB jumbo frames, mbufs of DPDK's default size.
     fn wanted(rx_queues: u16) -> Wanted {
         Wanted { rx_queues, max_frame: 9216, mbuf_frame: 2048, probe_clock: false }
+    }
+
+    #[test]
+    fn every_rx_pcap_file_of_a_net_pcap_port_is_read() {
+        // net_pcap has as many RX queues as rx_pcap files: one queue polled of two would
+        // leave the second file unread.
+        let two = Capabilities { max_rx_queues: 2, ..pcap() };
+        let err = plan(&two, &wanted(1)).unwrap_err();
+        assert!(err.contains("net_pcap has 2 rx_pcap files, one per RX queue, and 1 would be read"), "{err}");
+        assert!(plan(&two, &wanted(2)).is_ok());
+        assert_eq!(plan(&pcap(), &wanted(2)).unwrap_err(), "net_pcap has at most 1 RX queue, 2 asked");
+        assert_eq!(plan(&two, &wanted(3)).unwrap_err(), "net_pcap has at most 2 RX queues, 3 asked");
     }
 
     #[test]
