@@ -236,24 +236,12 @@ impl Reorder {
         let len = self.kept_len(f.data);
         let skip = loop {
             // The frame is kept whole: if it does not fit before the end of the part in use,
-            // the rest of it is skipped (and counted as used until this frame is done).
+            // the rest of it is skipped (counted as used until the frame before it is done).
             let skip = if self.write + len > self.limit { self.limit - self.write } else { 0 };
             let bytes = self.used + skip + len <= self.limit;
-            // Bytes in use all lie before `write` (none wrapped round), or the last frame
-            // ended at `limit` (`write` turned to 0, nothing written there since): the part
-            // in use can grow past them instead of frames going early. It grows as well
-            // when it comes to its end more than half full, before a window that grows finds
-            // it full (it can grow only at such moments, which a full ring may wait a turn
-            // for, passing frames on early meanwhile).
-            let turned = self.write == 0 && self.used > 0;
-            let unwrapped = self.write >= self.used || turned;
-            let at_end = turned || (skip > 0 && unwrapped);
-            let grow = (!bytes && unwrapped) || (at_end && 2 * self.used > self.limit);
-            if grow && self.limit < self.ring.len() {
-                if turned {
-                    self.write = self.limit;
-                }
-                self.limit = (2 * self.limit).min(self.ring.len());
+            // At the end of the part in use (the frame must turn round, or the last one
+            // ended there), or no room: the part may grow first (see `Reorder::grows`).
+            if (skip > 0 || self.write == 0 || !bytes) && self.grows(skip, bytes) {
                 continue;
             }
             let room = bytes
@@ -306,6 +294,32 @@ impl Reorder {
             self.held.insert(at, h);
         }
         self.latest = self.latest.max(ts);
+    }
+
+    /// Grows the part of the ring in use (doubled, up to the whole ring) when it can and
+    /// should, before a frame that does not fit (`bytes` false) or must skip the part's last
+    /// `skip` bytes is written. It can when the bytes in use all lie before `write` (none
+    /// wrapped round), or the last frame ended at `limit` (`write` turned to 0, nothing
+    /// written there since). It should when there is no room, and also when the writing
+    /// comes to the part's end with more than half of it held, before a window that grows
+    /// finds it full: it can grow only at such moments, which a full ring may wait a whole
+    /// turn for, passing frames on early meanwhile.
+    #[inline(never)]
+    fn grows(&mut self, skip: usize, bytes: bool) -> bool {
+        if self.limit >= self.ring.len() {
+            return false;
+        }
+        let turned = self.write == 0 && self.used > 0;
+        let unwrapped = self.write >= self.used || turned;
+        let at_end = turned || (skip > 0 && unwrapped);
+        if !((!bytes && unwrapped) || (at_end && 2 * self.used > self.limit)) {
+            return false;
+        }
+        if turned {
+            self.write = self.limit;
+        }
+        self.limit = (2 * self.limit).min(self.ring.len());
+        true
     }
 
     /// Time moved on to `now` (a later frame elsewhere, or a silent link's clock). Behind a
