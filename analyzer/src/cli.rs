@@ -190,10 +190,10 @@ pub struct CommonArgs {
     /// (summary ios.slowest, the exit report); 0: none.
     #[arg(long, allow_hyphen_values = true, value_name = "K", default_value_t = defaults::SLOW_IOS, value_parser = parse_slow_ios)]
     pub slow_ios: usize,
-    /// A collective job's hosts, named (repeatable): NAME=CIDR[,CIDR...], e.g.
-    /// llm=10.1.0.0/16; two jobs' ranges may not overlap. Without it, hosts that RC WRITE /
-    /// SEND traffic (not NVMe) connects form one job per connected group, named by their
-    /// lowest address.
+    /// A collective job's hosts, named (repeatable): NAME=CIDR[,CIDR...] (a NAME without a
+    /// comma), e.g. llm=10.1.0.0/16; two jobs' ranges may not overlap. Without it, hosts
+    /// that RC WRITE / SEND traffic (not NVMe) connects form one job per connected group,
+    /// named by their lowest address.
     #[arg(long = "job", value_name = "NAME=CIDRS")]
     pub jobs: Vec<crate::metrics::steps::JobRule>,
     /// A job's step ends when none of its flows has sent for this long.
@@ -596,11 +596,8 @@ impl Outputs {
             }
         }
         let place = |option: &str, path: &Path, dir: bool, what: &str| {
-            if can_make(path, dir) {
-                Ok(())
-            } else {
-                bail!("{option}: cannot {what} {}", path.display())
-            }
+            can_make(path, dir)
+                .map_err(|why| anyhow::anyhow!("{option}: cannot {what} {} ({why})", path.display()))
         };
         if let Some(d) = &common.csv_dir {
             place("--csv-dir", d, true, "create")?;
@@ -631,17 +628,20 @@ impl Outputs {
     }
 }
 
-/// Whether a file (or, with `dir`, a folder) can be made at `path`, checked without making
-/// it: the nearest folder on the way that exists must be a folder this process can write in
+/// Whether a file (or, with `dir`, a folder) can be made at `path`, or why not, checked
+/// without making it: the nearest folder on the way that exists must be a folder this process can write in
 /// (a file made there and removed). A path that is neither a file nor a folder
 /// (`/dev/stdout`) is left to be opened.
-fn can_make(path: &Path, dir: bool) -> bool {
-    let writable = |d: &Path| crate::report::can_write_in(d).is_ok();
+fn can_make(path: &Path, dir: bool) -> Result<(), String> {
+    let writable = |d: &Path| {
+        crate::report::can_write_in(d).map_err(|e| format!("cannot write in {}: {e}", d.display()))
+    };
     if let Ok(m) = std::fs::metadata(path) {
         return match (dir, m.is_dir(), m.is_file()) {
             (true, true, _) => writable(path),
-            (true, false, _) | (false, true, _) => false,
-            (false, false, false) => true,
+            (true, false, _) => Err("it is there and is not a directory".to_owned()),
+            (false, true, _) => Err("it is a directory".to_owned()),
+            (false, false, false) => Ok(()),
             (false, false, true) => {
                 writable(path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")))
             }
@@ -651,11 +651,14 @@ fn can_make(path: &Path, dir: bool) -> bool {
     while let Some(p) = up {
         let p = if p.as_os_str().is_empty() { Path::new(".") } else { p };
         if let Ok(m) = std::fs::metadata(p) {
-            return m.is_dir() && writable(p);
+            return match m.is_dir() {
+                true => writable(p),
+                false => Err(format!("{} is not a directory", p.display())),
+            };
         }
         up = p.parent();
     }
-    false
+    Err("no folder above it can be read".to_owned())
 }
 
 /// `path` made absolute, with every part of it that exists resolved (links, `..` after

@@ -418,8 +418,20 @@ fn unwritable_output_paths() {
     std::fs::write(&file, "x").unwrap();
     let under_file = file.join("csv");
     let u = under_file.to_str().unwrap();
-    assert_one_line_error(&["replay", "--csv-dir", u, c], &format!("--csv-dir: cannot create {u}"));
+    let f = file.to_str().unwrap();
+    assert_one_line_error(
+        &["replay", "--csv-dir", u, c],
+        &format!("--csv-dir: cannot create {u} ({f} is not a directory)"),
+    );
     assert_one_line_error(&["replay", "--summary", u, c], u);
+    assert_one_line_error(
+        &["replay", "--evidence-dir", f, c],
+        &format!("--evidence-dir: cannot create {f} (it is there and is not a directory)"),
+    );
+    assert_one_line_error(
+        &["replay", "--summary", dir.path().to_str().unwrap(), c],
+        &format!("--summary: cannot write {} (it is a directory)", dir.path().display()),
+    );
     let csv = dir.path().join("csv");
     let o = run(&["replay", "-q", "--csv-dir", csv.to_str().unwrap(), c]);
     assert!(o.status.success());

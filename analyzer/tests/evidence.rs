@@ -64,6 +64,31 @@ fn packets_of(file: &Path, scratch: &Path) -> Vec<Rec> {
     read_pcap(&out)
 }
 
+/// The packets of an evidence file that carry a comment: their time (ns, as tshark reads it)
+/// and the comment.
+fn commented(file: &Path) -> Vec<(u64, String)> {
+    fields(file, &["frame.time_epoch", "frame.comment"])
+        .into_iter()
+        .filter(|r| r.len() == 2 && !r[1].is_empty())
+        .map(|r| {
+            let (s, f) = r[0].split_once('.').unwrap();
+            (
+                s.parse::<u64>().unwrap() * 1_000_000_000 + format!("{f:0<9}").parse::<u64>().unwrap(),
+                r[1].clone(),
+            )
+        })
+        .collect()
+}
+
+/// A time in nanoseconds as events.csv writes it (RFC 3339, UTC), by GNU date.
+fn rfc3339(ns: u64) -> String {
+    let o = Command::new("date")
+        .args(["-u", "-d", &format!("@{}", ns / 1_000_000_000), "+%Y-%m-%dT%H:%M:%S"])
+        .output()
+        .unwrap();
+    format!("{}.{:09}Z", String::from_utf8(o.stdout).unwrap().trim(), ns % 1_000_000_000)
+}
+
 struct Run {
     dir: tempfile::TempDir,
     events: Vec<Row>,
@@ -233,11 +258,20 @@ fn losses_naks_and_congestion(name: &str) {
         let num = |s: &str| s.parse::<u64>().unwrap_or(u64::MAX);
         match r["event"].as_str() {
             "loss" => {
-                // The NAK, and the requests on either side of the PSN it names.
+                // The NAK of the PSN the loss began at (`--evidence-before` reaches back
+                // per flow: the ACKs' flow may hold an earlier episode's), and the requests
+                // on either side of the PSN it names.
                 let host = &r["src_ip"];
+                let from: u64 =
+                    r["verdict"]["loss from PSN ".len()..].split(',').next().unwrap().parse().unwrap();
                 let nak = f
                     .iter()
-                    .find(|x| x[4] == "96" && &x[1] == host && naks.contains(&(host.clone(), num(&x[3]))))
+                    .find(|x| {
+                        x[4] == "96"
+                            && &x[1] == host
+                            && num(&x[3]) == from
+                            && naks.contains(&(host.clone(), from))
+                    })
                     .unwrap_or_else(|| panic!("{}: no NAK", r["file"]));
                 let psn = num(&nak[3]);
                 covered.insert((host.clone(), psn));
@@ -252,6 +286,11 @@ fn losses_naks_and_congestion(name: &str) {
             k => panic!("unexpected {k} event"),
         }
         assert!(!packets[&r["file"]].is_empty());
+        // One packet is marked: the one that raised the event, at the event's time.
+        let c = commented(&file);
+        assert_eq!(c.len(), 1, "{}: {c:?}", r["file"]);
+        assert_eq!(c[0].1, format!("roceprobe: the packet that raised this {} event", r["event"]));
+        assert_eq!(rfc3339(c[0].0), r["time"], "{}", r["file"]);
     }
     assert_eq!(covered, naks, "{name}: every NAK sequence error is in a loss file");
     // The summary counts what events.csv lists.
@@ -323,6 +362,49 @@ fn slow_ios_give_one_file_each_with_their_command_and_completion() {
                     .all(|a| io["anchors"][a].as_u64().is_some_and(|t| times.contains(&t)))
         });
         assert!(found, "{}: the I/O's capsules", r["file"]);
+        // The completion that raised it and the command are marked, at the compute vantage
+        // (the I/O's times there are its latency).
+        let io = slow
+            .iter()
+            .find(|io| {
+                io["cid"].as_u64() == Some(cid)
+                    && io["target_qpn"].as_u64().map(|q| q.to_string()).as_deref()
+                        == Some(r["dst_qpn"].as_str())
+                    && io["anchors"]["cqe@compute"].as_u64().is_some_and(|t| rfc3339(t) == r["time"])
+            })
+            .unwrap_or_else(|| panic!("{}: no I/O of the truth ends at {}", r["file"], r["time"]));
+        let at = |a: &str| io["anchors"][a].as_u64().unwrap();
+        assert_eq!(
+            commented(&run.evidence().join(&r["file"])),
+            [
+                (at("sqe_first@compute"), "roceprobe: the command of this slow_io event".to_owned()),
+                (at("cqe@compute"), "roceprobe: the packet that raised this slow_io event".to_owned()),
+            ],
+            "{}",
+            r["file"]
+        );
+    }
+}
+
+#[test]
+fn an_io_timeout_gives_a_file_with_its_command_marked() {
+    // nvme_faults: three I/Os never complete within its --io-timeout of 500 us.
+    let (files, args, t) = scenario("nvme_faults");
+    let run = replay(&files, &args, &[]);
+    let rows: Vec<&Row> = run.events.iter().filter(|r| r["event"] == "io_timeout").collect();
+    assert_eq!(rows.len() as u64, t["io_outcomes"]["timed_out"].as_u64().unwrap());
+    assert_original(&run, &files, 256);
+    for r in rows {
+        let file = run.evidence().join(&r["file"]);
+        // Time raised it, not a packet: only the command is marked, a SEND Only (tshark's
+        // opcode 4) sent 500 us before the event.
+        let c = commented(&file);
+        assert_eq!(c.len(), 1, "{}: {c:?}", r["file"]);
+        assert_eq!(c[0].1, "roceprobe: the command of this io_timeout event");
+        assert_eq!(rfc3339(c[0].0 + 500_000), r["time"], "{}", r["file"]);
+        let sent = fields(&file, &["frame.time_epoch", "infiniband.bth.opcode", "frame.comment"]);
+        let marked = sent.iter().find(|x| x.len() == 3 && !x[2].is_empty()).unwrap();
+        assert_eq!(marked[1], "4", "{}", r["file"]);
     }
 }
 

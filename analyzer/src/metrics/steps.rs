@@ -60,7 +60,7 @@ impl std::str::FromStr for JobRule {
     fn from_str(s: &str) -> Result<Self, String> {
         let (name, nets) = s.split_once('=').ok_or_else(|| format!("'{s}' is not NAME=CIDR[,CIDR...]"))?;
         if name.is_empty() || name.len() > 64 || name.chars().any(|c| c.is_control() || c == ',') {
-            return Err(format!("'{name}' is not a job name (1 to 64 printable characters)"));
+            return Err(format!("'{name}' is not a job name (1 to 64 printable characters, no comma)"));
         }
         let nets = nets
             .split(',')

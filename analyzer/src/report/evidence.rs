@@ -98,6 +98,17 @@ fn host(ip: &std::net::IpAddr) -> String {
     ip.to_string().replace(':', "-")
 }
 
+/// A QPN in a name or a comment: `unknown` for one no packet told (a CNP whose throttled
+/// flow could not be told apart; events.csv and the summary carry 4294967295, above every
+/// 24-bit QPN).
+fn qpn_text(qpn: u32) -> String {
+    if qpn > 0xFF_FFFF {
+        "unknown".to_owned()
+    } else {
+        qpn.to_string()
+    }
+}
+
 /// `TIME_KIND_SRC_DST_qpQPN.pcapng`: time, event and QP.
 pub fn file_name(e: &Event) -> String {
     format!(
@@ -106,7 +117,7 @@ pub fn file_name(e: &Event) -> String {
         e.kind.as_str(),
         host(&e.qp.src),
         host(&e.qp.dst),
-        e.qp.dst_qpn
+        qpn_text(e.qp.dst_qpn)
     )
 }
 
@@ -143,7 +154,7 @@ fn comment(e: &Event, truncated: u32) -> String {
         rfc3339_nanos(e.ts),
         e.qp.src,
         e.qp.dst,
-        e.qp.dst_qpn,
+        qpn_text(e.qp.dst_qpn),
         e.vantage,
         verdict_text(e)
     );
@@ -190,9 +201,15 @@ pub fn pcapng(rec: &EvidenceRecord, snaplen: u32) -> Vec<u8> {
         body.extend_from_slice(&k.wire_len.max(k.len).to_le_bytes());
         body.extend_from_slice(data);
         body.resize(body.len().next_multiple_of(4), 0);
-        if rec.trigger == Some(i) {
-            let c = format!("roceprobe: the packet that raised this {} event", e.kind.as_str());
-            option(&mut body, 1, c.as_bytes());
+        let c = if rec.trigger == Some(i) {
+            "the packet that raised this"
+        } else if rec.command == Some(i) {
+            "the command of this"
+        } else {
+            ""
+        };
+        if !c.is_empty() {
+            option(&mut body, 1, format!("roceprobe: {c} {} event", e.kind.as_str()).as_bytes());
             option(&mut body, 0, &[]);
         }
         block(&mut out, 6, &body);
@@ -247,22 +264,31 @@ impl EvidenceWriter {
             minutes: HashMap::new(),
             told: false,
         };
-        w.make_room(0, &mut totals);
+        if let Err(err) = w.make_room(0, &mut totals) {
+            w.tell(&err);
+        }
         totals.files_on_disk = w.files.len() as u64;
         totals.bytes_on_disk = w.on_disk;
         (w, totals)
     }
 
     /// Removes the oldest files until `need` more bytes fit.
-    fn make_room(&mut self, need: u64, t: &mut EvidenceTotals) {
+    /// A file that cannot be removed stays counted (it is still on disk), and what needs
+    /// the room is refused.
+    fn make_room(&mut self, need: u64, t: &mut EvidenceTotals) -> Result<()> {
         while self.on_disk + need > self.out.max_bytes {
-            let Some((path, size)) = self.files.pop_front() else { break };
-            if std::fs::remove_file(&path).is_ok() || !path.exists() {
-                t.files_removed += 1;
-                t.bytes_removed += size;
+            let Some((path, size)) = self.files.front() else { break };
+            match std::fs::remove_file(path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => bail!("cannot remove {} to stay within --evidence-max-bytes: {e}", path.display()),
             }
+            t.files_removed += 1;
+            t.bytes_removed += size;
             self.on_disk -= size;
+            self.files.pop_front();
         }
+        Ok(())
     }
 
     /// One record from a worker: its file written (or why not), counted and listed; the
@@ -298,13 +324,7 @@ impl EvidenceWriter {
                     "written"
                 }
                 Err(err) => {
-                    if !self.told {
-                        crate::note!(
-                            "roceprobe: warning: writing evidence in {} failed ({err:#}); capture goes on, failures are counted (summary evidence)",
-                            self.out.dir.display()
-                        );
-                        self.told = true;
-                    }
+                    self.tell(&err);
                     t.kind_mut(e.kind).write_failed += 1;
                     "write_failed"
                 }
@@ -333,6 +353,17 @@ impl EvidenceWriter {
         row
     }
 
+    /// The first failure is told (once a run); the others are counted.
+    fn tell(&mut self, err: &anyhow::Error) {
+        if !self.told {
+            crate::note!(
+                "roceprobe: warning: writing evidence in {} failed ({err:#}); capture goes on, failures are counted (summary evidence)",
+                self.out.dir.display()
+            );
+            self.told = true;
+        }
+    }
+
     /// An event a worker listed without a file (capped, or no record free), counted and
     /// listed as [`EvidenceWriter::take`] does.
     pub fn take_no_file(&mut self, n: &crate::track::evidence::NoFile, t: &mut EvidenceTotals) -> EventRow {
@@ -342,6 +373,7 @@ impl EvidenceWriter {
             packets: Vec::new(),
             bytes: Vec::new(),
             trigger: None,
+            command: None,
             truncated: 0,
             home: None,
         };
@@ -354,7 +386,7 @@ impl EvidenceWriter {
         if size > self.out.max_bytes {
             bail!("a file of {size} bytes is larger than --evidence-max-bytes");
         }
-        self.make_room(size, t);
+        self.make_room(size, t)?;
         let mut name = file_name(&rec.event);
         let mut n = 1;
         while self.out.dir.join(&name).exists() {
@@ -382,12 +414,13 @@ const SECTION_HEADER_READ: u64 = 64 << 10;
 
 /// What a file says of itself: (time, event, flow, verdict) from its comment, and its
 /// packets.
-pub fn describe_file(path: &Path) -> Result<(String, String, String, String, usize)> {
+pub fn describe_file(path: &Path) -> Result<(String, String, String, String, String)> {
     use std::io::{BufReader, Read};
     let what = || format!("cannot read {}", path.display());
     // Only what the listing needs is read: the section header (its comment), then the
     // length of each block; a FIFO or a device under an evidence file's name is not read.
-    if !std::fs::metadata(path).with_context(what)?.is_file() {
+    let meta = std::fs::metadata(path).with_context(what)?;
+    if !meta.is_file() {
         bail!("{}: not a regular file", path.display());
     }
     let mut file = BufReader::new(std::fs::File::open(path).with_context(what)?);
@@ -437,6 +470,11 @@ pub fn describe_file(path: &Path) -> Result<(String, String, String, String, usi
         packets += usize::from(kind == 6);
         at += u64::from(len);
     }
+    // A whole file ends where its last block does.
+    let packets = match at == meta.len() {
+        true => packets.to_string(),
+        false => format!("{packets} (file cut short)"),
+    };
     Ok((field("time"), field("event"), field("flow"), field("verdict"), packets))
 }
 
@@ -461,7 +499,7 @@ pub fn list(dir: &Path) -> Result<String> {
     for n in &names {
         match describe_file(&dir.join(n)) {
             Ok((time, event, flow, verdict, packets)) => {
-                rows.push([time, event, flow, packets.to_string(), verdict, n.clone()])
+                rows.push([time, event, flow, packets, verdict, n.clone()])
             }
             Err(e) => rows.push([
                 String::new(),
@@ -503,6 +541,7 @@ mod tests {
             packets: Vec::new(),
             bytes: Vec::new(),
             trigger: Some(0),
+            command: None,
             truncated: 0,
             home: None,
         };
@@ -572,6 +611,29 @@ mod tests {
     }
 
     #[test]
+    fn a_file_that_cannot_be_removed_stays_counted_and_the_bound_holds() {
+        // An earlier run's file that cannot be removed (here a directory under an evidence
+        // file's name, which `remove_file` refuses even to root; an immutable file or a
+        // read-only file system alike): it stays counted, and a file that would need its
+        // room is not written.
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("20261203T000000.000000000Z_loss_10.0.0.1_10.0.0.2_qp1.pcapng");
+        std::fs::create_dir(&old).unwrap();
+        std::fs::write(old.join("x"), b"x").unwrap();
+        let held = std::fs::metadata(&old).unwrap().len();
+        let mut settings = EvidenceSettings::with_defaults(dir.path().to_owned());
+        settings.output.max_bytes = held + 100;
+        let (mut w, mut t) = EvidenceWriter::new(&settings);
+        assert_eq!((t.files_on_disk, t.bytes_on_disk), (1, held));
+        let row = w.take(&record(EventKind::Loss, 1_000_000_000, 4), &mut t);
+        assert_eq!(row.status, "write_failed");
+        assert_eq!((t.kind(EventKind::Loss).write_failed, t.files_written, t.files_removed), (1, 0, 0));
+        assert_eq!((t.files_on_disk, t.bytes_on_disk), (1, held));
+        assert!(old.exists());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
     fn a_file_cut_short_is_listed_not_a_panic() {
         // A section header block that claims 1,000 bytes in a 26-byte file (a run killed
         // while writing it): its first bytes by hand, block type, length, byte-order magic.
@@ -586,6 +648,7 @@ mod tests {
             .unwrap();
         let out = list(dir.path()).unwrap();
         assert!(out.contains("_qp1.pcapng"), "{out}");
+        assert!(out.contains("0 (file cut short)"), "{out}");
         assert!(out.ends_with(&format!("1 evidence file(s) in {}\n", dir.path().display())), "{out}");
     }
 

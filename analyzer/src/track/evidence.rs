@@ -179,8 +179,11 @@ pub struct EvidenceRecord {
     pub packets: Vec<Kept>,
     /// The packets' bytes, one after the other.
     pub bytes: Vec<u8>,
-    /// The packet that raised the event, if the record holds it.
+    /// The packet that raised the event, if the record holds it (an I/O timeout has none:
+    /// time raised it).
     pub trigger: Option<usize>,
+    /// An I/O event's command (its first copy), if the record holds it.
+    pub command: Option<usize>,
     /// Packets of the event's flows that did not fit in the record.
     pub truncated: u32,
     /// The worker's pool the record goes back to once its file is written
@@ -212,6 +215,7 @@ impl EvidenceRecord {
             packets: Vec::with_capacity(FILE_PACKETS),
             bytes: Vec::with_capacity(FILE_PACKETS * snaplen as usize),
             trigger: None,
+            command: None,
             truncated: 0,
             home: Some(home),
         }
@@ -240,6 +244,7 @@ impl EvidenceRecord {
         self.packets.clear();
         self.bytes.clear();
         self.trigger = None;
+        self.command = None;
         self.truncated = 0;
     }
 }
@@ -608,43 +613,67 @@ impl Evidence {
         rec.status = Status::Kept;
         let mut o = Open { id, slots: [0; 8], n: 0, after: 0, deadline: u64::MAX, rec };
         o.n = slots(&mut o.slots);
-        // From the ring: back from the newest packet, the event's window (an I/O's, from
-        // its command on) and `--evidence-before` packets before it.
+        // From the ring, back from the newest packet: the event's window (an I/O's, from
+        // its command on; a signal's, the packet that raised it, the newest of its flows)
+        // and `--evidence-before` packets of each of its flows before that.
         let oldest = self.seq.saturating_sub(RING_PACKETS as u64);
-        let mut before = self.cfg.before;
-        let mut first = self.seq;
+        let (flows, io) = (o.n, from_ns.is_some());
+        let mut left = [self.cfg.before; 8];
+        // Per flow: the oldest of its packets taken, and whether it has all it takes.
+        let mut first = [self.seq; 8];
+        let mut full = [false; 8];
+        let mut done = 0usize;
         let mut window = 0usize;
-        let mut trigger = None;
-        while first > oldest && window < FILE_PACKETS {
-            let (k, _) = self.ring_at(first - 1);
-            if o.watches(k.slot) {
-                let inside = match from_ns {
-                    Some(from) => k.ts >= from,
-                    // The newest packet of the flows is the one that raised the event.
-                    None => trigger.is_none(),
-                };
-                if inside {
-                    if from_ns.is_none() {
-                        trigger = Some(first - 1);
-                    }
-                } else if before == 0 {
-                    break;
+        let (mut trigger, mut command) = (None, None);
+        let mut seq = self.seq;
+        while seq > oldest && window < FILE_PACKETS && done < flows {
+            seq -= 1;
+            let (k, _) = self.ring_at(seq);
+            let Some(j) = o.slots[..flows].iter().position(|&s| s == k.slot) else { continue };
+            if full[j] {
+                continue;
+            }
+            let inside = match from_ns {
+                Some(from) => k.ts >= from,
+                None => trigger.is_none(),
+            };
+            if inside {
+                if !io {
+                    trigger = Some(seq);
                 } else {
-                    before -= 1;
+                    // An I/O's completion raised a slow I/O (a timeout, time did); its
+                    // command is the first packet at its start.
+                    if k.ts == event.ts && event.kind == EventKind::SlowIo && trigger.is_none() {
+                        trigger = Some(seq);
+                    }
+                    if Some(k.ts) == from_ns {
+                        command = Some(seq);
+                    }
                 }
-                window += 1;
+            } else if left[j] == 0 {
+                full[j] = true;
+                done += 1;
+                continue;
+            } else {
+                left[j] -= 1;
             }
-            first -= 1;
+            first[j] = seq;
+            window += 1;
         }
-        for seq in first..self.seq {
+        for seq in seq..self.seq {
             let (k, data) = self.ring_at(seq);
-            if o.watches(k.slot) {
-                if trigger == Some(seq) {
-                    o.rec.trigger = Some(o.rec.packets.len());
-                }
-                let k = *k;
-                o.rec.push(k, data);
+            let Some(j) = o.slots[..flows].iter().position(|&s| s == k.slot) else { continue };
+            if seq < first[j] {
+                continue;
             }
+            if trigger == Some(seq) {
+                o.rec.trigger = Some(o.rec.packets.len());
+            }
+            if command == Some(seq) {
+                o.rec.command = Some(o.rec.packets.len());
+            }
+            let k = *k;
+            o.rec.push(k, data);
         }
         if let After::Time(d) = self.cfg.after {
             o.deadline = event.ts.saturating_add(d);
@@ -740,6 +769,30 @@ mod tests {
         assert_eq!(r.packets[0].len, 64, "cut to the snap length");
         assert_eq!(r.packets[0].wire_len, 80);
         assert_eq!(r.event.verdict, Verdict::Loss { psn: 100, gap_psns: 1, naks: 1, retransmitted: false });
+    }
+
+    #[test]
+    fn packets_before_an_event_are_counted_per_flow() {
+        let mut e = Evidence::new(cfg(3, After::Packets(1)));
+        let got = std::cell::RefCell::new(Vec::new());
+        let mut out = |r: EvidenceRecord| got.borrow_mut().push(r);
+        // Flow 1 busy, flow 2 (its QP's other direction) sparse, flow 9 another QP's.
+        for n in 0..20u8 {
+            e.keep(1, &frame(1, n), 80, u64::from(n), Vantage::Compute, &mut out);
+            e.keep(9, &frame(9, n), 80, u64::from(n), Vantage::Compute, &mut out);
+            if n % 5 == 0 {
+                e.keep(2, &frame(2, n), 80, u64::from(n), Vantage::Compute, &mut out);
+            }
+        }
+        e.keep(1, &frame(1, 20), 80, 20, Vantage::Compute, &mut out);
+        e.signal(raised(1, qp(7), Signal::Gap { psn: 1, skipped: 1 }, 20), sl(&[1, 2]), &mut out);
+        e.keep(2, &frame(2, 21), 80, 21, Vantage::Compute, &mut out);
+        let got = got.borrow();
+        let r = &got[0];
+        let seen: Vec<(u8, u8)> = (0..r.packets.len()).map(|i| (r.data(i)[0], r.data(i)[1])).collect();
+        // Three of each flow before the one that raised it, then one after.
+        assert_eq!(seen, [(2, 5), (2, 10), (2, 15), (1, 17), (1, 18), (1, 19), (1, 20), (2, 21)]);
+        assert_eq!(r.trigger, Some(6));
     }
 
     #[test]
