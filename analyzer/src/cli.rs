@@ -1124,6 +1124,7 @@ impl LiveOutputs {
         drop(tx);
         // The terminal is restored before any error is told.
         let closed = h.join().map_err(|_| anyhow::anyhow!("the dashboard thread panicked"));
+        crate::release_notes();
         written?;
         closed?
     }

@@ -136,6 +136,39 @@ fn reached_bounds_show() {
 }
 
 #[test]
+fn totals_are_never_cut_at_80_columns() {
+    // Counts as a busy live run has them, a bound that lost something, evidence: every
+    // item whole, on as many lines as it takes.
+    let mut v = final_view("nvme_vlan");
+    v.summary.packets = 21_602_144;
+    v.summary.roce_packets = 21_602_144;
+    v.summary.untracked_packets = 1_234_567;
+    v.summary.reorder.late_packets.compute = 12_345;
+    v.summary.mirror_duplicates.compute = 370;
+    v.summary.bounds = vec![roceprobe::metrics::snapshot::BoundAdvice {
+        option: "--max-ios".into(),
+        limit: 8,
+        lost: 8,
+        what: "NVMe commands not followed (ios.overflowed)".into(),
+        needed: Some(16),
+    }];
+    for (w, h) in [(80, 24), (100, 30), (200, 50)] {
+        let screen = render_at(&v, UiState::default(), w, h);
+        let all = screen.join("\n");
+        for item in [
+            "frames 21,602,144",
+            "untracked 1,234,567",
+            "late 12,345/0",
+            "dup 370/0",
+            "drops: rx missed 0  errors 0  no mbuf 0  reports 0",
+            "limits: --max-ios 8: 8 NVMe commands not followed, raise to 16",
+        ] {
+            assert!(all.contains(item), "{w}x{h}: {item:?} cut:\n{all}");
+        }
+    }
+}
+
+#[test]
 fn receive_drops_show() {
     let mut view = final_view("nvme_vlan");
     let port = view.summary.ports.get_mut("0").unwrap();
@@ -198,6 +231,33 @@ fn the_real_binary_in_an_80x24_terminal() {
     term.wait_for_still("by retransmission rate", "s did not change the order");
     term.keys("q");
     term.wait_for("EXIT=0", "q did not end the run");
+}
+
+#[test]
+fn notes_wait_until_the_dashboard_gives_the_terminal_back() {
+    // nvme_faults with --max-ios 8 warns of the commands it could not follow: written over
+    // the dashboard, the warning would garble it; it comes once the terminal is back.
+    let t = scenario_truth("nvme_faults");
+    let dir = tempfile::tempdir().unwrap();
+    let err = dir.path().join("stderr.txt");
+    let files: Vec<String> =
+        scenario_files("nvme_faults", &t).iter().map(|f| f.display().to_string()).collect();
+    let command = format!(
+        "{} replay --dashboard -q {} {} 2> {}; echo EXIT=$?; sleep 60",
+        bin(),
+        scenario_args(&t).join(" "),
+        files.join(" "),
+        err.display()
+    );
+    let term = Tmux::start(dir.path(), &command);
+    let screen = term.wait_for_still("roceprobe finished", "the dashboard did not finish");
+    assert!(!screen.contains("warning"), "{screen}");
+    assert!(screen.contains("--max-ios 8: 8 NVMe commands not followed, raise to 16"), "{screen}");
+    assert_eq!(std::fs::read_to_string(&err).unwrap(), "", "nothing written while the dashboard is on");
+    term.keys("q");
+    term.wait_for("EXIT=0", "q did not end the run");
+    let told = std::fs::read_to_string(&err).unwrap();
+    assert!(told.starts_with("roceprobe: warning: --max-ios 8: 8 NVMe commands not followed"), "{told}");
 }
 
 #[test]
@@ -295,6 +355,23 @@ fn addresses_are_never_cut_at_80x24_or_160x48() {
     view.flow_gbps.clear();
     for (w, h) in [(80, 24), (160, 48)] {
         assert!(assert_addresses_whole(&view, w, h) >= 4, "long IPv6 at {w}x{h}");
+    }
+}
+
+#[test]
+fn every_op_shows_whole() {
+    // rc_loss_vlan's RDMA READs have their latency series: `rdma_read` in the op column,
+    // at every width that shows the column.
+    let view = final_view("rc_loss_vlan");
+    assert!(view.summary.latency.iter().any(|l| l.op == "rdma_read"));
+    for (w, h) in [(80, 24), (120, 40)] {
+        let screen = render_at(&view, UiState::default(), w, h);
+        let rows = panel(&screen, "I/O latency");
+        let ops: Vec<&str> = rows.iter().filter_map(|r| r.split_whitespace().nth(1)).collect();
+        assert!(ops.contains(&"rdma_read"), "{w}x{h}: {ops:?}\n{}", screen.join("\n"));
+        let known: std::collections::BTreeSet<&str> =
+            view.summary.latency.iter().map(|l| l.op.trim_start_matches("nvme_")).collect();
+        assert!(ops.iter().all(|op| known.contains(op)), "{w}x{h}: {ops:?} against {known:?}");
     }
 }
 

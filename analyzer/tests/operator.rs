@@ -79,6 +79,24 @@ fn the_exit_report_opens_with_the_io_quality_the_summary_holds() {
 }
 
 #[test]
+fn the_exit_report_counts_the_mirrors_second_copies() {
+    // rc_loss_routed: both ports of a routed hop mirrored, every packet twice; its flows
+    // count each once (the truth's flows hold half of its frames).
+    let t = scenario_truth("rc_loss_routed");
+    let in_flows: u64 = t["flows"].as_array().unwrap().iter().map(|f| f["packets"].as_u64().unwrap()).sum();
+    let frames = t["packets"].as_u64().unwrap();
+    assert!(in_flows < frames);
+    let dir = tempfile::tempdir().unwrap();
+    let (out, _, _) = replay_scenario("rc_loss_routed", &[], dir.path());
+    let first = out.lines().find(|l| l.contains(" frames: ")).unwrap();
+    assert!(first.starts_with(&format!("{frames} frames: {frames} RoCEv2")), "{first}");
+    assert!(
+        first.contains(&format!("; mirror duplicates {} compute, 0 storage", frames - in_flows)),
+        "{first}"
+    );
+}
+
+#[test]
 fn io_bytes_and_sizes_match_the_truth_in_the_summary_and_io_csv() {
     for name in ["nvme_vlan", "nvme_erspan3_skewed"] {
         let t = scenario_truth(name);

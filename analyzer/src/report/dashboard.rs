@@ -179,6 +179,20 @@ fn rate(v: f64) -> String {
 }
 
 /// MB/s in at most 5 characters; `-` where no I/O moved data.
+/// Gbit/s in at most 8 columns with at least 3 significant digits: a collective's flows of
+/// a few Mbit/s each are told apart (`0.004123`), a 400G link's shows whole (`398.1`).
+fn gbit(v: f64) -> String {
+    match v {
+        0.0 => "0".to_owned(),
+        100.0.. => format!("{v:.1}"),
+        1.0.. => format!("{v:.3}"),
+        _ => {
+            let decimals = (3 - v.log10().floor() as i32).clamp(3, 6) as usize;
+            format!("{v:.decimals$}")
+        }
+    }
+}
+
 fn mbps(v: Option<f64>) -> String {
     match v {
         None => "-".into(),
@@ -225,12 +239,25 @@ pub fn draw(f: &mut Frame<'_>, view: Option<&View>, ui: &UiState) {
         _ => 0,
     };
     let job_rows = view.map_or(0, |v| v.summary.jobs.len().min(3) as u16);
+    let totals_lines =
+        view.map_or(Vec::new(), |v| flow_lines(totals_items(&v.summary), f.area().width.saturating_sub(2)));
+    let totals_height = totals_lines.len() as u16 + 2;
+    let slow_height = if slow_rows > 0 { slow_rows + 3 } else { 0 };
+    let jobs_height = if job_rows > 0 { job_rows + 3 } else { 0 };
+    // The I/O and flow panels share what is left: each gets what it needs while both fit,
+    // else the I/O panel what it needs up to half (more if the flows need less), the flows
+    // the rest.
+    let left = f.area().height.saturating_sub(1 + totals_height + slow_height + jobs_height);
+    let (io_need, flow_need) = view.map_or((0, 0), |v| {
+        (io_counts(&v.summary.latency).len() as u16 + 3, v.summary.flows.len() as u16 + 3)
+    });
+    let io_height = io_need.min(left.saturating_sub(flow_need).max(left / 2));
     let [head, totals, ios, slow, jobs, flows] = Layout::vertical([
         Constraint::Length(1),
-        Constraint::Length(5),
-        Constraint::Fill(1),
-        Constraint::Length(if slow_rows > 0 { slow_rows + 3 } else { 0 }),
-        Constraint::Length(if job_rows > 0 { job_rows + 3 } else { 0 }),
+        Constraint::Length(totals_height),
+        Constraint::Length(io_height),
+        Constraint::Length(slow_height),
+        Constraint::Length(jobs_height),
         Constraint::Fill(1),
     ])
     .areas(f.area());
@@ -250,7 +277,10 @@ pub fn draw(f: &mut Frame<'_>, view: Option<&View>, ui: &UiState) {
         head,
     );
     let Some(v) = view else { return };
-    draw_totals(f, totals, &v.summary);
+    f.render_widget(
+        Paragraph::new(totals_lines).block(Block::new().borders(Borders::ALL).title(" totals ")),
+        totals,
+    );
     draw_ios(f, ios, v);
     if slow_rows > 0 {
         draw_slow_ios(f, slow, &v.summary, usize::from(slow_rows));
@@ -282,86 +312,113 @@ fn widest<'a>(header: &str, cells: impl Iterator<Item = &'a str>) -> u16 {
     cells.map(|c| c.chars().count()).max().unwrap_or(0).max(header.chars().count()) as u16
 }
 
-fn draw_totals(f: &mut Frame<'_>, area: Rect, s: &Summary) {
+/// The totals' items, each a number with its name (never cut apart), in groups that each
+/// begin a line: frames by kind; receive and report drops, evidence; time sources and the
+/// bounds that lost something.
+fn totals_items(s: &Summary) -> Vec<Vec<(String, Style)>> {
+    let plain = Style::new();
     let malformed: u64 = s.decode_errors.values().sum();
     let ports = s.ports.values();
     let (missed, errors, nombuf) =
         ports.fold((0, 0, 0), |a, p| (a.0 + p.imissed, a.1 + p.ierrors, a.2 + p.rx_nombuf));
     let drops = missed + errors + nombuf + s.report_drops;
-    let warn =
-        if drops > 0 { Style::new().fg(Color::Red).add_modifier(Modifier::BOLD) } else { Style::new() };
+    let warn = if drops > 0 { Style::new().fg(Color::Red).add_modifier(Modifier::BOLD) } else { plain };
+    let mut frames = vec![
+        (format!("frames {}", n(s.packets)), plain),
+        (format!("RoCEv2 {}", n(s.roce_packets)), plain),
+        (format!("other {}", n(s.non_roce_packets)), plain),
+        (format!("malformed {}", n(malformed)), plain),
+    ];
+    // What only some runs have, when they have it: packets of flows beyond --max-flows,
+    // packets after the reorder window and the mirrors' second copies (compute/storage).
+    let (late, dup) = (s.reorder.late_packets, s.mirror_duplicates);
+    if s.untracked_packets > 0 {
+        frames.push((format!("untracked {}", n(s.untracked_packets)), plain));
+    }
+    if late.compute + late.storage > 0 {
+        frames.push((format!("late {}/{}", n(late.compute), n(late.storage)), plain));
+    }
+    if dup.compute + dup.storage > 0 {
+        frames.push((format!("dup {}/{}", n(dup.compute), n(dup.storage)), plain));
+    }
+    let mut health = vec![(
+        format!(
+            "drops: rx missed {}  errors {}  no mbuf {}  reports {}",
+            n(missed),
+            n(errors),
+            n(nombuf),
+            n(s.report_drops)
+        ),
+        warn,
+    )];
+    // Evidence: events, the files written, and those a cap or a failure left without one.
+    if let Some(e) = &s.evidence {
+        let events: u64 = e.kinds.values().map(|c| c.events).sum();
+        let without = events - e.files_written + e.events_dropped;
+        let style = if without > 0 { Style::new().fg(Color::Yellow) } else { plain };
+        health.push((
+            format!("evidence {}/{} files, {} without", n(e.files_written), n(events), n(without)),
+            style,
+        ));
+    }
     let time: Vec<String> =
         s.time_sources.iter().map(|(v, names)| format!("{v} {}", names.join("+"))).collect();
-    let lines = vec![
-        Line::from(format!(
-            "frames {}  RoCEv2 {}  other {}  malformed {}  untracked {}  late {}/{}  dup {}/{}",
-            n(s.packets),
-            n(s.roce_packets),
-            n(s.non_roce_packets),
-            n(malformed),
-            n(s.untracked_packets),
-            n(s.reorder.late_packets.compute),
-            n(s.reorder.late_packets.storage),
-            n(s.mirror_duplicates.compute),
-            n(s.mirror_duplicates.storage)
-        )),
-        {
-            let mut spans = vec![Span::styled(
-                format!(
-                    "drops: rx missed {}  errors {}  no mbuf {}  reports {}",
-                    n(missed),
-                    n(errors),
-                    n(nombuf),
-                    n(s.report_drops)
-                ),
-                warn,
-            )];
-            // Evidence: events, the files written, and those a cap or a failure left
-            // without one.
-            if let Some(e) = &s.evidence {
-                let events: u64 = e.kinds.values().map(|c| c.events).sum();
-                let without = events - e.files_written + e.events_dropped;
-                let style = if without > 0 { Style::new().fg(Color::Yellow) } else { Style::new() };
-                spans.push(Span::styled(
-                    format!("  evidence {}/{} files, {} without", n(e.files_written), n(events), n(without)),
-                    style,
-                ));
+    let mut limits =
+        vec![(format!("time: {}", if time.is_empty() { "-".into() } else { time.join(", ") }), plain)];
+    // A bound was reached: what did not fit is not measured (RELIABILITY.md). Each bound
+    // that lost something: the option, what it lost, and the value that would have lost
+    // nothing (the exit report says more).
+    let forgotten = s.forgotten.total();
+    let bold = Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD);
+    let mut prefix = "limits: ";
+    if forgotten + s.latency_samples_dropped > 0 {
+        limits.push((
+            format!("{prefix}{} forgotten, {} samples dropped", n(forgotten), n(s.latency_samples_dropped)),
+            bold,
+        ));
+        prefix = "";
+    }
+    for b in &s.bounds {
+        let raise = match b.needed {
+            Some(v) => format!("raise to {v}"),
+            None => "(unanswered)".to_owned(),
+        };
+        // What was lost without its note in parentheses (the exit report has it).
+        let what = b.what.split(" (").next().unwrap_or_default();
+        limits.push((format!("{prefix}{} {}: {} {what}, {raise}", b.option, b.limit, n(b.lost)), bold));
+        prefix = "";
+    }
+    vec![frames, health, limits]
+}
+
+/// Lines of at most `width` columns from groups of items, two spaces apart: each group
+/// begins a line, and an item goes whole to the next line when it does not fit (one wider
+/// than a whole line is cut, with `…`).
+fn flow_lines(groups: Vec<Vec<(String, Style)>>, width: u16) -> Vec<Line<'static>> {
+    let width = usize::from(width.max(1));
+    let mut lines = Vec::new();
+    for group in groups {
+        let mut line: Vec<Span<'static>> = Vec::new();
+        let mut used = 0usize;
+        for (mut text, style) in group {
+            let len = text.chars().count();
+            if used > 0 && used + 2 + len > width {
+                lines.push(Line::from(std::mem::take(&mut line)));
+                used = 0;
             }
-            Line::from(spans)
-        },
-        {
-            let mut spans = vec![Span::raw(format!(
-                "time: {}",
-                if time.is_empty() { "-".into() } else { time.join(", ") }
-            ))];
-            // A bound was reached: what did not fit is not measured (RELIABILITY.md).
-            let forgotten = s.forgotten.total();
-            if forgotten + s.latency_samples_dropped > 0 || !s.bounds.is_empty() {
-                // Each bound that lost something: the option, and the value that would have
-                // lost nothing (the exit report says more).
-                let raise: Vec<String> = s
-                    .bounds
-                    .iter()
-                    .map(|b| match b.needed {
-                        Some(v) => format!("{} {} -> {v}", b.option, b.limit),
-                        None => format!("{} {} (unanswered)", b.option, b.limit),
-                    })
-                    .collect();
-                spans.push(Span::styled(
-                    format!(
-                        "  limits: {} forgotten, {} samples dropped{}{}",
-                        n(forgotten),
-                        n(s.latency_samples_dropped),
-                        if raise.is_empty() { "" } else { "; raise " },
-                        raise.join(", ")
-                    ),
-                    Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
-                ));
+            if used > 0 {
+                line.push(Span::raw("  "));
+                used += 2;
             }
-            Line::from(spans)
-        },
-    ];
-    f.render_widget(Paragraph::new(lines).block(Block::new().borders(Borders::ALL).title(" totals ")), area);
+            if len > width {
+                text = text.chars().take(width - 1).chain(std::iter::once('…')).collect();
+            }
+            used += text.chars().count();
+            line.push(Span::styled(text, style));
+        }
+        lines.push(Line::from(line));
+    }
+    lines
 }
 
 /// p50 and p99 of one segment of a series, if it has samples.
@@ -375,11 +432,20 @@ fn draw_ios(f: &mut Frame<'_>, area: Rect, v: &View) {
     let mut ids: Vec<IoId> = io_counts(&v.summary.latency).into_keys().collect();
     ids.sort();
     let pairs: Vec<String> = ids.iter().map(|id| format!("{}>{}", id.0, id.1)).collect();
+    let ops: Vec<&str> = ids.iter().map(|id| id.2.trim_start_matches("nvme_")).collect();
     let mut header = vec!["initiator>target", "op", "IO/s", "I/O", "compute", "network", "storage"];
     // Addresses are never cut: the pair column is as wide as its widest; the numbers follow
     // while they fit, the bar gets what they leave (at least 4 columns, or none), and MB/s
     // shows when there is room for it beside the bar.
-    let mut widths = vec![widest(header[0], pairs.iter().map(String::as_str)), 6, 5, 9, 9, 9, 9];
+    let mut widths = vec![
+        widest(header[0], pairs.iter().map(String::as_str)),
+        widest("op", ops.iter().copied()),
+        5,
+        9,
+        9,
+        9,
+        9,
+    ];
     let room = area.width.saturating_sub(2);
     let all = widths.iter().sum::<u16>() + widths.len() as u16;
     let with_mbps = room >= all + 6 + 4;
@@ -390,11 +456,16 @@ fn draw_ios(f: &mut Frame<'_>, area: Rect, v: &View) {
     let shown = columns_that_fit(&widths, 1, room, 0);
     let used: u16 = widths[..shown].iter().sum::<u16>() + shown as u16;
     let bar_width = if shown == widths.len() && room >= used + 4 { room - used } else { 0 };
-    header.push("p50 split");
-    let rows = ids.iter().zip(&pairs).map(|(id, pair)| {
+    // The bar's header as its width allows (the bar is at least 4 columns).
+    header.push(match bar_width {
+        9.. => "p50 split",
+        5.. => "split",
+        _ => "p50",
+    });
+    let rows = ids.iter().zip(&pairs).zip(&ops).map(|((id, pair), op)| {
         let mut cells = vec![
             Line::from(pair.clone()),
-            Line::from(id.2.trim_start_matches("nvme_").to_owned()),
+            Line::from(op.to_string()),
             Line::from(rate(v.io_rate.get(id).copied().unwrap_or(0.0))),
         ];
         if with_mbps {
@@ -438,7 +509,10 @@ fn draw_ios(f: &mut Frame<'_>, area: Rect, v: &View) {
         constraints.push(Constraint::Fill(1));
     }
     let header = &header[..constraints.len()];
-    let title = " I/O latency, µs p50/p99 (█ compute ▓ network ░ storage) ".to_owned();
+    // Rows beyond the panel's height are not shown: the title says how many are.
+    let fit = usize::from(area.height.saturating_sub(3));
+    let of = if ids.len() > fit { format!(" ({fit} of {})", ids.len()) } else { String::new() };
+    let title = format!(" I/O latency{of}, µs p50/p99 (█ compute ▓ network ░ storage) ");
     f.render_widget(table(rows, constraints, header, title), area);
 }
 
@@ -559,7 +633,7 @@ fn draw_flows(f: &mut Frame<'_>, area: Rect, v: &View, sort: SortBy) {
             let (a, b) = id(fl);
             [
                 if two_lines { format!("{a}\n  {b}") } else { format!("{a}{b}") },
-                format!("{:.3}", gbps(fl)),
+                gbit(gbps(fl)),
                 format!("{:.2}", retx_rate(fl) * 100.0),
                 n(fl.counts.gap_psns),
                 n(fl.counts.nak_seq + fl.counts.nak_rnr + fl.counts.nak_other),
@@ -587,13 +661,17 @@ struct TerminalGuard;
 impl Drop for TerminalGuard {
     fn drop(&mut self) {
         ratatui::restore();
+        crate::release_notes();
     }
 }
 
 /// Takes over the terminal (raw mode, alternate screen) for [`run_ui`]: called before any
-/// work, so that a terminal that cannot do it is an error at start-up.
+/// work, so that a terminal that cannot do it is an error at start-up. Notes wait until
+/// the terminal is given back (they would be written over the screen).
 pub fn open_terminal() -> Result<ratatui::DefaultTerminal> {
-    Ok(ratatui::try_init()?)
+    let t = ratatui::try_init()?;
+    crate::hold_notes();
+    Ok(t)
 }
 
 /// Runs the dashboard on this thread until the views stop coming and, if the run finished
@@ -656,6 +734,10 @@ mod tests {
             ["4.00", "4.67", "66.0", "145", "9999", "12m", "3s"]
         );
         assert_eq!([rate(2417.0), rate(24_168.0), rate(3.25e6)], ["2417", "24k", "3.2M"]);
+        assert_eq!(
+            [gbit(0.0), gbit(0.004123), gbit(0.04), gbit(0.5), gbit(5.382), gbit(398.12), gbit(1e-9)],
+            ["0", "0.004123", "0.04000", "0.5000", "5.382", "398.1", "0.000000"]
+        );
         assert_eq!([n(0), n(999), n(1000), n(1_234_567)], ["0", "999", "1,000", "1,234,567"]);
     }
 

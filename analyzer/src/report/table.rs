@@ -102,7 +102,9 @@ fn io_quality(out: &mut String, s: &Summary) {
             row
         })
         .collect();
-    let _ = writeln!(out, "NVMe I/O quality over {secs:.3} s of packet time (latencies in µs):");
+    // A run shorter than a millisecond in µs, so that its length does not read as zero.
+    let over = if secs < 1e-3 { format!("{:.1} µs", secs * 1e6) } else { format!("{secs:.3} s") };
+    let _ = writeln!(out, "NVMe I/O quality over {over} of packet time (latencies in µs):");
     table(out, &IO_HEADER, &rows, |i| i >= 3, false);
 }
 
@@ -150,18 +152,28 @@ fn slowest_ios(out: &mut String, s: &Summary) {
     table(out, &SLOW_HEADER, &rows, |i| i >= 5, false);
 }
 
-/// The first line: frames by kind, and RoCEv2 packets of untracked flows if any.
+/// The first line: frames by kind, RoCEv2 packets of untracked flows if any, and the
+/// second copies of mirrored frames (counted once in their flows) if any.
 fn frame_totals(out: &mut String, s: &Summary) {
     let errors: u64 = s.decode_errors.values().sum();
+    let dup = s.mirror_duplicates;
     let _ = writeln!(
         out,
-        "{} frames: {} RoCEv2, {} other, {} malformed{}",
+        "{} frames: {} RoCEv2, {} other, {} malformed{}{}",
         s.packets,
         s.roce_packets,
         s.non_roce_packets,
         errors,
         if s.untracked_packets > 0 {
             format!(", {} RoCEv2 in flows beyond --max-flows", s.untracked_packets)
+        } else {
+            String::new()
+        },
+        if dup.compute + dup.storage > 0 {
+            format!(
+                "; mirror duplicates {} compute, {} storage (a packet's second copies, not counted again)",
+                dup.compute, dup.storage
+            )
         } else {
             String::new()
         }
