@@ -82,8 +82,8 @@ pub struct CommonArgs {
     /// Unmapped traffic is compute.
     #[arg(long = "vantage", value_name = "NAME=SELECTOR", value_parser = parse_rule)]
     pub vantages: Vec<Rule>,
-    /// Most flows tracked at once; a new flow takes the slot of one idle for --flow-expire,
-    /// else its packets are counted as untracked.
+    /// Most flows tracked at once, per worker; a new flow takes the slot of one idle for
+    /// --flow-expire, else its packets are counted as untracked.
     #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = defaults::MAX_FLOWS, value_parser = parse_table_bound)]
     pub max_flows: usize,
     /// Write the CSV reports here, every interval: flows, transmissions, latency, io,
@@ -140,8 +140,8 @@ pub struct CommonArgs {
     /// An NVMe I/O without a completion after this long (packet time) is counted as timed out.
     #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = defaults::IO_TIMEOUT, value_parser = parse_interval)]
     pub io_timeout: Duration,
-    /// Most NVMe I/Os awaiting their completion at once; further commands are counted as
-    /// overflowed. A quarter of it (at least 64) bounds the NVMe connections' state.
+    /// Most NVMe I/Os awaiting their completion at once, per worker; further commands are
+    /// counted as overflowed. A quarter of it (at least 64) bounds the NVMe connections' state.
     #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = defaults::MAX_IOS, value_parser = parse_table_bound)]
     pub max_ios: usize,
     /// Most latency series, (initiator, target, op, segment), per worker over the run

@@ -317,7 +317,7 @@ fn stalled_and_oversized_clients_do_not_delay_a_scrape() {
 
 /// `promtool check metrics` (Debian's `prometheus`, installed by scripts/setup) finds
 /// nothing to say about the page of real replays: one with I/O latency, one with loss,
-/// retransmissions and NAKs, one with malformed frames.
+/// retransmissions and NAKs, one with malformed frames, one with collective steps.
 #[test]
 fn promtool_accepts_the_page() {
     for scenario in ["nvme_vlan", "rc_loss_vlan", "corrupted", "collective_vlan"] {

@@ -66,7 +66,7 @@ impl Scrapes {
     fn failed(&self, peer: &str, cause: &dyn std::fmt::Display) {
         if self.failed.fetch_add(1, Ordering::Relaxed) == 0 {
             crate::note!(
-                "roceprobe: warning: a Prometheus scrape from {peer} failed ({cause}); failed scrapes are counted (roceprobe_scrapes_total, summary prometheus) and the next is served"
+                "roceprobe: warning: a Prometheus scrape from {peer} failed ({cause}); failed scrapes are counted while the run lasts (roceprobe_scrapes_total, summary prometheus) and the next is served"
             );
         }
     }
