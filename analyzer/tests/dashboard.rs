@@ -359,6 +359,49 @@ fn addresses_are_never_cut_at_80x24_or_160x48() {
 }
 
 #[test]
+fn trouble_stands_out_in_the_flows() {
+    // rc_loss_vlan sorted by retransmission rate: the first flow retransmitted. Its
+    // non-zero counters of trouble are yellow, its zero ones and its throughput are not.
+    let view = final_view("rc_loss_vlan");
+    let mut t = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    let ui = UiState { sort: SortBy::Retransmissions, paused: false };
+    t.draw(|f| draw(f, Some(&view), &ui)).unwrap();
+    let buf = t.backend().buffer().clone();
+    let line = |y: u16| (0..buf.area.width).map(|x| buf[(x, y)].symbol().to_owned()).collect::<String>();
+    let header = (0..buf.area.height).find(|&y| line(y).contains("flow (vantage src>dst qpn)")).unwrap();
+    let y = header + 1;
+    let row = line(y);
+    // Words and where they start: vantage, pair, QPN, Gbit/s, retx%, gaps, NAK, CNP, ECN.
+    let mut words = Vec::new();
+    let mut at = None;
+    for (x, ch) in row.chars().enumerate() {
+        match (ch == ' ' || ch == '│', at) {
+            (false, None) => at = Some(x),
+            (true, Some(a)) => {
+                words.push((a, row.chars().skip(a).take(x - a).collect::<String>()));
+                at = None;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(words.len(), 9, "{row}");
+    assert!(words[4].1.parse::<f64>().unwrap() > 0.0, "the first flow retransmitted: {row}");
+    let mut seen = (0, 0);
+    for (i, (x, w)) in words.iter().enumerate().skip(3) {
+        let yellow = buf[(*x as u16, y)].fg == ratatui::style::Color::Yellow;
+        let zero = w.parse::<f64>().unwrap() == 0.0;
+        let trouble = i >= 4 && !zero;
+        assert_eq!(yellow, trouble, "{w} in {row}");
+        if trouble {
+            seen.0 += 1
+        } else {
+            seen.1 += 1
+        }
+    }
+    assert!(seen.0 >= 1 && seen.1 >= 2, "{seen:?}: {row}");
+}
+
+#[test]
 fn every_op_shows_whole() {
     // rc_loss_vlan's RDMA READs have their latency series: `rdma_read` in the op column,
     // at every width that shows the column.

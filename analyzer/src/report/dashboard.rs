@@ -15,7 +15,7 @@ use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph, Row, Table};
+use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table};
 use ratatui::Frame;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -648,7 +648,17 @@ fn draw_flows(f: &mut Frame<'_>, area: Rect, v: &View, sort: SortBy) {
     let first = widest(header[0], cells.iter().flat_map(|c| c[0].lines()));
     let widths = [first, 8, 6, 6, 5, 6, 6];
     let shown = columns_that_fit(&widths, 1, room, 0);
-    let rows = cells.iter().map(|c| Row::new(c[..shown].to_vec()).height(per_row));
+    // A counter of trouble that is not zero (retransmissions, gaps, NAKs, CNPs, ECN marks)
+    // stands out in yellow.
+    let trouble = Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD);
+    let rows = cells.iter().map(|c| {
+        let cells = c[..shown].iter().enumerate().map(|(i, v)| {
+            let zero = v.chars().all(|ch| matches!(ch, '0' | '.' | ','));
+            let style = if i >= 2 && !zero { trouble } else { Style::new() };
+            Cell::from(v.clone()).style(style)
+        });
+        Row::new(cells).height(per_row)
+    });
     let mut constraints: Vec<Constraint> = widths[..shown].iter().map(|&w| Constraint::Length(w)).collect();
     constraints[0] = Constraint::Min(first);
     let title = format!(" top flows of {} by {} ", v.summary.flows.len(), sort.label());
