@@ -656,7 +656,8 @@ fn can_make(path: &Path, dir: bool) -> Result<(), String> {
                 false => Err(format!("{} is not a directory", p.display())),
             };
         }
-        up = p.parent();
+        // "." has the parent "", which is "." again.
+        up = p.parent().filter(|_| p != Path::new("."));
     }
     Err("no folder above it can be read".to_owned())
 }
@@ -1084,7 +1085,8 @@ impl LiveOutputs {
             let stop_ui = Arc::clone(stop);
             let h = std::thread::Builder::new()
                 .name("roceprobe-ui".into())
-                .spawn(move || dashboard::run_ui(terminal, rx, stop_ui))?;
+                .spawn(move || dashboard::run_ui(terminal, rx, stop_ui))
+                .inspect_err(|_| dashboard::close_terminal())?;
             Some((tx, h))
         } else {
             None

@@ -145,13 +145,18 @@ fn totals_are_never_cut_at_80_columns() {
     v.summary.untracked_packets = 1_234_567;
     v.summary.reorder.late_packets.compute = 12_345;
     v.summary.mirror_duplicates.compute = 370;
-    v.summary.bounds = vec![roceprobe::metrics::snapshot::BoundAdvice {
-        option: "--max-ios".into(),
-        limit: 8,
-        lost: 8,
-        what: "NVMe commands not followed (ios.overflowed)".into(),
-        needed: Some(16),
-    }];
+    let bound = |option: &str, limit, lost, what: &str, needed| roceprobe::metrics::snapshot::BoundAdvice {
+        option: option.into(),
+        limit,
+        lost,
+        what: what.into(),
+        needed: Some(needed),
+    };
+    v.summary.bounds = vec![
+        bound("--max-ios", 8, 8, "NVMe commands not followed (ios.overflowed)", 16),
+        // Wider than an 80-column line: it goes on word by word.
+        bound("--max-flows", 65_536, 1_234_567, "RoCE packets of flows not tracked", 131_072),
+    ];
     for (w, h) in [(80, 24), (100, 30), (200, 50)] {
         let screen = render_at(&v, UiState::default(), w, h);
         let all = screen.join("\n");
@@ -165,6 +170,11 @@ fn totals_are_never_cut_at_80_columns() {
         ] {
             assert!(all.contains(item), "{w}x{h}: {item:?} cut:\n{all}");
         }
+        let words: Vec<&str> = all.split(|c: char| c.is_whitespace() || c == '│').collect();
+        for number in ["--max-flows", "65536:", "1,234,567", "131072"] {
+            assert!(words.contains(&number), "{w}x{h}: {number:?} cut:\n{all}");
+        }
+        assert!(!all.contains('…'), "{w}x{h}: something cut:\n{all}");
     }
 }
 

@@ -178,7 +178,6 @@ fn rate(v: f64) -> String {
     }
 }
 
-/// MB/s in at most 5 characters; `-` where no I/O moved data.
 /// Gbit/s in at most 8 columns with at least 3 significant digits: a collective's flows of
 /// a few Mbit/s each are told apart (`0.004123`), a 400G link's shows whole (`398.1`).
 fn gbit(v: f64) -> String {
@@ -193,6 +192,7 @@ fn gbit(v: f64) -> String {
     }
 }
 
+/// MB/s in at most 5 characters; `-` where no I/O moved data.
 fn mbps(v: Option<f64>) -> String {
     match v {
         None => "-".into(),
@@ -249,7 +249,8 @@ pub fn draw(f: &mut Frame<'_>, view: Option<&View>, ui: &UiState) {
     // the rest.
     let left = f.area().height.saturating_sub(1 + totals_height + slow_height + jobs_height);
     let (io_need, flow_need) = view.map_or((0, 0), |v| {
-        (io_counts(&v.summary.latency).len() as u16 + 3, v.summary.flows.len() as u16 + 3)
+        let rows = |n: usize| u16::try_from(n).unwrap_or(u16::MAX).saturating_add(3);
+        (rows(io_counts(&v.summary.latency).len()), rows(v.summary.flows.len()))
     });
     let io_height = io_need.min(left.saturating_sub(flow_need).max(left / 2));
     let [head, totals, ios, slow, jobs, flows] = Layout::vertical([
@@ -392,29 +393,39 @@ fn totals_items(s: &Summary) -> Vec<Vec<(String, Style)>> {
 }
 
 /// Lines of at most `width` columns from groups of items, two spaces apart: each group
-/// begins a line, and an item goes whole to the next line when it does not fit (one wider
-/// than a whole line is cut, with `…`).
+/// begins a line, and an item goes whole to the next line when it does not fit. An item
+/// wider than a whole line goes on word by word (its numbers have no spaces: none is cut);
+/// only a single word wider than the line is cut, with `…`.
 fn flow_lines(groups: Vec<Vec<(String, Style)>>, width: u16) -> Vec<Line<'static>> {
     let width = usize::from(width.max(1));
     let mut lines = Vec::new();
     for group in groups {
         let mut line: Vec<Span<'static>> = Vec::new();
         let mut used = 0usize;
-        for (mut text, style) in group {
+        for (text, style) in group {
             let len = text.chars().count();
-            if used > 0 && used + 2 + len > width {
-                lines.push(Line::from(std::mem::take(&mut line)));
-                used = 0;
+            // The pieces that go whole, and the gap before each: the item, or its words.
+            let pieces: Vec<(String, usize)> = if len > width {
+                text.split(' ').enumerate().map(|(i, w)| (w.to_owned(), if i == 0 { 2 } else { 1 })).collect()
+            } else {
+                vec![(text, 2)]
+            };
+            for (mut piece, gap) in pieces {
+                let len = piece.chars().count();
+                if used > 0 && used + gap + len > width {
+                    lines.push(Line::from(std::mem::take(&mut line)));
+                    used = 0;
+                }
+                if used > 0 {
+                    line.push(Span::raw(" ".repeat(gap)));
+                    used += gap;
+                }
+                if len > width {
+                    piece = piece.chars().take(width - 1).chain(std::iter::once('…')).collect();
+                }
+                used += piece.chars().count();
+                line.push(Span::styled(piece, style));
             }
-            if used > 0 {
-                line.push(Span::raw("  "));
-                used += 2;
-            }
-            if len > width {
-                text = text.chars().take(width - 1).chain(std::iter::once('…')).collect();
-            }
-            used += text.chars().count();
-            line.push(Span::styled(text, style));
         }
         lines.push(Line::from(line));
     }
@@ -682,6 +693,11 @@ pub fn open_terminal() -> Result<ratatui::DefaultTerminal> {
     let t = ratatui::try_init()?;
     crate::hold_notes();
     Ok(t)
+}
+
+/// Gives the terminal back when [`run_ui`] never ran (its thread could not start).
+pub fn close_terminal() {
+    drop(TerminalGuard);
 }
 
 /// Runs the dashboard on this thread until the views stop coming and, if the run finished

@@ -273,22 +273,36 @@ impl EvidenceWriter {
     }
 
     /// Removes the oldest files until `need` more bytes fit.
-    /// A file that cannot be removed stays counted (it is still on disk), and what needs
-    /// the room is refused.
+    /// A file that cannot be removed stays counted (it is still on disk) and the next
+    /// oldest is tried; if that leaves too little room, what needs it is refused.
     fn make_room(&mut self, need: u64, t: &mut EvidenceTotals) -> Result<()> {
-        while self.on_disk + need > self.out.max_bytes {
-            let Some((path, size)) = self.files.front() else { break };
+        let mut stuck: Option<anyhow::Error> = None;
+        let mut i = 0;
+        while self.on_disk + need > self.out.max_bytes && i < self.files.len() {
+            let (path, size) = &self.files[i];
             match std::fs::remove_file(path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => bail!("cannot remove {} to stay within --evidence-max-bytes: {e}", path.display()),
+                Err(e) => {
+                    stuck.get_or_insert_with(|| {
+                        anyhow::anyhow!(
+                            "cannot remove {} to stay within --evidence-max-bytes: {e}",
+                            path.display()
+                        )
+                    });
+                    i += 1;
+                    continue;
+                }
             }
             t.files_removed += 1;
             t.bytes_removed += size;
             self.on_disk -= size;
-            self.files.pop_front();
+            self.files.remove(i);
         }
-        Ok(())
+        match stuck {
+            Some(e) if self.on_disk + need > self.out.max_bytes => Err(e),
+            _ => Ok(()),
+        }
     }
 
     /// One record from a worker: its file written (or why not), counted and listed; the
@@ -614,22 +628,38 @@ mod tests {
     fn a_file_that_cannot_be_removed_stays_counted_and_the_bound_holds() {
         // An earlier run's file that cannot be removed (here a directory under an evidence
         // file's name, which `remove_file` refuses even to root; an immutable file or a
-        // read-only file system alike): it stays counted, and a file that would need its
-        // room is not written.
+        // read-only file system alike): it stays counted, the next oldest goes instead, and
+        // when none can make room the file that needs it is not written.
         let dir = tempfile::tempdir().unwrap();
-        let old = dir.path().join("20261203T000000.000000000Z_loss_10.0.0.1_10.0.0.2_qp1.pcapng");
-        std::fs::create_dir(&old).unwrap();
-        std::fs::write(old.join("x"), b"x").unwrap();
-        let held = std::fs::metadata(&old).unwrap().len();
+        let stuck = dir.path().join("20261203T000000.000000000Z_loss_10.0.0.1_10.0.0.2_qp1.pcapng");
+        std::fs::create_dir(&stuck).unwrap();
+        std::fs::write(stuck.join("x"), b"x").unwrap();
+        let held = std::fs::metadata(&stuck).unwrap().len();
+        let one = pcapng(&record(EventKind::Loss, 1_000_000_000, 4), 256);
+        let size = one.len() as u64;
+        let older = dir.path().join("20261203T000001.000000000Z_loss_10.0.0.1_10.0.0.2_qp1.pcapng");
+        std::fs::write(&older, &one).unwrap();
         let mut settings = EvidenceSettings::with_defaults(dir.path().to_owned());
-        settings.output.max_bytes = held + 100;
+        // Room for the stuck one and one file: a second needs the removable one's room.
+        settings.output.max_bytes = held + 2 * size - 1;
+        let (mut w, mut t) = EvidenceWriter::new(&settings);
+        assert_eq!((t.files_on_disk, t.bytes_on_disk), (2, held + size));
+        let row = w.take(&record(EventKind::Loss, 2_000_000_000, 4), &mut t);
+        assert_eq!(row.status, "written");
+        assert!(stuck.exists() && !older.exists());
+        assert_eq!((t.files_written, t.files_removed), (1, 1));
+        assert_eq!((t.files_on_disk, t.bytes_on_disk), (2, held + size));
+
+        // Only the stuck one, and no room beside it: nothing is written.
+        std::fs::remove_file(dir.path().join(&row.file)).unwrap();
+        settings.output.max_bytes = held + size - 1;
         let (mut w, mut t) = EvidenceWriter::new(&settings);
         assert_eq!((t.files_on_disk, t.bytes_on_disk), (1, held));
-        let row = w.take(&record(EventKind::Loss, 1_000_000_000, 4), &mut t);
+        let row = w.take(&record(EventKind::Loss, 3_000_000_000, 4), &mut t);
         assert_eq!(row.status, "write_failed");
         assert_eq!((t.kind(EventKind::Loss).write_failed, t.files_written, t.files_removed), (1, 0, 0));
         assert_eq!((t.files_on_disk, t.bytes_on_disk), (1, held));
-        assert!(old.exists());
+        assert!(stuck.exists());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
