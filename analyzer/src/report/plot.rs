@@ -72,6 +72,19 @@ const COLORS: [RGBColor; 8] = [
     RGBColor(0xe3, 0x77, 0xc2),
     RGBColor(0x7f, 0x7f, 0x7f),
 ];
+/// A latency segment's colour, the same in every plot: the segment split's bars and the
+/// CDFs' lines (`index` gives another segment its colour by its place).
+fn segment_color(name: &str, index: usize) -> RGBColor {
+    match name {
+        "compute" => COLORS[2],
+        "network" => COLORS[1],
+        "storage" => COLORS[0],
+        "io@compute" => COLORS[3],
+        "io@storage" => COLORS[4],
+        _ => COLORS[5 + index % 3],
+    }
+}
+
 /// The markers' colour in the legend (on the plot each takes its flow's colour).
 const MARKER_KEY: RGBColor = RGBColor(0x44, 0x44, 0x44);
 
@@ -879,7 +892,7 @@ fn latency_cdf(op: &str, segs: &BTreeMap<String, Vec<QuantileRow>>) -> Result<St
     let legend: Vec<Entry> = series
         .iter()
         .enumerate()
-        .map(|(i, (name, _))| Entry { name: name.clone(), color: COLORS[i % COLORS.len()], key: Key::Line })
+        .map(|(i, (name, _))| Entry { name: name.clone(), color: segment_color(name, i), key: Key::Line })
         .collect();
     let x_label = if floored { "latency (log scale; 0 µs drawn at 1 ns)" } else { "latency (log scale)" };
     page(&format!("{op} latency CDF by segment"), &legend, |area, marks| {
@@ -887,7 +900,7 @@ fn latency_cdf(op: &str, segs: &BTreeMap<String, Vec<QuantileRow>>) -> Result<St
         let mut c = chart(area, x, Axis::linear(0.0, 1.0))?;
         grid(&mut c)?;
         for (i, (name, pts)) in series.iter().enumerate() {
-            let style = COLORS[i % COLORS.len()].stroke_width(2);
+            let style = segment_color(name, i).stroke_width(2);
             open_series(marks, name, pts)?;
             c.draw_series(std::iter::once(PathElement::new(pts.clone(), style))).map_err(drawing)?;
             if pts.len() == 1 {
@@ -926,7 +939,7 @@ fn segment_split(
             (timeline.at(*start), timeline.at(end), stack)
         })
         .collect();
-    let colors = [COLORS[2], COLORS[1], COLORS[0]];
+    let colors = segs.map(|s| segment_color(s, 0));
     let legend: Vec<Entry> = segs
         .iter()
         .zip(colors)
