@@ -79,6 +79,50 @@ fn the_exit_report_opens_with_the_io_quality_the_summary_holds() {
 }
 
 #[test]
+fn the_exit_report_names_each_jobs_steps_and_who_held_them_back() {
+    // collective_vlan: two jobs; per job its hosts, its steps and the three hosts that
+    // finished last most often (then with the most lag), from the truth's steps.
+    let t = scenario_truth("collective_vlan");
+    let dir = tempfile::tempdir().unwrap();
+    let (out, _, _) = replay_scenario("collective_vlan", &[], dir.path());
+    let section: Vec<&str> = out
+        .lines()
+        .skip_while(|l| *l != "collective jobs:")
+        .skip(2)
+        .take_while(|l| !l.contains(" frames: "))
+        .collect();
+    let jobs = t["jobs"].as_array().unwrap();
+    assert_eq!(section.len(), jobs.len(), "{out}");
+    for j in jobs {
+        let name = j["name"].as_str().unwrap();
+        let row =
+            section.iter().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{out}"));
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        let steps = j["steps"].as_array().unwrap();
+        assert_eq!(cols[1], j["hosts"].as_array().unwrap().len().to_string(), "{row}");
+        assert_eq!(cols[2], steps.len().to_string(), "{row}");
+        let mut by: BTreeMap<&str, (u64, u64, BTreeMap<&str, u64>)> = BTreeMap::new();
+        for s in steps {
+            let e = by.entry(s["straggler_host"].as_str().unwrap()).or_default();
+            e.0 += 1;
+            e.1 += s["lag_ns"].as_u64().unwrap();
+            *e.2.entry(s["reason"].as_str().unwrap()).or_default() += 1;
+        }
+        let mut ranked: Vec<_> = by.into_iter().collect();
+        ranked.sort_by(|a, b| (b.1 .0, b.1 .1).cmp(&(a.1 .0, a.1 .1)));
+        let held: Vec<String> = ranked
+            .iter()
+            .take(3)
+            .map(|(host, (n, lag, why))| {
+                let why: Vec<String> = why.iter().map(|(r, k)| format!("{r} {k}")).collect();
+                format!("{host} ({n}, {:.3}, {})", *lag as f64 / 1e3, why.join(" "))
+            })
+            .collect();
+        assert!(row.ends_with(&held.join("; ")), "{row}\nexpected {}", held.join("; "));
+    }
+}
+
+#[test]
 fn the_exit_report_counts_the_mirrors_second_copies() {
     // rc_loss_routed: both ports of a routed hop mirrored, every packet twice; its flows
     // count each once (the truth's flows hold half of its frames).

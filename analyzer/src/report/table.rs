@@ -1,6 +1,7 @@
 //! The exit report: the NVMe I/O quality per (initiator, target, op) and the slowest I/Os
-//! first, then the frame totals and anything lost, then the flows with a problem and the
-//! busiest flows (at most `--top` of each; the rest are in the summary and the CSV files).
+//! first, the collective jobs' steps and stragglers, then the frame totals and anything
+//! lost, then the flows with a problem and the busiest flows (at most `--top` of each; the
+//! rest are in the summary and the CSV files).
 
 use super::summary::{FlowSummary, LatencySummary, Summary};
 use crate::wire::bth::opcode_name;
@@ -11,6 +12,7 @@ pub fn render(s: &Summary, top: usize) -> String {
     let mut out = String::new();
     io_quality(&mut out, s);
     slowest_ios(&mut out, s);
+    collective_jobs(&mut out, s);
     frame_totals(&mut out, s);
     time_order(&mut out, s);
     report_losses(&mut out, s);
@@ -150,6 +152,50 @@ fn slowest_ios(out: &mut String, s: &Summary) {
         .collect();
     let _ = writeln!(out, "slowest I/Os:");
     table(out, &SLOW_HEADER, &rows, |i| i >= 5, false);
+}
+
+const JOBS_HEADER: [&str; 7] = [
+    "job",
+    "hosts",
+    "steps",
+    "step_p50_us",
+    "step_p99_us",
+    "step_max_us",
+    "held back most (steps, lag_us, reasons)",
+];
+
+/// Collective jobs, if any: their steps' durations and the hosts that held them back most
+/// (at most three per job; steps.csv and stragglers.csv have every step and interval).
+fn collective_jobs(out: &mut String, s: &Summary) {
+    if s.jobs.is_empty() {
+        return;
+    }
+    let rows: Vec<Vec<String>> = s
+        .jobs
+        .iter()
+        .map(|j| {
+            let held: Vec<String> = j
+                .stragglers
+                .iter()
+                .take(3)
+                .map(|h| {
+                    let why: Vec<String> = h.reasons.iter().map(|(r, n)| format!("{r} {n}")).collect();
+                    format!("{} ({}, {}, {})", h.host, h.steps, us(h.lag_us), why.join(" "))
+                })
+                .collect();
+            vec![
+                j.name.clone(),
+                j.hosts.len().to_string(),
+                j.steps.to_string(),
+                us(j.step_p50_us),
+                us(j.step_p99_us),
+                us(j.step_max_us),
+                if held.is_empty() { "-".to_owned() } else { held.join("; ") },
+            ]
+        })
+        .collect();
+    let _ = writeln!(out, "collective jobs:");
+    table(out, &JOBS_HEADER, &rows, |i| (1..6).contains(&i), true);
 }
 
 /// The first line: frames by kind, RoCEv2 packets of untracked flows if any, and the
