@@ -109,7 +109,7 @@ fn the_exit_report_names_each_jobs_steps_and_who_held_them_back() {
             *e.2.entry(s["reason"].as_str().unwrap()).or_default() += 1;
         }
         let mut ranked: Vec<_> = by.into_iter().collect();
-        ranked.sort_by(|a, b| (b.1 .0, b.1 .1).cmp(&(a.1 .0, a.1 .1)));
+        ranked.sort_by_key(|(_, (n, lag, _))| std::cmp::Reverse((*n, *lag)));
         let held: Vec<String> = ranked
             .iter()
             .take(3)
