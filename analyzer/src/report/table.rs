@@ -1,6 +1,6 @@
 //! The exit report: the NVMe I/O quality per (initiator, target, op) and the slowest I/Os
-//! first, the collective jobs' steps and stragglers, then the frame totals and anything
-//! lost, then the flows with a problem and the busiest flows (at most `--top` of each; the
+//! first, then the frame totals and anything lost, the collective jobs' steps and
+//! stragglers, then the flows with a problem and the busiest flows (at most `--top` of each; the
 //! rest are in the summary and the CSV files).
 
 use super::summary::{FlowSummary, LatencySummary, Summary};
@@ -12,13 +12,13 @@ pub fn render(s: &Summary, top: usize) -> String {
     let mut out = String::new();
     io_quality(&mut out, s);
     slowest_ios(&mut out, s);
-    collective_jobs(&mut out, s);
     frame_totals(&mut out, s);
     time_order(&mut out, s);
     report_losses(&mut out, s);
     table_bounds(&mut out, s);
     malformed_kinds(&mut out, s);
     sources(&mut out, s);
+    collective_jobs(&mut out, s);
     if s.flows.is_empty() {
         let _ = writeln!(out, "no RoCEv2 flows");
         return out;
