@@ -1,7 +1,7 @@
 //! The exit report: the NVMe I/O quality per (initiator, target, op) and the slowest I/Os
 //! first, then the frame totals and anything lost, the collective jobs' steps and
-//! stragglers, then the flows with a problem and the busiest flows (at most `--top` of each; the
-//! rest are in the summary and the CSV files).
+//! stragglers, then the flows with a problem and the busiest flows (at most `--top` of
+//! each; the rest are in the summary and the CSV files).
 
 use super::summary::{FlowSummary, LatencySummary, Summary};
 use crate::wire::bth::opcode_name;
