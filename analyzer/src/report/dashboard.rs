@@ -313,6 +313,9 @@ fn widest<'a>(header: &str, cells: impl Iterator<Item = &'a str>) -> u16 {
     cells.map(|c| c.chars().count()).max().unwrap_or(0).max(header.chars().count()) as u16
 }
 
+/// What asks for attention: a bound that lost something, a flow's counter of trouble.
+const ATTENTION: Style = Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD);
+
 /// The totals' items, each a number with its name (never cut apart), in groups that each
 /// begin a line: frames by kind; receive and report drops, evidence; time sources and the
 /// bounds that lost something.
@@ -370,12 +373,11 @@ fn totals_items(s: &Summary) -> Vec<Vec<(String, Style)>> {
     // that lost something: the option, what it lost, and the value that would have lost
     // nothing (the exit report says more).
     let forgotten = s.forgotten.total();
-    let bold = Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD);
     let mut prefix = "limits: ";
     if forgotten + s.latency_samples_dropped > 0 {
         limits.push((
             format!("{prefix}{} forgotten, {} samples dropped", n(forgotten), n(s.latency_samples_dropped)),
-            bold,
+            ATTENTION,
         ));
         prefix = "";
     }
@@ -386,7 +388,7 @@ fn totals_items(s: &Summary) -> Vec<Vec<(String, Style)>> {
         };
         // What was lost without its note in parentheses (the exit report has it).
         let what = b.what.split(" (").next().unwrap_or_default();
-        limits.push((format!("{prefix}{} {}: {} {what}, {raise}", b.option, b.limit, n(b.lost)), bold));
+        limits.push((format!("{prefix}{} {}: {} {what}, {raise}", b.option, b.limit, n(b.lost)), ATTENTION));
         prefix = "";
     }
     vec![frames, health, limits]
@@ -661,11 +663,10 @@ fn draw_flows(f: &mut Frame<'_>, area: Rect, v: &View, sort: SortBy) {
     let shown = columns_that_fit(&widths, 1, room, 0);
     // A counter of trouble that is not zero (retransmissions, gaps, NAKs, CNPs, ECN marks)
     // stands out in yellow.
-    let trouble = Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD);
     let rows = cells.iter().map(|c| {
         let cells = c[..shown].iter().enumerate().map(|(i, v)| {
             let zero = v.chars().all(|ch| matches!(ch, '0' | '.' | ','));
-            let style = if i >= 2 && !zero { trouble } else { Style::new() };
+            let style = if i >= 2 && !zero { ATTENTION } else { Style::new() };
             Cell::from(v.clone()).style(style)
         });
         Row::new(cells).height(per_row)

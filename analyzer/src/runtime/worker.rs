@@ -982,6 +982,26 @@ mod tests {
         Frame { data: &[0u8; 4], wire_len: 4, ts_ns, source: 0 }
     }
 
+    /// A worker that analyses frames in arrival order (no reorder window), and its reports.
+    fn in_order_worker() -> (Worker, crossbeam_channel::Receiver<ToStats>) {
+        let cfg = PipelineConfig {
+            reorder_window: std::time::Duration::ZERO,
+            ..PipelineConfig::new(VantageMap::default())
+        };
+        let (tx, rx) = crossbeam_channel::unbounded();
+        (Worker::new(0, &cfg, tx), rx)
+    }
+
+    /// The intervals a worker has reported so far: start, end, packets.
+    fn reported(rx: &crossbeam_channel::Receiver<ToStats>) -> Vec<(u64, u64, u64)> {
+        rx.try_iter()
+            .filter_map(|m| match m {
+                ToStats::Interval(s) => Some((s.start_ns, s.end_ns, s.counters.packets)),
+                _ => None,
+            })
+            .collect()
+    }
+
     #[test]
     fn intervals_follow_packet_time() {
         // In arrival order (no reorder window): what a frame from before the open interval does.
@@ -1025,25 +1045,12 @@ mod tests {
         // while (all the traffic hashed elsewhere), and be told the time only: it reports the
         // intervals that time closes, as one that saw frames does, so that what waits for
         // every worker (`Progress`) goes on. Its first frame then counts in the open interval.
-        let cfg = PipelineConfig {
-            reorder_window: std::time::Duration::ZERO,
-            ..PipelineConfig::new(VantageMap::default())
-        };
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let mut w = Worker::new(0, &cfg, tx);
+        let (mut w, rx) = in_order_worker();
         // A batch with no time told (a dispatcher's between ticks) opens nothing.
         w.observe_told(Told::default());
         w.observe_time(10 * S + S / 2);
         w.observe_time(11 * S + S / 4);
         w.observe_time(12 * S + S / 4);
-        let reported = |rx: &crossbeam_channel::Receiver<ToStats>| -> Vec<(u64, u64, u64)> {
-            rx.try_iter()
-                .filter_map(|m| match m {
-                    ToStats::Interval(s) => Some((s.start_ns, s.end_ns, s.counters.packets)),
-                    _ => None,
-                })
-                .collect()
-        };
         assert_eq!(reported(&rx), vec![(10 * S, 11 * S, 0), (11 * S, 12 * S, 0)]);
         // A frame from before the open interval counts in it.
         w.handle(frame(11 * S + S / 2));
@@ -1057,27 +1064,14 @@ mod tests {
         // interval that starts at the last whole second before 2^64 ns would end past it, so
         // it ends at u64::MAX and holds that time too. Each of the three frames at u64::MAX
         // would otherwise close it again and reopen it, one report per frame.
-        let cfg = PipelineConfig {
-            reorder_window: std::time::Duration::ZERO,
-            ..PipelineConfig::new(VantageMap::default())
-        };
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let mut w = Worker::new(0, &cfg, tx);
+        let (mut w, rx) = in_order_worker();
         let last_start = u64::MAX - u64::MAX % S; // 18,446,744,073 s
         for ts in [last_start - 1, last_start + 5, u64::MAX, u64::MAX, u64::MAX] {
             w.handle(frame(ts));
         }
         w.observe_time(u64::MAX);
         w.finish();
-        drop(w);
-        let snaps: Vec<(u64, u64, u64)> = rx
-            .iter()
-            .filter_map(|m| match m {
-                ToStats::Interval(s) => Some((s.start_ns, s.end_ns, s.counters.packets)),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(snaps, vec![(last_start - S, last_start, 1), (last_start, u64::MAX, 4)]);
+        assert_eq!(reported(&rx), vec![(last_start - S, last_start, 1), (last_start, u64::MAX, 4)]);
     }
 }
 

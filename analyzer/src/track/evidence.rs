@@ -741,6 +741,11 @@ mod tests {
         f
     }
 
+    /// The (slot, number) of each packet a record holds (see [`frame`]).
+    fn slots_and_numbers(r: &EvidenceRecord) -> Vec<(u8, u8)> {
+        (0..r.packets.len()).map(|i| (r.data(i)[0], r.data(i)[1])).collect()
+    }
+
     #[test]
     fn an_event_holds_its_flows_packets_before_and_after_and_no_others() {
         let mut e = Evidence::new(cfg(2, After::Packets(2)));
@@ -763,7 +768,7 @@ mod tests {
         assert_eq!(got.len(), 1);
         let r = &got[0];
         assert_eq!(r.status, Status::Kept);
-        let seen: Vec<(u8, u8)> = (0..r.packets.len()).map(|i| (r.data(i)[0], r.data(i)[1])).collect();
+        let seen = slots_and_numbers(r);
         assert_eq!(seen, [(1, 3), (1, 4), (1, 5), (3, 6), (1, 7)]);
         assert_eq!(r.trigger, Some(2));
         assert_eq!(r.packets[0].len, 64, "cut to the snap length");
@@ -789,7 +794,7 @@ mod tests {
         e.keep(2, &frame(2, 21), 80, 21, Vantage::Compute, &mut out);
         let got = got.borrow();
         let r = &got[0];
-        let seen: Vec<(u8, u8)> = (0..r.packets.len()).map(|i| (r.data(i)[0], r.data(i)[1])).collect();
+        let seen = slots_and_numbers(r);
         // Three of each flow before the one that raised it, then one after.
         assert_eq!(seen, [(2, 5), (2, 10), (2, 15), (1, 17), (1, 18), (1, 19), (1, 20), (2, 21)]);
         assert_eq!(r.trigger, Some(6));
