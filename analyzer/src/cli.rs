@@ -70,7 +70,8 @@ pub struct PlotArgs {
 /// Options common to `live` and `replay`.
 #[derive(Debug, Args)]
 pub struct CommonArgs {
-    /// Report interval, in packet time (e.g. 1s, 250ms, 100us).
+    /// Report interval, in packet time (e.g. 1s, 250ms, 100us; every DUR takes a unit ns,
+    /// us, ms, s, m or h, and a number without one is seconds).
     #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = defaults::INTERVAL, value_parser = parse_interval)]
     pub interval: Duration,
     /// Write the summary JSON here at exit ('-' = stdout; the flow table then goes to stderr).
@@ -95,19 +96,19 @@ pub struct CommonArgs {
     /// full one is renamed <name>-<time of its first row>.csv, then compressed
     /// (--csv-compress). At most --csv-retain/8 (/9 with --evidence-dir). [default: 64M, or
     /// --csv-retain/16 when smaller]
-    #[arg(long, allow_hyphen_values = true, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, requires = "csv_dir", allow_hyphen_values = true, value_name = "SIZE", value_parser = parse_size)]
     pub csv_rotate_size: Option<u64>,
     /// Start a new CSV file when the current one's first row is DUR of packet time old.
-    #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = defaults::CSV_ROTATE_AGE, value_parser = parse_interval)]
+    #[arg(long, requires = "csv_dir", allow_hyphen_values = true, value_name = "DUR", default_value = defaults::CSV_ROTATE_AGE, value_parser = parse_interval)]
     pub csv_rotate_age: Duration,
     /// Compress rotated CSV files: none, gzip (<name>-<time>.csv.gz) or zstd (.csv.zst); the
     /// current <name>.csv stays plain.
-    #[arg(long, value_name = "MODE", default_value = defaults::CSV_COMPRESS, value_parser = parse_compress)]
+    #[arg(long, requires = "csv_dir", value_name = "MODE", default_value = defaults::CSV_COMPRESS, value_parser = parse_compress)]
     pub csv_compress: Compression,
     /// The CSV files in --csv-dir (current and rotated, compressed or not, of every report)
     /// take at most SIZE bytes (suffixes K, M, G; at least 16K): the oldest rotated files
     /// are removed first (summary csv_output.files_removed).
-    #[arg(long, allow_hyphen_values = true, value_name = "SIZE", default_value = defaults::CSV_RETAIN, value_parser = parse_retain)]
+    #[arg(long, requires = "csv_dir", allow_hyphen_values = true, value_name = "SIZE", default_value = defaults::CSV_RETAIN, value_parser = parse_retain)]
     pub csv_retain: u64,
     /// A transmission (burst) of a flow ends after this long without a packet of it.
     #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = defaults::FLOW_IDLE, value_parser = parse_interval)]
@@ -191,13 +192,14 @@ pub struct CommonArgs {
     #[arg(long, allow_hyphen_values = true, value_name = "K", default_value_t = defaults::SLOW_IOS, value_parser = parse_slow_ios)]
     pub slow_ios: usize,
     /// A collective job's hosts, named (repeatable): NAME=CIDR[,CIDR...] (a NAME without a
-    /// comma), e.g. llm=10.1.0.0/16; two jobs' ranges may not overlap. Without it, hosts
-    /// that RC WRITE / SEND traffic (not NVMe) connects form one job per connected group,
-    /// named by their lowest address.
+    /// comma, not an address), e.g. llm=10.1.0.0/16; two jobs' ranges may not overlap. A
+    /// job's steps are the RC requests between its hosts. Hosts no rule names are grouped
+    /// by themselves: those that RC requests (SEND, WRITE, READ, atomics; not NVMe)
+    /// connect form one job per connected group, named by their lowest address.
     #[arg(long = "job", value_name = "NAME=CIDRS")]
     pub jobs: Vec<crate::metrics::steps::JobRule>,
-    /// A job's step ends when none of its flows has sent for this long.
-    #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = defaults::STEP_GAP, value_parser = parse_interval)]
+    /// A job's step ends when none of its flows has sent for this long. At most 10s
+    #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = defaults::STEP_GAP, value_parser = parse_step_gap)]
     pub step_gap: Duration,
     /// Rows of each flow table in the exit report (flows with problems, busiest flows); the
     /// rest are in the summary and the CSV files.
@@ -320,7 +322,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     };
     let secs = value * scale;
     if !secs.is_finite() || secs > 1e9 {
-        return Err(format!("'{s}' is too long"));
+        return Err(format!("'{s}' is too long (at most 1000000000s)"));
     }
     Ok(Duration::from_secs_f64(secs))
 }
@@ -411,6 +413,18 @@ fn parse_interval(s: &str) -> Result<Duration, String> {
     let d = parse_duration(s)?;
     if d < Duration::from_micros(1) {
         return Err(format!("'{s}' is too short (at least 1us)"));
+    }
+    Ok(d)
+}
+
+/// `--step-gap`: 1 µs to 10 s. A step is written only once the job has paused that long
+/// after it, so a longer gap would hold every step until the end of the run.
+fn parse_step_gap(s: &str) -> Result<Duration, String> {
+    let d = parse_interval(s)?;
+    if d > Duration::from_secs(10) {
+        return Err(format!(
+            "'{s}' is too long (at most 10s: a step is written once its job has paused that long)"
+        ));
     }
     Ok(d)
 }
@@ -541,7 +555,8 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
 }
 
 /// The first option given that refines another option not given: the evidence's bounds
-/// without `--evidence-dir`, the Prometheus labels and bound without `--prometheus`.
+/// without `--evidence-dir`, the CSV files' rotation, compression and retention without
+/// `--csv-dir`, the Prometheus labels and bound without `--prometheus`.
 fn needs_another(args: &[std::ffi::OsString]) -> Option<(String, &'static str)> {
     let given: Vec<&str> =
         args.iter().filter_map(|a| a.to_str()).map(|a| a.split('=').next().unwrap_or(a)).collect();
@@ -550,6 +565,7 @@ fn needs_another(args: &[std::ffi::OsString]) -> Option<(String, &'static str)> 
         let needs = match a {
             "--probe-id" | "--prometheus-max-flows" => "--prometheus",
             _ if a.starts_with("--evidence-") && a != "--evidence-dir" => "--evidence-dir",
+            _ if a.starts_with("--csv-") && a != "--csv-dir" => "--csv-dir",
             _ => return None,
         };
         (!has(needs)).then(|| (a.to_owned(), needs))

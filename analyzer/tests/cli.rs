@@ -584,6 +584,15 @@ fn check_icrc_counts_a_corrupted_payload_per_flow() {
     let s = replay_summary(&[&path], &["--check-icrc"]);
     assert_eq!(s["flows"][0]["packets"], 2);
     assert_eq!(s["flows"][0]["icrc_errors"], 1);
+    // The exit report lists the flow for it, and shows the count (a column only then).
+    let o = run(&["replay", "--check-icrc", path.to_str().unwrap()]);
+    let table = String::from_utf8_lossy(&o.stdout);
+    let problems: Vec<&str> = table.lines().skip_while(|l| !l.starts_with("flows with")).take(3).collect();
+    let header: Vec<&str> = problems[1].split_whitespace().collect();
+    let row: Vec<&str> = problems[2].split_whitespace().collect();
+    let at = header.iter().position(|c| *c == "icrc").unwrap_or_else(|| panic!("{table}"));
+    assert_eq!((row[at], header.len(), row.len()), ("1", 15, 15), "{table}");
+    assert!(!table.contains("out_of_window"), "{table}");
     let s = replay_summary(&[&path], &[]);
     assert_eq!(s["flows"][0]["icrc_errors"], 0, "not checked unless asked");
 }
@@ -865,6 +874,14 @@ fn an_option_without_the_one_it_refines_is_refused() {
         &["replay", "--prometheus-max-flows", "5", c],
         "--prometheus-max-flows needs --prometheus",
     );
+    for (opt, value) in [
+        ("--csv-compress", "gzip"),
+        ("--csv-rotate-size", "1M"),
+        ("--csv-rotate-age", "1m"),
+        ("--csv-retain", "2G"),
+    ] {
+        assert_one_line_error(&["replay", opt, value, c], &format!("{opt} needs --csv-dir"));
+    }
 }
 
 #[test]

@@ -127,6 +127,36 @@ fn named_jobs_are_the_same_steps_under_their_names() {
 }
 
 #[test]
+fn a_rule_short_of_its_ring_keeps_to_its_hosts() {
+    // 10.1.0.0/29 names seven of the eight-host ring (10.1.0.8 is outside it); a second
+    // rule matches no host. The job of the rule is its hosts' flows: each step without the
+    // two ring flows to and from 10.1.0.8, which are in no job (not one of 10.1.0.8's own).
+    let t = scenario_truth("collective_vlan");
+    let files = scenario_files("collective_vlan", &t);
+    let mut args = scenario_args(&t);
+    args.extend(["--job", "part=10.1.0.0/29", "--job", "idle=10.9.0.0/16"].map(String::from));
+    let (s, rows) = replay(&files, &args);
+    let ring = &t["jobs"].as_array().unwrap().iter().find(|j| j["name"] == "10.1.0.1").unwrap();
+    let truth_steps = ring["steps"].as_array().unwrap();
+    let jobs: BTreeMap<&str, &Value> =
+        s["jobs"].as_array().unwrap().iter().map(|j| (j["name"].as_str().unwrap(), j)).collect();
+    assert_eq!(jobs.keys().copied().collect::<Vec<_>>(), ["10.2.0.1", "idle", "part"]);
+    let hosts: Vec<&Value> = ring["hosts"].as_array().unwrap().iter().filter(|h| *h != "10.1.0.8").collect();
+    assert_eq!(jobs["part"]["hosts"].as_array().unwrap().iter().collect::<Vec<_>>(), hosts);
+    let part: Vec<&Row> = rows.iter().filter(|r| r["job"] == "part").collect();
+    assert_eq!(part.len(), truth_steps.len());
+    for (r, t) in part.iter().zip(truth_steps) {
+        assert_eq!(r["flows"], (t["flows"].as_u64().unwrap() - 2).to_string(), "{r:?}");
+    }
+    assert_eq!(s["step_transmissions_outside_jobs"], 2 * truth_steps.len() as u64);
+    assert_eq!(
+        (&jobs["idle"]["steps"], jobs["idle"]["hosts"].as_array().unwrap().len()),
+        (&Value::from(0), 0)
+    );
+    assert!(jobs["idle"]["last_step"].is_null());
+}
+
+#[test]
 fn the_storage_vantages_copies_change_nothing() {
     // The same capture without its storage VLAN (20): one vantage, the same steps.
     let t = scenario_truth("collective_vlan");

@@ -81,7 +81,8 @@ fn the_exit_report_opens_with_the_io_quality_the_summary_holds() {
 #[test]
 fn the_exit_report_names_each_jobs_steps_and_who_held_them_back() {
     // collective_vlan: two jobs; per job its hosts, its steps and the three hosts that
-    // finished last most often (then with the most lag), from the truth's steps.
+    // held its steps back by the most lag in all (then finished last most often), from
+    // the truth's steps.
     let t = scenario_truth("collective_vlan");
     let dir = tempfile::tempdir().unwrap();
     let (out, _, _) = replay_scenario("collective_vlan", &[], dir.path());
@@ -109,13 +110,13 @@ fn the_exit_report_names_each_jobs_steps_and_who_held_them_back() {
             *e.2.entry(s["reason"].as_str().unwrap()).or_default() += 1;
         }
         let mut ranked: Vec<_> = by.into_iter().collect();
-        ranked.sort_by_key(|(_, (n, lag, _))| std::cmp::Reverse((*n, *lag)));
+        ranked.sort_by_key(|(_, (n, lag, _))| std::cmp::Reverse((*lag, *n)));
         let held: Vec<String> = ranked
             .iter()
             .take(3)
             .map(|(host, (n, lag, why))| {
                 let why: Vec<String> = why.iter().map(|(r, k)| format!("{r} {k}")).collect();
-                format!("{host} ({n}, {:.3}, {})", *lag as f64 / 1e3, why.join(" "))
+                format!("{host} ({:.3}, {n}, {})", *lag as f64 / 1e3, why.join(" "))
             })
             .collect();
         assert!(row.ends_with(&held.join("; ")), "{row}\nexpected {}", held.join("; "));

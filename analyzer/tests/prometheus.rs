@@ -93,6 +93,12 @@ fn a_real_prometheus_scrapes_the_truth() {
         if !v.is_empty() {
             break v;
         }
+        // A probe that could not serve (its port taken in the meantime) says why.
+        if let Ok(Some(status)) = probe.0.try_wait() {
+            let mut why = String::new();
+            let _ = probe.0.stderr.take().map(|mut e| e.read_to_string(&mut why));
+            panic!("the probe ended ({status}) before Prometheus had {flow_q}: {why}");
+        }
         assert!(Instant::now() < deadline, "Prometheus never had {flow_q}");
         std::thread::sleep(Duration::from_millis(250));
     };

@@ -475,7 +475,7 @@ impl LatencyRecorder {
         if self.log.len() == LOG {
             self.file_log();
         }
-        self.log.push((slot, ns.clamp(1, MAX_NS)));
+        self.log.push((slot, ns.min(MAX_NS)));
     }
 
     /// Files the logged samples in their series, in the order they were recorded (so the
@@ -615,7 +615,8 @@ mod tests {
 
     #[test]
     fn few_samples_hand_over_the_buckets_a_histogram_would() {
-        // Values spread over many buckets, some in the same bucket, some clamped.
+        // Values spread over many buckets, some in the same bucket, one of 0, some beyond
+        // the range (clamped).
         let values: Vec<u64> = (0..1200u64).map(|i| (i * 7919 % 1013) * (1 + i % 5) * 997 + i % 3).collect();
         // Handed over as values, and (beyond FEW) partly through the histogram.
         for n in [1, 5, 200, FEW, FEW + 1, 2 * FEW + 3] {
@@ -623,7 +624,7 @@ mod tests {
             let mut h = interval_hist();
             for &v in &values[..n] {
                 r.record(key(Segment::Network), v);
-                h.saturating_record(v.clamp(1, MAX_NS));
+                h.saturating_record(v.min(MAX_NS));
             }
             let mut got = LatencyBatch::default();
             r.drain(&mut got);

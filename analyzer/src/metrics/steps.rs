@@ -1,9 +1,10 @@
 //! Collective steps and the flows that hold them back (docs/METRICS.md, "Collective steps
 //! and stragglers"), found on the stats side from the transmissions the workers end:
 //!
-//! - a **job** is a set of hosts whose RC RDMA WRITE / SEND traffic (not NVMe) connects
-//!   them, one job per connected group, named by its lowest address; or the hosts of a
-//!   `--job NAME=CIDR[,CIDR…]` rule;
+//! - a **job** is the hosts of a `--job NAME=CIDR[,CIDR…]` rule, with the request flows
+//!   between them; the hosts no rule names are grouped by their own RC request traffic
+//!   (not NVMe), one job per connected group, named by its lowest address. A flow between
+//!   a rule's host and a host outside that rule is in no job (counted);
 //! - a **step** of a job is the union of its request flows' transmissions (at the compute
 //!   vantage) that overlap or follow each other by at most `--step-gap`;
 //! - its **straggler** is the flow that finished last; its lag, how long after the median
@@ -40,18 +41,22 @@ impl JobRule {
     }
 }
 
-fn in_net(ip: IpAddr, net: IpAddr, len: u8) -> bool {
-    match (ip, net) {
-        (IpAddr::V4(a), IpAddr::V4(n)) => {
+/// The first `len` bits of `ip`.
+fn network(ip: IpAddr, len: u8) -> IpAddr {
+    match ip {
+        IpAddr::V4(a) => {
             let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) };
-            u32::from(a) & mask == u32::from(n) & mask
+            IpAddr::V4((u32::from(a) & mask).into())
         }
-        (IpAddr::V6(a), IpAddr::V6(n)) => {
+        IpAddr::V6(a) => {
             let mask = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len.min(128))) };
-            u128::from(a) & mask == u128::from(n) & mask
+            IpAddr::V6((u128::from(a) & mask).into())
         }
-        _ => false,
     }
+}
+
+fn in_net(ip: IpAddr, net: IpAddr, len: u8) -> bool {
+    ip.is_ipv4() == net.is_ipv4() && network(ip, len) == network(net, len)
 }
 
 impl std::str::FromStr for JobRule {
@@ -61,6 +66,11 @@ impl std::str::FromStr for JobRule {
         let (name, nets) = s.split_once('=').ok_or_else(|| format!("'{s}' is not NAME=CIDR[,CIDR...]"))?;
         if name.is_empty() || name.len() > 64 || name.chars().any(|c| c.is_control() || c == ',') {
             return Err(format!("'{name}' is not a job name (1 to 64 printable characters, no comma)"));
+        }
+        // A job found by itself is named by its lowest address: a rule of that name would
+        // be taken for it (and merged with it).
+        if name.parse::<IpAddr>().is_ok() {
+            return Err(format!("'{name}' is not a job name (an address names a job found by itself)"));
         }
         let nets = nets
             .split(',')
@@ -77,6 +87,12 @@ impl std::str::FromStr for JobRule {
                 };
                 if len > max {
                     return Err(format!("'{n}': prefix longer than {max}"));
+                }
+                // As `ip route` does: an address with bits past the prefix is a typing
+                // mistake (which range was meant?), not a range.
+                let net = network(ip, len);
+                if net != ip {
+                    return Err(format!("'{n}' has host bits set (the range is {net}/{len})"));
                 }
                 Ok((ip, len))
             })
@@ -175,7 +191,10 @@ pub struct Straggling {
 #[derive(Debug, Clone)]
 pub struct JobTotals {
     pub steps: u64,
+    /// Step durations, to three significant digits (the quantiles).
     pub durations: Histogram<u64>,
+    /// The longest step, exactly.
+    pub max_ns: u64,
     /// Per (host, reason): steps it was the straggler in, and its total lag.
     pub stragglers: BTreeMap<(IpAddr, Reason), Straggling>,
     pub hosts: Vec<IpAddr>,
@@ -188,6 +207,7 @@ impl JobTotals {
         Self {
             steps: 0,
             durations: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds"),
+            max_ns: 0,
             stragglers: BTreeMap::new(),
             hosts: Vec::new(),
             last: None,
@@ -249,10 +269,13 @@ pub struct Steps {
     gap_ns: u64,
     /// How long after a step's end its last transmission may still arrive.
     settle_ns: u64,
-    /// Union-find over the hosts that request flows connect.
+    /// Union-find over the hosts that request flows connect (the hosts no rule names).
     index: HashMap<IpAddr, usize, ahash::RandomState>,
     parent: Vec<usize>,
     ips: Vec<IpAddr>,
+    /// By host place: the rule naming the host (the first rule of its name, so that rules
+    /// of one name are one job), or [`NO_RULE`].
+    rule_of: Vec<u32>,
     /// Request flows' transmissions whose step has not closed.
     pending: Vec<Member>,
     /// How many of the first `pending` a close left waiting. They have joined their hosts'
@@ -273,7 +296,12 @@ pub struct Steps {
     pub jobs: BTreeMap<String, JobTotals>,
     /// Transmissions not analysed: beyond the bound on hosts, or pending.
     pub dropped: u64,
+    /// Transmissions between a rule's host and a host outside that rule: in no job.
+    pub outside_jobs: u64,
 }
+
+/// A host no `--job` rule names.
+const NO_RULE: u32 = u32::MAX;
 
 impl Default for Steps {
     fn default() -> Self {
@@ -283,6 +311,9 @@ impl Default for Steps {
 
 impl Steps {
     pub fn new(rules: Vec<JobRule>, gap_ns: u64, settle_ns: u64) -> Self {
+        // Every named job is reported, with no step if no traffic of its hosts came: a
+        // rule that matched nothing shows as such.
+        let jobs = rules.iter().map(|r| (r.name.clone(), JobTotals::new())).collect();
         Self {
             rules,
             gap_ns,
@@ -290,6 +321,7 @@ impl Steps {
             index: HashMap::default(),
             parent: Vec::new(),
             ips: Vec::new(),
+            rule_of: Vec::new(),
             pending: Vec::new(),
             joined: 0,
             nvme_checked: 0,
@@ -297,8 +329,9 @@ impl Steps {
             nvme_pairs: HashSet::default(),
             closed: Vec::new(),
             scratch: Scratch::default(),
-            jobs: BTreeMap::new(),
+            jobs,
             dropped: 0,
+            outside_jobs: 0,
         }
     }
 
@@ -313,6 +346,9 @@ impl Steps {
         self.index.insert(ip, i);
         self.parent.push(i);
         self.ips.push(ip);
+        let rule = self.rules.iter().find(|r| r.contains(ip));
+        let first = rule.and_then(|r| self.rules.iter().position(|f| f.name == r.name));
+        self.rule_of.push(first.map_or(NO_RULE, |k| k as u32));
         Some(i)
     }
 
@@ -405,16 +441,24 @@ impl Steps {
         names
     }
 
-    /// Joins the hosts a request flow connects, and notes their places; false beyond the
-    /// bound on hosts.
+    /// Notes the places of the hosts a request flow connects, and joins them if no rule
+    /// names either (a rule's hosts are its job); false beyond the bound on hosts.
     fn join(&mut self, t: &mut Member) -> bool {
         let (Some(a), Some(b)) = (self.host(t.key.src), self.host(t.key.dst)) else { return false };
         (t.src_host, t.dst_host) = (a as u32, b as u32);
-        let (ra, rb) = (self.root(a), self.root(b));
-        if ra != rb {
-            self.parent[ra.max(rb)] = ra.min(rb);
+        if self.rule_of[a] == NO_RULE && self.rule_of[b] == NO_RULE {
+            let (ra, rb) = (self.root(a), self.root(b));
+            if ra != rb {
+                self.parent[ra.max(rb)] = ra.min(rb);
+            }
         }
         true
+    }
+
+    /// Whether a joined flow is in a job: both its hosts are one rule's, or neither is
+    /// any rule's.
+    fn in_a_job(&self, t: &Member) -> bool {
+        self.rule_of[t.src_host as usize] == self.rule_of[t.dst_host as usize]
     }
 
     /// The pending transmissions by job, each job's in start order. Those of host pairs
@@ -430,20 +474,32 @@ impl Steps {
         // The waiting ones need checking again only against pairs found since.
         let recheck = self.nvme_pairs.len() != self.nvme_checked;
         self.nvme_checked = self.nvme_pairs.len();
-        let (mut dropped, mut k, mut kept_old) = (0, 0, 0);
+        let (mut dropped, mut outside, mut k, mut kept_old) = (0, 0, 0, 0);
         ts.retain_mut(|t| {
             k += 1;
             let waiting = k <= old;
             if (!waiting || recheck) && self.nvme_pairs.contains(&pair(&t.key)) {
                 return false;
             }
-            // Joining again would change nothing (a waiting one has its host's place).
-            let joined = (waiting && t.src_host != u32::MAX) || self.join(t);
-            dropped += u64::from(!joined);
+            // Joining again would change nothing (a waiting one has its host's place, and
+            // is in a job).
+            if waiting && t.src_host != u32::MAX {
+                kept_old += 1;
+                return true;
+            }
+            if !self.join(t) {
+                dropped += 1;
+                return false;
+            }
+            if !self.in_a_job(t) {
+                outside += 1;
+                return false;
+            }
             kept_old += usize::from(waiting);
-            joined
+            true
         });
         self.dropped += dropped;
+        self.outside_jobs += outside;
         ts[kept_old..].sort_unstable_by(Member::order);
         let names = self.group_names();
         // Each source host's job (by the host's place), as an index into `jobs`; how many
@@ -565,7 +621,8 @@ impl Steps {
         hosts.dedup();
         let j = self.jobs.entry(job.to_owned()).or_insert_with(JobTotals::new);
         j.steps += 1;
-        let _ = j.durations.record(step.duration_ns().max(1));
+        let _ = j.durations.record(step.duration_ns());
+        j.max_ns = j.max_ns.max(step.duration_ns());
         let s = j.stragglers.entry((step.straggler.src, step.reason)).or_default();
         s.steps += 1;
         s.lag_ns += step.lag_ns();
@@ -812,6 +869,50 @@ mod tests {
         // A '/' without a length is a mistake, not a single address.
         assert!("a=10.1.0.0/".parse::<JobRule>().is_err());
         assert_eq!("a=10.1.0.1".parse::<JobRule>().unwrap().nets, vec![(ip("10.1.0.1"), 32)]);
+        // Bits past the prefix: which range was meant? As `ip route` does, refused.
+        assert_eq!(
+            "a=10.1.0.5/24".parse::<JobRule>().unwrap_err(),
+            "'10.1.0.5/24' has host bits set (the range is 10.1.0.0/24)"
+        );
+        assert!("a=fd00::1/8".parse::<JobRule>().is_err());
+        assert!("a=0.0.0.0/0".parse::<JobRule>().is_ok());
+        // An address is the name of a job found by itself: not a rule's.
+        assert!("10.2.0.1=10.1.0.0/24".parse::<JobRule>().is_err());
+        assert!("fd00::1=fd00::/8".parse::<JobRule>().is_err());
+    }
+
+    #[test]
+    fn a_rules_job_is_its_hosts_and_the_rest_are_grouped_apart() {
+        // A ring of 10.1.0.1-4 whose rule names three of them (10.1.0.0/30: .0-.3), and a
+        // pair of hosts no rule names; a second rule that matches nothing.
+        let rules = ["a=10.1.0.0/30", "idle=10.9.0.0/16"].map(|r| r.parse::<JobRule>().unwrap()).to_vec();
+        let mut s = Steps::new(rules, 2_000_000, 0);
+        for (a, b) in [
+            ("10.1.0.1", "10.1.0.2"),
+            ("10.1.0.2", "10.1.0.3"),
+            ("10.1.0.3", "10.1.0.4"),
+            ("10.1.0.4", "10.1.0.1"),
+        ] {
+            s.offer(&tx(a, b, 1_000, 50_000, |_| {}));
+        }
+        s.offer(&tx("10.5.0.1", "10.5.0.2", 1_000, 40_000, |_| {}));
+        s.offer(&tx("10.5.0.2", "10.5.0.1", 1_000, 45_000, |_| {}));
+        s.finish();
+        let steps = s.take_closed();
+        // Job a: the two flows between its hosts; the two to and from 10.1.0.4 are in no
+        // job (not in a job of 10.1.0.4's own either).
+        let a: Vec<&Step> = steps.iter().filter(|x| x.job == "a").collect();
+        assert_eq!((a.len(), a[0].flows), (1, 2));
+        assert_eq!(s.jobs["a"].hosts, vec![ip("10.1.0.1"), ip("10.1.0.2"), ip("10.1.0.3")]);
+        assert_eq!(s.outside_jobs, 2);
+        let other: Vec<&Step> = steps.iter().filter(|x| x.job != "a").collect();
+        assert_eq!(other.len(), 1);
+        assert_eq!((other[0].job.as_str(), other[0].flows), ("10.5.0.1", 2));
+        // The rule that matched nothing is reported, without a step.
+        assert_eq!((s.jobs["idle"].steps, s.jobs["idle"].hosts.len()), (0, 0));
+        assert_eq!(s.jobs.len(), 3);
+        // The longest step exactly (the quantiles are to three digits).
+        assert_eq!(s.jobs["10.5.0.1"].max_ns, 44_000);
     }
 
     #[test]

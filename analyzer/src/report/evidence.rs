@@ -489,6 +489,12 @@ pub fn describe_file(path: &Path) -> Result<(String, String, String, String, Str
         true => packets.to_string(),
         false => format!("{packets} (file cut short)"),
     };
+    // A pcapng file that roceprobe did not write (its comment names no event) is told as
+    // such, with what it holds.
+    if field("event").is_empty() {
+        let why = "a pcapng file without roceprobe's event comment (not an evidence file)";
+        return Ok((String::new(), "?".into(), String::new(), why.into(), packets));
+    }
     Ok((field("time"), field("event"), field("flow"), field("verdict"), packets))
 }
 
@@ -680,6 +686,25 @@ mod tests {
         assert!(out.contains("_qp1.pcapng"), "{out}");
         assert!(out.contains("0 (file cut short)"), "{out}");
         assert!(out.ends_with(&format!("1 evidence file(s) in {}\n", dir.path().display())), "{out}");
+    }
+
+    #[test]
+    fn a_pcapng_file_roceprobe_did_not_write_is_told_as_such() {
+        // A whole section header block without options (28 bytes, by the pcapng layout:
+        // type, length, byte-order magic, version 1.0, section length -1, length again),
+        // then an interface description block (20 bytes): no comment names an event.
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = Vec::new();
+        for w in [0x0A0D_0D0Au32, 28, 0x1A2B_3C4D, 1, u32::MAX, u32::MAX, 28, 1, 20, 1, 0, 20] {
+            b.extend_from_slice(&w.to_le_bytes());
+        }
+        std::fs::write(dir.path().join("20261203T000000.000000000Z_loss_10.0.0.1_10.0.0.2_qp1.pcapng"), &b)
+            .unwrap();
+        let out = list(dir.path()).unwrap();
+        let row = out.lines().nth(1).unwrap();
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(&cells[..2], ["?", "0"], "{out}");
+        assert!(row.contains("without roceprobe's event comment (not an evidence file)"), "{out}");
     }
 
     #[test]

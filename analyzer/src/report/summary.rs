@@ -194,9 +194,10 @@ fn jobs(steps: &crate::metrics::steps::Steps) -> Vec<JobSummary> {
                 name: name.clone(),
                 hosts: j.hosts.iter().map(IpAddr::to_string).collect(),
                 steps: j.steps,
-                step_p50_us: us(j.durations.value_at_quantile(0.5)),
-                step_p99_us: us(j.durations.value_at_quantile(0.99)),
-                step_max_us: us(j.durations.max()),
+                // To three significant digits, and never past the longest step.
+                step_p50_us: us(j.durations.value_at_quantile(0.5).min(j.max_ns)),
+                step_p99_us: us(j.durations.value_at_quantile(0.99).min(j.max_ns)),
+                step_max_us: us(j.max_ns),
                 stragglers,
                 last_step: j.last.as_ref().map(|l| LastStep {
                     start: rfc3339_nanos(l.start_ns),
@@ -284,6 +285,10 @@ pub struct Summary {
     /// Transmissions the step analysis could not take (beyond its bound on hosts).
     #[serde(default)]
     pub step_transmissions_dropped: u64,
+    /// Transmissions between a `--job` rule's host and a host outside that rule: in no
+    /// job's steps.
+    #[serde(default)]
+    pub step_transmissions_outside_jobs: u64,
     /// With `--evidence-dir`: every event, its file or why it has none, and the counts of
     /// the bounds (docs/EVIDENCE.md).
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -405,6 +410,7 @@ impl Summary {
             ios,
             jobs: jobs(&t.steps),
             step_transmissions_dropped: t.steps.dropped,
+            step_transmissions_outside_jobs: t.steps.outside_jobs,
             evidence: t.evidence.clone(),
             ports,
             time_sources: BTreeMap::new(),

@@ -161,11 +161,14 @@ const JOBS_HEADER: [&str; 7] = [
     "step_p50_us",
     "step_p99_us",
     "step_max_us",
-    "held back most (steps, lag_us, reasons)",
+    "held back most (lag_us, steps, reasons)",
 ];
 
-/// Collective jobs, if any: their steps' durations and the hosts that held them back most
-/// (at most three per job; steps.csv and stragglers.csv have every step and interval).
+/// Collective jobs, if any: their steps' durations and the hosts that held them back most,
+/// by their lag in all (at most three per job: a step nothing held back still has a
+/// slowest flow, a few µs behind, so the hosts last in most steps need not be those that
+/// cost the job most; the summary has them all, steps.csv and stragglers.csv every step
+/// and interval).
 fn collective_jobs(out: &mut String, s: &Summary) {
     if s.jobs.is_empty() {
         return;
@@ -174,28 +177,38 @@ fn collective_jobs(out: &mut String, s: &Summary) {
         .jobs
         .iter()
         .map(|j| {
-            let held: Vec<String> = j
-                .stragglers
+            let mut most: Vec<_> = j.stragglers.iter().collect();
+            most.sort_by(|a, b| b.lag_us.total_cmp(&a.lag_us).then(b.steps.cmp(&a.steps)));
+            let held: Vec<String> = most
                 .iter()
                 .take(3)
                 .map(|h| {
                     let why: Vec<String> = h.reasons.iter().map(|(r, n)| format!("{r} {n}")).collect();
-                    format!("{} ({}, {}, {})", h.host, h.steps, us(h.lag_us), why.join(" "))
+                    format!("{} ({}, {}, {})", h.host, us(h.lag_us), h.steps, why.join(" "))
                 })
                 .collect();
+            // A `--job` rule whose hosts sent nothing: no step, so no duration.
+            let step_us = |v: f64| if j.steps == 0 { "-".to_owned() } else { us(v) };
             vec![
                 j.name.clone(),
                 j.hosts.len().to_string(),
                 j.steps.to_string(),
-                us(j.step_p50_us),
-                us(j.step_p99_us),
-                us(j.step_max_us),
+                step_us(j.step_p50_us),
+                step_us(j.step_p99_us),
+                step_us(j.step_max_us),
                 if held.is_empty() { "-".to_owned() } else { held.join("; ") },
             ]
         })
         .collect();
     let _ = writeln!(out, "collective jobs:");
     table(out, &JOBS_HEADER, &rows, |i| (1..6).contains(&i), true);
+    if s.step_transmissions_outside_jobs > 0 {
+        let _ = writeln!(
+            out,
+            "  {} transmissions between a --job rule's hosts and hosts outside it: in no job's steps",
+            s.step_transmissions_outside_jobs
+        );
+    }
 }
 
 /// The first line: frames by kind, RoCEv2 packets of untracked flows if any, and the
@@ -365,10 +378,33 @@ fn busiest_flows(out: &mut String, flows: &[FlowSummary], top: usize) {
     flow_table(out, &busy, top, "");
 }
 
+/// One of a flow's counts.
+type Count = fn(&FlowSummary) -> u64;
+
+/// Counts a flow can have that the table shows only when a flow listed has some: ICRC
+/// errors (with `--check-icrc`) and requests beyond the PSN window, each counted in
+/// [`trouble`], so that a flow listed for them shows why.
+const RARE: [(&str, Count); 2] =
+    [("icrc", |f| f.counts.icrc_errors), ("out_of_window", |f| f.counts.out_of_window)];
+
 /// The header and a row for each of the first `top` flows, then how many more there are.
 fn flow_table(out: &mut String, flows: &[&FlowSummary], top: usize, kind: &str) {
-    let rows: Vec<Vec<String>> = flows.iter().take(top).map(|f| flow_row(f)).collect();
-    table(out, &FLOW_HEADER, &rows, |i| (5..FLOW_HEADER.len() - 1).contains(&i), true);
+    let listed = &flows[..flows.len().min(top)];
+    let rare: Vec<_> = RARE.iter().filter(|(_, n)| listed.iter().any(|f| n(f) > 0)).collect();
+    let mut header: Vec<&str> = FLOW_HEADER[..FLOW_HEADER.len() - 1].to_vec();
+    header.extend(rare.iter().map(|(name, _)| *name));
+    header.push(FLOW_HEADER[FLOW_HEADER.len() - 1]);
+    let rows: Vec<Vec<String>> = listed
+        .iter()
+        .map(|f| {
+            let mut row = flow_row(f);
+            let opcodes = row.pop().unwrap_or_default();
+            row.extend(rare.iter().map(|(_, n)| n(f).to_string()));
+            row.push(opcodes);
+            row
+        })
+        .collect();
+    table(out, &header, &rows, |i| (5..header.len() - 1).contains(&i), true);
     if flows.len() > top {
         let kind = if kind.is_empty() { String::new() } else { format!(" {kind}") };
         let _ = writeln!(
@@ -483,6 +519,7 @@ mod tests {
             duration_s: 0.0,
             jobs: vec![],
             step_transmissions_dropped: 0,
+            step_transmissions_outside_jobs: 0,
             evidence: None,
             time_sources: Default::default(),
             ports: ports.into_iter().enumerate().map(|(i, p)| (i.to_string(), p)).collect(),

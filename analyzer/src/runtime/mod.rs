@@ -527,9 +527,11 @@ fn pipeline(
     let interval_ns = cfg.interval.as_nanos() as u64;
     let mut csv = csv.map(|w| w.for_run(cfg.slow_ios, interval_ns, !cfg.never_wait));
     // A transmission reaches the stats side at most two flow-idle times (found idle) and
-    // an interval (its batch) after it ends.
-    let settle_ns = 2 * cfg.flow_idle.as_nanos() as u64 + 2 * interval_ns;
-    let steps = Steps::new(cfg.jobs.clone(), cfg.step_gap.as_nanos() as u64, settle_ns);
+    // an interval (its batch) after it ends; one of the step starts up to a step gap after
+    // the step's end.
+    let gap_ns = cfg.step_gap.as_nanos() as u64;
+    let settle_ns = gap_ns + 2 * cfg.flow_idle.as_nanos() as u64 + 2 * interval_ns;
+    let steps = Steps::new(cfg.jobs.clone(), gap_ns, settle_ns);
     let mut live = Reports { csv: None, live };
     let live_views = !live.live.is_empty();
     let source_times = cfg.source_times.clone();

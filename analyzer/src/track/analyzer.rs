@@ -166,16 +166,21 @@ impl Analyzer {
 
     /// With `--evidence-dir`, after [`Analyzer::track`] of a packet (the captured `frame`,
     /// `frame_len` bytes on the wire, at `ts`): if it counted in a flow it goes into the
-    /// ring and the events collecting its flow's, then the signals it raised are taken.
+    /// ring and the events collecting its flow's, then the signals it raised are taken
+    /// (joining those events' verdicts, or starting events), then the events it completed
+    /// end.
     #[cold]
     #[inline(never)]
     pub fn keep_evidence(&mut self, frame: &[u8], frame_len: u32, ts: u64, out: &mut impl FnMut(FlowEvent)) {
         let kept = self.flows.take_last_recorded();
         if let (Some(ev), Some((slot, vantage))) = (self.evidence.as_mut(), kept) {
-            ev.keep(slot, frame, frame_len, ts, vantage, &mut |r| out(FlowEvent::Evidence(r)));
+            ev.hold(slot, frame, frame_len, ts, vantage);
         }
         if self.flows.signals.any() || !self.ios.raised.is_empty() {
             self.take_signals(out);
+        }
+        if let Some(ev) = self.evidence.as_mut() {
+            ev.observe(ts, &mut |r| out(FlowEvent::Evidence(r)));
         }
     }
 

@@ -442,6 +442,14 @@ impl Evidence {
         vantage: Vantage,
         out: &mut impl FnMut(EvidenceRecord),
     ) {
+        self.hold(slot, frame, wire_len, ts, vantage);
+        self.observe(ts, out);
+    }
+
+    /// [`Evidence::keep`] without closing the records it completes: the analyzer joins the
+    /// signals the packet raised first (so that a record's verdict counts those of its last
+    /// packet), then closes them ([`Evidence::observe`]).
+    pub fn hold(&mut self, slot: u32, frame: &[u8], wire_len: u32, ts: u64, vantage: Vantage) {
         let snap = self.cfg.snaplen as usize;
         let at = (self.seq % RING_PACKETS as u64) as usize;
         let len = frame.len().min(snap);
@@ -459,7 +467,6 @@ impl Evidence {
                 o.after += 1;
             }
         }
-        self.close_due(ts, out);
     }
 
     /// Time moved on to `now` (with `--evidence-after DUR`, windows end by time too).
