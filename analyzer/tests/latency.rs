@@ -448,3 +448,110 @@ fn a_reads_last_response_is_one_of_its_own_psns() {
     }
     assert!(split_writes >= 10, "only {split_writes} writes split into their three segments");
 }
+
+#[test]
+fn a_completion_one_mirror_missed_ends_its_io_when_that_mirror_sees_the_cid_again() {
+    // nvme_split without the storage mirror's copy of one completion whose CID the host
+    // uses again next (the compute mirror sees both). The storage vantage sees the next
+    // command with that CID after the compute vantage made its I/O: the earlier I/O ends
+    // there with no storage segment, and the next completion at the storage vantage is the
+    // next I/O's (its segments the truth's), not taken for the earlier one's.
+    let t = truth("nvme_split");
+    let fs = files("nvme_split", &t);
+    let same = |io: &Value, other: &Value| {
+        ["initiator_ip", "target_ip", "target_qpn", "cid"].iter().all(|k| io[k] == other[k])
+    };
+    let ios = t["ios"].as_array().unwrap();
+    let at = |io: &Value, a: &str| io["anchors"][a].as_u64().unwrap();
+    // An I/O whose CID is used again, the next one on its queue at the compute vantage.
+    let (lost, next) = ios
+        .iter()
+        .find_map(|io| {
+            let next = ios
+                .iter()
+                .filter(|o| same(o, io) && at(o, "sqe_first@compute") > at(io, "cqe@compute"))
+                .min_by_key(|o| at(o, "sqe_first@compute"))?;
+            Some((io, next))
+        })
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let storage = dir.path().join("storage.pcap");
+    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&storage).unwrap()).unwrap();
+    let mut removed = 0;
+    for (ts, len, f) in roceprobe::capture::pcap::read_all_records(&fs[1]).unwrap() {
+        if ts == at(lost, "cqe@storage") {
+            removed += 1;
+            continue;
+        }
+        w.write(ts, &f, len).unwrap();
+    }
+    drop(w);
+    assert_eq!(removed, 1);
+    let args: Vec<String> =
+        t["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect();
+    let mut extra: Vec<&str> = args.iter().map(String::as_str).collect();
+    extra.extend(["--slow-ios", "1000"]);
+    let s = replay_summary(&[&fs[0], &storage], &extra);
+    assert_eq!(s["ios"]["completed"].as_u64(), Some(ios.len() as u64));
+    let slowest = s["ios"]["slowest"].as_array().unwrap();
+    let find = |io: &Value| {
+        slowest
+            .iter()
+            .find(|e| {
+                e["initiator_ip"] == io["initiator_ip"]
+                    && e["cid"] == io["cid"]
+                    && close(e["io@compute_us"].as_f64().unwrap(), io["io_compute_ns"].as_u64().unwrap())
+            })
+            .unwrap_or_else(|| panic!("{io}"))
+    };
+    let e = find(lost);
+    assert!(e["io@storage_us"].is_null() && e["network_us"].is_null() && e["storage_us"].is_null(), "{e}");
+    let e = find(next);
+    for (ours, truth) in
+        [("io@storage_us", "io_storage_ns"), ("network_us", "network_ns"), ("storage_us", "storage_ns")]
+    {
+        assert!(close(e[ours].as_f64().unwrap(), next[truth].as_u64().unwrap()), "{ours}: {e} {next}");
+    }
+}
+
+#[test]
+fn a_vantage_whose_copies_come_later_than_the_window_counts_each_io_once() {
+    // nvme_split with the storage mirror's times 2 ms later than the compute mirror's, more
+    // than the reorder window (1 ms): every storage copy comes after its I/O has ended at
+    // the compute vantage. Each I/O is counted once (the truth's 120, their bytes), with
+    // the compute vantage's segments, and every storage capsule (a command and a
+    // completion an I/O) is counted as having come after its I/O's end.
+    let t = truth("nvme_split");
+    let fs = files("nvme_split", &t);
+    let dir = tempfile::tempdir().unwrap();
+    let storage = dir.path().join("storage.pcap");
+    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&storage).unwrap()).unwrap();
+    for (ts, len, f) in roceprobe::capture::pcap::read_all_records(&fs[1]).unwrap() {
+        w.write(ts + 2_000_000, &f, len).unwrap();
+    }
+    drop(w);
+    let args: Vec<String> =
+        t["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect();
+    let extra: Vec<&str> = args.iter().map(String::as_str).collect();
+    let s = replay_summary(&[&fs[0], &storage], &extra);
+    let ios = t["ios"].as_array().unwrap();
+    let bytes: u64 = ios.iter().map(|io| io["bytes"].as_u64().unwrap()).sum();
+    assert_eq!(
+        (s["ios"]["completed"].as_u64(), s["ios"]["bytes"].as_u64()),
+        (Some(ios.len() as u64), Some(bytes))
+    );
+    assert_eq!(
+        s["reorder"]["io_copies_after_end"],
+        serde_json::json!({"compute": 0, "storage": 2 * ios.len()})
+    );
+    assert_eq!(s["reorder"]["late_packets"], serde_json::json!({"compute": 0, "storage": 0}));
+    let o = Command::new(bin()).args(["replay"]).args(&extra).arg(&fs[0]).arg(&storage).output().unwrap();
+    let report = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        report.contains(&format!(
+            "NVMe capsules after their I/O had ended at the other vantage: 0 compute, {} storage",
+            2 * ios.len()
+        )),
+        "{report}"
+    );
+}

@@ -18,6 +18,10 @@ pub struct GlobalCounters {
     /// RoCE packets that reached the probe after the reorder window had passed them, per
     /// vantage (compute, storage): analysed out of time order.
     pub late_packets: [u64; 2],
+    /// NVMe capsules a vantage (compute, storage) saw first after the other vantage's
+    /// copies had ended their I/O (more than `--reorder-window` later): their I/O is counted
+    /// once, without this vantage's segments.
+    pub io_copies_after_end: [u64; 2],
     /// Frames analysed before the reorder window had passed them, for want of room to hold
     /// them (the window was shorter for a while).
     pub released_early: u64,
@@ -35,6 +39,9 @@ impl GlobalCounters {
             *a += b;
         }
         for (a, b) in self.late_packets.iter_mut().zip(o.late_packets.iter()) {
+            *a += b;
+        }
+        for (a, b) in self.io_copies_after_end.iter_mut().zip(o.io_copies_after_end.iter()) {
             *a += b;
         }
         self.released_early += o.released_early;

@@ -303,6 +303,10 @@ pub struct Steps {
 /// A host no `--job` rule names.
 const NO_RULE: u32 = u32::MAX;
 
+/// The list of the flows in no job while they wait ([`Steps::by_job`]): a name no rule can
+/// have (a control character) and no address.
+const OUTSIDE: &str = "\u{0}outside";
+
 impl Default for Steps {
     fn default() -> Self {
         Self::new(Vec::new(), crate::defaults::STEP_GAP_NS, 0)
@@ -474,32 +478,20 @@ impl Steps {
         // The waiting ones need checking again only against pairs found since.
         let recheck = self.nvme_pairs.len() != self.nvme_checked;
         self.nvme_checked = self.nvme_pairs.len();
-        let (mut dropped, mut outside, mut k, mut kept_old) = (0, 0, 0, 0);
+        let (mut dropped, mut k, mut kept_old) = (0, 0, 0);
         ts.retain_mut(|t| {
             k += 1;
             let waiting = k <= old;
             if (!waiting || recheck) && self.nvme_pairs.contains(&pair(&t.key)) {
                 return false;
             }
-            // Joining again would change nothing (a waiting one has its host's place, and
-            // is in a job).
-            if waiting && t.src_host != u32::MAX {
-                kept_old += 1;
-                return true;
-            }
-            if !self.join(t) {
-                dropped += 1;
-                return false;
-            }
-            if !self.in_a_job(t) {
-                outside += 1;
-                return false;
-            }
+            // Joining again would change nothing (a waiting one has its host's place).
+            let joined = (waiting && t.src_host != u32::MAX) || self.join(t);
+            dropped += u64::from(!joined);
             kept_old += usize::from(waiting);
-            true
+            joined
         });
         self.dropped += dropped;
-        self.outside_jobs += outside;
         ts[kept_old..].sort_unstable_by(Member::order);
         let names = self.group_names();
         // Each source host's job (by the host's place), as an index into `jobs`; how many
@@ -509,9 +501,19 @@ impl Steps {
         job_of.resize(self.ips.len(), usize::MAX);
         let mut by_name: HashMap<String, usize, ahash::RandomState> = HashMap::default();
         let mut jobs: Vec<(String, usize, usize)> = Vec::new();
+        // A flow between a rule's host and a host outside it waits as the others do (its
+        // pair may yet be found carrying NVMe), in a list of its own, counted as it closes.
+        let mut outside = usize::MAX;
         for (i, t) in ts.iter().enumerate() {
             let h = t.src_host as usize;
             let j = match job_of[h] {
+                _ if !self.in_a_job(t) => {
+                    if outside == usize::MAX {
+                        jobs.push((OUTSIDE.to_owned(), 0, 0));
+                        outside = jobs.len() - 1;
+                    }
+                    outside
+                }
                 usize::MAX => {
                     let name = self.job_of(t.key.src, &names);
                     let j = *by_name.entry(name).or_insert_with_key(|name| {
@@ -537,7 +539,8 @@ impl Steps {
         }
         let mut lists: Vec<Vec<Member>> = jobs.iter().map(|&(_, n, _)| Vec::with_capacity(n)).collect();
         for t in ts {
-            lists[job_of[t.src_host as usize]].push(t);
+            let j = if self.in_a_job(&t) { job_of[t.src_host as usize] } else { outside };
+            lists[j].push(t);
         }
         self.scratch.job_of = job_of;
         for ((name, _, waited), mut v) in jobs.into_iter().zip(lists) {
@@ -563,7 +566,11 @@ impl Steps {
                 if !due(end, closed as f64 / ts.len() as f64) {
                     break;
                 }
-                self.record(&job, group);
+                if job == OUTSIDE {
+                    self.outside_jobs += group.len() as u64;
+                } else {
+                    self.record(&job, group);
+                }
                 closed += group.len();
             }
             if self.pending.is_empty() {

@@ -543,7 +543,7 @@ fn draw_jobs(f: &mut Frame<'_>, area: Rect, s: &Summary, rows: usize) {
                 j.name.clone(),
                 n(j.steps),
                 last.map_or("-".into(), |l| us(l.duration_us)),
-                if j.steps == 0 { "-".into() } else { us(j.step_p99_us) },
+                j.step_p99_us.map_or("-".into(), us),
                 last.map_or("-".into(), |l| l.straggler_host.clone()),
                 last.map_or("-".into(), |l| us(l.lag_us)),
                 last.map_or("-".into(), |l| l.reason.clone()),

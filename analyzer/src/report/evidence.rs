@@ -489,10 +489,13 @@ pub fn describe_file(path: &Path) -> Result<(String, String, String, String, Str
         true => packets.to_string(),
         false => format!("{packets} (file cut short)"),
     };
-    // A pcapng file that roceprobe did not write (its comment names no event) is told as
-    // such, with what it holds.
+    // A pcapng file whose comment names no event: cut short within its header (before the
+    // comment), or one roceprobe did not write; told as such, with what it holds.
     if field("event").is_empty() {
-        let why = "a pcapng file without roceprobe's event comment (not an evidence file)";
+        let why = match u64::from(u32_at(4).unwrap_or(0)) > meta.len() {
+            true => "cut short within its header, its event comment lost",
+            false => "a pcapng file without roceprobe's event comment (not an evidence file)",
+        };
         return Ok((String::new(), "?".into(), String::new(), why.into(), packets));
     }
     Ok((field("time"), field("event"), field("flow"), field("verdict"), packets))
@@ -685,6 +688,7 @@ mod tests {
         let out = list(dir.path()).unwrap();
         assert!(out.contains("_qp1.pcapng"), "{out}");
         assert!(out.contains("0 (file cut short)"), "{out}");
+        assert!(out.contains("cut short within its header, its event comment lost"), "{out}");
         assert!(out.ends_with(&format!("1 evidence file(s) in {}\n", dir.path().display())), "{out}");
     }
 

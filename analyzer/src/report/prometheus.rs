@@ -514,12 +514,8 @@ fn job_families(o: &mut String, p: &str, s: &Summary) {
         let l = format!("{p},job=\"{}\"", esc(&j.name));
         for (q, us) in [("0.5", j.step_p50_us), ("0.99", j.step_p99_us)] {
             // A named job without a step yet has no quantiles (NaN, as Prometheus' clients write).
-            if j.steps == 0 {
-                let _ = writeln!(o, "roceprobe_step_duration_seconds{{{l},quantile=\"{q}\"}} NaN");
-            } else {
-                let _ =
-                    writeln!(o, "roceprobe_step_duration_seconds{{{l},quantile=\"{q}\"}} {:.9}", us / 1e6);
-            }
+            let value = us.map_or("NaN".to_owned(), |us| format!("{:.9}", us / 1e6));
+            let _ = writeln!(o, "roceprobe_step_duration_seconds{{{l},quantile=\"{q}\"}} {value}");
         }
         let _ = writeln!(o, "roceprobe_step_duration_seconds_count{{{l}}} {}", j.steps);
     }

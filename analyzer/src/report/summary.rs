@@ -139,9 +139,11 @@ pub struct JobSummary {
     pub name: String,
     pub hosts: Vec<String>,
     pub steps: u64,
-    pub step_p50_us: f64,
-    pub step_p99_us: f64,
-    pub step_max_us: f64,
+    /// Of the steps' durations; `null` for a job without a step (a `--job` rule whose
+    /// hosts sent nothing between them).
+    pub step_p50_us: Option<f64>,
+    pub step_p99_us: Option<f64>,
+    pub step_max_us: Option<f64>,
     /// The hosts that held steps back: the most steps first, then the most lag.
     pub stragglers: Vec<StragglerSummary>,
     /// The latest step: its duration, the host that finished last, its lag and why.
@@ -195,9 +197,9 @@ fn jobs(steps: &crate::metrics::steps::Steps) -> Vec<JobSummary> {
                 hosts: j.hosts.iter().map(IpAddr::to_string).collect(),
                 steps: j.steps,
                 // To three significant digits, and never past the longest step.
-                step_p50_us: us(j.durations.value_at_quantile(0.5).min(j.max_ns)),
-                step_p99_us: us(j.durations.value_at_quantile(0.99).min(j.max_ns)),
-                step_max_us: us(j.max_ns),
+                step_p50_us: (j.steps > 0).then(|| us(j.durations.value_at_quantile(0.5).min(j.max_ns))),
+                step_p99_us: (j.steps > 0).then(|| us(j.durations.value_at_quantile(0.99).min(j.max_ns))),
+                step_max_us: (j.steps > 0).then(|| us(j.max_ns)),
                 stragglers,
                 last_step: j.last.as_ref().map(|l| LastStep {
                     start: rfc3339_nanos(l.start_ns),
@@ -218,6 +220,11 @@ pub struct ReorderSummary {
     /// their flows (and in each flow's `late_packets`), not analysed for PSNs, latencies
     /// or I/Os.
     pub late_packets: LateByVantage,
+    /// NVMe capsules a vantage saw first after the other vantage's copies had ended their
+    /// I/O (the two vantages' copies more than the window apart): their I/O is counted
+    /// once, without this vantage's segments.
+    #[serde(default)]
+    pub io_copies_after_end: LateByVantage,
     /// Frames analysed before the window had passed them, for want of room to hold them.
     pub released_early: u64,
 }
@@ -393,6 +400,10 @@ impl Summary {
                 late_packets: LateByVantage {
                     compute: t.counters.late_packets[0],
                     storage: t.counters.late_packets[1],
+                },
+                io_copies_after_end: LateByVantage {
+                    compute: t.counters.io_copies_after_end[0],
+                    storage: t.counters.io_copies_after_end[1],
                 },
                 released_early: t.counters.released_early,
             },

@@ -188,7 +188,7 @@ fn collective_jobs(out: &mut String, s: &Summary) {
                 })
                 .collect();
             // A `--job` rule whose hosts sent nothing: no step, so no duration.
-            let step_us = |v: f64| if j.steps == 0 { "-".to_owned() } else { us(v) };
+            let step_us = |v: Option<f64>| v.map_or("-".to_owned(), us);
             vec![
                 j.name.clone(),
                 j.hosts.len().to_string(),
@@ -247,6 +247,14 @@ fn time_order(out: &mut String, s: &Summary) {
             out,
             "  out of time order: {} compute and {} storage packets came after the reorder window, {} frames released before it",
             late.compute, late.storage, s.reorder.released_early
+        );
+    }
+    let after = s.reorder.io_copies_after_end;
+    if after.compute + after.storage > 0 {
+        let _ = writeln!(
+            out,
+            "  NVMe capsules after their I/O had ended at the other vantage: {} compute, {} storage (the vantages' copies more than --reorder-window apart: each I/O counted once, without those segments; raise --reorder-window)",
+            after.compute, after.storage
         );
     }
 }
@@ -362,11 +370,17 @@ fn trouble(f: &FlowSummary) -> u64 {
 fn problem_flows(out: &mut String, flows: &[FlowSummary], top: usize) {
     let mut bad: Vec<&FlowSummary> = flows.iter().filter(|f| trouble(f) > 0).collect();
     if bad.is_empty() {
-        let _ = writeln!(out, "no flow with retransmissions, gaps, NAKs, CNPs, ECN-CE or ICRC errors");
+        let _ = writeln!(
+            out,
+            "no flow with retransmissions, gaps, NAKs, CNPs, ECN-CE, ICRC errors or PSNs out of window"
+        );
         return;
     }
     bad.sort_by_key(|f| std::cmp::Reverse(trouble(f)));
-    let _ = writeln!(out, "flows with retransmissions, gaps, NAKs, CNPs, ECN-CE or ICRC errors:");
+    let _ = writeln!(
+        out,
+        "flows with retransmissions, gaps, NAKs, CNPs, ECN-CE, ICRC errors or PSNs out of window:"
+    );
     flow_table(out, &bad, top, "with a problem");
 }
 

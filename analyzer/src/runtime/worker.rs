@@ -896,6 +896,11 @@ impl Worker {
         let dropped_latency_samples = self.analyzer.drain_interval(&mut flows, &mut latency, &mut ios)
             + std::mem::take(&mut self.out.dropped_latency_samples);
         let (dropped_snapshots, dropped_batches) = std::mem::take(&mut self.out.dropped);
+        for (a, b) in
+            self.counters.io_copies_after_end.iter_mut().zip(self.analyzer.take_io_copies_after_end())
+        {
+            *a += b;
+        }
         let dropped_evidence =
             std::mem::take(&mut self.out.dropped_evidence) + self.analyzer.take_lost_signals();
         // What was reported before this snapshot, should it be dropped (below).

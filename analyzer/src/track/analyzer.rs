@@ -300,6 +300,12 @@ impl Analyzer {
         self.flows.len()
     }
 
+    /// NVMe capsules each vantage saw first after their I/O had ended, since the last call
+    /// (see `IoTracker::take_copies_after_end`).
+    pub fn take_io_copies_after_end(&mut self) -> [u64; 2] {
+        self.ios.take_copies_after_end()
+    }
+
     /// Packets of flows that did not fit in the table, so far.
     pub fn untracked_packets(&self) -> u64 {
         self.flows.untracked_packets

@@ -477,6 +477,11 @@ pub struct IoTracker {
     /// Completions whose place in their connection's ring of completions awaiting the host's
     /// ACK went to a newer one before the ACK came ([`CONN_RING`] on one QP at once).
     acks_lost: u64,
+    /// Capsules seen at a vantage (compute, storage) first after their I/O had ended, with
+    /// the other vantage's copies only: that vantage's copies came more than the wait for a
+    /// second vantage (`--reorder-window`) after the other's, and the I/O is counted once,
+    /// without their segments. Taken each interval ([`IoTracker::take_copies_after_end`]).
+    copies_after_end: [u64; 2],
     /// Bound on the (initiator, target, op) keys of `counts`; beyond it outcomes are
     /// counted under [`OTHER_PAIRS`].
     max_pairs: usize,
@@ -503,7 +508,8 @@ pub struct IoTracker {
     /// The capsules of I/Os that finished lately, by hash (see [`IoTracker::recent_slot`]): a command
     /// or completion sent again after its I/O finished is found here. Direct-mapped, a
     /// slot per hash's low bits (a power of two of them, twice `--max-ios`), 0 when empty:
-    /// newer I/Os overwrite older ones.
+    /// newer I/Os overwrite older ones. Each entry's bits 1 and 2 are the vantages
+    /// (compute, storage) that saw the capsule (see [`IoTracker::finished_lately`]).
     recent: Vec<u64>,
     /// Its hash, of fixed seeds: which capsules collide there is the same in every run.
     recent_hash: ahash::RandomState,
@@ -568,6 +574,9 @@ impl Overflows {
     }
 }
 
+/// The bits of an entry of [`IoTracker::recent`] that say which vantages saw the capsule.
+const SEEN_BITS: u64 = 0b110;
+
 fn vi(v: Vantage) -> usize {
     match v {
         Vantage::Compute => 0,
@@ -590,6 +599,7 @@ impl IoTracker {
             by_key: HashMap::with_capacity_and_hasher(2 * max_ios, h()),
             conns: FifoMap::new((max_ios / 4).max(64)),
             acks_lost: 0,
+            copies_after_end: [0; 2],
             max_pairs: crate::defaults::MAX_LATENCY_SERIES,
             pairs: HashMap::with_capacity_and_hasher(crate::defaults::MAX_LATENCY_SERIES, h()),
             places: Vec::with_capacity(crate::defaults::MAX_LATENCY_SERIES),
@@ -611,10 +621,19 @@ impl IoTracker {
         }
     }
 
-    /// Whether a capsule with this PSN belonged to an I/O that finished lately.
-    fn finished_lately(&self, host: IpAddr, target: IpAddr, cid: u16, psn: u32, completion: bool) -> bool {
+    /// Whether a capsule with this PSN belonged to an I/O that finished lately: if so, the
+    /// vantages that saw it (bit 0 compute, bit 1 storage).
+    fn finished_lately(
+        &self,
+        host: IpAddr,
+        target: IpAddr,
+        cid: u16,
+        psn: u32,
+        completion: bool,
+    ) -> Option<u8> {
         let (at, k) = self.recent_slot(host, target, cid, psn, completion);
-        self.recent[at] == k
+        let e = self.recent[at];
+        (e & !SEEN_BITS == k).then_some(((e & SEEN_BITS) >> 1) as u8)
     }
 
     /// Where a capsule is remembered in [`IoTracker::recent`], and by what: a hash of the
@@ -632,8 +651,8 @@ impl IoTracker {
         let mut h = self.recent_hash.build_hasher();
         let rest = (u64::from(cid) << 32) | (u64::from(psn) << 1) | u64::from(completion);
         hash_hosts(&host, &target, rest, &mut h);
-        let k = h.finish() | 1;
-        (k as usize & (self.recent.len() - 1), k)
+        let h = h.finish();
+        (h as usize & (self.recent.len() - 1), (h & !SEEN_BITS) | 1)
     }
 
     /// Raises I/Os slower than `slow_ns`, and timeouts, for the evidence.
@@ -729,6 +748,11 @@ impl IoTracker {
         self.acks_lost
     }
 
+    /// The capsules each vantage saw first after their I/O had ended, since the last call.
+    pub fn take_copies_after_end(&mut self) -> [u64; 2] {
+        std::mem::take(&mut self.copies_after_end)
+    }
+
     /// The `--max-ios` that would have followed every command (an estimate from above, see
     /// [`Overflows`]); 0 while none was refused.
     pub fn commands_needed(&self) -> u64 {
@@ -805,11 +829,15 @@ impl IoTracker {
         let (host, target, cid, rkey, va) = (io.host, io.target, io.cid, io.rkey, io.va);
         let me = Ref { slot: i as u32, generation: io.generation };
         // Its capsules, for copies of them sent again (see [`Packet`]).
-        let capsules = [(Some(io.sqe_psn), false), (io.cqe_psn, true)];
-        for (psn, completion) in capsules {
+        let seen = |v: [bool; 2]| (u64::from(v[0]) | u64::from(v[1]) << 1) << 1;
+        let capsules = [
+            (Some(io.sqe_psn), false, seen([0, 1].map(|v| io.sqe_first.at(v).is_some()))),
+            (io.cqe_psn, true, seen([0, 1].map(|v| io.cqe.at(v).is_some()))),
+        ];
+        for (psn, completion, seen) in capsules {
             if let Some(psn) = psn {
                 let (at, k) = self.recent_slot(host, target, cid, psn, completion);
-                self.recent[at] = k;
+                self.recent[at] = k | seen;
             }
         }
         // One lookup each: the entry found is the one removed. Out of its CID's chain.
@@ -889,7 +917,7 @@ impl IoTracker {
             };
             for (segment, v) in samples.into_iter().flatten() {
                 let slot = rec.cached_slot(&mut slots[segment.index()], || series(io, segment));
-                rec.record_in(slot, v.max(1));
+                rec.record_in(slot, v);
             }
             let whole = match (io_c, io_s) {
                 (Some(v), _) => io.cqe.at(c).map(|at| (v, at)),
@@ -1144,31 +1172,60 @@ impl IoTracker {
     }
 
     /// A command capsule (the first packet of its SEND) from `host` to `target`'s QP.
+    /// Vantage `v` sees a command use the CID of the chain at `first` on `target_qpn` (the
+    /// command's I/O `except`, if made already): an earlier I/O with it whose command `v`
+    /// saw but whose completion `v` never saw lost that completion at `v`, and ends now
+    /// with what it has (so that the new I/O's completion is not taken for its own).
+    fn end_stale(
+        &mut self,
+        first: Ref,
+        target_qpn: u32,
+        v: usize,
+        except: Option<usize>,
+        rec: &mut LatencyRecorder,
+    ) {
+        let stale = self.live(self.same_cid(first), Some(target_qpn)).find(|&o| {
+            Some(o) != except && self.ios[o].sqe_first.at(v).is_some() && self.ios[o].cqe.at(v).is_none()
+        });
+        if let Some(old) = stale {
+            self.finish(old, rec, self.ios[old].saw_completion());
+        }
+    }
+
     pub fn command(&mut self, at: At, sent: Sent, sqe: &Sqe, hint: &mut u32, rec: &mut LatencyRecorder) {
         let At { vantage: v, ts, host, target } = at;
         let Sent { target_qpn, psn, whole, again } = sent;
         let v = vi(v);
         let first = self.cid_first(host, target, sqe.cid);
         let same = self.live(self.same_cid(first), Some(target_qpn)).find(|&i| self.ios[i].sqe_psn == psn);
+        let finished =
+            if same.is_none() { self.finished_lately(host, target, sqe.cid, psn, false) } else { None };
         let i = match same {
             // The same command at the other vantage, or again at this one.
             Some(i) => {
                 if self.ios[i].sqe_first.first(v, ts) {
                     self.ios[i].retransmitted = true;
+                } else {
+                    // This vantage sees the CID used again (the other saw it first, and
+                    // made the I/O): an earlier command with it that this vantage saw but
+                    // never saw complete lost its completion here, as below.
+                    self.end_stale(first, target_qpn, v, Some(i), rec);
                 }
                 i
             }
-            // Sent again after its I/O finished (see [`Packet`]).
-            None if again && self.finished_lately(host, target, sqe.cid, psn, false) => return,
+            // Sent again after its I/O finished (see [`Packet`]), or, the first time this
+            // vantage sees it, a copy that came after the other vantage's had ended its I/O:
+            // no I/O again.
+            None if finished.is_some_and(|seen| again || seen & (1 << v) == 0) => {
+                if !again {
+                    self.copies_after_end[v] += 1;
+                }
+                return;
+            }
             None => {
                 // The CID is used again. An earlier command with it that this vantage saw
                 // but never saw complete lost its completion here: it ends now.
-                let stale = self
-                    .live(self.same_cid(first), Some(target_qpn))
-                    .find(|&o| self.ios[o].sqe_first.at(v).is_some() && self.ios[o].cqe.at(v).is_none());
-                if let Some(old) = stale {
-                    self.finish(old, rec, self.ios[old].saw_completion());
-                }
+                self.end_stale(first, target_qpn, v, None, rec);
                 // As many I/Os with this CID live as the bound allows (each queue to the
                 // target may use it): the oldest ends, as when its CID is used again.
                 let first = self.cid_first(host, target, sqe.cid);
@@ -1387,7 +1444,14 @@ impl IoTracker {
         // copy sent again after its I/O finished answers none (see [`Packet`]).
         let first = self.cid_first(host, target, cid);
         let same = self.live(self.same_cid(first), target_qpn).find(|&i| self.ios[i].cqe_psn == Some(psn));
-        let stale = again && self.finished_lately(host, target, cid, psn, true);
+        // Or, not seen here before, the copy of one whose I/O the other vantage's copies
+        // ended already (see [`IoTracker::copies_after_end`]).
+        let finished = self.finished_lately(host, target, cid, psn, true);
+        let after_end = !again && finished.is_some_and(|seen| seen & (1 << vx) == 0);
+        let stale = (again && finished.is_some()) || after_end;
+        if after_end && same.is_none() {
+            self.copies_after_end[vx] += 1;
+        }
         let answers = || if stale { None } else { self.for_completion(vx, self.same_cid(first), target_qpn) };
         let Some(i) = same.or_else(answers) else {
             return false;
