@@ -274,6 +274,16 @@ fn reorder_families(o: &mut String, p: &str, s: &Summary) {
     }
     family(
         o,
+        "roceprobe_io_copies_after_end_total",
+        "counter",
+        "NVMe capsules a vantage saw first after the other vantage's copies had ended their I/O, by vantage.",
+    );
+    let after = s.reorder.io_copies_after_end;
+    for (vantage, n) in [("compute", after.compute), ("storage", after.storage)] {
+        let _ = writeln!(o, "roceprobe_io_copies_after_end_total{{{p},vantage=\"{vantage}\"}} {n}");
+    }
+    family(
+        o,
         "roceprobe_reorder_released_early_total",
         "counter",
         "Frames analysed before the reorder window had passed them, for want of room.",

@@ -253,7 +253,7 @@ fn time_order(out: &mut String, s: &Summary) {
     if after.compute + after.storage > 0 {
         let _ = writeln!(
             out,
-            "  NVMe capsules after their I/O had ended at the other vantage: {} compute, {} storage (the vantages' copies more than --reorder-window apart: each I/O counted once, without those segments; raise --reorder-window)",
+            "  NVMe capsules after their I/O had ended at the other vantage: {} compute, {} storage (the vantages' copies more than --reorder-window apart: those I/Os lack these segments, and a few may be counted twice or as timed out; raise --reorder-window)",
             after.compute, after.storage
         );
     }
