@@ -479,8 +479,9 @@ pub struct IoTracker {
     acks_lost: u64,
     /// Capsules seen at a vantage (compute, storage) first after their I/O had ended, with
     /// the other vantage's copies only: that vantage's copies came more than the wait for a
-    /// second vantage (`--reorder-window`) after the other's, and the I/O is counted once,
-    /// without their segments. Taken each interval ([`IoTracker::take_copies_after_end`]).
+    /// second vantage (`--reorder-window`) after the other's, and the I/O is counted once
+    /// (while its capsules are remembered in `recent`), without their segments. Taken each
+    /// interval ([`IoTracker::take_copies_after_end`]).
     copies_after_end: [u64; 2],
     /// Bound on the (initiator, target, op) keys of `counts`; beyond it outcomes are
     /// counted under [`OTHER_PAIRS`].
@@ -1171,7 +1172,6 @@ impl IoTracker {
         Some(best)
     }
 
-    /// A command capsule (the first packet of its SEND) from `host` to `target`'s QP.
     /// Vantage `v` sees a command use the CID of the chain at `first` on `target_qpn` (the
     /// command's I/O `except`, if made already): an earlier I/O with it whose command `v`
     /// saw but whose completion `v` never saw lost that completion at `v`, and ends now
@@ -1192,6 +1192,7 @@ impl IoTracker {
         }
     }
 
+    /// A command capsule (the first packet of its SEND) from `host` to `target`'s QP.
     pub fn command(&mut self, at: At, sent: Sent, sqe: &Sqe, hint: &mut u32, rec: &mut LatencyRecorder) {
         let At { vantage: v, ts, host, target } = at;
         let Sent { target_qpn, psn, whole, again } = sent;
