@@ -247,9 +247,10 @@ pub struct LiveArgs {
     #[arg(long, allow_hyphen_values = true, value_name = "DUR", value_parser = parse_interval)]
     pub duration: Option<Duration>,
     /// Size of the mbuf pool (default: enough for every RX ring, and for the frames of
-    /// looped files). A net_pcap vdev with infinite_rx=1 keeps its whole file in mbufs and
-    /// needs at least as many.
-    #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = 0)]
+    /// looped files; at least 384, one and a half times the per-lcore cache DPDK keeps). A
+    /// net_pcap vdev with infinite_rx=1 keeps its whole file in mbufs and needs at least as
+    /// many.
+    #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = 0, value_parser = parse_mbufs)]
     pub mbufs: u32,
     /// Bytes of frame data per mbuf, headroom included (default: DPDK's, 2176). Larger
     /// frames are received in chains of mbufs, except by net_pcap with infinite_rx=1, which
@@ -262,6 +263,8 @@ pub struct LiveArgs {
     /// With --workers N: give every port N RX queues spread by the NIC's RSS on a symmetric
     /// hash of the IP pair, and let worker q poll queue q of every port (no software
     /// dispatch). For plain SPAN mirrors: the NIC hashes the outer header, which ERSPAN hides.
+    /// A net_pcap vdev cannot hash: its queues are its rx_pcap files, each of which must
+    /// then hold whole IP pairs.
     #[arg(long)]
     pub rss: bool,
     /// Receive (and dispatch) on the main lcore and analyse on other lcores, even with one
@@ -438,6 +441,19 @@ fn parse_window(s: &str) -> Result<Duration, String> {
         return Err(format!("'{s}' is too long (at most 1s: frames are held that long)"));
     }
     Ok(d)
+}
+
+/// `--mbufs`: 0 (sized by the probe) or enough for DPDK's pool with its per-lcore cache.
+fn parse_mbufs(s: &str) -> Result<u32, String> {
+    let min = crate::capture::dpdk::MEMPOOL_MIN;
+    match s.parse::<u32>() {
+        Ok(n) if n == 0 || n >= min => Ok(n),
+        Ok(_) => Err(format!(
+            "'{s}' is too few (at least {min}: DPDK's pool must hold one and a half times the {} mbufs it caches per lcore; 0 sizes it by itself)",
+            crate::capture::dpdk::MEMPOOL_CACHE
+        )),
+        Err(_) => Err(format!("'{s}' is not a number of mbufs")),
+    }
 }
 
 fn parse_workers(s: &str) -> Result<usize, String> {

@@ -236,6 +236,11 @@ pub fn available_ports() -> Vec<u16> {
         .collect()
 }
 
+/// The mbufs DPDK keeps in each lcore's cache of the pool.
+pub const MEMPOOL_CACHE: u32 = 256;
+/// The smallest pool DPDK makes with that cache: one and a half times it.
+pub const MEMPOOL_MIN: u32 = MEMPOOL_CACHE * 3 / 2;
+
 /// An mbuf pool.
 pub struct Mempool {
     ptr: NonNull<ffi::rte_mempool>,
@@ -248,6 +253,7 @@ unsafe impl Sync for Mempool {}
 
 impl Mempool {
     /// `data_room`: bytes per mbuf for frame data, 0 for DPDK's default (2 KiB + headroom).
+    /// At least [`MEMPOOL_MIN`] mbufs.
     pub fn create(name: &str, mbufs: u32, data_room: u16, socket: i32) -> Result<Self> {
         let cname = CString::new(name)?;
         // SAFETY: valid C string; EAL is initialised by the caller.
@@ -255,7 +261,7 @@ impl Mempool {
             ffi::rte_pktmbuf_pool_create(
                 cname.as_ptr(),
                 mbufs,
-                256,
+                MEMPOOL_CACHE,
                 0,
                 if data_room == 0 { ffi::roceprobe_mbuf_default_buf_size() } else { data_room },
                 socket,
@@ -443,6 +449,9 @@ impl Port {
             let mtu = if ffi::rte_eth_dev_get_mtu(id, &mut mtu) == 0 { mtu } else { plan.mtu };
             let rss = if rx_queues > 1 && hf != 0 {
                 format!("RSS {} (symmetric key)", port_plan::rss_names(hf))
+            } else if rx_queues > 1 && name == "net_pcap" {
+                // net_pcap cannot hash: a queue per rx_pcap file, as the files were split.
+                "no RSS: a queue per rx_pcap file, each of which must hold whole IP pairs".to_owned()
             } else {
                 "no RSS".to_owned()
             };

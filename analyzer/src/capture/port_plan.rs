@@ -148,8 +148,13 @@ pub fn rss_types(c: &Capabilities, rx_queues: u16) -> Result<u64, String> {
 pub fn plan(c: &Capabilities, w: &Wanted) -> Result<PortPlan, String> {
     if w.rx_queues > c.max_rx_queues {
         let s = if c.max_rx_queues == 1 { "" } else { "s" };
+        // Only --rss asks for more than one (a queue per worker).
+        let instead = match c.driver.as_str() {
+            "net_pcap" => "one rx_pcap file per worker, each holding whole IP pairs, or run without --rss",
+            _ => "run without --rss: the capture thread then dispatches frames to the workers by IP pair",
+        };
         return Err(format!(
-            "{} has at most {} RX queue{s}, {} asked",
+            "{} has at most {} RX queue{s}, {} asked by --rss: {instead}",
             c.driver, c.max_rx_queues, w.rx_queues
         ));
     }
@@ -331,8 +336,12 @@ mod tests {
         let err = plan(&two, &wanted(1)).unwrap_err();
         assert!(err.contains("net_pcap has 2 rx_pcap files, one per RX queue, and 1 would be read"), "{err}");
         assert!(plan(&two, &wanted(2)).is_ok());
-        assert_eq!(plan(&pcap(), &wanted(2)).unwrap_err(), "net_pcap has at most 1 RX queue, 2 asked");
-        assert_eq!(plan(&two, &wanted(3)).unwrap_err(), "net_pcap has at most 2 RX queues, 3 asked");
+        assert!(plan(&pcap(), &wanted(2))
+            .unwrap_err()
+            .starts_with("net_pcap has at most 1 RX queue, 2 asked by --rss: one rx_pcap file per worker"));
+        assert!(plan(&two, &wanted(3))
+            .unwrap_err()
+            .starts_with("net_pcap has at most 2 RX queues, 3 asked by --rss"));
     }
 
     #[test]

@@ -116,7 +116,11 @@ impl VantageMap {
             };
             if !sources.contains(&id) {
                 let what = if kind == SourceKind::Port { "port" } else { "file" };
-                bail!("--vantage {what}:{id}: there is no {what} {id} (have {sources:?})");
+                let read = match kind {
+                    SourceKind::Port => "the ports read are those EAL found, or those --port names",
+                    _ => "the input files, numbered from 0 in the order given",
+                };
+                bail!("--vantage {what}:{id}: there is no {what} {id} among {sources:?} ({read})");
             }
             let i = usize::from(id);
             if m.by_source.len() <= i {
