@@ -8,7 +8,7 @@
 //! (`_seconds`, `_bytes`), `_total` for counters. Per-flow series are capped (the flows
 //! with the most bytes first) and the number left out is itself a series.
 
-use super::summary::{FlowSummary, Summary};
+use super::summary::{FlowSummary, LateByVantage, Summary};
 use crate::track::io::SIZE_CLASS_BOUNDS;
 use anyhow::{Context, Result};
 use bytes::Bytes;
@@ -260,28 +260,30 @@ fn packet_families(o: &mut String, p: &str, s: &Summary) {
     let _ = writeln!(o, "roceprobe_untracked_packets_total{{{p}}} {}", s.untracked_packets);
 }
 
+/// A counter family with a series per vantage.
+fn per_vantage(o: &mut String, p: &str, name: &str, help: &str, n: LateByVantage) {
+    family(o, name, "counter", help);
+    for (vantage, n) in [("compute", n.compute), ("storage", n.storage)] {
+        let _ = writeln!(o, "{name}{{{p},vantage=\"{vantage}\"}} {n}");
+    }
+}
+
 /// Packets that came after the reorder window, and frames it let go early.
 fn reorder_families(o: &mut String, p: &str, s: &Summary) {
-    family(
+    per_vantage(
         o,
+        p,
         "roceprobe_late_packets_total",
-        "counter",
         "RoCEv2 packets that came after the reorder window had passed them, by vantage.",
+        s.reorder.late_packets,
     );
-    let late = s.reorder.late_packets;
-    for (vantage, n) in [("compute", late.compute), ("storage", late.storage)] {
-        let _ = writeln!(o, "roceprobe_late_packets_total{{{p},vantage=\"{vantage}\"}} {n}");
-    }
-    family(
+    per_vantage(
         o,
+        p,
         "roceprobe_io_copies_after_end_total",
-        "counter",
         "NVMe capsules a vantage saw first after the other vantage's copies had ended their I/O, by vantage.",
+        s.reorder.io_copies_after_end,
     );
-    let after = s.reorder.io_copies_after_end;
-    for (vantage, n) in [("compute", after.compute), ("storage", after.storage)] {
-        let _ = writeln!(o, "roceprobe_io_copies_after_end_total{{{p},vantage=\"{vantage}\"}} {n}");
-    }
     family(
         o,
         "roceprobe_reorder_released_early_total",
@@ -289,16 +291,13 @@ fn reorder_families(o: &mut String, p: &str, s: &Summary) {
         "Frames analysed before the reorder window had passed them, for want of room.",
     );
     let _ = writeln!(o, "roceprobe_reorder_released_early_total{{{p}}} {}", s.reorder.released_early);
-    family(
+    per_vantage(
         o,
+        p,
         "roceprobe_mirror_duplicates_total",
-        "counter",
         "Second copies of packets from one mirror (both ports of a routed hop), counted once, by vantage.",
+        s.mirror_duplicates,
     );
-    let d = s.mirror_duplicates;
-    for (vantage, n) in [("compute", d.compute), ("storage", d.storage)] {
-        let _ = writeln!(o, "roceprobe_mirror_duplicates_total{{{p},vantage=\"{vantage}\"}} {n}");
-    }
 }
 
 /// What the reports and the latency series could not keep.
