@@ -71,8 +71,7 @@ fn every_segment_matches_the_truth_through_vlan_split_files_and_erspan_iii() {
         let t = truth(name);
         let fs = files(name, &t);
         let refs: Vec<&Path> = fs.iter().map(PathBuf::as_path).collect();
-        let args: Vec<String> =
-            t["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect();
+        let args: Vec<String> = scenario_args(&t);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let s = replay_summary(&refs, &args);
         assert_series(name, &s, &truth_series(&t, &ALL), &NVME_OPS);
@@ -198,8 +197,7 @@ fn timed_out_retransmitted_and_overflowed_ios_are_counted_as_the_truth_says() {
     let t = truth("nvme_faults");
     let fs = files("nvme_faults", &t);
     let refs: Vec<&Path> = fs.iter().map(PathBuf::as_path).collect();
-    let args: Vec<String> =
-        t["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect();
+    let args: Vec<String> = scenario_args(&t);
     assert!(args.contains(&"--io-timeout".to_owned()) && args.contains(&"--max-ios".to_owned()));
     let want = &t["io_outcomes"];
     // Through replay, which merges the two files by time. (DPDK's net_pcap replays each file
@@ -251,8 +249,7 @@ fn a_capsule_sent_again_after_its_io_finished_changes_no_io() {
         copies.push(path);
     }
     let refs: Vec<&Path> = copies.iter().map(PathBuf::as_path).collect();
-    let args: Vec<String> =
-        t["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect();
+    let args: Vec<String> = scenario_args(&t);
     let s = replay_summary(&refs, &args.iter().map(String::as_str).collect::<Vec<_>>());
     assert_series("nvme_split resent", &s, &truth_series(&t, &ALL), &NVME_OPS);
     let ios = &s["ios"];
@@ -410,8 +407,7 @@ fn a_reads_last_response_is_one_of_its_own_psns() {
     let t = truth("nvme_vlan");
     let fs = files("nvme_vlan", &t);
     let refs: Vec<&Path> = fs.iter().map(PathBuf::as_path).collect();
-    let mut args: Vec<String> =
-        t["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect();
+    let mut args: Vec<String> = scenario_args(&t);
     args.extend(["--max-ios", "8", "--slow-ios", "200"].map(String::from));
     let s = replay_summary(&refs, &args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(s["ios"]["overflowed"].as_u64().unwrap() > 100, "most commands not followed");
@@ -476,19 +472,11 @@ fn a_completion_one_mirror_missed_ends_its_io_when_that_mirror_sees_the_cid_agai
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let storage = dir.path().join("storage.pcap");
-    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&storage).unwrap()).unwrap();
-    let mut removed = 0;
-    for (ts, len, f) in roceprobe::capture::pcap::read_all_records(&fs[1]).unwrap() {
-        if ts == at(lost, "cqe@storage") {
-            removed += 1;
-            continue;
-        }
-        w.write(ts, &f, len).unwrap();
-    }
-    drop(w);
+    let (written, read) =
+        copy_capture(&fs[1], &storage, |ts, _| (ts != at(lost, "cqe@storage")).then_some(ts));
+    let removed = read - written;
     assert_eq!(removed, 1);
-    let args: Vec<String> =
-        t["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect();
+    let args: Vec<String> = scenario_args(&t);
     let mut extra: Vec<&str> = args.iter().map(String::as_str).collect();
     extra.extend(["--slow-ios", "1000"]);
     let s = replay_summary(&[&fs[0], &storage], &extra);
@@ -525,13 +513,8 @@ fn a_vantage_whose_copies_come_later_than_the_window_counts_each_io_once() {
     let fs = files("nvme_split", &t);
     let dir = tempfile::tempdir().unwrap();
     let storage = dir.path().join("storage.pcap");
-    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&storage).unwrap()).unwrap();
-    for (ts, len, f) in roceprobe::capture::pcap::read_all_records(&fs[1]).unwrap() {
-        w.write(ts + 2_000_000, &f, len).unwrap();
-    }
-    drop(w);
-    let args: Vec<String> =
-        t["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect();
+    copy_capture(&fs[1], &storage, |ts, _| Some(ts + 2_000_000));
+    let args: Vec<String> = scenario_args(&t);
     let extra: Vec<&str> = args.iter().map(String::as_str).collect();
     let s = replay_summary(&[&fs[0], &storage], &extra);
     let ios = t["ios"].as_array().unwrap();

@@ -50,7 +50,7 @@ fn cases() -> Vec<(String, Vec<PathBuf>, Vec<String>)> {
     for d in names {
         let t: Value = serde_json::from_str(&std::fs::read_to_string(d.join("truth.json")).unwrap()).unwrap();
         let files = t["files"].as_array().unwrap().iter().map(|f| d.join(f.as_str().unwrap())).collect();
-        let args = t["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect();
+        let args = scenario_args(&t);
         out.push((d.file_name().unwrap().to_string_lossy().into_owned(), files, args));
     }
     for c in REAL_CAPTURES {

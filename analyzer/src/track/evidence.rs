@@ -431,24 +431,9 @@ impl Evidence {
     }
 
     /// Keeps one tracked packet (of the flow in `slot`) in the ring and in every event
-    /// collecting its flow's packets; events whose window is over go to `out`.
-    #[inline]
-    pub fn keep(
-        &mut self,
-        slot: u32,
-        frame: &[u8],
-        wire_len: u32,
-        ts: u64,
-        vantage: Vantage,
-        out: &mut impl FnMut(EvidenceRecord),
-    ) {
-        self.hold(slot, frame, wire_len, ts, vantage);
-        self.observe(ts, out);
-    }
-
-    /// [`Evidence::keep`] without closing the records it completes: the analyzer joins the
-    /// signals the packet raised first (so that a record's verdict counts those of its last
-    /// packet), then closes them ([`Evidence::observe`]).
+    /// collecting its flow's packets. The records it completes are closed by the next
+    /// [`Evidence::observe`]: the analyzer joins the signals the packet raised first, so
+    /// that a record's verdict counts those of its last packet.
     pub fn hold(&mut self, slot: u32, frame: &[u8], wire_len: u32, ts: u64, vantage: Vantage) {
         let snap = self.cfg.snaplen as usize;
         let at = (self.seq % RING_PACKETS as u64) as usize;
@@ -469,7 +454,8 @@ impl Evidence {
         }
     }
 
-    /// Time moved on to `now` (with `--evidence-after DUR`, windows end by time too).
+    /// Time moved on to `now`: the records complete by then go to `out` (after
+    /// `--evidence-after N` packets, or with `--evidence-after DUR` by time).
     pub fn observe(&mut self, now: u64, out: &mut impl FnMut(EvidenceRecord)) {
         if !self.open.is_empty() {
             self.close_due(now, out);
@@ -711,6 +697,23 @@ fn add_signal(v: &mut Verdict, s: Signal) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Evidence {
+        /// A packet kept, then the records it completed closed, as the analyzer does for
+        /// a packet that raised no signal.
+        fn keep(
+            &mut self,
+            slot: u32,
+            frame: &[u8],
+            wire_len: u32,
+            ts: u64,
+            vantage: Vantage,
+            out: &mut impl FnMut(EvidenceRecord),
+        ) {
+            self.hold(slot, frame, wire_len, ts, vantage);
+            self.observe(ts, out);
+        }
+    }
 
     fn cfg(before: u32, after: After) -> EvidenceConfig {
         EvidenceConfig {

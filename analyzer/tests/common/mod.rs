@@ -333,6 +333,25 @@ pub fn epoch_ns(s: &str) -> u64 {
 /// A CSV report's row: column name → value.
 pub type Row = std::collections::BTreeMap<String, String>;
 
+/// Copies the capture `from` to `to`, each record at the time `edit` gives it (`None`
+/// leaves it out); returns the records written and those read.
+pub fn copy_capture(
+    from: &Path,
+    to: &Path,
+    mut edit: impl FnMut(u64, &[u8]) -> Option<u64>,
+) -> (usize, usize) {
+    let records = roceprobe::capture::pcap::read_all_records(from).unwrap();
+    let mut w = Writer::new(std::fs::File::create(to).unwrap()).unwrap();
+    let mut written = 0;
+    for (ts, len, f) in &records {
+        if let Some(ts) = edit(*ts, f) {
+            w.write(ts, f, *len).unwrap();
+            written += 1;
+        }
+    }
+    (written, records.len())
+}
+
 /// The rows of a CSV report.
 pub fn read_csv(path: &Path) -> Vec<Row> {
     let mut r = csv::Reader::from_path(path).unwrap();
