@@ -15,6 +15,7 @@ use super::evidence::{EventKind, IoRaised, Qp, Verdict};
 use super::index::hash_hosts;
 use super::list::{Linked, Links, List};
 use super::psn::Span;
+use super::recent::RecentKeys;
 use super::vantage::Vantage;
 use crate::metrics::latency::{LatencyRecorder, Op, Segment, SeriesKey, SLOT_UNKNOWN};
 use crate::wire::nvme::{Sgl, Sqe};
@@ -506,13 +507,12 @@ pub struct IoTracker {
     pub raised: Vec<IoRaised>,
     /// I/O events beyond that room, lost.
     pub raised_lost: u64,
-    /// The capsules of I/Os that finished lately, by hash (see [`IoTracker::recent_slot`]): a command
-    /// or completion sent again after its I/O finished is found here. Direct-mapped, a
-    /// slot per hash's low bits (a power of two of them, twice `--max-ios`), 0 when empty:
-    /// newer I/Os overwrite older ones. Each entry's bits 1 and 2 are the vantages
-    /// (compute, storage) that saw the capsule (see [`IoTracker::finished_lately`]).
-    recent: Vec<u64>,
-    /// Its hash, of fixed seeds: which capsules collide there is the same in every run.
+    /// The capsules of the last `--max-ios` I/Os that finished, by hash (see
+    /// [`IoTracker::recent_key`]), each with the vantages (bit 0 compute, bit 1 storage)
+    /// that saw it: a command or completion sent again after its I/O finished, or a late
+    /// vantage's copy of it, is found here (see [`IoTracker::finished_lately`]).
+    recent: RecentKeys,
+    /// Its hash, of fixed seeds: a run is the same every time, down to its buckets.
     recent_hash: ahash::RandomState,
 }
 
@@ -575,9 +575,6 @@ impl Overflows {
     }
 }
 
-/// The bits of an entry of [`IoTracker::recent`] that say which vantages saw the capsule.
-const SEEN_BITS: u64 = 0b110;
-
 fn vi(v: Vantage) -> usize {
     match v {
         Vantage::Compute => 0,
@@ -617,7 +614,8 @@ impl IoTracker {
             }),
             raised: Vec::new(),
             raised_lost: 0,
-            recent: vec![0; (2 * max_ios).next_power_of_two()],
+            // Two capsules an I/O.
+            recent: RecentKeys::new(2 * max_ios),
             recent_hash: super::bounded::fixed_hasher(),
         }
     }
@@ -632,28 +630,17 @@ impl IoTracker {
         psn: u32,
         completion: bool,
     ) -> Option<u8> {
-        let (at, k) = self.recent_slot(host, target, cid, psn, completion);
-        let e = self.recent[at];
-        (e & !SEEN_BITS == k).then_some(((e & SEEN_BITS) >> 1) as u8)
+        self.recent.get(self.recent_key(host, target, cid, psn, completion))
     }
 
-    /// Where a capsule is remembered in [`IoTracker::recent`], and by what: a hash of the
-    /// host, the target, the CID, the PSN and whether it is the command or the completion
-    /// (never 0), in the slot of its low bits.
-    fn recent_slot(
-        &self,
-        host: IpAddr,
-        target: IpAddr,
-        cid: u16,
-        psn: u32,
-        completion: bool,
-    ) -> (usize, u64) {
+    /// What a capsule is remembered by in [`IoTracker::recent`]: a hash of the host, the
+    /// target, the CID, the PSN and whether it is the command or the completion.
+    fn recent_key(&self, host: IpAddr, target: IpAddr, cid: u16, psn: u32, completion: bool) -> u64 {
         // The hosts as one word where both are IPv4 (see `hash_hosts`), the rest as another.
         let mut h = self.recent_hash.build_hasher();
         let rest = (u64::from(cid) << 32) | (u64::from(psn) << 1) | u64::from(completion);
         hash_hosts(&host, &target, rest, &mut h);
-        let h = h.finish();
-        (h as usize & (self.recent.len() - 1), (h & !SEEN_BITS) | 1)
+        h.finish()
     }
 
     /// Raises I/Os slower than `slow_ns`, and timeouts, for the evidence.
@@ -830,15 +817,15 @@ impl IoTracker {
         let (host, target, cid, rkey, va) = (io.host, io.target, io.cid, io.rkey, io.va);
         let me = Ref { slot: i as u32, generation: io.generation };
         // Its capsules, for copies of them sent again (see [`Packet`]).
-        let seen = |v: [bool; 2]| (u64::from(v[0]) | u64::from(v[1]) << 1) << 1;
+        let seen = |v: [bool; 2]| u8::from(v[0]) | u8::from(v[1]) << 1;
         let capsules = [
             (Some(io.sqe_psn), false, seen([0, 1].map(|v| io.sqe_first.at(v).is_some()))),
             (io.cqe_psn, true, seen([0, 1].map(|v| io.cqe.at(v).is_some()))),
         ];
         for (psn, completion, seen) in capsules {
             if let Some(psn) = psn {
-                let (at, k) = self.recent_slot(host, target, cid, psn, completion);
-                self.recent[at] = k | seen;
+                let key = self.recent_key(host, target, cid, psn, completion);
+                self.recent.remember(key, seen);
             }
         }
         // One lookup each: the entry found is the one removed. Out of its CID's chain.

@@ -14,6 +14,7 @@ pub mod list;
 pub mod memory;
 pub mod nvme;
 pub mod psn;
+pub mod recent;
 pub mod vantage;
 
 pub use analyzer::{Analyzer, AnalyzerConfig, Seen};
