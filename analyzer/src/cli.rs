@@ -138,7 +138,7 @@ pub struct CommonArgs {
     /// mirror_duplicates, and nothing else. 0: every copy counts. At most 1s
     #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = defaults::DUPLICATE_WINDOW, value_parser = parse_window)]
     pub duplicate_window: Duration,
-    /// An NVMe I/O without a completion after this long (packet time) is counted as timed out.
+    /// An NVMe I/O without a completion after this long (packet time) is counted as timed out. With two vantages it also bounds how long an I/O complete at one waits for the other's copies (see --reorder-window).
     #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = defaults::IO_TIMEOUT, value_parser = parse_interval)]
     pub io_timeout: Duration,
     /// Most NVMe I/Os awaiting their completion at once, per worker; further commands are

@@ -253,7 +253,7 @@ fn time_order(out: &mut String, s: &Summary) {
     if after.compute + after.storage > 0 {
         let _ = writeln!(
             out,
-            "  NVMe capsules after their I/O had ended at the other vantage: {} compute, {} storage (the vantages' copies more than --reorder-window apart: those I/Os lack these segments, and a few may be counted twice or as timed out; raise --reorder-window)",
+            "  NVMe capsules after their I/O had ended at the other vantage: {} compute, {} storage (an I/O complete at one vantage waits for the other's copies --reorder-window after its completion, and no longer than --io-timeout after its command: those I/Os lack these segments; raise both above the offset between the two mirrors' times)",
             after.compute, after.storage
         );
     }

@@ -1203,10 +1203,14 @@ impl IoTracker {
             }
             // Sent again after its I/O finished (see [`Packet`]), or, the first time this
             // vantage sees it, a copy that came after the other vantage's had ended its I/O:
-            // no I/O again.
+            // no I/O again. The latter is still this vantage seeing the CID used again: an
+            // earlier command with it that this vantage saw but never saw complete (one
+            // whose finished I/O was forgotten, which began an I/O of its own) lost its
+            // completion here, and must not take a later I/O's.
             None if finished.is_some_and(|seen| again || seen & (1 << v) == 0) => {
                 if !again {
                     self.copies_after_end[v] += 1;
+                    self.end_stale(first, target_qpn, v, None, rec);
                 }
                 return;
             }
@@ -1706,6 +1710,49 @@ mod tests {
         assert!(t.completion(at(s, 4_010), Some(9), 0, cqe, &mut h, &mut rec));
         let n = *t.counts().values().next().unwrap();
         assert_eq!((n.completed, n.timed_out, t.acks_lost()), (u64::from(more) + 1, 0, 0));
+    }
+
+    /// The storage mirror's copies come after their I/Os ended at the compute vantage,
+    /// with room for the capsules of two finished I/Os. CID 0's first read lost its
+    /// completion at both vantages; the host used CID 0 again. At storage the first read's
+    /// command, forgotten by then, begins an I/O of its own; the second read's command, still
+    /// remembered, is a copy after its I/O's end, and tells storage that CID 0 was used
+    /// again: the stray I/O ends there, timed out. Its completion, forgotten by the time it
+    /// comes, answers nothing. Before, the stray I/O stayed open and took that completion:
+    /// a read completed from one read's command to the next one's completion.
+    #[test]
+    fn a_late_copy_of_a_reused_cid_ends_the_forgotten_command_it_follows() {
+        let mut t = IoTracker::new(2, 1_000_000_000).with_vantage_wait(10);
+        let mut rec = LatencyRecorder::new(16, 4);
+        let mut h = NONE;
+        let (c, s) = (Vantage::Compute, Vantage::Storage);
+        let cqe = Packet { psn: 600, again: false };
+        // Compute: CID 0's first read (no completion), then its second, which ends the
+        // first; the second completes and is ACKed, and finishes after its wait.
+        t.command(at(c, 0), sent(100), &read(0), &mut h, &mut rec);
+        t.command(at(c, 10), sent(101), &read(0), &mut h, &mut rec);
+        assert!(t.completion(at(c, 20), Some(9), 0, cqe, &mut h, &mut rec));
+        t.ack(at(c, 30), 9, 600, &mut h, &mut rec);
+        t.expire(100, &mut rec);
+        // CID 1's read, finished the same way: the first read's command is forgotten.
+        t.command(at(c, 200), sent(102), &read(1), &mut h, &mut rec);
+        assert!(t.completion(at(c, 210), Some(9), 1, Packet { psn: 601, again: false }, &mut h, &mut rec));
+        t.ack(at(c, 220), 9, 601, &mut h, &mut rec);
+        t.expire(300, &mut rec);
+        // Storage, late: the first read's command, then the second's.
+        t.command(at(s, 1_000), sent(100), &read(0), &mut h, &mut rec);
+        t.command(at(s, 1_010), sent(101), &read(0), &mut h, &mut rec);
+        assert_eq!(t.take_copies_after_end(), [0, 1]);
+        // CID 2's read at compute, finished: the second read's capsules are forgotten too.
+        t.command(at(c, 1_100), sent(103), &read(2), &mut h, &mut rec);
+        assert!(t.completion(at(c, 1_110), Some(9), 2, Packet { psn: 602, again: false }, &mut h, &mut rec));
+        t.ack(at(c, 1_120), 9, 602, &mut h, &mut rec);
+        t.expire(1_200, &mut rec);
+        // Storage's copy of the second read's completion answers nothing.
+        assert!(!t.completion(at(s, 1_300), Some(9), 0, cqe, &mut h, &mut rec));
+        t.finish_all(&mut rec);
+        let n = *t.counts().values().next().unwrap();
+        assert_eq!((n.completed, n.timed_out, n.unfinished), (3, 2, 0));
     }
 
     #[test]
