@@ -191,8 +191,9 @@ pub struct CommonArgs {
     /// (summary ios.slowest, the exit report); 0: none.
     #[arg(long, allow_hyphen_values = true, value_name = "K", default_value_t = defaults::SLOW_IOS, value_parser = parse_slow_ios)]
     pub slow_ios: usize,
-    /// A collective job's hosts, named (repeatable): NAME=CIDR[,CIDR...] (a NAME without a
-    /// comma, not an address), e.g. llm=10.1.0.0/16; two jobs' ranges may not overlap. A
+    /// A collective job's hosts, named (repeatable; rules of one NAME are one job):
+    /// NAME=CIDR[,CIDR...] (a NAME without a comma, not an address), e.g. llm=10.1.0.0/16;
+    /// two jobs' ranges may not overlap. A
     /// job's steps are the RC requests between its hosts. Hosts no rule names are grouped
     /// by themselves: those that RC requests (SEND, WRITE, READ, atomics; not NVMe)
     /// connect form one job per connected group, named by their lowest address.
@@ -232,7 +233,7 @@ pub struct CommonArgs {
     pub evidence_max_per_minute: u32,
     /// Evidence: the files in --evidence-dir take at most SIZE bytes (suffixes K, M, G); the
     /// oldest are removed first.
-    #[arg(long, requires = "evidence_dir", allow_hyphen_values = true, value_name = "SIZE", default_value = defaults::EVIDENCE_MAX_BYTES, value_parser = parse_size)]
+    #[arg(long, requires = "evidence_dir", allow_hyphen_values = true, value_name = "SIZE", default_value = defaults::EVIDENCE_MAX_BYTES, value_parser = parse_evidence_max_bytes)]
     pub evidence_max_bytes: u64,
 }
 
@@ -384,6 +385,11 @@ fn parse_probe_id(s: &str) -> Result<String, String> {
 
 /// Bytes, with an optional K, M or G (powers of 1024); at least 1 KiB.
 pub fn parse_size(s: &str) -> Result<u64, String> {
+    parse_size_min(s, 1 << 10)
+}
+
+/// [`parse_size`], at least `min` bytes (the one bound each option names).
+fn parse_size_min(s: &str, min: u64) -> Result<u64, String> {
     let (num, mult) = match s.char_indices().last() {
         Some((i, 'K' | 'k')) => (&s[..i], 1u64 << 10),
         Some((i, 'M' | 'm')) => (&s[..i], 1 << 20),
@@ -391,8 +397,8 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         _ => (s, 1),
     };
     match num.parse::<u64>().ok().and_then(|n| n.checked_mul(mult)) {
-        Some(b) if b >= 1024 => Ok(b),
-        Some(_) => Err(format!("'{s}' is too small (at least 1K)")),
+        Some(b) if b >= min => Ok(b),
+        Some(_) => Err(format!("'{s}' is too small (at least {})", size_text(min))),
         None => Err(format!("'{s}' is not a size (a number of bytes, optionally with K, M or G)")),
     }
 }
@@ -400,12 +406,12 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 /// `--csv-retain`: a size of at least 16 KiB (the reports' current files, eight or nine with
 /// events.csv, need room).
 fn parse_retain(s: &str) -> Result<u64, String> {
-    match parse_size(s)? {
-        b if b < defaults::CSV_RETAIN_MIN_BYTES => {
-            Err(format!("'{s}' is too small (at least {})", defaults::CSV_RETAIN_MIN))
-        }
-        b => Ok(b),
-    }
+    parse_size_min(s, defaults::CSV_RETAIN_MIN_BYTES)
+}
+
+/// `--evidence-max-bytes`: at least 64 KiB.
+fn parse_evidence_max_bytes(s: &str) -> Result<u64, String> {
+    parse_size_min(s, 64 << 10)
 }
 
 fn parse_compress(s: &str) -> Result<Compression, String> {
@@ -600,6 +606,7 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
+    crate::capture::pcap::stop_streams_with(Arc::clone(&stop));
     Ok(Arc::clone(STOP.get_or_init(|| stop)))
 }
 
@@ -622,11 +629,6 @@ impl Outputs {
         check_flow_memory(common)?;
         crate::metrics::steps::check_job_rules(&common.jobs).map_err(anyhow::Error::msg)?;
         csv_rotation(common)?;
-        if let Some(e) = evidence_settings(common) {
-            if e.output.max_bytes < 64 * 1024 {
-                bail!("--evidence-max-bytes {} is too small (at least 64K)", size_text(e.output.max_bytes));
-            }
-        }
         let place = |option: &str, path: &Path, dir: bool, what: &str| {
             can_make(path, dir)
                 .map_err(|why| anyhow::anyhow!("{option}: cannot {what} {} ({why})", path.display()))
@@ -831,6 +833,9 @@ enum Mode {
 
 fn replay(a: ReplayArgs) -> Result<()> {
     let prometheus = Outputs::check(&a.common, &a.files)?;
+    // Before the inputs are opened: a pipe's first bytes may be long in coming, and a signal
+    // meanwhile ends the run as one during it does.
+    stop_flag()?;
     let mut replay = Replay::open(&a.files)?;
     let ids: Vec<u16> = (0..a.files.len() as u16).collect();
     let vantages = VantageMap::new(&a.common.vantages, SourceKind::File, &ids)?;
@@ -887,7 +892,8 @@ fn check_live_options(a: &LiveArgs) -> Result<()> {
 }
 
 fn live(a: LiveArgs) -> Result<()> {
-    let prometheus = Outputs::check(&a.common, &[])?;
+    // The files net_pcap vdevs read are inputs as replay's are: no output may be one.
+    let prometheus = Outputs::check(&a.common, &crate::capture::dpdk::vdev_files(&a.eal_args))?;
     check_live_options(&a)?;
     stop_flag()?;
     let looped = crate::capture::dpdk::looped_vdevs(&a.eal_args, a.mbuf_size)?;

@@ -824,6 +824,12 @@ pub fn looped_vdevs(eal_args: &[String], mbuf_size: u16) -> Result<Looped> {
     looped(size, Some(note))
 }
 
+/// The capture files the net_pcap vdevs among EAL's arguments read (`rx_pcap`), for the
+/// checks that keep the run's outputs off its inputs.
+pub fn vdev_files(eal_args: &[String]) -> Vec<std::path::PathBuf> {
+    pcap_vdevs(eal_args).flat_map(|v| v.files).map(std::path::PathBuf::from).collect()
+}
+
 /// A net_pcap `--vdev` among EAL's arguments: its name, the files it reads (`rx_pcap`),
 /// and whether it loops them (`infinite_rx=1`).
 struct PcapVdev<'a> {
@@ -1231,6 +1237,25 @@ pub fn pin_thread(cpus: &[usize]) {
             libc::CPU_SET(c, &mut set);
         }
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// Waits up to `timeout_ms` for `fd` to have bytes to read (or its writer's end closed, or
+/// an error, which the read then tells): whether it has. Interrupted by a signal: `false`,
+/// as if the time had run out. (Here with the crate's other calls into C.)
+pub fn wait_readable(fd: std::os::fd::RawFd, timeout_ms: i32) -> std::io::Result<bool> {
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one pollfd, valid for the call.
+    match unsafe { libc::poll(&mut p, 1, timeout_ms) } {
+        n if n < 0 => {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                Ok(false)
+            } else {
+                Err(e)
+            }
+        }
+        n => Ok(n > 0),
     }
 }
 

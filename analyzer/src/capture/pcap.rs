@@ -14,6 +14,48 @@ use std::path::{Path, PathBuf};
 
 const READ_BUFFER: usize = 1 << 20;
 
+/// The run's stop flag (SIGINT, SIGTERM), for the inputs read as streams (see
+/// [`StreamRead`]); set once, by whoever registers the signals.
+static STOP: std::sync::OnceLock<std::sync::Arc<std::sync::atomic::AtomicBool>> = std::sync::OnceLock::new();
+
+/// Makes `flag` end the reading of every input read as a stream (a pipe, a FIFO) once set.
+pub fn stop_streams_with(flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    let _ = STOP.set(flag);
+}
+
+/// An input that is not a regular file (a pipe, a FIFO), read as a stream. Its writer may go
+/// quiet without closing it: a read waits for bytes a tenth of a second at a time, and once
+/// the run is asked to stop the stream ends there, as if its writer had closed it, so that
+/// the run ends with its reports instead of waiting in the read (or being killed).
+struct StreamRead {
+    file: File,
+    reads: u32,
+}
+
+impl std::io::Read for StreamRead {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        self.reads = self.reads.saturating_add(1);
+        // The reader, once it knows the format from the first read, reads a second time to
+        // fill its buffer before it reads any packet: a stream whose first bytes hold
+        // whole packets must not wait there for more (nothing would be analysed until its
+        // writer sent 1 MiB more or closed it), and a short read is no end there.
+        let second = self.reads == 2;
+        loop {
+            if STOP.get().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) {
+                return Ok(0);
+            }
+            let wait = if second { 0 } else { 100 };
+            match super::dpdk::wait_readable(self.file.as_raw_fd(), wait)? {
+                false if second => return Ok(0),
+                false => continue,
+                // Bytes, the writer's end closed, or an error: the read says which.
+                true => return self.file.read(buf),
+            }
+        }
+    }
+}
+
 /// One pcapng interface: link type and timestamp units.
 #[derive(Debug, Clone, Copy)]
 struct Interface {
@@ -135,8 +177,19 @@ impl FileReader {
         if file.metadata().map(|m| m.is_dir()).unwrap_or(false) {
             bail!("{} is a directory, not a capture file", path.display());
         }
-        let reader = match pcap_parser::create_reader(READ_BUFFER, file) {
+        let regular = file.metadata().is_ok_and(|m| m.is_file());
+        let read = if regular {
+            pcap_parser::create_reader(READ_BUFFER, file)
+        } else {
+            pcap_parser::create_reader(READ_BUFFER, StreamRead { file, reads: 0 })
+        };
+        let reader = match read {
             Ok(r) => r,
+            Err(PcapError::Eof)
+                if STOP.get().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) =>
+            {
+                bail!("{}: stopped before its first bytes came", path.display())
+            }
             Err(PcapError::Eof) => bail!("{} is empty, not a pcap or pcapng file", path.display()),
             Err(PcapError::ReadError) => bail!("cannot read {}", path.display()),
             Err(_) => bail!("{} is not a pcap or pcapng file", path.display()),

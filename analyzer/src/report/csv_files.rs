@@ -192,7 +192,8 @@ impl Report {
 
 fn start(dir: &Path, stem: &str, header: &str) -> Result<(File, u64)> {
     let path = dir.join(format!("{stem}.csv"));
-    let mut f = File::create(&path).with_context(|| format!("--csv-dir: cannot write {}", path.display()))?;
+    let mut f = super::create_regular(&path, false)
+        .with_context(|| format!("--csv-dir: cannot write {}", path.display()))?;
     let head = format!("{header}\r\n");
     f.write_all(head.as_bytes()).with_context(|| format!("--csv-dir: cannot write {}", path.display()))?;
     Ok((f, head.len() as u64))
@@ -620,7 +621,7 @@ impl Writer {
         let compressed = (|| -> io::Result<u64> {
             let mut input = File::open(&plain)?;
             let out = Budgeted {
-                file: File::create(&tmp)?,
+                file: super::create_regular(&tmp, false)?,
                 written: 0,
                 retained: &mut self.retained,
                 limit: self.rotation.retain_bytes,

@@ -403,15 +403,22 @@ impl EvidenceWriter {
         self.make_room(size, t)?;
         let mut name = file_name(&rec.event);
         let mut n = 1;
-        while self.out.dir.join(&name).exists() {
+        // Taken names (a link too, even one that leads nowhere) are left alone.
+        while std::fs::symlink_metadata(self.out.dir.join(&name)).is_ok() {
             n += 1;
             name = format!("{}-{n}.pcapng", file_name(&rec.event).trim_end_matches(".pcapng"));
         }
         let path = self.out.dir.join(&name);
-        let written =
-            std::fs::File::create(&path).and_then(|mut f| f.write_all(&bytes).and_then(|_| f.flush()));
+        let mut made = false;
+        let written = super::create_regular(&path, true).and_then(|mut f| {
+            made = true;
+            f.write_all(&bytes).and_then(|_| f.flush())
+        });
         if let Err(e) = written {
-            let _ = std::fs::remove_file(&path);
+            // Only what this run made is removed.
+            if made {
+                let _ = std::fs::remove_file(&path);
+            }
             return Err(e).with_context(|| format!("cannot write {}", path.display()));
         }
         self.files.push_back((path, size));

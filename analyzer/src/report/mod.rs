@@ -23,6 +23,42 @@ pub fn can_write_in(dir: &std::path::Path) -> std::io::Result<()> {
     made
 }
 
+/// Creates (or empties) a file the probe names in a directory it writes into (the CSV
+/// reports, the evidence files), refusing whatever is not a regular file there: a symbolic
+/// link would send the output wherever it points (a probe often runs as root), a FIFO would
+/// block the run, a device would take the rows. With `new`, only a file not there yet.
+pub fn create_regular(path: &std::path::Path, new: bool) -> std::io::Result<std::fs::File> {
+    use std::io::{Error, ErrorKind};
+    use std::os::unix::fs::OpenOptionsExt;
+    let refuse =
+        |what: &str| Error::new(ErrorKind::InvalidInput, format!("it is {what}, not a regular file"));
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => return Err(refuse("a symbolic link")),
+        Ok(m) if !m.is_file() => return Err(refuse("a FIFO, socket, device or directory")),
+        _ => {}
+    }
+    let mut open = std::fs::OpenOptions::new();
+    open.write(true);
+    if new {
+        open.create_new(true);
+    } else {
+        open.create(true);
+    }
+    // The same checks where they cannot race: no link followed, no wait on a FIFO.
+    let f = open.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            refuse("a symbolic link")
+        } else {
+            e
+        }
+    })?;
+    if !f.metadata()?.is_file() {
+        return Err(refuse("a FIFO, socket, device or directory"));
+    }
+    f.set_len(0)?;
+    Ok(f)
+}
+
 /// A live output (the dashboard, the Prometheus page): the stats side publishes to it once
 /// per interval what the run has measured so far. It must not block: the workers' reports
 /// queue behind it.

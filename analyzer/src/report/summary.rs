@@ -522,7 +522,13 @@ impl SummarySink {
                     Some(part) => {
                         f.file.write_all(text.as_bytes()).with_context(what)?;
                         f.file.sync_all().with_context(what)?;
-                        std::fs::rename(part, &f.path).with_context(what)?;
+                        if let Err(e) = std::fs::rename(part, &f.path) {
+                            // The part file holds the whole summary: kept, and named.
+                            f.done = true;
+                            return Err(e).with_context(|| {
+                                format!("{} (the whole summary is in {})", what(), part.display())
+                            });
+                        }
                     }
                     None => f.file.write_all(text.as_bytes()).with_context(what)?,
                 }
@@ -530,5 +536,27 @@ impl SummarySink {
                 Ok(())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The summary's place became a directory during the run (the rename that puts it there
+    /// fails): the error names the part file, which is kept with the whole summary.
+    #[test]
+    fn a_summary_that_cannot_be_put_in_place_is_kept_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        let sink = SummarySink::open(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        std::fs::write(path.join("x"), "x").unwrap();
+        let s = crate::report::table::tests::summary(vec![]);
+        let err = format!("{:#}", sink.write(&s).unwrap_err());
+        let part = dir.path().join(".s.json.roceprobe-part");
+        assert!(err.contains(&format!("(the whole summary is in {})", part.display())), "{err}");
+        let kept: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&part).unwrap()).unwrap();
+        assert_eq!(kept["packets"], 10);
     }
 }

@@ -500,11 +500,12 @@ fn table(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::capture::SourceStats;
 
-    fn summary(ports: Vec<SourceStats>) -> Summary {
+    /// A small run's summary, with these ports.
+    pub(crate) fn summary(ports: Vec<SourceStats>) -> Summary {
         Summary {
             packets: 10,
             roce_packets: 7,
