@@ -187,7 +187,20 @@ fn a_signal_ends_a_replay_whose_pipe_went_quiet_with_its_reports() {
     let bytes = std::fs::read(&c).unwrap();
     let mut writer = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
     std::io::Write::write_all(&mut writer, &bytes).unwrap();
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    // Until the probe has read every byte (the pipe holds none), and a second more.
+    let unread = || {
+        let mut n: libc::c_int = 0;
+        assert_eq!(
+            unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&writer), libc::FIONREAD, &mut n) },
+            0
+        );
+        n
+    };
+    let t0 = std::time::Instant::now();
+    while unread() > 0 && t0.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(1));
     unsafe { libc::kill(probe.id() as i32, libc::SIGTERM) };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || tx.send(probe.wait_with_output()));
@@ -197,6 +210,25 @@ fn a_signal_ends_a_replay_whose_pipe_went_quiet_with_its_reports() {
     assert!(o.status.success(), "{err}");
     let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(s["packets"].as_u64(), Some(tshark_count(&c, "frame") as u64), "{err}");
+    // A FIFO no writer ever opened: the run waits for its first bytes, and a signal ends
+    // the wait, in one line (it waited in the open, where a signal only restarted it).
+    let quiet = d.path().join("quiet");
+    let name = std::ffi::CString::new(quiet.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+    let probe = std::process::Command::new(bin())
+        .args(["replay", "-q", quiet.to_str().unwrap()])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    unsafe { libc::kill(probe.id() as i32, libc::SIGTERM) };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(probe.wait_with_output()));
+    let o = rx.recv_timeout(std::time::Duration::from_secs(30)).expect("the probe ended").unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("stopped before its first bytes came"), "{err}");
 }
 
 #[test]
@@ -548,23 +580,27 @@ fn unwritable_output_paths() {
 fn outputs_in_a_directory_are_never_written_through_a_link_or_into_a_fifo() {
     // A link named like a report in --csv-dir (the probe often runs as root) would have the
     // report written over whatever it points to; a FIFO would block the run before any work.
-    // Each is refused by name before any work starts, and the file linked to is left as it
-    // was.
+    // Each is refused by name before any work starts; the file linked to, and an earlier
+    // run's reports (flows.csv is made before ports.csv), are left as they were.
     let c = capture("rdma_write_bw.pcap");
     let c = c.to_str().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let victim = dir.path().join("victim");
     std::fs::write(&victim, "keep me").unwrap();
     let csv = dir.path().join("csv");
-    std::fs::create_dir(&csv).unwrap();
-    let link = csv.join("flows.csv");
-    std::os::unix::fs::symlink(&victim, &link).unwrap();
     let d = csv.to_str().unwrap();
+    assert!(run(&["replay", "-q", "--csv-dir", d, c]).status.success());
+    let flows = std::fs::read(csv.join("flows.csv")).unwrap();
+    assert!(flows.len() > 200, "an earlier run's rows");
+    let link = csv.join("ports.csv");
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
     assert_one_line_error(
         &["replay", "-q", "--csv-dir", d, c],
         &format!("--csv-dir: cannot write {}: it is a symbolic link, not a regular file", link.display()),
     );
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    assert_eq!(std::fs::read(csv.join("flows.csv")).unwrap(), flows);
     std::fs::remove_file(&link).unwrap();
     let fifo = std::ffi::CString::new(link.to_str().unwrap()).unwrap();
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
@@ -575,6 +611,7 @@ fn outputs_in_a_directory_are_never_written_through_a_link_or_into_a_fifo() {
             link.display()
         ),
     );
+    assert_eq!(std::fs::read(csv.join("flows.csv")).unwrap(), flows);
 }
 
 #[test]

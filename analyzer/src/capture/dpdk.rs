@@ -1259,6 +1259,18 @@ pub fn wait_readable(fd: std::os::fd::RawFd, timeout_ms: i32) -> std::io::Result
     }
 }
 
+/// Clears `O_NONBLOCK` on a file opened with it (so that the open did not wait).
+pub fn set_blocking(f: &std::fs::File) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = f.as_raw_fd();
+    // SAFETY: fcntl on a descriptor the file owns, with no pointer argument.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// A file mapped read-only into memory, for replay to read frames in place.
 pub struct Mapping {
     ptr: NonNull<u8>,

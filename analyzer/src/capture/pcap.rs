@@ -49,8 +49,12 @@ impl std::io::Read for StreamRead {
             match super::dpdk::wait_readable(self.file.as_raw_fd(), wait)? {
                 false if second => return Ok(0),
                 false => continue,
-                // Bytes, the writer's end closed, or an error: the read says which.
-                true => return self.file.read(buf),
+                // Bytes, the writer's end closed, or an error: the read says which (a
+                // FIFO no writer has opened yet has nothing to say: waited on again).
+                true => match self.file.read(buf) {
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                    r => return r,
+                },
             }
         }
     }
@@ -173,7 +177,13 @@ impl FileReader {
     /// packets read ahead) until [`FileReader::tell_warnings`]: a file that is then read
     /// in place instead says it once, from that reader.
     fn open_holding_warnings(path: &Path) -> Result<Self> {
-        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        // Not waiting in the open: a FIFO's open waits for a writer, and signals only
+        // restart it; its reads wait instead, a signal ending them (see `StreamRead`).
+        let file = {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)
+        }
+        .with_context(|| format!("cannot open {}", path.display()))?;
         if file.metadata().map(|m| m.is_dir()).unwrap_or(false) {
             bail!("{} is a directory, not a capture file", path.display());
         }

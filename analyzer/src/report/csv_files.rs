@@ -422,6 +422,12 @@ pub(super) fn prepare_writer(
     reports: Vec<(&'static str, String)>,
     known: &'static [&'static str],
 ) -> Result<(Link, Unstarted)> {
+    // Every name checked before the first file is made: a refused one empties none.
+    for (stem, _) in &reports {
+        let path = dir.join(format!("{stem}.csv"));
+        super::refuse_irregular(&path)
+            .with_context(|| format!("--csv-dir: cannot write {}", path.display()))?;
+    }
     let reports =
         reports.into_iter().map(|(stem, header)| Report::create(dir, stem, header)).collect::<Result<_>>()?;
     let (jobs_tx, jobs_rx) = crossbeam_channel::bounded(QUEUE);

@@ -28,15 +28,8 @@ pub fn can_write_in(dir: &std::path::Path) -> std::io::Result<()> {
 /// link would send the output wherever it points (a probe often runs as root), a FIFO would
 /// block the run, a device would take the rows. With `new`, only a file not there yet.
 pub fn create_regular(path: &std::path::Path, new: bool) -> std::io::Result<std::fs::File> {
-    use std::io::{Error, ErrorKind};
     use std::os::unix::fs::OpenOptionsExt;
-    let refuse =
-        |what: &str| Error::new(ErrorKind::InvalidInput, format!("it is {what}, not a regular file"));
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => return Err(refuse("a symbolic link")),
-        Ok(m) if !m.is_file() => return Err(refuse("a FIFO, socket, device or directory")),
-        _ => {}
-    }
+    refuse_irregular(path)?;
     let mut open = std::fs::OpenOptions::new();
     open.write(true);
     if new {
@@ -45,18 +38,28 @@ pub fn create_regular(path: &std::path::Path, new: bool) -> std::io::Result<std:
         open.create(true);
     }
     // The same checks where they cannot race: no link followed, no wait on a FIFO.
-    let f = open.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path).map_err(|e| {
-        if e.raw_os_error() == Some(libc::ELOOP) {
-            refuse("a symbolic link")
-        } else {
-            e
-        }
-    })?;
+    let f = open.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path)?;
     if !f.metadata()?.is_file() {
-        return Err(refuse("a FIFO, socket, device or directory"));
+        return Err(irregular("a FIFO, socket, device or directory"));
     }
+    // Written as any file is: the flag was for the open only.
+    crate::capture::dpdk::set_blocking(&f)?;
     f.set_len(0)?;
     Ok(f)
+}
+
+fn irregular(what: &str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("it is {what}, not a regular file"))
+}
+
+/// [`create_regular`]'s refusal, without creating anything: checked for every file of a
+/// set before the first is made, so that a refused name leaves the others as they were.
+pub fn refuse_irregular(path: &std::path::Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => Err(irregular("a symbolic link")),
+        Ok(m) if !m.is_file() => Err(irregular("a FIFO, socket, device or directory")),
+        _ => Ok(()),
+    }
 }
 
 /// A live output (the dashboard, the Prometheus page): the stats side publishes to it once

@@ -494,7 +494,9 @@ impl SummarySink {
             path.with_file_name(format!(".{name}.roceprobe-part"))
         });
         let file = match &part {
-            Some(p) => std::fs::File::create(p),
+            // A name of the probe's own beside the summary: a regular file only (see
+            // `create_regular`), never written through a link left there.
+            Some(p) => super::create_regular(p, false),
             None => std::fs::OpenOptions::new().write(true).open(path),
         }
         .with_context(|| format!("--summary: cannot write {}", path.display()))?;

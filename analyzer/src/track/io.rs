@@ -512,7 +512,8 @@ pub struct IoTracker {
     /// that saw it: a command or completion sent again after its I/O finished, or a late
     /// vantage's copy of it, is found here (see [`IoTracker::finished_lately`]).
     recent: RecentKeys,
-    /// Its hash, of fixed seeds: a run is the same every time, down to its buckets.
+    /// Its hash, of seeds drawn at start: which capsules the table probes past each other
+    /// for cannot be chosen by the traffic (results depend only on the keys' equality).
     recent_hash: ahash::RandomState,
 }
 
@@ -616,7 +617,7 @@ impl IoTracker {
             raised_lost: 0,
             // Two capsules an I/O.
             recent: RecentKeys::new(2 * max_ios),
-            recent_hash: super::bounded::fixed_hasher(),
+            recent_hash: ahash::RandomState::new(),
         }
     }
 

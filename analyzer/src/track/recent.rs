@@ -3,9 +3,10 @@
 
 /// The last `capacity` keys remembered, each with two bits of its own, forgotten in the
 /// order they were remembered: a key stays until `capacity` more have been remembered after
-/// it, whichever they are. Keys are 64-bit hashes; two keys equal in their high 61 bits are
-/// one key. Allocated at start (12 bytes a key), never grows; each operation touches a few
-/// words, without a loop over the whole.
+/// it, whichever they are. Keys are 64-bit hashes (of seeds the traffic cannot know: the
+/// probing's runs are as short as the table's load makes them); two keys equal in their
+/// high 61 bits are one key. Allocated at start (16 bytes a key: 8 in the ring, 4 in an
+/// index at least twice its size), never grows.
 pub struct RecentKeys {
     /// The keys in the order they were remembered, each with its bits (see [`entry`]), 0
     /// in a place not used yet; `next` is the place the next key takes.
@@ -117,8 +118,8 @@ mod tests {
     use super::*;
     use std::collections::VecDeque;
 
-    /// Keys whose low bits are the entry's own and whose home buckets collide, to make
-    /// probing runs long.
+    /// Key `n`: low bits the entry's own, home bucket `n` (wrapped at the table's size): a
+    /// small range of them makes long runs of buckets, and wraps the table's end.
     fn key(n: u64) -> u64 {
         (n << 3) | 0b101
     }
