@@ -168,6 +168,14 @@ fn a_damaged_pcapng_block_ends_its_file_there_with_a_warning() {
     assert!(err.contains("damaged record after 30 packets; stopping this file there"), "{err}");
 }
 
+/// SIGTERM to a running probe, and what it gave once it ended (within 30 s).
+fn terminate(probe: std::process::Child) -> std::process::Output {
+    unsafe { libc::kill(probe.id() as i32, libc::SIGTERM) };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(probe.wait_with_output()));
+    rx.recv_timeout(std::time::Duration::from_secs(30)).expect("the probe ended").unwrap()
+}
+
 #[test]
 fn a_signal_ends_a_replay_whose_pipe_went_quiet_with_its_reports() {
     // A FIFO's writer sends a whole capture and keeps the FIFO open. SIGTERM then ends the
@@ -201,10 +209,7 @@ fn a_signal_ends_a_replay_whose_pipe_went_quiet_with_its_reports() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     std::thread::sleep(std::time::Duration::from_secs(1));
-    unsafe { libc::kill(probe.id() as i32, libc::SIGTERM) };
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || tx.send(probe.wait_with_output()));
-    let o = rx.recv_timeout(std::time::Duration::from_secs(30)).expect("the probe ended").unwrap();
+    let o = terminate(probe);
     drop(writer);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
@@ -221,10 +226,7 @@ fn a_signal_ends_a_replay_whose_pipe_went_quiet_with_its_reports() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_secs(1));
-    unsafe { libc::kill(probe.id() as i32, libc::SIGTERM) };
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || tx.send(probe.wait_with_output()));
-    let o = rx.recv_timeout(std::time::Duration::from_secs(30)).expect("the probe ended").unwrap();
+    let o = terminate(probe);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
