@@ -21,7 +21,7 @@ use crate::track::VantageMap;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -1269,7 +1269,19 @@ fn execute(
         }
         Err(e) => (Err(e), None),
     };
+    // A replay ends at the end of its files; one stopped sooner (SIGINT, SIGTERM, the
+    // dashboard's q) is told, as its summary looks complete otherwise. (Read as the run
+    // ends: a finished replay's dashboard waits for its q after it.)
+    let cut_short = replaying && stop.load(Ordering::Relaxed);
     let shown = live.finish(&mut summary, &mut sink);
+    if cut_short {
+        if let Ok(s) = &summary {
+            crate::note!(
+                "roceprobe: warning: the replay was stopped before the end of its input: the summary and reports hold the {} frames read before it",
+                s.summary.packets
+            );
+        }
+    }
     let written = print_and_write(common, &summary?.summary, sink);
     let stopped = stopped
         .map(|e| e.context("the run stopped early: the summary and reports hold what was measured before"));

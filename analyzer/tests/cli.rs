@@ -215,6 +215,10 @@ fn a_signal_ends_a_replay_whose_pipe_went_quiet_with_its_reports() {
     assert!(o.status.success(), "{err}");
     let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(s["packets"].as_u64(), Some(tshark_count(&c, "frame") as u64), "{err}");
+    assert!(
+        err.contains("the replay was stopped before the end of its input: the summary and reports hold the 60 frames read before it"),
+        "{err}"
+    );
     // A FIFO no writer ever opened: the run waits for its first bytes, and a signal ends
     // the wait, in one line (it waited in the open, where a signal only restarted it).
     let quiet = d.path().join("quiet");
