@@ -234,6 +234,7 @@ impl CsvWriter {
 
     /// As [`CsvWriter::create`], with events.csv too when `events` (`--evidence-dir`).
     pub fn create_with_events(dir: &Path, rotation: Rotation, events: bool) -> Result<Self> {
+        let made_dir = !dir.exists();
         std::fs::create_dir_all(dir)
             .with_context(|| format!("--csv-dir: cannot create {}", dir.display()))?;
         let headers = [
@@ -249,12 +250,26 @@ impl CsvWriter {
         ];
         // events.csv is the last report: without evidence it is left out.
         let reports = if events { STEMS.len() } else { STEMS.len() - 1 };
-        let (link, unstarted) = super::csv_files::prepare_writer(
+        let prepared = super::csv_files::prepare_writer(
             dir,
             rotation,
             STEMS.into_iter().zip(headers).take(reports).collect(),
             &STEMS,
-        )?;
+        );
+        let (link, unstarted) = match prepared {
+            Ok(p) => p,
+            Err(e) => {
+                // The reports could not all be started (a full disk): a folder this run
+                // made is not left behind with files cut short in it.
+                if made_dir {
+                    for stem in STEMS {
+                        let _ = std::fs::remove_file(dir.join(format!("{stem}.csv")));
+                    }
+                    let _ = std::fs::remove_dir(dir);
+                }
+                return Err(e);
+            }
+        };
         let file = |stem: &str| CsvFile {
             id: STEMS.iter().position(|s| *s == stem).expect("a report's stem"),
             rows: String::new(),

@@ -785,6 +785,28 @@ mod tests {
         prepare_writer(dir, rotation, vec![("r", "a,b".into())], &["r"]).unwrap().1.writer
     }
 
+    /// A --csv-dir this run makes, on a disk with room for the folder and two files: the
+    /// third report cannot be made, the run is refused, and the folder is not left behind
+    /// with reports cut short in it.
+    #[test]
+    fn reports_that_cannot_all_be_started_leave_no_folder_behind() {
+        // The root, the folder, two reports.
+        let tmpfs = Tmpfs::mount("size=64k,nr_inodes=4");
+        let dir = tmpfs.path().join("csv");
+        let rotation = Rotation {
+            max_bytes: None,
+            max_age_ns: None,
+            compression: Compression::None,
+            retain_bytes: None,
+        };
+        let Err(e) = crate::report::csv::CsvWriter::create_with_events(&dir, rotation, false) else {
+            panic!("the reports were all made");
+        };
+        let e = format!("{e:#}");
+        assert!(e.contains("--csv-dir: cannot write") && e.contains("latency.csv"), "{e}");
+        assert!(!dir.exists(), "the folder was left: {:?}", std::fs::read_dir(&dir).map(|d| d.count()));
+    }
+
     #[test]
     fn a_rotation_that_cannot_start_the_new_file_leaves_the_renamed_one_whole() {
         let tmpfs = Tmpfs::mount("size=64k");
