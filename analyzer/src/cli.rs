@@ -251,12 +251,12 @@ pub struct LiveArgs {
     /// looped files; at least 384, one and a half times the per-lcore cache DPDK keeps). A
     /// net_pcap vdev with infinite_rx=1 keeps its whole file in mbufs and needs at least as
     /// many.
-    #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = 0, value_parser = parse_mbufs)]
+    #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = 0, hide_default_value = true, value_parser = parse_mbufs)]
     pub mbufs: u32,
     /// Bytes of frame data per mbuf, headroom included (default: DPDK's, 2176). Larger
     /// frames are received in chains of mbufs, except by net_pcap with infinite_rx=1, which
     /// needs every frame to fit one: by default roceprobe sizes them for its file.
-    #[arg(long, allow_hyphen_values = true, value_name = "BYTES", default_value_t = 0, value_parser = parse_mbuf_size)]
+    #[arg(long, allow_hyphen_values = true, value_name = "BYTES", default_value_t = 0, hide_default_value = true, value_parser = parse_mbuf_size)]
     pub mbuf_size: u16,
     /// Stop when no frame has arrived for this long (for replaying files through a vdev).
     #[arg(long, allow_hyphen_values = true, value_name = "DUR", value_parser = parse_interval)]

@@ -357,6 +357,28 @@ fn every_series_is_defined_in_the_docs() {
     {
         let probe = replay_serving(scenario, &extra);
         let (_, page) = ask(&probe.addr, SCRAPE);
+        if scenario == "nvme_faults" {
+            // Its truth's outcomes, on the page too: `--max-ios 8` leaves 8 commands not
+            // followed, which a fleet watched through Prometheus alone must see.
+            let t: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(fixtures().join("scenarios/nvme_faults/truth.json")).unwrap(),
+            )
+            .unwrap();
+            for (outcome, n) in t["io_outcomes"].as_object().unwrap() {
+                if outcome == "retransmitted" {
+                    continue;
+                }
+                let sum: f64 = page
+                    .lines()
+                    .filter(|l| {
+                        l.starts_with("roceprobe_nvme_ios_total{")
+                            && l.contains(&format!("outcome=\"{outcome}\"}}"))
+                    })
+                    .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+                    .sum();
+                assert_eq!(sum, n.as_f64().unwrap(), "{outcome}");
+            }
+        }
         series.extend(
             page.lines().filter_map(|l| l.strip_prefix("# HELP ")?.split(' ').next().map(String::from)),
         );

@@ -470,12 +470,20 @@ fn io_families(o: &mut String, p: &str, s: &Summary) {
             esc(&x.op)
         )
     };
-    family(o, "roceprobe_nvme_ios_total", "counter", "NVMe I/Os per (initiator, target, op), by outcome.");
+    family(
+        o,
+        "roceprobe_nvme_ios_total",
+        "counter",
+        "NVMe I/Os per (initiator, target, op), by outcome (overflowed: commands not followed, --max-ios full).",
+    );
     for x in &s.ios.by_pair {
         let c = &x.counts;
-        for (outcome, n) in
-            [("completed", c.completed), ("timed_out", c.timed_out), ("unfinished", c.unfinished)]
-        {
+        for (outcome, n) in [
+            ("completed", c.completed),
+            ("timed_out", c.timed_out),
+            ("unfinished", c.unfinished),
+            ("overflowed", c.overflowed),
+        ] {
             let _ = writeln!(o, "roceprobe_nvme_ios_total{{{},outcome=\"{outcome}\"}} {n}", labels(x));
         }
     }
