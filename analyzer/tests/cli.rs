@@ -335,6 +335,16 @@ fn live_refuses_outputs_that_are_its_vdevs_files() {
 }
 
 #[test]
+fn eal_usage_asked_for_is_shown() {
+    // `live -- -h` is EAL's usage, printed by EAL (it ends the process): it used to be
+    // captured with EAL's other output, and the run printed nothing.
+    let o = run(&["live", "--", "-h"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("EAL common options:") && out.contains("-l CORELIST"), "{out}");
+}
+
+#[test]
 fn port_that_does_not_exist() {
     assert_live_refused(&["--port", "5"], "port 5 does not exist");
 }

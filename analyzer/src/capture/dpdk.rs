@@ -73,6 +73,7 @@ const EAL_ROUTINE: [&str; 7] = [
 ///
 /// EAL prints its usage text (on stdout) and diagnostics (on stderr) while it parses; both
 /// are captured so that a failure becomes one line naming the problem; see [`eal_notes`].
+/// The usage asked for (`-h`) is printed as EAL prints it.
 pub fn eal_init(args: &[String]) -> Result<()> {
     let mut state = EAL.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(r) = state.as_ref() {
@@ -84,7 +85,10 @@ pub fn eal_init(args: &[String]) -> Result<()> {
         owned.push(CString::new(a.as_str()).map_err(|_| anyhow!("EAL argument {a:?} contains a NUL byte"))?);
     }
     let mut argv: Vec<*mut c_char> = owned.iter().map(|s| s.as_ptr() as *mut c_char).collect();
-    let captured = OutputCapture::start();
+    // Asked for its usage (`-h`, `--help`), EAL prints it and ends the process: left on the
+    // terminal, not captured (the operator would see nothing).
+    let asks_usage = args.iter().any(|a| a == "-h" || a == "--help");
+    let captured = if asks_usage { None } else { OutputCapture::start() };
     // SAFETY: argv points at NUL-terminated strings that outlive the call (EAL keeps
     // pointers into argv for the process lifetime: `owned` is leaked below on success).
     let ret = unsafe { ffi::rte_eal_init(argv.len() as c_int, argv.as_mut_ptr()) };
