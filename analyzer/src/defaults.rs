@@ -86,7 +86,6 @@ pub const CSV_RETAIN_BYTES: u64 = 1 << 30;
 
 /// `--csv-retain`'s least value: room for the reports' current files, eight or nine with
 /// events.csv (their headers alone take 1.4 KiB).
-pub const CSV_RETAIN_MIN: &str = "16K";
 pub const CSV_RETAIN_MIN_BYTES: u64 = 16 << 10;
 
 /// `--csv-rotate-size`: a CSV file is rotated before it grows past 64 MiB, or past a
@@ -168,7 +167,6 @@ mod tests {
     fn each_size_is_its_text() {
         for (text, bytes) in [
             (CSV_RETAIN, CSV_RETAIN_BYTES),
-            (CSV_RETAIN_MIN, CSV_RETAIN_MIN_BYTES),
             (EVIDENCE_MAX_BYTES, EVIDENCE_MAX_BYTES_N),
             (CSV_ROTATE_SIZE_MAX, CSV_ROTATE_SIZE_MAX_BYTES),
         ] {

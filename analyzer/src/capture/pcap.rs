@@ -23,6 +23,11 @@ pub fn stop_streams_with(flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
     let _ = STOP.set(flag);
 }
 
+/// Whether the run was asked to stop (see [`stop_streams_with`]).
+fn stop_asked() -> bool {
+    STOP.get().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+}
+
 /// An input that is not a regular file (a pipe, a FIFO), read as a stream. Its writer may go
 /// quiet without closing it: a read waits for bytes a tenth of a second at a time, and once
 /// the run is asked to stop the stream ends there, as if its writer had closed it, so that
@@ -42,7 +47,7 @@ impl std::io::Read for StreamRead {
         // writer sent 1 MiB more or closed it), and a short read is no end there.
         let second = self.reads == 2;
         loop {
-            if STOP.get().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) {
+            if stop_asked() {
                 return Ok(0);
             }
             let wait = if second { 0 } else { 100 };
@@ -184,20 +189,18 @@ impl FileReader {
             std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)
         }
         .with_context(|| format!("cannot open {}", path.display()))?;
-        if file.metadata().map(|m| m.is_dir()).unwrap_or(false) {
+        let meta = file.metadata().ok();
+        if meta.as_ref().is_some_and(|m| m.is_dir()) {
             bail!("{} is a directory, not a capture file", path.display());
         }
-        let regular = file.metadata().is_ok_and(|m| m.is_file());
-        let read = if regular {
+        let read = if meta.is_some_and(|m| m.is_file()) {
             pcap_parser::create_reader(READ_BUFFER, file)
         } else {
             pcap_parser::create_reader(READ_BUFFER, StreamRead { file, reads: 0 })
         };
         let reader = match read {
             Ok(r) => r,
-            Err(PcapError::Eof)
-                if STOP.get().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) =>
-            {
+            Err(PcapError::Eof) if stop_asked() => {
                 bail!("{}: stopped before its first bytes came", path.display())
             }
             Err(PcapError::Eof) => bail!("{} is empty, not a pcap or pcapng file", path.display()),

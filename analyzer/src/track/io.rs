@@ -507,7 +507,8 @@ pub struct IoTracker {
     pub raised: Vec<IoRaised>,
     /// I/O events beyond that room, lost.
     pub raised_lost: u64,
-    /// The capsules of the last `--max-ios` I/Os that finished, by hash (see
+    /// The last 2 × `--max-ios` capsules of I/Os that finished (those of at least the last
+    /// `--max-ios` I/Os), by hash (see
     /// [`IoTracker::recent_key`]), each with the vantages (bit 0 compute, bit 1 storage)
     /// that saw it: a command or completion sent again after its I/O finished, or a late
     /// vantage's copy of it, is found here (see [`IoTracker::finished_lately`]).
