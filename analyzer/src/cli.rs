@@ -11,7 +11,7 @@ use crate::report::csv_files::size_text;
 use crate::report::dashboard::{self, View, ViewBuilder};
 use crate::report::evidence::{EvidenceOutput, EvidenceSettings};
 use crate::report::prometheus::{self, Exporter, Page};
-use crate::report::summary::{Summary, SummarySink};
+use crate::report::summary::{RunEnd, Summary, SummarySink};
 use crate::report::table;
 use crate::report::{Reports, Subscriber};
 use crate::runtime::{self, PipelineConfig};
@@ -1182,6 +1182,9 @@ fn final_summary(result: runtime::RunResult, exporter: Option<&Exporter>) -> Fin
     summary.set_time_sources(&result.time_use, &result.time_sources);
     summary.csv_output = result.csv;
     summary.prometheus = exporter.map(|e| e.page.scrapes());
+    if result.sources.iter().any(|s| s.cut_short) {
+        summary.ended = RunEnd::CutShort;
+    }
     Final { summary, first_ts_ns: result.totals.first_ts_ns, last_ts_ns: result.totals.last_ts_ns }
 }
 
@@ -1265,14 +1268,20 @@ fn execute(
     let (mut summary, stopped) = match run(&cfg, &stop, reports) {
         Ok(mut r) => {
             let stopped = r.error.take();
-            (Ok(final_summary(r, exporter.as_ref())), stopped)
+            let mut f = final_summary(r, exporter.as_ref());
+            // (Read as the run ends: a finished replay's dashboard waits for its q after it.)
+            f.summary.ended = match (&stopped, stop.load(Ordering::Relaxed)) {
+                (Some(_), _) => RunEnd::Failed,
+                (None, true) => RunEnd::Stopped,
+                (None, false) => f.summary.ended,
+            };
+            (Ok(f), stopped)
         }
         Err(e) => (Err(e), None),
     };
     // A replay ends at the end of its files; one stopped sooner (SIGINT, SIGTERM, the
-    // dashboard's q) is told, as its summary looks complete otherwise. (Read as the run
-    // ends: a finished replay's dashboard waits for its q after it.)
-    let cut_short = replaying && stop.load(Ordering::Relaxed);
+    // dashboard's q) is told on stderr too, as its table looks complete otherwise.
+    let cut_short = replaying && summary.as_ref().is_ok_and(|f| f.summary.ended == RunEnd::Stopped);
     let shown = live.finish(&mut summary, &mut sink);
     if cut_short {
         if let Ok(s) = &summary {

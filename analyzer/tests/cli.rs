@@ -164,6 +164,7 @@ fn a_damaged_pcapng_block_ends_its_file_there_with_a_warning() {
     assert!(o.status.success(), "{err}");
     let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(s["packets"].as_u64(), Some(30), "{err}");
+    assert_eq!(s["ended"], "cut_short", "the summary says its input was not read whole");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("damaged record after 30 packets; stopping this file there"), "{err}");
 }
@@ -215,6 +216,7 @@ fn a_signal_ends_a_replay_whose_pipe_went_quiet_with_its_reports() {
     assert!(o.status.success(), "{err}");
     let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(s["packets"].as_u64(), Some(tshark_count(&c, "frame") as u64), "{err}");
+    assert_eq!(s["ended"], "stopped", "the summary says the run was stopped");
     assert!(
         err.contains("the replay was stopped before the end of its input: the summary and reports hold the 60 frames read before it"),
         "{err}"
@@ -895,6 +897,7 @@ fn infinite_rx_of_large_frames_sizes_the_mbufs_or_names_the_size_needed() {
     // Without --mbuf-size: mbufs sized for the file's 4000-byte frames, plus DPDK's 128-byte headroom.
     let s = summary_of(&live(&[]));
     assert!(s["packets"].as_u64().unwrap() > 50, "the file was replayed: {}", s["packets"]);
+    assert_eq!(s["ended"], "complete", "--duration reached");
     assert_eq!(s["non_roce_packets"], s["packets"]);
     // A size given too small: one line naming the option and the size needed.
     let args = live(&["--mbuf-size", "2176"]);
@@ -1104,6 +1107,7 @@ fn a_file_damaged_partway_still_reports_what_came_before() {
     assert!(err.contains("stopped early") && err.contains("larger than 256 MiB"), "{err}");
     let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
     assert_eq!(s["packets"], 40);
+    assert_eq!(s["ended"], "failed");
 }
 
 #[test]
@@ -1131,6 +1135,7 @@ fn a_classic_pcap_cut_short_is_told() {
     assert!(err.contains("the last record is cut short after 23 packets"), "{err}");
     let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
     assert_eq!(s["packets"], 23);
+    assert_eq!(s["ended"], "cut_short");
     // Cut inside its second or third record (among those read ahead when the file is
     // opened): the same, said once.
     for whole in [1, 2] {

@@ -66,6 +66,8 @@ fn sigterm_or_sigint_mid_capture_writes_every_report_whole() {
         let status = child.wait().unwrap();
         assert!(status.success(), "signal {signal}: {status:?}");
         reports_are_whole(&csv, &summary);
+        let s: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+        assert_eq!(s["ended"], "stopped", "signal {signal}");
     }
 }
 

@@ -44,6 +44,7 @@ fn replay_counts_equal_tshark_on_every_real_capture() {
         let t = &truth["captures"][name];
         let s = replay_summary(&[&capture(name)], &["--check-icrc"]);
         assert_eq!(s["packets"], t["packets"], "{name}: frames");
+        assert_eq!(s["ended"], "complete", "{name}: read to its end");
         assert_eq!(s["roce_packets"], t["roce_packets"], "{name}: RoCE frames");
         assert_eq!(
             s["non_roce_packets"].as_u64().unwrap(),

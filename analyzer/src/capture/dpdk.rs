@@ -505,6 +505,7 @@ impl Port {
                 ierrors: s.ierrors,
                 rx_nombuf: s.rx_nombuf,
                 retimed: 0,
+                cut_short: false,
                 captured: true,
             }
         }

@@ -55,6 +55,10 @@ pub struct SourceStats {
     /// only the sources captured from.
     #[serde(skip)]
     pub captured: bool,
+    /// A capture file that ended at a damaged record, or inside one (a file cut short):
+    /// read up to it, the rest lost (told on stderr). Always false live.
+    #[serde(skip)]
+    pub cut_short: bool,
 }
 
 impl SourceStats {
@@ -66,6 +70,7 @@ impl SourceStats {
         self.rx_nombuf += o.rx_nombuf;
         self.retimed += o.retimed;
         self.captured |= o.captured;
+        self.cut_short |= o.cut_short;
     }
 
     /// What was counted since `base` (a counter that went back, a reset port, gives 0).
@@ -78,6 +83,7 @@ impl SourceStats {
             rx_nombuf: self.rx_nombuf.saturating_sub(base.rx_nombuf),
             retimed: self.retimed.saturating_sub(base.retimed),
             captured: self.captured,
+            cut_short: self.cut_short,
         }
     }
 }

@@ -369,6 +369,7 @@ impl FileReader {
 
     /// A damaged record: what came before it stands, the rest is unreadable.
     fn warn_damaged(&mut self) {
+        self.stats.cut_short = true;
         let w = format!(
             "roceprobe: warning: {}: damaged record after {} packets; stopping this file there",
             self.path.display(),
@@ -529,7 +530,8 @@ impl Cursor {
 
     /// The file ends inside a record: what came before it stands.
     #[cold]
-    fn warn_cut_short(&self) {
+    fn warn_cut_short(&mut self) {
+        self.stats.cut_short = true;
         crate::note!(
             "roceprobe: warning: {}: the last record is cut short after {} packets (a capture still being written, or a truncated file); stopping this file there",
             self.path.display(),

@@ -236,6 +236,26 @@ pub struct LateByVantage {
     pub storage: u64,
 }
 
+/// How a run ended, for a reader of its summary to know whether the totals cover all of
+/// its input.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunEnd {
+    /// Every input file read to its end; live, `--duration` or `--idle-exit` reached.
+    #[default]
+    Complete,
+    /// Stopped before that by SIGINT, SIGTERM or the dashboard's `q`: the totals hold the
+    /// frames received until then.
+    Stopped,
+    /// The capture failed partway (a damaged file, a port's error, told on stderr): the
+    /// totals hold the frames received before it.
+    Failed,
+    /// Every input read, but a capture file ended at a damaged record or inside one (a
+    /// file cut short, a capture still being written): read up to it, the rest lost (told
+    /// on stderr).
+    CutShort,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub packets: u64,
@@ -248,6 +268,9 @@ pub struct Summary {
     /// Seconds of packet time from the first frame to the last.
     #[serde(default)]
     pub duration_s: f64,
+    /// How the run ended: whether these totals cover all of its input.
+    #[serde(default)]
+    pub ended: RunEnd,
     /// RoCE packets of flows beyond `--max-flows` (counted above, not in `flows`).
     pub untracked_packets: u64,
     /// Interval snapshots and batches of ended transmissions that workers dropped because the
@@ -393,6 +416,7 @@ impl Summary {
                 (Some(a), Some(b)) => b.saturating_sub(a) as f64 / 1e9,
                 _ => 0.0,
             },
+            ended: RunEnd::Complete,
             untracked_packets: t.untracked_packets,
             report_drops: t.dropped_snapshots + t.dropped_batches,
             latency_samples_dropped: t.dropped_latency_samples,

@@ -513,6 +513,7 @@ pub(crate) mod tests {
             decode_errors: [("udp_truncated".to_owned(), 1)].into_iter().collect(),
             first_packet: None,
             last_packet: None,
+            ended: Default::default(),
             untracked_packets: 0,
             report_drops: 0,
             latency_samples_dropped: 0,
