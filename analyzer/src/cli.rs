@@ -1092,11 +1092,16 @@ fn parse_evidence_snaplen(s: &str) -> Result<u32, String> {
     }
 }
 
+/// The dashboard's channel of views (the sending end, and the receiving end through which
+/// a newer view replaces one not shown yet) and its UI thread.
+type Screen =
+    (crossbeam_channel::Sender<View>, crossbeam_channel::Receiver<View>, std::thread::JoinHandle<Result<()>>);
+
 /// The outputs that follow the run while it lasts: the Prometheus page (served from its
 /// own thread) and the dashboard (drawn by its own thread).
 struct LiveOutputs {
     exporter: Option<Exporter>,
-    ui: Option<(crossbeam_channel::Sender<View>, std::thread::JoinHandle<Result<()>>)>,
+    ui: Option<Screen>,
 }
 
 impl LiveOutputs {
@@ -1120,12 +1125,12 @@ impl LiveOutputs {
         let ui = if common.dashboard {
             let terminal = dashboard::open_terminal()?;
             let (tx, rx) = crossbeam_channel::bounded::<View>(1);
-            let stop_ui = Arc::clone(stop);
+            let (stop_ui, views) = (Arc::clone(stop), rx.clone());
             let h = std::thread::Builder::new()
                 .name("roceprobe-ui".into())
-                .spawn(move || dashboard::run_ui(terminal, rx, stop_ui))
+                .spawn(move || dashboard::run_ui(terminal, views, stop_ui))
                 .inspect_err(|_| dashboard::close_terminal())?;
-            Some((tx, h))
+            Some((tx, rx, h))
         } else {
             None
         };
@@ -1138,8 +1143,8 @@ impl LiveOutputs {
         if let Some(e) = &self.exporter {
             live.push(Box::new(e.clone()));
         }
-        if let Some((tx, _)) = &self.ui {
-            live.push(Box::new(dashboard::Feed { tx: tx.clone(), views: ViewBuilder::default() }));
+        if let Some((tx, rx, _)) = &self.ui {
+            live.push(Box::new(dashboard::Feed::new(tx.clone(), rx.clone())));
         }
         live
     }
@@ -1152,7 +1157,8 @@ impl LiveOutputs {
         if let (Some(e), Ok(f)) = (&self.exporter, &mut *summary) {
             e.publish(&mut f.summary);
         }
-        let Some((tx, h)) = self.ui else { return Ok(()) };
+        let Some((tx, rx, h)) = self.ui else { return Ok(()) };
+        drop(rx);
         let mut written = Ok(());
         if let Ok(f) = &*summary {
             if let Some(SummarySink::File(..)) = sink {

@@ -270,6 +270,59 @@ fn notes_wait_until_the_dashboard_gives_the_terminal_back() {
     assert!(told.starts_with("roceprobe: warning: --max-ios 8: 8 NVMe commands not followed"), "{told}");
 }
 
+/// The probe whose command line holds `unique` (not the shell that started it).
+fn pid_of(unique: &str) -> i32 {
+    let pattern = format!("^{} replay .*{unique}", bin());
+    let o = std::process::Command::new("pgrep").args(["-f", "--", &pattern]).output().unwrap();
+    let pids: Vec<i32> = String::from_utf8_lossy(&o.stdout).lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(pids.len(), 1, "{pids:?}");
+    pids[0]
+}
+
+#[test]
+fn a_signal_ends_a_dashboard_run_mid_capture_and_while_its_final_view_waits() {
+    // SIGTERM used to end the capture and leave the final view waiting for q: a supervisor
+    // or `timeout` that signals the probe waited for ever.
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = capture("rdma_write_bw.pcap");
+    // Mid capture: a pipe that stays open after the capture's 60 frames.
+    let fifo = dir.path().join("stream");
+    let name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+    let summary = dir.path().join("mid.json");
+    let command = format!(
+        "(cat {}; sleep 120) > {} & {} replay --dashboard -q --interval 1ms --summary {} {}; echo EXIT=$?; sleep 60",
+        pcap.display(),
+        fifo.display(),
+        bin(),
+        summary.display(),
+        fifo.display()
+    );
+    let term = Tmux::start(dir.path(), &command);
+    term.wait_for("frames", "the dashboard did not start");
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert_eq!(unsafe { libc::kill(pid_of(summary.to_str().unwrap()), libc::SIGTERM) }, 0);
+    term.wait_for("EXIT=0", "SIGTERM did not end the run");
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_eq!((s["packets"].as_u64(), s["ended"].as_str()), (Some(60), Some("stopped")));
+    drop(term);
+    // A replay that ended: its final view waits for q, or for a signal.
+    let summary = dir.path().join("end.json");
+    let command = format!(
+        "{} replay --dashboard -q --summary {} {}; echo EXIT=$?; sleep 60",
+        bin(),
+        summary.display(),
+        pcap.display()
+    );
+    let other = tempfile::tempdir().unwrap();
+    let term = Tmux::start(other.path(), &command);
+    term.wait_for_still("roceprobe finished", "the dashboard did not finish");
+    assert_eq!(unsafe { libc::kill(pid_of(summary.to_str().unwrap()), libc::SIGTERM) }, 0);
+    term.wait_for("EXIT=0", "SIGTERM did not end the final view");
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_eq!(s["ended"], "complete");
+}
+
 #[test]
 fn dashboard_without_a_terminal_is_refused_before_any_work() {
     let pcap = fixtures().join("scenarios/nvme_vlan/nvme_vlan.pcap");

@@ -66,8 +66,9 @@ pub fn refuse_irregular(path: &std::path::Path) -> std::io::Result<()> {
 /// per interval what the run has measured so far. It must not block: the workers' reports
 /// queue behind it.
 pub trait Subscriber: Send {
-    /// The run so far, up to packet time `now_ns`.
-    fn update(&mut self, summary: Summary, now_ns: Option<u64>);
+    /// The run so far, as the interval from packet time `interval.0` to `interval.1`
+    /// closes.
+    fn update(&mut self, summary: Summary, interval: (u64, u64));
 }
 
 /// Where the stats side's reports go: the CSV files, and the live outputs that subscribed.
@@ -79,12 +80,12 @@ pub struct Reports {
 
 impl Reports {
     /// Gives every live output the summary (a copy to each but the last).
-    pub fn publish(&mut self, summary: Summary, now_ns: Option<u64>) {
+    pub fn publish(&mut self, summary: Summary, interval: (u64, u64)) {
         if let Some((last, rest)) = self.live.split_last_mut() {
             for s in rest {
-                s.update(summary.clone(), now_ns);
+                s.update(summary.clone(), interval);
             }
-            last.update(summary, now_ns);
+            last.update(summary, interval);
         }
     }
 }

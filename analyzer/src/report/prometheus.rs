@@ -115,7 +115,7 @@ impl Exporter {
 }
 
 impl super::Subscriber for Exporter {
-    fn update(&mut self, mut summary: Summary, _now_ns: Option<u64>) {
+    fn update(&mut self, mut summary: Summary, _interval: (u64, u64)) {
         self.publish(&mut summary);
     }
 }

@@ -643,7 +643,7 @@ fn pipeline(
                     viewed_to = s.end_ns;
                     let mut summary = Summary::build(&totals, &received, &totals.ios);
                     summary.set_time_sources(&totals.time_use, &source_times);
-                    live.publish(summary, totals.last_ts_ns);
+                    live.publish(summary, (s.start_ns, s.end_ns));
                 }
                 _ => {}
             }
