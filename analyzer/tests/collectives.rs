@@ -214,11 +214,12 @@ fn dashboard_shows_the_jobs(width: u16, height: u16) {
 }
 
 /// RC packets by flow (source, destination, BTH destination QP): (time, whether a request,
-/// whether a NAK).
-type RcFlows = BTreeMap<(String, String, u64), Vec<(u64, bool, bool)>>;
+/// whether a NAK, whether the last packet of a SEND or RDMA WRITE message).
+type RcFlows = BTreeMap<(String, String, u64), Vec<(u64, bool, bool, bool)>>;
 
 /// The RC packets' times of a real capture as tshark reads them, per flow, each marked
-/// whether it is a request (SEND, RDMA WRITE, READ Request, atomics) and whether a NAK.
+/// whether it is a request (SEND, RDMA WRITE, READ Request, atomics), whether a NAK, and
+/// whether it ends a SEND or RDMA WRITE message (Last or Only).
 fn tshark_rc_times(pcap: &Path) -> RcFlows {
     let o = Command::new("tshark")
         .args(["-r", pcap.to_str().unwrap(), "-Y", "infiniband.bth.opcode", "-T", "fields"])
@@ -239,7 +240,8 @@ fn tshark_rc_times(pcap: &Path) -> RcFlows {
         let qp = u64::from_str_radix(c[4].trim_start_matches("0x"), 16).unwrap();
         // The AETH syndrome's bits 6-5: 01 an RNR NAK, 11 a NAK.
         let nak = c.get(5).and_then(|s| s.parse::<u8>().ok()).is_some_and(|s| matches!(s >> 5 & 3, 1 | 3));
-        flows.entry((c[1].into(), c[2].into(), qp)).or_default().push((t, request, nak));
+        let ends = matches!(op & 0x1F, 0x02..=0x05 | 0x08..=0x0B | 0x16 | 0x17);
+        flows.entry((c[1].into(), c[2].into(), qp)).or_default().push((t, request, nak, ends));
     }
     flows
 }
@@ -248,8 +250,10 @@ fn tshark_rc_times(pcap: &Path) -> RcFlows {
 fn on_the_real_captures_steps_are_the_bursts_tshark_times() {
     // Each capture is one perftest connection between two hosts: one job. Its steps, from
     // tshark's packet times: each flow's bursts (1 ms idle ends one; a flow's packets are
-    // its requests and, in a ping-pong, the ACKs it sends back), those with a request,
-    // joined while they overlap or follow within 2 ms. With `--min-transmission-packets 1`
+    // its requests and, in a ping-pong, the ACKs it sends back), those with a request, each
+    // finished at its last packet that ends a SEND or WRITE message (the ACKs after it are
+    // the other direction's; a burst without one, of READ requests or atomics, at its last
+    // packet), joined while they overlap or follow within 2 ms. With `--min-transmission-packets 1`
     // every burst counts; with N (by default 4) a burst of fewer packets and no NAK is
     // counted in its flow, not reported as a transmission, so it takes no part in steps.
     let mut checked = 0;
@@ -259,20 +263,19 @@ fn on_the_real_captures_steps_are_the_bursts_tshark_times() {
         // (start, end, packets, whether it carries a NAK) of each burst with a request.
         let mut bursts: Vec<(u64, u64, usize, bool)> = Vec::new();
         for packets in flows.values() {
-            let (mut start, mut requests, mut nak, mut n) = (packets[0].0, packets[0].1, packets[0].2, 1);
-            for w in packets.windows(2) {
-                if w[1].0 > w[0].0 + 1_000_000 {
-                    if requests {
-                        bursts.push((start, w[0].0, n, nak));
-                    }
-                    (start, requests, nak, n) = (w[1].0, false, false, 0);
+            let mut at = 0;
+            while at < packets.len() {
+                let mut end = at + 1;
+                while end < packets.len() && packets[end].0 <= packets[end - 1].0 + 1_000_000 {
+                    end += 1;
                 }
-                requests |= w[1].1;
-                nak |= w[1].2;
-                n += 1;
-            }
-            if requests {
-                bursts.push((start, packets.last().unwrap().0, n, nak));
+                let burst = &packets[at..end];
+                if burst.iter().any(|p| p.1) {
+                    let last = burst.last().unwrap().0;
+                    let finish = burst.iter().filter(|p| p.3).map(|p| p.0).max().unwrap_or(last);
+                    bursts.push((burst[0].0, finish, burst.len(), burst.iter().any(|p| p.2)));
+                }
+                at = end;
             }
         }
         bursts.sort();

@@ -243,7 +243,9 @@ impl Member {
         Self {
             key: t.key,
             start_ns: t.start_ns,
-            end_ns: t.end_ns,
+            // The flow finished with its last message, not with ACKs it carried for the
+            // QP's other direction after it.
+            end_ns: t.last_message_ns.unwrap_or(t.end_ns),
             bytes: c.bytes,
             payload: c.payload_bytes.saturating_sub(c.retx_bytes),
             loss: c.retx_packets + c.gap_psns > 0,
@@ -284,9 +286,8 @@ pub struct Steps {
     /// the waiting ones again only if a pair has been found carrying NVMe since.
     joined: usize,
     nvme_checked: usize,
-    /// Transmissions of the answering direction that carried NAKs, by (from, to) host, in
-    /// the order they came.
-    naks: VecDeque<(IpAddr, IpAddr, u64, u64)>,
+    /// Transmissions that carried NAKs, in the order they came.
+    naks: VecDeque<Nak>,
     /// Host pairs (lower address first) that carried NVMe capsules: storage, not a job.
     nvme_pairs: HashSet<(IpAddr, IpAddr), ahash::RandomState>,
     /// Steps closed since the last [`Steps::take_closed`].
@@ -378,14 +379,17 @@ impl Steps {
             }
             return;
         }
-        if c.messages == 0 {
-            // The answering direction: only its NAKs matter, for the flow it answers.
-            if c.nak_seq + c.nak_rnr > 0 {
-                if self.naks.len() >= MAX_PENDING {
-                    self.naks.pop_front();
-                }
-                self.naks.push_back((t.key.src, t.key.dst, t.start_ns, t.end_ns));
+        // NAKs answer the QP's other direction: kept for the flow they answer, also when
+        // this flow sends messages of its own (both sides of a QP send).
+        if c.nak_seq + c.nak_rnr > 0 {
+            if self.naks.len() >= MAX_PENDING {
+                self.naks.pop_front();
             }
+            let (from, to, answers) = (t.key.src, t.key.dst, t.peer_qpn);
+            self.naks.push_back(Nak { from, to, answers, start_ns: t.start_ns, end_ns: t.end_ns });
+        }
+        if c.messages == 0 {
+            // The answering direction: only its NAKs matter.
             return;
         }
         if self.pending.len() >= MAX_PENDING {
@@ -403,7 +407,7 @@ impl Steps {
         // the oldest pending start.
         let horizon = self.oldest_pending_ns().unwrap_or(u64::MAX).min(done_ns.saturating_sub(settle));
         let gap = self.gap_ns;
-        self.naks.retain(|n| n.3.saturating_add(gap) >= horizon);
+        self.naks.retain(|n| n.end_ns.saturating_add(gap) >= horizon);
     }
 
     /// The end of the run: every step closes.
@@ -775,13 +779,19 @@ struct FlowInStep {
     congestion: bool,
 }
 
+/// A transmission that carried NAKs (sequence or RNR): from and to which host, the QPN that
+/// sends the packets it answers (its flow's pair's, when known), and its span.
+#[derive(Debug, Clone, Copy)]
+struct Nak {
+    from: IpAddr,
+    to: IpAddr,
+    answers: Option<u32>,
+    start_ns: u64,
+    end_ns: u64,
+}
+
 /// The step a group of transmissions makes: its span, its flows, the straggler and why.
-fn step_of(
-    job: &str,
-    group: &[Member],
-    naks: &VecDeque<(IpAddr, IpAddr, u64, u64)>,
-    scratch: &mut Scratch,
-) -> Step {
+fn step_of(job: &str, group: &[Member], naks: &VecDeque<Nak>, scratch: &mut Scratch) -> Step {
     let start_ns = group.iter().map(|t| t.start_ns).min().unwrap_or(0);
     let end_ns = group.iter().map(|t| t.end_ns).max().unwrap_or(0);
     let Scratch { flows, finishes, rates, .. } = scratch;
@@ -811,8 +821,15 @@ fn step_of(
         .max_by(|a, b| a.finish.cmp(&b.finish).then_with(|| b.key.cmp(&a.key)))
         .expect("a step has a flow");
     let straggler = &f.key;
-    let answered_with_nak = naks.iter().any(|&(from, to, s, e)| {
-        from == straggler.dst && to == straggler.src && s <= f.finish && e >= start_ns
+    // NAKs on the straggler's QP: sent from its destination to its source, by the flow
+    // whose packets the straggler's QP sends (its pair's QPN; when the pair is not known,
+    // any of the two hosts' QPs).
+    let answered_with_nak = naks.iter().any(|n| {
+        n.from == straggler.dst
+            && n.to == straggler.src
+            && n.answers.is_none_or(|q| q == straggler.dst_qpn)
+            && n.start_ns <= f.finish
+            && n.end_ns >= start_ns
     });
     let reason = if f.loss {
         Reason::Loss
@@ -866,6 +883,8 @@ mod tests {
             transport: Transport::Rc,
             start_ns: start,
             end_ns: end,
+            last_message_ns: Some(end),
+            peer_qpn: None,
             counts,
         }
     }
@@ -992,6 +1011,46 @@ mod tests {
             s.jobs["10.0.0.1"].stragglers[&(ip("10.0.0.2"), Reason::Loss)],
             Straggling { steps: 1, lag_ns: 400_000 }
         );
+    }
+
+    #[test]
+    fn a_nak_is_a_reason_only_on_the_stragglers_own_qp() {
+        // Two QPs between the same two hosts, as NCCL opens: an RNR NAK answering QP 0x301
+        // is no reason for the straggler on QP 0x300 (it used to be, matched by hosts).
+        let on = |qp: u32, mut t: Transmission| {
+            t.key.dst_qpn = qp;
+            t
+        };
+        let nak = |answers: Option<u32>| {
+            let mut t = tx("10.0.0.2", "10.0.0.1", 20_000, 30_000, |c| {
+                c.messages = 0;
+                c.nak_rnr = 1;
+            });
+            t.key.dst_qpn = 0x11;
+            t.peer_qpn = answers;
+            t
+        };
+        for (answers, reason) in
+            [(Some(0x301), Reason::None), (Some(0x300), Reason::Nak), (None, Reason::Nak)]
+        {
+            let mut s = Steps::new(Vec::new(), 2_000_000, 0);
+            s.offer(&on(0x300, tx("10.0.0.1", "10.0.0.2", 1_000, 90_000, |_| {})));
+            s.offer(&on(0x301, tx("10.0.0.1", "10.0.0.2", 1_000, 40_000, |_| {})));
+            s.offer(&on(0x302, tx("10.0.0.2", "10.0.0.1", 1_000, 30_000, |_| {})));
+            s.offer(&nak(answers));
+            s.finish();
+            let step = &s.take_closed()[0];
+            assert_eq!((step.straggler.dst_qpn, step.reason), (0x300, reason), "{answers:?}");
+        }
+        // A NAK sent by a flow that sends messages of its own (both sides of the QP send)
+        // counts too: it was left out.
+        let mut s = Steps::new(Vec::new(), 2_000_000, 0);
+        s.offer(&on(0x300, tx("10.0.0.1", "10.0.0.2", 1_000, 90_000, |_| {})));
+        let mut both = tx("10.0.0.2", "10.0.0.1", 1_000, 30_000, |c| c.nak_seq = 1);
+        both.peer_qpn = Some(0x300);
+        s.offer(&both);
+        s.finish();
+        assert_eq!(s.take_closed()[0].reason, Reason::Nak);
     }
 
     #[test]

@@ -746,6 +746,8 @@ mod tests {
             transport: Transport::Rc,
             start_ns,
             end_ns,
+            last_message_ns: None,
+            peer_qpn: None,
             counts: FlowCounts { packets: 2, bytes: 200, ..Default::default() },
         };
         csv.write_transmissions(&[tx(t0, t0 + 3 * hour)]).unwrap();

@@ -200,6 +200,14 @@ pub struct Transmission {
     pub transport: Transport,
     pub start_ns: u64,
     pub end_ns: u64,
+    /// On RC: the time of the transmission's last packet that ended a SEND or RDMA WRITE
+    /// message (sent again or not), if it had one. A flow carries the ACKs of the QP's
+    /// other direction too, which can come after it: the step analysis takes a flow's
+    /// finish from its messages, not from those ACKs.
+    pub last_message_ns: Option<u64>,
+    /// The QPN that sends the flow's packets (its paired direction's destination), once
+    /// known.
+    pub peer_qpn: Option<u32>,
     pub counts: FlowCounts,
 }
 
@@ -1050,10 +1058,22 @@ impl FlowTable {
         let h = &mut self.hot[i as usize];
         h.set(TX_OPEN, false);
         let (transport, start_ns, end_ns) = (h.transport(), h.tx_start, h.last_ts);
+        // The message end the request ring took last, if this transmission's.
+        let last = self.acks[i as usize].0[(h.peek_ring_slot(0) + PENDING - 1) % PENDING];
+        let last_message_ns = (last.span != 0 && (start_ns..=end_ns).contains(&last.ts)).then_some(last.ts);
         let c = &mut self.cold[i as usize];
         c.ended = c.ended.saturating_add(1);
         self.note_change(i);
-        out(FlowEvent::Ended(Transmission { key: self.key(i), transport, start_ns, end_ns, counts }));
+        let (key, peer_qpn) = (self.key(i), self.peer_qpn(i));
+        out(FlowEvent::Ended(Transmission {
+            key,
+            transport,
+            start_ns,
+            end_ns,
+            last_message_ns,
+            peer_qpn,
+            counts,
+        }));
     }
 
     /// Packet time moved on to `now`: a transmission idle for `--flow-idle` before it has
