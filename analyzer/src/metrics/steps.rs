@@ -26,7 +26,7 @@ use std::net::IpAddr;
 /// kept (beyond it the oldest go).
 const MAX_PENDING: usize = 262_144;
 /// Hosts in jobs; beyond it, the transmissions of new hosts are not analysed (counted).
-const MAX_HOSTS: usize = 65_536;
+pub const MAX_HOSTS: usize = 65_536;
 
 /// `--job NAME=CIDR[,CIDR…]`: the hosts of a job, named by the operator.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -187,12 +187,56 @@ pub struct Straggling {
     pub lag_ns: u64,
 }
 
+/// Steps a job's durations are kept exactly for, before a histogram takes them.
+const EXACT_DURATIONS: usize = 1_024;
+
+/// A job's step durations: exactly while it has at most [`EXACT_DURATIONS`] steps (8 KiB),
+/// then in a histogram to three significant digits (about 270 KiB). A histogram from the
+/// first step made each job of a fabric of many small ones cost that much: 40,000 host
+/// pairs took 8.9 GB.
+#[derive(Debug, Clone)]
+pub enum StepDurations {
+    Exact(Vec<u64>),
+    Histogram(Box<Histogram<u64>>),
+}
+
+impl StepDurations {
+    fn record(&mut self, ns: u64) {
+        match self {
+            Self::Exact(v) if v.len() < EXACT_DURATIONS => v.push(ns),
+            Self::Exact(v) => {
+                let mut h =
+                    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds");
+                for &d in v.iter().chain([&ns]) {
+                    h.saturating_record(d);
+                }
+                *self = Self::Histogram(Box::new(h));
+            }
+            Self::Histogram(h) => h.saturating_record(ns),
+        }
+    }
+
+    /// The duration at quantile `q` (nearest rank), `None` without a step.
+    pub fn quantile(&self, q: f64) -> Option<u64> {
+        match self {
+            Self::Exact(v) if v.is_empty() => None,
+            Self::Exact(v) => {
+                let mut sorted = v.clone();
+                sorted.sort_unstable();
+                let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+                Some(sorted[rank - 1])
+            }
+            Self::Histogram(h) => Some(h.value_at_quantile(q)),
+        }
+    }
+}
+
 /// One job over the run.
 #[derive(Debug, Clone)]
 pub struct JobTotals {
     pub steps: u64,
-    /// Step durations, to three significant digits (the quantiles).
-    pub durations: Histogram<u64>,
+    /// Step durations (the quantiles).
+    pub durations: StepDurations,
     /// The longest step, exactly.
     pub max_ns: u64,
     /// Per (host, reason): steps it was the straggler in, and its total lag.
@@ -206,7 +250,7 @@ impl JobTotals {
     fn new() -> Self {
         Self {
             steps: 0,
-            durations: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds"),
+            durations: StepDurations::Exact(Vec::new()),
             max_ns: 0,
             stragglers: BTreeMap::new(),
             hosts: Vec::new(),
@@ -637,7 +681,7 @@ impl Steps {
         hosts.dedup();
         let j = self.jobs.entry(job.to_owned()).or_insert_with(JobTotals::new);
         j.steps += 1;
-        let _ = j.durations.record(step.duration_ns());
+        j.durations.record(step.duration_ns());
         j.max_ns = j.max_ns.max(step.duration_ns());
         let s = j.stragglers.entry((step.straggler.src, step.reason)).or_default();
         s.steps += 1;
@@ -1011,6 +1055,25 @@ mod tests {
             s.jobs["10.0.0.1"].stragglers[&(ip("10.0.0.2"), Reason::Loss)],
             Straggling { steps: 1, lag_ns: 400_000 }
         );
+    }
+
+    #[test]
+    fn step_durations_are_exact_then_a_histogram() {
+        let mut d = StepDurations::Exact(Vec::new());
+        assert_eq!(d.quantile(0.5), None);
+        // 1..=1024 µs: nearest rank, exact.
+        for k in (1..=1_024u64).rev() {
+            d.record(k * 1_000);
+        }
+        assert!(matches!(d, StepDurations::Exact(_)));
+        assert_eq!((d.quantile(0.5), d.quantile(0.99)), (Some(512_000), Some(1_014_000)));
+        // The 1,025th: a histogram of the same values, to three significant digits (a
+        // quantile is the highest value of its bucket).
+        d.record(1_025_000);
+        let StepDurations::Histogram(h) = &d else { panic!("a histogram") };
+        assert_eq!(h.len(), 1_025);
+        assert_eq!(d.quantile(0.5), Some(h.highest_equivalent(513_000)));
+        assert!(d.quantile(0.5).unwrap().abs_diff(513_000) * 1_000 <= 513_000);
     }
 
     #[test]

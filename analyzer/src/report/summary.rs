@@ -196,9 +196,9 @@ fn jobs(steps: &crate::metrics::steps::Steps) -> Vec<JobSummary> {
                 name: name.clone(),
                 hosts: j.hosts.iter().map(IpAddr::to_string).collect(),
                 steps: j.steps,
-                // To three significant digits, and never past the longest step.
-                step_p50_us: (j.steps > 0).then(|| us(j.durations.value_at_quantile(0.5).min(j.max_ns))),
-                step_p99_us: (j.steps > 0).then(|| us(j.durations.value_at_quantile(0.99).min(j.max_ns))),
+                // Exact, or to three significant digits and never past the longest step.
+                step_p50_us: j.durations.quantile(0.5).map(|d| us(d.min(j.max_ns))),
+                step_p99_us: j.durations.quantile(0.99).map(|d| us(d.min(j.max_ns))),
                 step_max_us: (j.steps > 0).then(|| us(j.max_ns)),
                 stragglers,
                 last_step: j.last.as_ref().map(|l| LastStep {

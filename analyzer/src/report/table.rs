@@ -18,7 +18,7 @@ pub fn render(s: &Summary, top: usize) -> String {
     table_bounds(&mut out, s);
     malformed_kinds(&mut out, s);
     sources(&mut out, s);
-    collective_jobs(&mut out, s);
+    collective_jobs(&mut out, s, top);
     if s.flows.is_empty() {
         let _ = writeln!(out, "no RoCEv2 flows");
         return out;
@@ -168,14 +168,24 @@ const JOBS_HEADER: [&str; 7] = [
 /// by their lag in all (at most three per job: a step nothing held back still has a
 /// slowest flow, a few µs behind, so the hosts last in most steps need not be those that
 /// cost the job most; the summary has them all, steps.csv and stragglers.csv every step
-/// and interval).
-fn collective_jobs(out: &mut String, s: &Summary) {
+/// and interval). At most `top` jobs, those of the most steps.
+fn collective_jobs(out: &mut String, s: &Summary, top: usize) {
+    if s.step_transmissions_dropped > 0 {
+        let _ = writeln!(
+            out,
+            "STEPS NOT ANALYSED: {} transmissions of hosts beyond the step analysis' {} hosts",
+            s.step_transmissions_dropped,
+            crate::metrics::steps::MAX_HOSTS
+        );
+    }
     if s.jobs.is_empty() {
         return;
     }
-    let rows: Vec<Vec<String>> = s
-        .jobs
+    let mut jobs: Vec<_> = s.jobs.iter().collect();
+    jobs.sort_by_key(|j| std::cmp::Reverse(j.steps));
+    let rows: Vec<Vec<String>> = jobs
         .iter()
+        .take(top)
         .map(|j| {
             let mut most: Vec<_> = j.stragglers.iter().collect();
             most.sort_by(|a, b| b.lag_us.total_cmp(&a.lag_us).then(b.steps.cmp(&a.steps)));
@@ -202,6 +212,9 @@ fn collective_jobs(out: &mut String, s: &Summary) {
         .collect();
     let _ = writeln!(out, "collective jobs:");
     table(out, &JOBS_HEADER, &rows, |i| (1..6).contains(&i), true);
+    if s.jobs.len() > rows.len() {
+        let _ = writeln!(out, "  and {} more jobs in the summary and steps.csv", s.jobs.len() - rows.len());
+    }
     if s.step_transmissions_outside_jobs > 0 {
         let _ = writeln!(
             out,
@@ -555,5 +568,39 @@ pub(crate) mod tests {
             "{t}"
         );
         assert!(t.ends_with("no RoCEv2 flows\n"), "{t}");
+    }
+
+    #[test]
+    fn at_most_top_jobs_those_of_most_steps_and_the_steps_not_analysed() {
+        // 32,768 host pairs listed every job: a report of 32,768 lines.
+        let mut s = summary(Vec::new());
+        let job = |name: &str, steps| crate::report::summary::JobSummary {
+            name: name.into(),
+            hosts: vec![],
+            steps,
+            step_p50_us: Some(1.0),
+            step_p99_us: Some(1.0),
+            step_max_us: Some(1.0),
+            stragglers: vec![],
+            last_step: None,
+        };
+        s.jobs = vec![job("a", 1), job("b", 7), job("c", 3), job("d", 2)];
+        s.step_transmissions_dropped = 12;
+        let t = render(&s, 2);
+        let names: Vec<&str> = t
+            .lines()
+            .skip_while(|l| !l.starts_with("job "))
+            .skip(1)
+            .take_while(|l| !l.starts_with("  and"))
+            .map(|l| l.split_whitespace().next().unwrap())
+            .collect();
+        assert_eq!(names, ["b", "c"], "{t}");
+        assert!(t.contains("  and 2 more jobs in the summary and steps.csv\n"), "{t}");
+        assert!(
+            t.contains(
+                "STEPS NOT ANALYSED: 12 transmissions of hosts beyond the step analysis' 65536 hosts\n"
+            ),
+            "{t}"
+        );
     }
 }
