@@ -9,4 +9,14 @@ pub mod steps;
 pub mod totals;
 
 pub use snapshot::{GlobalCounters, IntervalSnapshot};
+
+/// The link speed that turns one packet into time, for a burst's shortest duration.
+pub const PACKET_TIME_GBPS: u64 = 100;
+
+/// One packet's time: the average frame of `packets` frames of `bytes` in all, at
+/// [`PACKET_TIME_GBPS`], at least 1 ns. The shortest a transmission (or a flow's part of a
+/// collective step) lasts, so that a one-packet burst has a finite rate.
+pub fn packet_time_ns(bytes: u64, packets: u64) -> u64 {
+    (bytes * 8).div_ceil(packets.max(1) * PACKET_TIME_GBPS).max(1)
+}
 pub use totals::{FlowTotals, Totals};

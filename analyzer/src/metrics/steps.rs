@@ -267,8 +267,9 @@ struct Member {
     key: FlowKey,
     start_ns: u64,
     end_ns: u64,
-    /// Wire bytes.
+    /// Wire bytes and packets.
     bytes: u64,
+    packets: u64,
     /// Payload bytes less those retransmitted.
     payload: u64,
     /// Retransmitted packets or PSN gaps.
@@ -291,6 +292,7 @@ impl Member {
             // QP's other direction after it.
             end_ns: t.last_message_ns.unwrap_or(t.end_ns),
             bytes: c.bytes,
+            packets: c.packets,
             payload: c.payload_bytes.saturating_sub(c.retx_bytes),
             loss: c.retx_packets + c.gap_psns > 0,
             congestion: c.cnp + c.ecn_ce > 0,
@@ -819,6 +821,8 @@ struct FlowInStep {
     key: FlowKey,
     finish: u64,
     payload: u64,
+    bytes: u64,
+    packets: u64,
     loss: bool,
     congestion: bool,
 }
@@ -847,11 +851,15 @@ fn step_of(job: &str, group: &[Member], naks: &VecDeque<Nak>, scratch: &mut Scra
             key: t.key,
             finish: 0,
             payload: 0,
+            bytes: 0,
+            packets: 0,
             loss: false,
             congestion: false,
         });
         f.finish = f.finish.max(t.end_ns);
         f.payload += t.payload;
+        f.bytes += t.bytes;
+        f.packets += t.packets;
         f.loss |= t.loss;
         f.congestion |= t.congestion;
     }
@@ -884,9 +892,14 @@ fn step_of(job: &str, group: &[Member], naks: &VecDeque<Nak>, scratch: &mut Scra
     } else {
         Reason::None
     };
-    let gbps = |payload: u64, finish: u64| (payload * 8) as f64 / (finish - start_ns).max(1) as f64;
+    // Over the time from the step's start to the flow's finish, at least one of its
+    // packets' time (a step of one packet has a rate a link can carry).
+    let gbps = |f: &FlowInStep| {
+        let d = (f.finish - start_ns).max(crate::metrics::packet_time_ns(f.bytes, f.packets));
+        (f.payload * 8) as f64 / d as f64
+    };
     rates.clear();
-    rates.extend(flows.values().map(|f| gbps(f.payload, f.finish)));
+    rates.extend(flows.values().map(gbps));
     rates.sort_by(f64::total_cmp);
     Step {
         job: job.to_owned(),
@@ -898,7 +911,7 @@ fn step_of(job: &str, group: &[Member], naks: &VecDeque<Nak>, scratch: &mut Scra
         straggler_finish_ns: f.finish,
         median_finish_ns,
         reason,
-        straggler_gbps: gbps(f.payload, f.finish),
+        straggler_gbps: gbps(f),
         median_gbps: rates[(rates.len() - 1) / 2],
     }
 }
@@ -1055,6 +1068,20 @@ mod tests {
             s.jobs["10.0.0.1"].stragglers[&(ip("10.0.0.2"), Reason::Loss)],
             Straggling { steps: 1, lag_ns: 400_000 }
         );
+    }
+
+    #[test]
+    fn a_step_of_one_packet_has_a_rate_a_link_can_carry() {
+        // It was divided by 1 ns: 32,768 Gbit/s for one 4 KiB packet. Now by one packet's
+        // time at 100 Gb/s: 4,200 bytes are 336 ns; 4,096 payload bytes over it.
+        let mut s = Steps::new(Vec::new(), 2_000_000, 0);
+        s.offer(&tx("10.0.0.1", "10.0.0.2", 5_000, 5_000, |c| {
+            (c.packets, c.bytes, c.payload_bytes, c.messages) = (1, 4_200, 4_096, 1)
+        }));
+        s.finish();
+        let step = &s.take_closed()[0];
+        assert_eq!(step.straggler_gbps, 4_096.0 * 8.0 / 336.0);
+        assert_eq!(step.median_gbps, step.straggler_gbps);
     }
 
     #[test]

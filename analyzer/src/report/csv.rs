@@ -67,15 +67,11 @@ struct Waiting {
     rows: [String; 3],
 }
 
-/// The link speed that turns one packet into time, for a transmission's minimum duration.
-pub const PACKET_TIME_GBPS: u64 = 100;
-
 /// A transmission's duration D (docs/METRICS.md, "Transmissions"): last − first packet
 /// time, and at least one packet time (its average frame at 100 Gb/s), so a one-packet
 /// burst has a finite rate.
 pub fn duration_ns(start_ns: u64, end_ns: u64, c: &FlowCounts) -> u64 {
-    let packet_time = (c.bytes * 8).div_ceil(c.packets.max(1) * PACKET_TIME_GBPS).max(1);
-    end_ns.saturating_sub(start_ns).max(packet_time)
+    end_ns.saturating_sub(start_ns).max(crate::metrics::packet_time_ns(c.bytes, c.packets))
 }
 
 /// Bits per nanosecond is Gbit/s.
