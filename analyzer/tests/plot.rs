@@ -271,6 +271,32 @@ fn over_one_interval_the_segment_split_is_the_truths_pair_medians_weighted_by_co
 }
 
 #[test]
+fn plot_writes_no_file_through_a_link() {
+    // A link in --out named like a plot: its target was written over (and plot exits 0).
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, _) = rc_loss_plots(dir.path());
+    let out = dir.path().join("again");
+    std::fs::create_dir(&out).unwrap();
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, "mine").unwrap();
+    std::os::unix::fs::symlink(&victim, out.join("flow_throughput.svg")).unwrap();
+    let o = run(&["plot", "--csv-dir", csv.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("flow_throughput.svg: it is a symbolic link, not a regular file"), "{err}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "mine");
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1, "nothing written before the refusal");
+    // --out a link to nothing: said so (it was "File exists").
+    let dangling = dir.path().join("dangling");
+    std::os::unix::fs::symlink(dir.path().join("nowhere"), &dangling).unwrap();
+    let o = run(&["plot", "--csv-dir", csv.to_str().unwrap(), "--out", dangling.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("a symbolic link to nothing"), "{err}");
+}
+
+#[test]
 fn plot_without_csv_reports_is_a_one_line_error() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
@@ -300,6 +326,35 @@ fn hostile_csv_files_are_one_line_errors_not_panics() {
         ),
         (lat.to_owned(), "just,one\r\n\"unterminated\r\n".to_owned(), ""),
         ("\u{0}\u{1}garbage".to_owned(), flows.to_owned(), ""),
+        // Values the probe never writes were drawn as plots that mislead: NaN as 0, a
+        // negative rate below the axis, a huge latency squeezing every series off the chart.
+        (
+            format!("{lat}{t},{t},a,b,op,seg,3,1,1,NaN,1,1,1,1\r\n"),
+            flows.to_owned(),
+            "latency.csv row 1: p50_us 'NaN' is not a number from 0 to 1e15",
+        ),
+        (
+            format!("{lat}{t},{t},a,b,op,seg,3,1,1,1,1,1,1,1e308\r\n"),
+            flows.to_owned(),
+            "max_us '1e308' is not a number from 0 to 1e15",
+        ),
+        (
+            format!("{lat}{t},{t},a,b,op,seg,-100,1,1,1,1,1,1,1\r\n"),
+            flows.to_owned(),
+            "count '-100' is not a number",
+        ),
+        (
+            lat.to_owned(),
+            format!("{flows}{t},{t},c,a,b,1,RC,1,1,1,0,0,0,0,0,0,0,0,-5\r\n"),
+            "flows.csv row 1: throughput_gbps '-5' is not a number",
+        ),
+        (
+            lat.to_owned(),
+            format!("{flows}{t},{t},c,a,b,1,RC,1,1,1,0,0,0,0,0,0,0,0,inf\r\n"),
+            "throughput_gbps 'inf' is not a number",
+        ),
+        // A file without its header row is no report (it was plotted as an empty run).
+        (String::new(), flows.to_owned(), "latency.csv: empty, without the header row a report starts with"),
     ] {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("latency.csv"), &l).unwrap();

@@ -124,6 +124,10 @@ pub fn parse_rfc3339(s: &str) -> Option<u64> {
 struct Row<'r> {
     columns: &'r HashMap<String, usize>,
     values: &'r csv::StringRecord,
+    /// Its file and its place there (1: the first row after the header), for an error
+    /// about it.
+    file: &'r Path,
+    row: u64,
 }
 
 impl Row<'_> {
@@ -153,9 +157,15 @@ fn each_row(path: &Path, mut take: impl FnMut(&Row) -> Result<()>) -> Result<()>
             .enumerate()
             .map(|(i, name)| (name.to_owned(), i))
             .collect();
+        // Every report starts with its header row as it is made.
+        if columns.keys().all(String::is_empty) {
+            bail!("{}: empty, without the header row a report starts with", file.display());
+        }
         let mut values = csv::StringRecord::new();
+        let mut row = 0;
         while r.read_record(&mut values).with_context(|| format!("{}: a malformed row", file.display()))? {
-            take(&Row { columns: &columns, values: &values })?;
+            row += 1;
+            take(&Row { columns: &columns, values: &values, file: &file, row })?;
         }
     }
     Ok(())
@@ -165,9 +175,23 @@ fn field<'a>(row: &'a Row, name: &str, path: &Path) -> Result<&'a str> {
     row.get(name).with_context(|| format!("{}: no column {name}", path.display()))
 }
 
+/// The largest value a report holds: none of its counts, rates or times comes near it, so
+/// a value beyond is not one the probe wrote.
+const LARGEST: f64 = 1e15;
+
+/// A count, a rate or a time of a report: a number from 0 to [`LARGEST`] (what the probe
+/// writes; NaN, an infinity, a negative or a huge one would be drawn as a plot that
+/// misleads).
 fn number(row: &Row, name: &str, path: &Path) -> Result<f64> {
     let v = field(row, name, path)?;
-    v.parse().with_context(|| format!("{}: {name} '{v}' is not a number", path.display()))
+    match v.parse::<f64>() {
+        Ok(x) if (0.0..=LARGEST).contains(&x) => Ok(x),
+        _ => bail!(
+            "{} row {}: {name} '{v}' is not a number from 0 to 1e15, as the probe writes",
+            row.file.display(),
+            row.row
+        ),
+    }
 }
 
 fn time(row: &Row, name: &str, path: &Path) -> Result<u64> {
@@ -748,26 +772,40 @@ pub fn plot(csv_dir: &Path, out: &Path) -> Result<Vec<PathBuf>> {
     let read = read_latency(&latency_path)?;
     let (per_flow, flow_intervals) = read_flows(&flows_path)?;
     let steps = read_steps(&csv_dir.join("steps.csv"))?;
-    std::fs::create_dir_all(out).with_context(|| format!("--out: cannot create {}", out.display()))?;
-    let mut plots = Plots::new(out)?;
     let mut intervals = read.intervals.clone();
     for (s, e) in &flow_intervals {
         let end = intervals.entry(*s).or_insert(*e);
         *end = (*end).max(*e);
     }
     let timeline = Timeline::new(&intervals, "interval");
+    // Every plot drawn (with the fonts loaded), and every name it takes checked, before
+    // the first is written.
+    let mut plots = Plots::new(out)?;
+    let mut svgs: Vec<(String, String)> = Vec::new();
     for (op, segs) in &read.by_op {
-        plots.save(format!("latency_cdf_{op}.svg"), latency_cdf(op, segs)?)?;
+        svgs.push((format!("latency_cdf_{op}.svg"), latency_cdf(op, segs)?));
     }
     for (op, split) in &read.split {
         if let Some(svg) = segment_split(op, split, &read.intervals, &timeline)? {
-            plots.save(format!("segments_{op}.svg"), svg)?;
+            svgs.push((format!("segments_{op}.svg"), svg));
         }
     }
     let busiest = busiest_flows(per_flow, &flow_intervals);
-    plots.save("flow_throughput.svg".into(), throughput_plot(&busiest, &flow_intervals, &timeline)?)?;
+    svgs.push(("flow_throughput.svg".into(), throughput_plot(&busiest, &flow_intervals, &timeline)?));
     if !steps.is_empty() {
-        plots.save("steps.svg".into(), steps_plot(&steps)?)?;
+        svgs.push(("steps.svg".into(), steps_plot(&steps)?));
+    }
+    if std::fs::symlink_metadata(out).is_ok_and(|m| m.is_symlink()) && !out.exists() {
+        bail!("--out {}: a symbolic link to nothing", out.display());
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("--out: cannot create {}", out.display()))?;
+    for (name, _) in &svgs {
+        for p in [out.join(name), out.join(name.replace(".svg", ".png"))] {
+            super::refuse_irregular(&p).with_context(|| format!("--out: will not write {}", p.display()))?;
+        }
+    }
+    for (name, svg) in svgs {
+        plots.save(name, svg)?;
     }
     Ok(plots.written)
 }
@@ -820,7 +858,8 @@ impl<'a> Plots<'a> {
 /// not left cut short to be taken for a plot.
 fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
     let cannot = || format!("--out: cannot write {}", path.display());
-    let mut f = std::fs::File::create(path).with_context(cannot)?;
+    // Not through a link, nor into a FIFO: a plot is a file of its own.
+    let mut f = super::create_regular(path, false).with_context(cannot)?;
     std::io::Write::write_all(&mut f, bytes).or_else(|e| {
         // Only what this run began writing is removed.
         let _ = std::fs::remove_file(path);
