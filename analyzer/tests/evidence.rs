@@ -558,6 +558,76 @@ fn several_workers_and_live_capture_keep_the_same_evidence() {
 }
 
 #[test]
+fn a_uc_qps_congestion_file_holds_the_cnp_that_raised_it() {
+    // misc: a UC QP (no ACKs, so its two directions are never paired) throttled by a CNP.
+    // The file held only the QP's WRITEs, its comment on a WRITE before the CNP, and the
+    // CNP went to another event's file. The CNP by tshark: the first BTH opcode 129 from
+    // 10.0.2.9 to 10.0.1.9 (truth: the flow 10.0.1.9 -> 10.0.2.9 QP 4865 has cnp 1).
+    let (files, args, t) = scenario("misc");
+    let cnp_flow = t["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["dst_qpn"] == 4865 && f["src_ip"] == "10.0.1.9")
+        .expect("the truth's UC flow");
+    assert_eq!(cnp_flow["cnp"], 1);
+    let cnps: Vec<Vec<String>> = files
+        .iter()
+        .flat_map(|f| fields(f, &["frame.time_epoch", "ip.src", "ip.dst", "infiniband.bth.opcode"]))
+        .filter(|r| r[1] == "10.0.2.9" && r[2] == "10.0.1.9" && r[3] == "129")
+        .collect();
+    let cnp_time = &cnps[0][0];
+    let run = replay(&files, &args, &[]);
+    let file = std::fs::read_dir(run.evidence())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains("congestion_10.0.1.9_10.0.2.9_qp4865"))
+        .expect("the QP's congestion file");
+    let rows = fields(&file, &["frame.time_epoch", "infiniband.bth.opcode", "frame.comment"]);
+    let cnp = rows.iter().find(|r| &r[0] == cnp_time).expect("the CNP is in the file");
+    assert_eq!(cnp[1], "129");
+    assert!(cnp[2].contains("raised this congestion event"), "the comment is on the CNP: {rows:?}");
+    assert_eq!(rows.iter().filter(|r| !r[2].is_empty()).count(), 1, "{rows:?}");
+    // No verdict counts a CNP its file does not hold (tshark's CNPs in each file).
+    for e in std::fs::read_dir(run.evidence()).unwrap() {
+        let p = e.unwrap().path();
+        let held = fields(&p, &["infiniband.bth.opcode"]).iter().filter(|r| r[0] == "129").count();
+        let listed = run_cmd(&["evidence", run.evidence().to_str().unwrap()]);
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        let line = listed.lines().find(|l| l.ends_with(&name)).unwrap().to_owned();
+        if let Some((_, rest)) = line.split_once("congestion: ") {
+            let said: usize = rest.split(' ').next().unwrap().parse().unwrap();
+            assert!(said <= held, "{name}: the verdict says {said} CNPs, the file holds {held}");
+        }
+    }
+}
+
+#[test]
+fn a_packet_seen_at_both_vantages_counts_once_in_a_verdict() {
+    // rc_loss_vlan mirrors every packet at both vantages (VLANs 10 and 20). By tshark, each
+    // NAK (sequence error and RNR) is one per VLAN, one PSN is missing per VLAN in each
+    // loss, and each CNP one per VLAN: the verdicts said x2 and "2 PSN(s)" for one.
+    let (files, args, _) = scenario("rc_loss_vlan");
+    let naks = fields(&files[0], &["vlan.id", "infiniband.bth.psn", "infiniband.aeth.syndrome"]);
+    let mut per_vlan: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for r in naks.iter().filter(|r| r[2].parse::<u8>().is_ok_and(|s| s >> 5 == 1 || s >> 5 == 3)) {
+        *per_vlan.entry((r[1].clone(), r[0].clone())).or_default() += 1;
+    }
+    assert!(per_vlan.len() >= 8 && per_vlan.values().all(|&n| n == 1), "{per_vlan:?}");
+    let run = replay(&files, &args, &[]);
+    let listed = run_cmd(&["evidence", run.evidence().to_str().unwrap()]);
+    let verdicts: Vec<&str> =
+        listed.lines().filter(|l| l.contains(" loss ") || l.contains("rnr_nak")).collect();
+    assert_eq!(verdicts.len(), 4, "{listed}");
+    for v in verdicts {
+        assert!(
+            v.contains("(RNR NAK x1)") || v.contains("1 PSN(s) missing at a vantage, NAK sequence error x1"),
+            "{v}"
+        );
+    }
+}
+
+#[test]
 fn bad_evidence_options_are_one_line_errors_before_any_work() {
     let pcap = fixtures().join("scenarios/rc_loss_vlan/rc_loss_vlan.pcap");
     let file = tempfile::NamedTempFile::new().unwrap();

@@ -59,15 +59,25 @@ impl EvidenceOutput {
     }
 }
 
-/// The verdict in words.
+/// The most one vantage counted of a signal: a packet mirrored at both vantages is one
+/// packet, counted at each.
+fn most<T: Ord + Default + Copy>(per_vantage: [T; 2]) -> T {
+    per_vantage[0].max(per_vantage[1])
+}
+
+/// The verdict in words (each count: the most one vantage saw).
 pub fn verdict_text(e: &Event) -> String {
     let op = |o: Op| o.as_str();
     match e.verdict {
         Verdict::Loss { psn, gap_psns, naks, retransmitted } => {
             let mut v = format!("loss from PSN {psn}");
-            if gap_psns > 0 {
-                v += &format!(", {gap_psns} PSN(s) missing at a vantage");
+            // The most one vantage saw: one lost packet is missing at each vantage
+            // downstream of the loss, and one NAK is seen at each, not twice.
+            let missing = most(gap_psns);
+            if missing > 0 {
+                v += &format!(", {missing} PSN(s) missing at a vantage");
             }
+            let naks = most(naks);
             if naks > 0 {
                 v += &format!(", NAK sequence error x{naks}");
             }
@@ -75,17 +85,20 @@ pub fn verdict_text(e: &Event) -> String {
             v
         }
         Verdict::RnrNak { psn, naks, retransmitted } => format!(
-            "receiver not ready at PSN {psn} (RNR NAK x{naks}){}",
+            "receiver not ready at PSN {psn} (RNR NAK x{}){}",
+            most(naks),
             if retransmitted { ", sent again after the RNR timer" } else { "" }
         ),
-        Verdict::Congestion { cnps, ce } => format!("congestion: {cnps} CNP(s), {ce} ECN-CE mark(s)"),
+        Verdict::Congestion { cnps, ce } => {
+            format!("congestion: {} CNP(s), {} ECN-CE mark(s)", most(cnps), most(ce))
+        }
         Verdict::SlowIo { op: o, cid, io_ns, bytes } => {
             format!("slow NVMe {} CID {cid}: {:.3} ms, {bytes} bytes", op(o), io_ns as f64 / 1e6)
         }
         Verdict::IoTimeout { op: o, cid, waited_ns } => {
             format!("NVMe {} CID {cid}: no completion within {:.3} ms", op(o), waited_ns as f64 / 1e6)
         }
-        Verdict::IcrcError { packets } => format!("{packets} packet(s) with a wrong ICRC"),
+        Verdict::IcrcError { packets } => format!("{} packet(s) with a wrong ICRC", most(packets)),
     }
 }
 
@@ -565,7 +578,7 @@ mod tests {
                 ts,
                 qp: Qp { src: "10.0.0.1".parse().unwrap(), dst: "10.0.0.2".parse().unwrap(), dst_qpn: 17 },
                 vantage: Vantage::Compute,
-                verdict: Verdict::Congestion { cnps: 1, ce: 0 },
+                verdict: Verdict::Congestion { cnps: [1, 0], ce: [0, 0] },
             },
             status: Status::Kept,
             packets: Vec::new(),

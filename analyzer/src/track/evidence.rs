@@ -116,12 +116,39 @@ impl Qp {
 /// What the wire showed of an event (its verdict), counted as its signals came.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    Loss { psn: u32, gap_psns: u64, naks: u32, retransmitted: bool },
-    RnrNak { psn: u32, naks: u32, retransmitted: bool },
-    Congestion { cnps: u32, ce: u32 },
-    SlowIo { op: Op, cid: u16, io_ns: u64, bytes: u32 },
-    IoTimeout { op: Op, cid: u16, waited_ns: u64 },
-    IcrcError { packets: u32 },
+    /// `gap_psns`, `naks`: the PSNs each vantage (compute, storage) saw skipped and the
+    /// NAKs it saw; one packet lost upstream of both vantages is missing at each, one NAK
+    /// is seen at each.
+    Loss {
+        psn: u32,
+        gap_psns: [u64; 2],
+        naks: [u32; 2],
+        retransmitted: bool,
+    },
+    RnrNak {
+        psn: u32,
+        naks: [u32; 2],
+        retransmitted: bool,
+    },
+    /// Per vantage, as `naks`: one CNP or marked packet is seen at each.
+    Congestion {
+        cnps: [u32; 2],
+        ce: [u32; 2],
+    },
+    SlowIo {
+        op: Op,
+        cid: u16,
+        io_ns: u64,
+        bytes: u32,
+    },
+    IoTimeout {
+        op: Op,
+        cid: u16,
+        waited_ns: u64,
+    },
+    IcrcError {
+        packets: [u32; 2],
+    },
 }
 
 /// One event: its kind, time (of its first signal), QP, the vantage that saw it first and
@@ -209,7 +236,7 @@ impl EvidenceRecord {
                 ts: 0,
                 qp: Qp { src: IpAddr::from([0u8; 4]), dst: IpAddr::from([0u8; 4]), dst_qpn: 0 },
                 vantage: Vantage::Compute,
-                verdict: Verdict::IcrcError { packets: 0 },
+                verdict: Verdict::IcrcError { packets: [0; 2] },
             },
             status: Status::Kept,
             packets: Vec::with_capacity(FILE_PACKETS),
@@ -537,23 +564,40 @@ impl Evidence {
         if let Some(e) = joined {
             e.last_ts = e.last_ts.max(ts);
             let id = e.id;
+            // The packet that raised the signal, kept (`hold`) before the analyzer took its
+            // signals: the ring's newest, if it is of the signal's flow.
+            let newest = self.seq.checked_sub(1).map(|s| (s % RING_PACKETS as u64) as usize);
             if let Some(o) = self.open.iter_mut().find(|o| o.id == id) {
+                let had = o.watches(r.slot);
                 let mut s = [0; 8];
                 let n = slots(&mut s);
                 for &s in &s[..n] {
                     o.watch(s);
                 }
-                add_signal(&mut o.rec.event.verdict, r.signal);
+                // A flow that joins the event with this signal: its packet went by `hold`
+                // unwatched; the file takes it, so that the verdict counts no signal whose
+                // packet comes after the file's last (docs/EVIDENCE.md).
+                if !had && o.watches(r.slot) {
+                    if let Some(at) =
+                        newest.filter(|&at| self.meta[at].slot == r.slot && self.meta[at].ts == ts)
+                    {
+                        let k = self.meta[at];
+                        let from = at * self.stride;
+                        o.rec.push(k, &self.ring[from..from + k.len as usize]);
+                        o.after += 1;
+                    }
+                }
+                add_signal(&mut o.rec.event.verdict, r.signal, r.vantage);
             }
             return;
         }
         let mut verdict = match kind {
-            EventKind::Loss => Verdict::Loss { psn, gap_psns: 0, naks: 0, retransmitted: false },
-            EventKind::RnrNak => Verdict::RnrNak { psn, naks: 0, retransmitted: false },
-            EventKind::Congestion => Verdict::Congestion { cnps: 0, ce: 0 },
-            _ => Verdict::IcrcError { packets: 0 },
+            EventKind::Loss => Verdict::Loss { psn, gap_psns: [0; 2], naks: [0; 2], retransmitted: false },
+            EventKind::RnrNak => Verdict::RnrNak { psn, naks: [0; 2], retransmitted: false },
+            EventKind::Congestion => Verdict::Congestion { cnps: [0; 2], ce: [0; 2] },
+            _ => Verdict::IcrcError { packets: [0; 2] },
         };
-        add_signal(&mut verdict, r.signal);
+        add_signal(&mut verdict, r.signal, r.vantage);
         let event = Event { kind, ts, qp: r.qp, vantage: r.vantage, verdict };
         let id = self.next_id;
         self.episodes[place] = Some(Episode { kind, qp: r.qp, psn, last_ts: ts, id });
@@ -677,19 +721,21 @@ impl Evidence {
     }
 }
 
-/// Counts a joining signal in an event's verdict.
-fn add_signal(v: &mut Verdict, s: Signal) {
+/// Counts a joining signal, seen at `vantage`, in an event's verdict.
+fn add_signal(v: &mut Verdict, s: Signal, vantage: Vantage) {
     match (v, s) {
-        (Verdict::Loss { gap_psns, .. }, Signal::Gap { skipped, .. }) => *gap_psns += u64::from(skipped),
-        (Verdict::Loss { naks, .. }, Signal::NakSeq { .. }) => *naks += 1,
+        (Verdict::Loss { gap_psns, .. }, Signal::Gap { skipped, .. }) => {
+            gap_psns[vantage as usize] += u64::from(skipped)
+        }
+        (Verdict::Loss { naks, .. }, Signal::NakSeq { .. }) => naks[vantage as usize] += 1,
         (
             Verdict::Loss { retransmitted, .. } | Verdict::RnrNak { retransmitted, .. },
             Signal::Retransmission { .. },
         ) => *retransmitted = true,
-        (Verdict::RnrNak { naks, .. }, Signal::RnrNak { .. }) => *naks += 1,
-        (Verdict::Congestion { cnps, .. }, Signal::Cnp) => *cnps += 1,
-        (Verdict::Congestion { ce, .. }, Signal::Ce) => *ce += 1,
-        (Verdict::IcrcError { packets }, Signal::Icrc) => *packets += 1,
+        (Verdict::RnrNak { naks, .. }, Signal::RnrNak { .. }) => naks[vantage as usize] += 1,
+        (Verdict::Congestion { cnps, .. }, Signal::Cnp) => cnps[vantage as usize] += 1,
+        (Verdict::Congestion { ce, .. }, Signal::Ce) => ce[vantage as usize] += 1,
+        (Verdict::IcrcError { packets }, Signal::Icrc) => packets[vantage as usize] += 1,
         _ => {}
     }
 }
@@ -783,7 +829,10 @@ mod tests {
         assert_eq!(r.trigger, Some(2));
         assert_eq!(r.packets[0].len, 64, "cut to the snap length");
         assert_eq!(r.packets[0].wire_len, 80);
-        assert_eq!(r.event.verdict, Verdict::Loss { psn: 100, gap_psns: 1, naks: 1, retransmitted: false });
+        assert_eq!(
+            r.event.verdict,
+            Verdict::Loss { psn: 100, gap_psns: [1, 0], naks: [1, 0], retransmitted: false }
+        );
     }
 
     #[test]

@@ -1404,7 +1404,9 @@ impl FlowTable {
                 }
                 *self.rest_field(t, |c| &mut c.cnp) += 1;
                 self.note_change(t);
-                self.signal(t, true, Signal::Cnp, ts);
+                if self.signals.on {
+                    self.raise_cnp(i, t, ts);
+                }
             }
             None => {
                 *self.rest_field(i, |c| &mut c.cnp_unattributed) += 1;
@@ -1652,6 +1654,17 @@ impl FlowTable {
         let qp = self.qp_of(i, request);
         let vantage = self.hot[i as usize].vantage();
         self.signals.raise(Raised { slot: i, vantage, qp, signal, ts });
+    }
+
+    /// A CNP of flow `i` counted on `t`, the flow it throttles: raised on the CNP's own flow
+    /// (the packet that raises the event is `i`'s, which `t` need not be paired with: a UC
+    /// QP's, or a pair guessed) for `t`'s QP, so that the event's flows are both.
+    #[cold]
+    #[inline(never)]
+    fn raise_cnp(&mut self, i: u32, t: u32, ts: u64) {
+        let qp = self.qp_of(t, true);
+        let vantage = self.hot[i as usize].vantage();
+        self.signals.raise(Raised { slot: i, vantage, qp, signal: Signal::Cnp, ts });
     }
 
     /// The flows of a QP (both directions, at both vantages) into `out`, after `first`
