@@ -196,7 +196,8 @@ pub struct CommonArgs {
     /// two jobs' ranges may not overlap. A
     /// job's steps are the RC requests between its hosts. Hosts no rule names are grouped
     /// by themselves: those that RC requests (SEND, WRITE, READ, atomics; not NVMe)
-    /// connect form one job per connected group, named by their lowest address.
+    /// connect form one job per connected group, named by the lowest address of its first
+    /// step (kept for the run).
     #[arg(long = "job", value_name = "NAME=CIDRS")]
     pub jobs: Vec<crate::metrics::steps::JobRule>,
     /// A job's step ends when none of its flows has sent for this long. At most 10s

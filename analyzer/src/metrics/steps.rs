@@ -3,8 +3,11 @@
 //!
 //! - a **job** is the hosts of a `--job NAME=CIDR[,CIDR…]` rule, with the request flows
 //!   between them; the hosts no rule names are grouped by their own RC request traffic
-//!   (not NVMe), one job per connected group, named by its lowest address. A flow between
-//!   a rule's host and a host outside that rule is in no job (counted);
+//!   (not NVMe), one job per connected group, named once, by the lowest address among the
+//!   hosts of its first step, whenever that step closes (`Steps::record`); two named groups
+//!   that a flow joins are one job under the name of the earlier first step
+//!   (`Steps::join`). A flow between a rule's host and a host outside that rule is in no
+//!   job (counted);
 //! - a **step** of a job is the union of its request flows' transmissions (at the compute
 //!   vantage) that overlap or follow each other by at most `--step-gap`;
 //! - its **straggler** is the flow that finished last; its lag, how long after the median
@@ -67,7 +70,7 @@ impl std::str::FromStr for JobRule {
         if name.is_empty() || name.len() > 64 || name.chars().any(|c| c.is_control() || c == ',') {
             return Err(format!("'{name}' is not a job name (1 to 64 printable characters, no comma)"));
         }
-        // A job found by itself is named by its lowest address: a rule of that name would
+        // A job found by itself is named by one of its addresses: a rule of that name would
         // be taken for it (and merged with it).
         if name.parse::<IpAddr>().is_ok() {
             return Err(format!("'{name}' is not a job name (an address names a job found by itself)"));
@@ -216,6 +219,23 @@ impl StepDurations {
         }
     }
 
+    /// Takes in another job's durations (two found jobs joined): exact while there are at
+    /// most [`EXACT_DURATIONS`] in all, else a histogram of them all, as if recorded here.
+    fn merge(&mut self, other: Self) {
+        match other {
+            Self::Exact(v) => v.into_iter().for_each(|d| self.record(d)),
+            Self::Histogram(mut h) => match self {
+                Self::Histogram(mine) => mine.add(&*h).expect("histograms of one configuration"),
+                Self::Exact(v) => {
+                    for &d in v.iter() {
+                        h.saturating_record(d);
+                    }
+                    *self = Self::Histogram(h);
+                }
+            },
+        }
+    }
+
     /// The duration at quantile `q` (nearest rank), `None` without a step.
     pub fn quantile(&self, q: f64) -> Option<u64> {
         match self {
@@ -255,6 +275,29 @@ impl JobTotals {
             stragglers: BTreeMap::new(),
             hosts: Vec::new(),
             last: None,
+        }
+    }
+
+    /// Takes in the totals of another job (two found jobs joined): as if its steps had been
+    /// recorded here.
+    fn merge(&mut self, other: Self) {
+        self.steps += other.steps;
+        self.durations.merge(other.durations);
+        self.max_ns = self.max_ns.max(other.max_ns);
+        for (k, s) in other.stragglers {
+            let e = self.stragglers.entry(k).or_default();
+            e.steps += s.steps;
+            e.lag_ns += s.lag_ns;
+        }
+        for h in other.hosts {
+            if let Err(at) = self.hosts.binary_search(&h) {
+                self.hosts.insert(at, h);
+            }
+        }
+        if let Some(l) = other.last {
+            if self.last.as_ref().is_none_or(|m| m.start_ns < l.start_ns) {
+                self.last = Some(l);
+            }
         }
     }
 }
@@ -324,6 +367,8 @@ pub struct Steps {
     /// By host place: the rule naming the host (the first rule of its name, so that rules
     /// of one name are one job), or [`NO_RULE`].
     rule_of: Vec<u32>,
+    /// By host place, at a group's root: the group's name once a step of it has closed.
+    named: Vec<Option<Name>>,
     /// Request flows' transmissions whose step has not closed.
     pending: Vec<Member>,
     /// How many of the first `pending` a close left waiting. They have joined their hosts'
@@ -350,9 +395,27 @@ pub struct Steps {
 /// A host no `--job` rule names.
 const NO_RULE: u32 = u32::MAX;
 
-/// The list of the flows in no job while they wait ([`Steps::by_job`]): a name no rule can
-/// have (a control character) and no address.
-const OUTSIDE: &str = "\u{0}outside";
+/// The name of a group of hosts no rule names, given when its first step closes and kept.
+#[derive(Debug, Clone, Copy)]
+struct Name {
+    /// The lowest address among the hosts of that step (not of the group: hosts that joined
+    /// it since, or whose transmissions came sooner, would make the name depend on when
+    /// the step closed, so on `--interval` and `--workers`).
+    ip: IpAddr,
+    /// That step's start: of two named groups joined, the one named first keeps its name.
+    first_ns: u64,
+}
+
+/// Whose a list of pending transmissions is while a close splits them ([`Steps::by_job`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Owner {
+    /// A `--job` rule's hosts, by the first rule of the name.
+    Rule(u32),
+    /// A group of hosts no rule names, by its root's place.
+    Group(usize),
+    /// Flows between a rule's host and a host outside that rule: in no job.
+    Outside,
+}
 
 impl Default for Steps {
     fn default() -> Self {
@@ -373,6 +436,7 @@ impl Steps {
             parent: Vec::new(),
             ips: Vec::new(),
             rule_of: Vec::new(),
+            named: Vec::new(),
             pending: Vec::new(),
             joined: 0,
             nvme_checked: 0,
@@ -400,6 +464,7 @@ impl Steps {
         let rule = self.rules.iter().find(|r| r.contains(ip));
         let first = rule.and_then(|r| self.rules.iter().position(|f| f.name == r.name));
         self.rule_of.push(first.map_or(NO_RULE, |k| k as u32));
+        self.named.push(None);
         Some(i)
     }
 
@@ -475,37 +540,44 @@ impl Steps {
         self.pending.iter().map(|t| t.start_ns).min()
     }
 
-    /// The job of a host: the first `--job` rule that holds it, else its group, named by
-    /// its lowest address.
-    fn job_of(&mut self, ip: IpAddr, names: &HashMap<usize, IpAddr, ahash::RandomState>) -> String {
-        if let Some(r) = self.rules.iter().find(|r| r.contains(ip)) {
-            return r.name.clone();
+    /// The job of a host (by its place): the first `--job` rule of the name of the rule
+    /// that holds it, else its group.
+    fn owner(&mut self, h: usize) -> Owner {
+        match self.rule_of[h] {
+            NO_RULE => Owner::Group(self.root(h)),
+            k => Owner::Rule(k),
         }
-        let Some(&i) = self.index.get(&ip) else { return ip.to_string() };
-        let root = self.root(i);
-        names.get(&root).copied().unwrap_or(ip).to_string()
-    }
-
-    /// Each group's lowest address.
-    fn group_names(&mut self) -> HashMap<usize, IpAddr, ahash::RandomState> {
-        let mut names: HashMap<usize, IpAddr, ahash::RandomState> = HashMap::default();
-        for i in 0..self.ips.len() {
-            let r = self.root(i);
-            let ip = self.ips[i];
-            names.entry(r).and_modify(|n| *n = (*n).min(ip)).or_insert(ip);
-        }
-        names
     }
 
     /// Notes the places of the hosts a request flow connects, and joins them if no rule
     /// names either (a rule's hosts are its job); false beyond the bound on hosts.
+    ///
+    /// Two groups that both have a name (each had a step closed) become one job under the
+    /// name given first, by its first step's start in packet time (then the lower address):
+    /// the name the joined group's own first step gives when no step closed before the
+    /// join (a longer `--interval`), whatever the order the hosts were seen in. The other
+    /// name's totals are taken into it and the name is reported no more; the steps already
+    /// written under it keep it.
     fn join(&mut self, t: &mut Member) -> bool {
         let (Some(a), Some(b)) = (self.host(t.key.src), self.host(t.key.dst)) else { return false };
         (t.src_host, t.dst_host) = (a as u32, b as u32);
         if self.rule_of[a] == NO_RULE && self.rule_of[b] == NO_RULE {
             let (ra, rb) = (self.root(a), self.root(b));
             if ra != rb {
-                self.parent[ra.max(rb)] = ra.min(rb);
+                let (root, other) = (ra.min(rb), ra.max(rb));
+                self.parent[other] = root;
+                let name = match (self.named[root].take(), self.named[other].take()) {
+                    (Some(x), Some(y)) => {
+                        let first = (x.first_ns, x.ip) <= (y.first_ns, y.ip);
+                        let (kept, gone) = if first { (x, y) } else { (y, x) };
+                        if let Some(totals) = self.jobs.remove(&gone.ip.to_string()) {
+                            self.jobs.entry(kept.ip.to_string()).or_insert_with(JobTotals::new).merge(totals);
+                        }
+                        Some(kept)
+                    }
+                    (x, y) => x.or(y),
+                };
+                self.named[root] = name;
             }
         }
         true
@@ -524,7 +596,7 @@ impl Steps {
     /// (not copied), and only those that came since the last close are joined and sorted,
     /// then put in order among those it left waiting (see [`in_order`]): the stats
     /// thread does this every interval over up to [`MAX_PENDING`] transmissions.
-    fn by_job(&mut self) -> BTreeMap<String, Vec<Member>> {
+    fn by_job(&mut self) -> BTreeMap<Owner, Vec<Member>> {
         let mut ts = std::mem::take(&mut self.pending);
         let old = std::mem::take(&mut self.joined);
         // The waiting ones need checking again only against pairs found since.
@@ -545,14 +617,13 @@ impl Steps {
         });
         self.dropped += dropped;
         ts[kept_old..].sort_unstable_by(Member::order);
-        let names = self.group_names();
         // Each source host's job (by the host's place), as an index into `jobs`; how many
         // transmissions each job has, and how many of them waited.
         let mut job_of = std::mem::take(&mut self.scratch.job_of);
         job_of.clear();
         job_of.resize(self.ips.len(), usize::MAX);
-        let mut by_name: HashMap<String, usize, ahash::RandomState> = HashMap::default();
-        let mut jobs: Vec<(String, usize, usize)> = Vec::new();
+        let mut by_owner: HashMap<Owner, usize, ahash::RandomState> = HashMap::default();
+        let mut jobs: Vec<(Owner, usize, usize)> = Vec::new();
         // A flow between a rule's host and a host outside it waits as the others do (its
         // pair may yet be found carrying NVMe), in a list of its own, counted as it closes.
         let mut outside = usize::MAX;
@@ -561,15 +632,15 @@ impl Steps {
             let j = match job_of[h] {
                 _ if !self.in_a_job(t) => {
                     if outside == usize::MAX {
-                        jobs.push((OUTSIDE.to_owned(), 0, 0));
+                        jobs.push((Owner::Outside, 0, 0));
                         outside = jobs.len() - 1;
                     }
                     outside
                 }
                 usize::MAX => {
-                    let name = self.job_of(t.key.src, &names);
-                    let j = *by_name.entry(name).or_insert_with_key(|name| {
-                        jobs.push((name.clone(), 0, 0));
+                    let owner = self.owner(h);
+                    let j = *by_owner.entry(owner).or_insert_with(|| {
+                        jobs.push((owner, 0, 0));
                         jobs.len() - 1
                     });
                     job_of[h] = j;
@@ -584,9 +655,9 @@ impl Steps {
         if jobs.len() == 1 {
             // One job (a cluster's usual case): the list is the pending list itself.
             self.scratch.job_of = job_of;
-            let (name, _, waited) = jobs.swap_remove(0);
+            let (owner, _, waited) = jobs.swap_remove(0);
             in_order(&mut ts, waited, &mut self.scratch.merge);
-            out.insert(name, ts);
+            out.insert(owner, ts);
             return out;
         }
         let mut lists: Vec<Vec<Member>> = jobs.iter().map(|&(_, n, _)| Vec::with_capacity(n)).collect();
@@ -595,9 +666,9 @@ impl Steps {
             lists[j].push(t);
         }
         self.scratch.job_of = job_of;
-        for ((name, _, waited), mut v) in jobs.into_iter().zip(lists) {
+        for ((owner, _, waited), mut v) in jobs.into_iter().zip(lists) {
             in_order(&mut v, waited, &mut self.scratch.merge);
-            out.insert(name, v);
+            out.insert(owner, v);
         }
         out
     }
@@ -609,11 +680,11 @@ impl Steps {
         if self.pending.is_empty() {
             return;
         }
-        for (job, mut ts) in self.by_job() {
+        for (owner, mut ts) in self.by_job() {
             // The steps that close are the first ones of the job's list: how many
             // transmissions they hold.
             let mut closed = 0;
-            if job == OUTSIDE {
+            if owner == Owner::Outside {
                 // The flows of no job make no step: each waits for its own end only (its
                 // pair may yet be found carrying NVMe), not for a pause of them all, which
                 // a busy fabric may never make.
@@ -626,7 +697,7 @@ impl Steps {
                     if !due(end, closed as f64 / ts.len() as f64) {
                         break;
                     }
-                    self.record(&job, group);
+                    self.record(owner, group);
                     closed += group.len();
                 }
             }
@@ -656,8 +727,10 @@ impl Steps {
         self.close(|_, before| before < 0.25);
     }
 
-    fn record(&mut self, job: &str, group: &[Member]) {
-        let step = step_of(job, group, &self.naks, &mut self.scratch);
+    /// Records a step of a job. A group of hosts no rule names is named here, at its first
+    /// step, by the lowest address among that step's hosts, and keeps the name: the job's
+    /// name does not change as hosts join it, and does not depend on when a step closes.
+    fn record(&mut self, owner: Owner, group: &[Member]) {
         // A step closed at the bound holds up to MAX_PENDING transmissions between a few
         // hundred hosts: the distinct ones first (each host marked by its place as the
         // step's), then sorted.
@@ -683,14 +756,25 @@ impl Steps {
         }
         hosts.sort_unstable();
         hosts.dedup();
-        let j = self.jobs.entry(job.to_owned()).or_insert_with(JobTotals::new);
+        let job = match owner {
+            Owner::Rule(k) => self.rules[k as usize].name.clone(),
+            Owner::Group(root) => {
+                let start_ns = group.iter().map(|t| t.start_ns).min().unwrap_or(0);
+                let Some(&ip) = self.scratch.hosts.first() else { return };
+                self.named[root].get_or_insert(Name { ip, first_ns: start_ns }).ip.to_string()
+            }
+            // The flows of no job make no step (`close` takes them apart).
+            Owner::Outside => return,
+        };
+        let step = step_of(&job, group, &self.naks, &mut self.scratch);
+        let j = self.jobs.entry(job).or_insert_with(JobTotals::new);
         j.steps += 1;
         j.durations.record(step.duration_ns());
         j.max_ns = j.max_ns.max(step.duration_ns());
         let s = j.stragglers.entry((step.straggler.src, step.reason)).or_default();
         s.steps += 1;
         s.lag_ns += step.lag_ns();
-        for &h in hosts.iter() {
+        for &h in self.scratch.hosts.iter() {
             if let Err(at) = j.hosts.binary_search(&h) {
                 j.hosts.insert(at, h);
             }
@@ -1073,6 +1157,78 @@ mod tests {
     }
 
     #[test]
+    fn a_found_job_keeps_the_name_of_its_first_step_whatever_the_interval() {
+        // Each case run twice: its first steps closed before the last transmissions come
+        // (a short --interval), and every step closed at the end (a long one). A job used
+        // to be named by its lowest address when each step closed: it changed name mid-run
+        // when a lower host joined, and the two runs differed.
+        let run = |ts: &[Transmission], close_before: usize, early: bool| {
+            let mut s = Steps::new(Vec::new(), 2_000_000, 0);
+            for (k, t) in ts.iter().enumerate() {
+                if early && k == close_before {
+                    s.advance(5_000_000);
+                }
+                s.offer(t);
+            }
+            s.finish();
+            let names: Vec<String> = s.take_closed().into_iter().map(|x| x.job).collect();
+            (names, s)
+        };
+        let keys = |s: &Steps| s.jobs.keys().cloned().collect::<Vec<_>>();
+        // A ring whose lowest host, 10.0.0.1, sends only from its second step on: the job
+        // is named by its first step's hosts (10.0.0.2, 10.0.0.3), and keeps the name.
+        let ring = [
+            tx("10.0.0.2", "10.0.0.3", 1_000, 50_000, |_| {}),
+            tx("10.0.0.3", "10.0.0.2", 1_000, 40_000, |_| {}),
+            tx("10.0.0.1", "10.0.0.2", 10_000_000, 10_050_000, |_| {}),
+            tx("10.0.0.3", "10.0.0.1", 10_000_000, 10_040_000, |_| {}),
+        ];
+        for early in [true, false] {
+            let (names, s) = run(&ring[..], 2, early);
+            assert_eq!(names, ["10.0.0.2", "10.0.0.2"], "early {early}");
+            assert_eq!(keys(&s), ["10.0.0.2"], "early {early}");
+            let j = &s.jobs["10.0.0.2"];
+            assert_eq!((j.steps, j.hosts.clone()), (2, vec![ip("10.0.0.1"), ip("10.0.0.2"), ip("10.0.0.3")]));
+        }
+        // Two pairs, 10.0.0.5-6 from 1 µs and 10.0.0.3-4 from 3 ms (apart by more than the
+        // step gap), then a flow 10.0.0.6 -> 10.0.0.3 at 10 ms joins them. Closed early,
+        // each pair's step is its own job; joined, the one named first (10.0.0.5, whose
+        // first step started first, though 10.0.0.3 is lower) keeps its name and takes in
+        // the other's totals. Closed at the end, the joined job's first step is the
+        // 10.0.0.5-6 one: the same name and totals. Only the row of 10.0.0.3-4's step,
+        // written before the join, differs.
+        let pairs = [
+            tx("10.0.0.5", "10.0.0.6", 1_000, 50_000, |_| {}),
+            tx("10.0.0.6", "10.0.0.5", 1_000, 40_000, |_| {}),
+            tx("10.0.0.3", "10.0.0.4", 3_000_000, 3_060_000, |_| {}),
+            tx("10.0.0.4", "10.0.0.3", 3_000_000, 3_040_000, |_| {}),
+            tx("10.0.0.6", "10.0.0.3", 10_000_000, 10_050_000, |_| {}),
+        ];
+        for (early, second) in [(true, "10.0.0.3"), (false, "10.0.0.5")] {
+            let (names, s) = run(&pairs[..], 4, early);
+            assert_eq!(names, ["10.0.0.5", second, "10.0.0.5"], "early {early}");
+            assert_eq!(keys(&s), ["10.0.0.5"], "early {early}");
+            let j = &s.jobs["10.0.0.5"];
+            assert_eq!(j.steps, 3);
+            assert_eq!(j.hosts, ["10.0.0.3", "10.0.0.4", "10.0.0.5", "10.0.0.6"].map(ip));
+            // Steps of 49, 60 and 50 µs; lags 10 µs (10.0.0.5: 50 vs 40 µs), 20 µs
+            // (10.0.0.3: 3,060 vs 3,040 µs) and 0 (10.0.0.6 alone).
+            assert_eq!((j.max_ns, j.durations.quantile(0.5)), (60_000, Some(50_000)));
+            let stragglers: Vec<_> =
+                j.stragglers.iter().map(|(&(h, r), x)| (h, r, x.steps, x.lag_ns)).collect();
+            assert_eq!(
+                stragglers,
+                [
+                    (ip("10.0.0.3"), Reason::None, 1, 20_000),
+                    (ip("10.0.0.5"), Reason::None, 1, 10_000),
+                    (ip("10.0.0.6"), Reason::None, 1, 0)
+                ]
+            );
+            assert_eq!(j.last.as_ref().map(|l| l.start_ns), Some(10_000_000));
+        }
+    }
+
+    #[test]
     fn a_step_of_one_packet_has_a_rate_a_link_can_carry() {
         // It was divided by 1 ns: 32,768 Gbit/s for one 4 KiB packet. Now by one packet's
         // time at 100 Gb/s: 4,200 bytes are 336 ns; 4,096 payload bytes over it.
@@ -1103,6 +1259,21 @@ mod tests {
         assert_eq!(h.len(), 1_025);
         assert_eq!(d.quantile(0.5), Some(h.highest_equivalent(513_000)));
         assert!(d.quantile(0.5).unwrap().abs_diff(513_000) * 1_000 <= 513_000);
+        // Two jobs' durations taken together (two found jobs joined): exact while 1,024 in
+        // all, then a histogram of them all, whichever side held one.
+        let exact = |r: std::ops::RangeInclusive<u64>| StepDurations::Exact(r.map(|k| k * 1_000).collect());
+        let mut m = exact(1..=600);
+        m.merge(exact(601..=1_024));
+        assert!(matches!(&m, StepDurations::Exact(v) if v.len() == 1_024));
+        assert_eq!((m.quantile(0.5), m.quantile(0.99)), (Some(512_000), Some(1_014_000)));
+        let mut e = exact(1_025..=1_026);
+        e.merge(d.clone());
+        assert!(matches!(&e, StepDurations::Histogram(h) if h.len() == 1_027));
+        m.merge(e);
+        assert!(matches!(&m, StepDurations::Histogram(h) if h.len() == 2_051));
+        let mut both = d.clone();
+        both.merge(m);
+        assert!(matches!(&both, StepDurations::Histogram(h) if h.len() == 3_076));
     }
 
     #[test]
