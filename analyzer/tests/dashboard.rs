@@ -270,6 +270,48 @@ fn notes_wait_until_the_dashboard_gives_the_terminal_back() {
     assert!(told.starts_with("roceprobe: warning: --max-ios 8: 8 NVMe commands not followed"), "{told}");
 }
 
+#[test]
+fn one_vantage_draws_no_split_bar() {
+    // The compute vantage alone gives the compute segment, not the network or storage
+    // one: the bar drew it as the whole I/O (all █). No bar without the three.
+    let path = fixtures().join("scenarios/nvme_split/nvme_split_compute.pcap");
+    let mut replay = Replay::open(&[path]).unwrap();
+    let cfg = PipelineConfig::new(VantageMap::default());
+    let r = runtime::run(&mut replay, &cfg, &AtomicBool::new(false), Default::default()).unwrap();
+    let s = Summary::build(&r.totals, &r.sources, &r.ios);
+    assert!(
+        s.latency.iter().any(|l| l.segment == "compute") && !s.latency.iter().any(|l| l.segment == "network")
+    );
+    let view = ViewBuilder::over_run(r.totals.first_ts_ns).build(s, r.totals.last_ts_ns, true);
+    let screen = render_at(&view, UiState::default(), 120, 30);
+    let rows: Vec<&String> =
+        screen.iter().filter(|l| l.contains(" read ") || l.contains(" write ")).collect();
+    assert!(!rows.is_empty(), "{screen:#?}");
+    for row in rows {
+        assert!(!row.contains('█') && !row.contains('▓') && !row.contains('░'), "{row}");
+    }
+    // With the two vantages the bar is there.
+    let both = final_view("nvme_vlan");
+    let screen = render_at(&both, UiState::default(), 120, 30);
+    assert!(screen.iter().any(|l| l.contains(" read ") && l.contains('█')), "{screen:#?}");
+}
+
+#[test]
+fn the_final_view_says_how_the_run_ended() {
+    // "finished" showed for a replay stopped by a signal and for one whose file was cut.
+    let mut view = final_view("nvme_vlan");
+    for (ended, said) in [
+        ("complete", "roceprobe finished "),
+        ("stopped", "roceprobe stopped "),
+        ("cut_short", "roceprobe finished, an input file cut short "),
+        ("failed", "roceprobe stopped by an error (told on exit) "),
+    ] {
+        view.summary.ended = serde_json::from_value(serde_json::json!(ended)).unwrap();
+        let screen = render_at(&view, UiState::default(), 120, 30);
+        assert!(screen[0].starts_with(said), "{ended}: {}", screen[0]);
+    }
+}
+
 /// The probe whose command line holds `unique` (not the shell that started it).
 fn pid_of(unique: &str) -> i32 {
     let pattern = format!("^{} replay .*{unique}", bin());

@@ -8,7 +8,7 @@
 //! Drawing ([`draw`]) is a pure function of the view and the UI state, so tests render it
 //! on ratatui's test backend.
 
-use super::summary::{FlowSummary, LatencySummary, Summary};
+use super::summary::{FlowSummary, LatencySummary, RunEnd, Summary};
 use anyhow::Result;
 use crossbeam_channel::{Receiver, TryRecvError, TrySendError};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
@@ -281,7 +281,12 @@ pub fn draw(f: &mut Frame<'_>, view: Option<&View>, ui: &UiState) {
     .areas(f.area());
     let state = match view {
         None => "waiting for packets",
-        Some(v) if v.finished => "finished",
+        Some(v) if v.finished => match v.summary.ended {
+            RunEnd::Complete => "finished",
+            RunEnd::Stopped => "stopped",
+            RunEnd::CutShort => "finished, an input file cut short",
+            RunEnd::Failed => "stopped by an error (told on exit)",
+        },
         Some(_) if ui.paused => "paused",
         Some(_) => "running",
     };
@@ -505,19 +510,23 @@ fn draw_ios(f: &mut Frame<'_>, area: Rect, v: &View) {
         let io = segment(&v.summary, id, "io@compute").or_else(|| segment(&v.summary, id, "io@storage"));
         cells.push(Line::from(io.map_or("-".into(), |l| format!("{}/{}", us(l.p50_us), us(l.p99_us)))));
         let mut p50s = [0.0f64; 3];
+        let mut known = 0;
         for (i, (seg, _, _)) in SEGMENTS.iter().enumerate() {
             cells.push(Line::from(match segment(&v.summary, id, seg) {
                 Some(l) => {
                     p50s[i] = l.p50_us;
+                    known += 1;
                     format!("{}/{}", us(l.p50_us), us(l.p99_us))
                 }
                 None => "-".into(),
             }));
         }
-        // Where the median I/O's time goes: compute, network and storage side by side.
+        // Where the median I/O's time goes: compute, network and storage side by side;
+        // only with all three (one vantage gives the compute segment alone, which a bar
+        // showed as the whole I/O).
         let total: f64 = p50s.iter().sum();
         let mut bar = Vec::new();
-        if total > 0.0 && bar_width > 0 {
+        if known == SEGMENTS.len() && total > 0.0 && bar_width > 0 {
             let mut used = 0u16;
             for (i, (_, color, ch)) in SEGMENTS.iter().enumerate() {
                 let w = if i == 2 {
