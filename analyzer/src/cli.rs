@@ -232,8 +232,8 @@ pub struct CommonArgs {
     /// are counted and listed (capped_per_minute).
     #[arg(long, requires = "evidence_dir", allow_hyphen_values = true, value_name = "N", default_value_t = defaults::EVIDENCE_MAX_PER_MINUTE)]
     pub evidence_max_per_minute: u32,
-    /// Evidence: the files in --evidence-dir take at most SIZE bytes (suffixes K, M, G); the
-    /// oldest are removed first.
+    /// Evidence: the files in --evidence-dir take at most SIZE bytes (suffixes K, M, G; at
+    /// least 64K); the oldest are removed first.
     #[arg(long, requires = "evidence_dir", allow_hyphen_values = true, value_name = "SIZE", default_value = defaults::EVIDENCE_MAX_BYTES, value_parser = parse_evidence_max_bytes)]
     pub evidence_max_bytes: u64,
 }
@@ -430,11 +430,12 @@ fn parse_interval(s: &str) -> Result<Duration, String> {
 /// `--step-gap`: 1 µs to 10 s. A step is written only once the job has paused that long
 /// after it, so a longer gap would hold every step until the end of the run.
 fn parse_step_gap(s: &str) -> Result<Duration, String> {
-    let d = parse_interval(s)?;
+    let too_long =
+        || format!("'{s}' is too long (at most 10s: a step is written once its job has paused that long)");
+    // A duration past any (its own message names the longest duration, not this option's).
+    let d = parse_interval(s).map_err(|e| if e.contains("too long") { too_long() } else { e })?;
     if d > Duration::from_secs(10) {
-        return Err(format!(
-            "'{s}' is too long (at most 10s: a step is written once its job has paused that long)"
-        ));
+        return Err(too_long());
     }
     Ok(d)
 }
@@ -812,6 +813,9 @@ fn run(cli: Cli) -> Result<()> {
             print_out(&plots.iter().map(|p| format!("{}\n", p.display())).collect::<String>())
         }
         Command::Evidence(a) => {
+            if !a.dir.exists() {
+                bail!("evidence: {} does not exist", a.dir.display());
+            }
             if !a.dir.is_dir() {
                 bail!("evidence: {} is not a directory", a.dir.display());
             }

@@ -1161,6 +1161,15 @@ fn negative_values_name_their_option() {
     // check, not taken for an unknown option.
     let c = capture("rdma_write_bw.pcap");
     let c = c.to_str().unwrap();
+    // Past the longest duration: the option's own bound named, not the duration's.
+    assert_one_line_error(
+        &["replay", "--step-gap", "99999999999s", c],
+        "'99999999999s' is too long (at most 10s: a step is written once its job has paused that long)",
+    );
+    assert_one_line_error(
+        &["evidence", "/nonexistent/evidence"],
+        "evidence: /nonexistent/evidence does not exist",
+    );
     for (opt, value) in
         [("--interval", "-1s"), ("--max-flows", "-5"), ("--csv-retain", "-1G"), ("--top", "-3")]
     {

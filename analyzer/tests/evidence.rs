@@ -632,8 +632,13 @@ fn bad_evidence_options_are_one_line_errors_before_any_work() {
     let pcap = fixtures().join("scenarios/rc_loss_vlan/rc_loss_vlan.pcap");
     let file = tempfile::NamedTempFile::new().unwrap();
     let not_dir = file.path().join("sub");
+    let links = tempfile::tempdir().unwrap();
+    let dangling = links.path().join("ev");
+    std::os::unix::fs::symlink(links.path().join("nowhere"), &dangling).unwrap();
     for (args, says) in [
         (vec!["--evidence-dir", not_dir.to_str().unwrap()], "--evidence-dir"),
+        // It said "File exists".
+        (vec!["--evidence-dir", dangling.to_str().unwrap()], "ev: a symbolic link to nothing"),
         (vec!["--evidence-dir", "/tmp", "--evidence-after", "0"], "--evidence-after"),
         (vec!["--evidence-dir", "/tmp", "--evidence-snaplen", "32"], "--evidence-snaplen"),
         (vec!["--evidence-dir", "/tmp", "--evidence-max-bytes", "8K"], "--evidence-max-bytes"),
