@@ -819,7 +819,16 @@ fn run(cli: Cli) -> Result<()> {
             if !a.dir.is_dir() {
                 bail!("evidence: {} is not a directory", a.dir.display());
             }
-            print_out(&crate::report::evidence::list(&a.dir)?)
+            let (table, unreadable) = crate::report::evidence::list(&a.dir)?;
+            print_out(&table)?;
+            // Listed all the same; the status tells a script that some could not be read.
+            if unreadable > 0 {
+                bail!(
+                    "evidence: {unreadable} file(s) in {} could not be read whole (marked above)",
+                    a.dir.display()
+                );
+            }
+            Ok(())
         }
         Command::Replay(a) => replay(a),
         Command::Live(a) => live(a),

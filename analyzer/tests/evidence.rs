@@ -628,6 +628,53 @@ fn a_packet_seen_at_both_vantages_counts_once_in_a_verdict() {
 }
 
 #[test]
+fn the_listing_marks_files_tshark_cannot_read_and_fails() {
+    // A good evidence file patched four ways that tshark rejects: each was listed as a
+    // clean file of 83 packets, and the listing exited 0.
+    let (files, args, _) = scenario("rc_loss_vlan");
+    let kept = replay(&files, &args, &[]);
+    let good = std::fs::read_dir(kept.evidence()).unwrap().map(|e| e.unwrap().path()).min().unwrap();
+    let b = std::fs::read(&good).unwrap();
+    let word = |b: &[u8], o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap()) as usize;
+    // The blocks after the section header: (offset, type).
+    let mut blocks = Vec::new();
+    let mut o = word(&b, 4);
+    while o < b.len() {
+        blocks.push((o, word(&b, o)));
+        o += word(&b, o + 4);
+    }
+    let first_packet = blocks.iter().find(|x| x.1 == 6).unwrap().0;
+    let mut other_interface = b.clone();
+    other_interface[first_packet + 8..first_packet + 12].copy_from_slice(&7u32.to_le_bytes());
+    let mut long_packet = b.clone();
+    long_packet[first_packet + 20..first_packet + 24].copy_from_slice(&0x7fff_ffffu32.to_le_bytes());
+    let mut version_2 = b.clone();
+    version_2[12] = 2;
+    let mut no_interfaces = b[..word(&b, 4)].to_vec();
+    for &(at, kind) in &blocks {
+        if kind != 1 {
+            no_interfaces.extend_from_slice(&b[at..at + word(&b, at + 4)]);
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let name = good.file_name().unwrap().to_string_lossy().to_string();
+    for (k, bytes) in [other_interface, long_packet, version_2, no_interfaces].iter().enumerate() {
+        let sub = dir.path().join(k.to_string());
+        std::fs::create_dir(&sub).unwrap();
+        let f = sub.join(&name);
+        std::fs::write(&f, bytes).unwrap();
+        let t = Command::new("tshark").args(["-r", f.to_str().unwrap()]).output().unwrap();
+        assert!(!t.status.success() || !t.stderr.is_empty(), "{k}: tshark rejects it");
+        let o = run(&["evidence", sub.to_str().unwrap()]);
+        let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert_eq!(o.status.code(), Some(1), "{k}: {out}{err}");
+        assert!(err.contains("1 file(s) in") && err.contains("could not be read whole"), "{k}: {err}");
+        let row = out.lines().find(|l| l.ends_with(&name)).unwrap();
+        assert!(row.contains("damaged") || row.contains("not pcapng version 1"), "{k}: {row}");
+    }
+}
+
+#[test]
 fn bad_evidence_options_are_one_line_errors_before_any_work() {
     let pcap = fixtures().join("scenarios/rc_loss_vlan/rc_loss_vlan.pcap");
     let file = tempfile::NamedTempFile::new().unwrap();

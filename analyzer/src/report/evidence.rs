@@ -467,6 +467,9 @@ pub fn describe_file(path: &Path) -> Result<(String, String, String, String, Str
     if u32_at(0) != Some(0x0A0D_0D0A) || u32_at(8) != Some(0x1A2B_3C4D) {
         bail!("{}: not a pcapng file written little-endian", path.display());
     }
+    if b.get(12..14) != Some(&[1, 0][..]) {
+        bail!("{}: not pcapng version 1", path.display());
+    }
     // A file cut short (a run killed while writing it) claims more than it holds.
     let shb_len = (u32_at(4).unwrap_or(0) as usize).min(b.len());
     let mut comment = String::new();
@@ -493,24 +496,47 @@ pub fn describe_file(path: &Path) -> Result<(String, String, String, String, Str
     // The blocks start where the section header says it ends (past what was read, if it
     // says so; a file cut short ends the count).
     let mut at = u64::from(u32_at(4).unwrap_or(0));
-    let mut block = [0u8; 8];
+    // A block's type and length, and for a packet its interface and captured length.
+    let mut block = [0u8; 24];
+    let (mut interfaces, mut damage) = (0u32, None);
     // Where the file is read up to (moving within the reader's buffer asks the system for
     // nothing: a file of many small blocks is read in large reads).
     let mut pos = b.len() as u64;
-    while file.seek_relative(at as i64 - pos as i64).is_ok() && file.read_exact(&mut block).is_ok() {
+    while file.seek_relative(at as i64 - pos as i64).is_ok() && file.read_exact(&mut block[..8]).is_ok() {
         pos = at + 8;
-        let (kind, len) =
-            (u32::from_le_bytes(block[..4].try_into()?), u32::from_le_bytes(block[4..].try_into()?));
-        if len < 12 {
+        let word = |b: &[u8; 24], k: usize| u32::from_le_bytes([b[k], b[k + 1], b[k + 2], b[k + 3]]);
+        let (kind, len) = (word(&block, 0), word(&block, 4));
+        if len < 12 || len % 4 != 0 {
+            damage = Some("a block's length is wrong");
             break;
         }
-        packets += usize::from(kind == 6);
+        match kind {
+            1 => interfaces += 1,
+            6 => {
+                // An enhanced packet block: interface, time, captured and original length.
+                if len < 32 || file.read_exact(&mut block[8..24]).is_err() {
+                    break;
+                }
+                pos += 16;
+                if word(&block, 8) >= interfaces {
+                    damage = Some("a packet of an interface never described");
+                    break;
+                }
+                if u64::from(word(&block, 20)) > u64::from(len) - 32 {
+                    damage = Some("a packet longer than its block");
+                    break;
+                }
+                packets += 1;
+            }
+            _ => {}
+        }
         at += u64::from(len);
     }
     // A whole file ends where its last block does.
-    let packets = match at == meta.len() {
-        true => packets.to_string(),
-        false => format!("{packets} (file cut short)"),
+    let packets = match (damage, at == meta.len()) {
+        (Some(why), _) => format!("{packets} (damaged after them: {why})"),
+        (None, true) => packets.to_string(),
+        (None, false) => format!("{packets} (file cut short)"),
     };
     // A pcapng file whose comment names no event: cut short within its header (before the
     // comment), or one roceprobe did not write; told as such, with what it holds.
@@ -524,8 +550,9 @@ pub fn describe_file(path: &Path) -> Result<(String, String, String, String, Str
     Ok((field("time"), field("event"), field("flow"), field("verdict"), packets))
 }
 
-/// `roceprobe evidence DIR`: a table of the evidence files, oldest first.
-pub fn list(dir: &Path) -> Result<String> {
+/// `roceprobe evidence DIR`: a table of the evidence files, oldest first, and how many of
+/// them could not be read whole (marked in the table: `?`, cut short or damaged).
+pub fn list(dir: &Path) -> Result<(String, usize)> {
     let entries =
         std::fs::read_dir(dir).with_context(|| format!("evidence: cannot read {}", dir.display()))?;
     let mut names: Vec<String> = entries
@@ -542,19 +569,24 @@ pub fn list(dir: &Path) -> Result<String> {
         "VERDICT".to_owned(),
         "FILE".to_owned(),
     ]];
+    let mut unreadable = 0;
     for n in &names {
         match describe_file(&dir.join(n)) {
             Ok((time, event, flow, verdict, packets)) => {
+                unreadable += usize::from(event == "?" || packets.contains('('));
                 rows.push([time, event, flow, packets, verdict, n.clone()])
             }
-            Err(e) => rows.push([
-                String::new(),
-                "?".into(),
-                String::new(),
-                String::new(),
-                format!("{e:#}"),
-                n.clone(),
-            ]),
+            Err(e) => {
+                unreadable += 1;
+                rows.push([
+                    String::new(),
+                    "?".into(),
+                    String::new(),
+                    String::new(),
+                    format!("{e:#}"),
+                    n.clone(),
+                ])
+            }
         }
     }
     let widths: Vec<usize> =
@@ -566,7 +598,7 @@ pub fn list(dir: &Path) -> Result<String> {
         out.push('\n');
     }
     out += &format!("{} evidence file(s) in {}\n", names.len(), dir.display());
-    Ok(out)
+    Ok((out, unreadable))
 }
 
 #[cfg(test)]
@@ -650,7 +682,8 @@ mod tests {
         assert!(sizes <= 2 * one + one / 2);
         assert_eq!(t.events.iter().filter(|r| r.status == "written").count(), 5);
         // The two left are the newest.
-        let listed = list(&dir).unwrap();
+        let (listed, unreadable) = list(&dir).unwrap();
+        assert_eq!(unreadable, 0);
         assert!(listed.contains("congestion"), "{listed}");
         assert!(listed.contains("2 evidence file(s)"), "{listed}");
         std::fs::remove_dir_all(&dir).unwrap();
@@ -708,7 +741,8 @@ mod tests {
         assert_eq!(b.len(), 26);
         std::fs::write(dir.path().join("20261203T000000.000000000Z_loss_10.0.0.1_10.0.0.2_qp1.pcapng"), &b)
             .unwrap();
-        let out = list(dir.path()).unwrap();
+        let (out, unreadable) = list(dir.path()).unwrap();
+        assert_eq!(unreadable, 1);
         assert!(out.contains("_qp1.pcapng"), "{out}");
         assert!(out.contains("0 (file cut short)"), "{out}");
         assert!(out.contains("cut short within its header, its event comment lost"), "{out}");
@@ -727,7 +761,8 @@ mod tests {
         }
         std::fs::write(dir.path().join("20261203T000000.000000000Z_loss_10.0.0.1_10.0.0.2_qp1.pcapng"), &b)
             .unwrap();
-        let out = list(dir.path()).unwrap();
+        let (out, unreadable) = list(dir.path()).unwrap();
+        assert_eq!(unreadable, 1);
         let row = out.lines().nth(1).unwrap();
         let cells: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(&cells[..2], ["?", "0"], "{out}");
@@ -746,7 +781,8 @@ mod tests {
         )
         .unwrap();
         big.set_len(2 << 30).unwrap();
-        let out = list(dir.path()).unwrap();
+        let (out, unreadable) = list(dir.path()).unwrap();
+        assert_eq!(unreadable, 2);
         assert!(out.contains("not a regular file"), "{out}");
         assert!(out.contains("not a pcapng file"), "{out}");
         assert!(out.ends_with(&format!("2 evidence file(s) in {}\n", dir.path().display())), "{out}");
