@@ -157,6 +157,28 @@ fn a_rule_short_of_its_ring_keeps_to_its_hosts() {
 }
 
 #[test]
+fn steps_csv_is_the_same_file_whatever_the_workers_and_interval() {
+    // Rows by end, one order: with several workers they came in the order the workers'
+    // reports happened to close them (four runs of --workers 4, three orders).
+    let t = scenario_truth("collective_vlan");
+    let files = scenario_files("collective_vlan", &t);
+    let mut seen = Vec::new();
+    for (workers, interval) in [("1", "1s"), ("1", "1ms"), ("4", "1ms"), ("4", "1ms"), ("2", "100us")] {
+        let args = [
+            scenario_args(&t),
+            vec!["--workers".into(), workers.into(), "--interval".into(), interval.into()],
+        ]
+        .concat();
+        let (_, rows) = replay(&files, &args);
+        let ends: Vec<u64> = rows.iter().map(|r| rfc3339_ns(&r["end"])).collect();
+        assert!(ends.windows(2).all(|w| w[0] <= w[1]), "--workers {workers} --interval {interval}: by end");
+        seen.push(rows);
+    }
+    assert_eq!(seen[0].len(), 66);
+    assert!(seen.iter().all(|r| *r == seen[0]), "one file");
+}
+
+#[test]
 fn the_storage_vantages_copies_change_nothing() {
     // The same capture without its storage VLAN (20): one vantage, the same steps.
     let t = scenario_truth("collective_vlan");

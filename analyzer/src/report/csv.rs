@@ -366,8 +366,11 @@ impl CsvWriter {
     /// steps.csv: a row per closed step; stragglers.csv: per interval, job, host and
     /// reason, once no step still open (none starts before `open_from`) can end in it.
     pub fn write_steps(&mut self, closed: &[Step], open_from: Option<u64>) -> Result<()> {
+        // By end (then start, then job): steps close once every worker is past their end,
+        // so the steps of one write end no earlier than the last write's, and the file's
+        // order is one however the workers' reports interleave.
         let mut sorted: Vec<&Step> = closed.iter().collect();
-        sorted.sort_by(|a, b| (&a.job, a.start_ns).cmp(&(&b.job, b.start_ns)));
+        sorted.sort_by(|a, b| (a.end_ns, a.start_ns, &a.job).cmp(&(b.end_ns, b.start_ns, &b.job)));
         for s in sorted {
             let d = s.duration_ns();
             let k = &s.straggler;
