@@ -1261,6 +1261,15 @@ fn execute(
     run: impl FnOnce(&PipelineConfig, &AtomicBool, Reports) -> Result<runtime::RunResult>,
 ) -> Result<()> {
     let replaying = matches!(mode, Mode::Replay);
+    // Steps are made of transmissions: with transmissions that span the pauses between
+    // steps, a job's steps run together (a review's run with --flow-idle 10ms: one step).
+    if common.flow_idle >= common.step_gap {
+        crate::note!(
+            "roceprobe: warning: --flow-idle {:?} is not shorter than --step-gap {:?}: a transmission spans the pauses between a job's steps, which run together",
+            common.flow_idle,
+            common.step_gap
+        );
+    }
     let stop = stop_flag()?;
     let Outputs { mut sink, csv, prometheus: listener } = out;
     if let Some(w) = &csv {

@@ -1082,6 +1082,22 @@ fn no_subcommand_says_one_is_needed() {
 }
 
 #[test]
+fn a_flow_idle_as_long_as_the_step_gap_is_warned_of() {
+    // Transmissions then span the pauses between steps: a review's run with --flow-idle
+    // 10ms made each job one step, without a word.
+    let c = capture("rdma_write_bw.pcap");
+    let o = run(&["replay", "-q", "--flow-idle", "2ms", c.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(
+        err.trim_end(),
+        "roceprobe: warning: --flow-idle 2ms is not shorter than --step-gap 2ms: a transmission spans the pauses between a job's steps, which run together"
+    );
+    let o = run(&["replay", "-q", "--flow-idle", "2ms", "--step-gap", "3ms", c.to_str().unwrap()]);
+    assert_eq!(String::from_utf8_lossy(&o.stderr), "");
+}
+
+#[test]
 fn a_file_damaged_partway_still_reports_what_came_before() {
     // The real capture's first 40 records, then a record header claiming 512 MiB: the
     // run ends with an error naming the damage, after writing the summary of those 40
