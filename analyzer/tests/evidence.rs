@@ -650,6 +650,9 @@ fn the_listing_marks_files_tshark_cannot_read_and_fails() {
     long_packet[first_packet + 20..first_packet + 24].copy_from_slice(&0x7fff_ffffu32.to_le_bytes());
     let mut version_2 = b.clone();
     version_2[12] = 2;
+    let mut lengths_differ = b.clone();
+    let end = first_packet + word(&b, first_packet + 4) - 4;
+    lengths_differ[end] ^= 0x40;
     let mut no_interfaces = b[..word(&b, 4)].to_vec();
     for &(at, kind) in &blocks {
         if kind != 1 {
@@ -658,7 +661,9 @@ fn the_listing_marks_files_tshark_cannot_read_and_fails() {
     }
     let dir = tempfile::tempdir().unwrap();
     let name = good.file_name().unwrap().to_string_lossy().to_string();
-    for (k, bytes) in [other_interface, long_packet, version_2, no_interfaces].iter().enumerate() {
+    for (k, bytes) in
+        [other_interface, long_packet, version_2, no_interfaces, lengths_differ].iter().enumerate()
+    {
         let sub = dir.path().join(k.to_string());
         std::fs::create_dir(&sub).unwrap();
         let f = sub.join(&name);
@@ -672,6 +677,14 @@ fn the_listing_marks_files_tshark_cannot_read_and_fails() {
         let row = out.lines().find(|l| l.ends_with(&name)).unwrap();
         assert!(row.contains("damaged") || row.contains("not pcapng version 1"), "{k}: {row}");
     }
+    // Another tool's whole pcapng under an evidence file's name: listed as not one of
+    // roceprobe's, and read whole (exit 0).
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    let f = other.join(&name);
+    tshark(&["-r", files[0].to_str().unwrap(), "-F", "pcapng", "-c", "5", "-w", f.to_str().unwrap()]);
+    let out = run_cmd(&["evidence", other.to_str().unwrap()]);
+    assert!(out.contains("a pcapng file without roceprobe's event comment (not an evidence file)"), "{out}");
 }
 
 #[test]

@@ -503,21 +503,37 @@ pub fn describe_file(path: &Path) -> Result<(String, String, String, String, Str
     // nothing: a file of many small blocks is read in large reads).
     let mut pos = b.len() as u64;
     while file.seek_relative(at as i64 - pos as i64).is_ok() && file.read_exact(&mut block[..8]).is_ok() {
-        pos = at + 8;
         let word = |b: &[u8; 24], k: usize| u32::from_le_bytes([b[k], b[k + 1], b[k + 2], b[k + 3]]);
         let (kind, len) = (word(&block, 0), word(&block, 4));
         if len < 12 || len % 4 != 0 {
             damage = Some("a block's length is wrong");
             break;
         }
+        // A block ends with its length again: one that does not was cut or overwritten.
+        let mut end = [0u8; 4];
+        let ends = file.seek_relative(i64::from(len) - 12).is_ok() && file.read_exact(&mut end).is_ok();
+        if !ends {
+            break;
+        }
+        pos = at + u64::from(len);
+        if u32::from_le_bytes(end) != len {
+            damage = Some("a block's two lengths differ");
+            break;
+        }
         match kind {
             1 => interfaces += 1,
             6 => {
                 // An enhanced packet block: interface, time, captured and original length.
-                if len < 32 || file.read_exact(&mut block[8..24]).is_err() {
+                if len < 32 {
+                    damage = Some("a packet block too short");
                     break;
                 }
-                pos += 16;
+                // Back to the block's body, just past its type and length.
+                file.seek_relative(8 - i64::from(len)).with_context(what)?;
+                if file.read_exact(&mut block[8..24]).is_err() {
+                    break;
+                }
+                pos = at + 24;
                 if word(&block, 8) >= interfaces {
                     damage = Some("a packet of an interface never described");
                     break;
@@ -573,7 +589,9 @@ pub fn list(dir: &Path) -> Result<(String, usize)> {
     for n in &names {
         match describe_file(&dir.join(n)) {
             Ok((time, event, flow, verdict, packets)) => {
-                unreadable += usize::from(event == "?" || packets.contains('('));
+                // Not read whole: cut short or damaged (a whole pcapng file of another's,
+                // `?` for want of roceprobe's comment, was read whole).
+                unreadable += usize::from(packets.contains('(') || verdict.starts_with("cut short"));
                 rows.push([time, event, flow, packets, verdict, n.clone()])
             }
             Err(e) => {
@@ -762,7 +780,7 @@ mod tests {
         std::fs::write(dir.path().join("20261203T000000.000000000Z_loss_10.0.0.1_10.0.0.2_qp1.pcapng"), &b)
             .unwrap();
         let (out, unreadable) = list(dir.path()).unwrap();
-        assert_eq!(unreadable, 1);
+        assert_eq!(unreadable, 0, "read whole, not one of roceprobe's");
         let row = out.lines().nth(1).unwrap();
         let cells: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(&cells[..2], ["?", "0"], "{out}");
