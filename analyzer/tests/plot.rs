@@ -288,6 +288,19 @@ fn plot_writes_no_file_through_a_link() {
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "mine");
     assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1, "nothing written before the refusal");
     // --out a link to nothing: said so (it was "File exists").
+    // A hard link under a plot's name: the plot takes the name, the file it shared keeps
+    // its bytes (it was written over).
+    std::fs::remove_file(out.join("flow_throughput.svg")).unwrap();
+    std::fs::hard_link(&victim, out.join("flow_throughput.svg")).unwrap();
+    let o = run(&["plot", "--csv-dir", csv.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "mine");
+    assert!(std::fs::read_to_string(out.join("flow_throughput.svg")).unwrap().starts_with("<svg"));
+    assert!(!std::fs::read_dir(&out).unwrap().any(|e| e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .contains(".part-")));
     let dangling = dir.path().join("dangling");
     std::os::unix::fs::symlink(dir.path().join("nowhere"), &dangling).unwrap();
     let o = run(&["plot", "--csv-dir", csv.to_str().unwrap(), "--out", dangling.to_str().unwrap()]);
@@ -731,6 +744,33 @@ fn without_steps_there_is_no_steps_plot() {
         assert!(out.join("flow_throughput.svg").is_file(), "{k}");
         assert!(!out.join("steps.svg").exists() && !out.join("steps.png").exists(), "{k}");
     }
+}
+
+#[test]
+fn the_steps_plot_draws_the_eight_busiest_jobs_and_says_how_many_more() {
+    // 12 jobs, job k with k+1 steps: the 8 of the most steps (j4 to j11) get a line each
+    // (8 colours); 60 jobs had drawn the chart as a strip under their legend.
+    let header = "start,end,job,duration_s,flows,bytes,straggler_src_ip,straggler_dst_ip,straggler_dst_qpn,straggler_host,lag_us,reason,straggler_gbps,median_gbps\r\n";
+    let mut steps = header.to_owned();
+    for k in 0..12 {
+        for n in 0..=k {
+            let t = format!("2026-11-29T08:00:00.{:06}000Z", 1000 * n + k);
+            steps += &format!(
+                "{t},{t},j{k:02},0.000010000,2,100,10.0.0.1,10.0.0.2,7,10.0.0.1,1.000,none,1.0,2.0\r\n"
+            );
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, _) = rc_loss_plots(dir.path());
+    std::fs::write(csv.join("steps.csv"), steps).unwrap();
+    let out = dir.path().join("many");
+    let o = run(&["plot", "--csv-dir", csv.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = svg_file(&out.join("steps.svg"));
+    let plotted: BTreeSet<String> = series(&text).keys().cloned().collect();
+    let want: BTreeSet<String> = (4..12).map(|k| format!("j{k:02}")).collect();
+    assert_eq!(plotted, want);
+    assert!(text.contains("Collective steps of the 8 busiest jobs (4 more in steps.csv)"), "{text}");
 }
 
 #[test]

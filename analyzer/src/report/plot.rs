@@ -793,19 +793,29 @@ pub fn plot(csv_dir: &Path, out: &Path) -> Result<Vec<PathBuf>> {
     let busiest = busiest_flows(per_flow, &flow_intervals);
     svgs.push(("flow_throughput.svg".into(), throughput_plot(&busiest, &flow_intervals, &timeline)?));
     if !steps.is_empty() {
-        svgs.push(("steps.svg".into(), steps_plot(&steps)?));
+        let mut steps = steps;
+        let more = keep_busiest_jobs(&mut steps);
+        svgs.push(("steps.svg".into(), steps_plot(&steps, more)?));
     }
+    // Rendered too (the PNGs), before anything is written.
+    let rendered = svgs
+        .into_iter()
+        .map(|(name, svg)| {
+            let png = to_png(&svg, &plots.options)?;
+            Ok((name, svg, png))
+        })
+        .collect::<Result<Vec<_>>>()?;
     if std::fs::symlink_metadata(out).is_ok_and(|m| m.is_symlink()) && !out.exists() {
         bail!("--out {}: a symbolic link to nothing", out.display());
     }
     std::fs::create_dir_all(out).with_context(|| format!("--out: cannot create {}", out.display()))?;
-    for (name, _) in &svgs {
+    for (name, _, _) in &rendered {
         for p in [out.join(name), out.join(name.replace(".svg", ".png"))] {
             super::refuse_irregular(&p).with_context(|| format!("--out: will not write {}", p.display()))?;
         }
     }
-    for (name, svg) in svgs {
-        plots.save(name, svg)?;
+    for (name, svg, png) in rendered {
+        plots.save(name, &svg, &png)?;
     }
     Ok(plots.written)
 }
@@ -843,26 +853,30 @@ impl<'a> Plots<'a> {
     }
 
     /// Writes a plot as SVG and, rendered, as PNG (for places that show no SVG).
-    fn save(&mut self, name: String, svg: String) -> Result<()> {
+    fn save(&mut self, name: String, svg: &str, png: &[u8]) -> Result<()> {
         let p = self.out.join(&name);
         write_whole(&p, svg.as_bytes())?;
         self.written.push(p);
-        let png = self.out.join(name.replace(".svg", ".png"));
-        write_whole(&png, &to_png(&svg, &self.options)?)?;
-        self.written.push(png);
+        let p = self.out.join(name.replace(".svg", ".png"));
+        write_whole(&p, png)?;
+        self.written.push(p);
         Ok(())
     }
 }
 
-/// Writes a plot's file; one that could not be written whole (a full disk) is removed,
-/// not left cut short to be taken for a plot.
+/// Writes a plot's file whole beside its place, then puts it there: a file of its own, not
+/// written through a link (symbolic or hard) or into a FIFO; one that could not be written
+/// whole (a full disk) is removed, not left cut short to be taken for a plot.
 fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
     let cannot = || format!("--out: cannot write {}", path.display());
-    // Not through a link, nor into a FIFO: a plot is a file of its own.
-    let mut f = super::create_regular(path, false).with_context(cannot)?;
-    std::io::Write::write_all(&mut f, bytes).or_else(|e| {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let part = path.with_file_name(format!(".{name}.part-{}", std::process::id()));
+    let written = super::create_regular(&part, true)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, bytes))
+        .and_then(|()| std::fs::rename(&part, path));
+    written.or_else(|e| {
         // Only what this run began writing is removed.
-        let _ = std::fs::remove_file(path);
+        let _ = std::fs::remove_file(&part);
         Err(e).with_context(cannot)
     })
 }
@@ -1162,9 +1176,26 @@ fn reason_entry(reason: usize, jobs: &JobSteps) -> String {
     text
 }
 
-/// Step durations over time, a line per collective job, each step whose straggler was held
-/// back (by loss, NAKs or congestion) marked on its point with its reason's shape.
-fn steps_plot(jobs: &JobSteps) -> Result<String> {
+/// Keeps the jobs of the most steps (then the first names), as many as there are colours,
+/// so that each line has its own and the legend leaves the chart its room (60 jobs drew a
+/// strip); returns how many were left out.
+fn keep_busiest_jobs(jobs: &mut JobSteps) -> usize {
+    if jobs.len() <= COLORS.len() {
+        return 0;
+    }
+    let mut by_steps: Vec<(usize, String)> = jobs.iter().map(|(name, s)| (s.len(), name.clone())).collect();
+    by_steps.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let more = by_steps.len() - COLORS.len();
+    for (_, name) in &by_steps[COLORS.len()..] {
+        jobs.remove(name);
+    }
+    more
+}
+
+/// Step durations over time, a line per collective job (`more` jobs of fewer steps left
+/// out), each step whose straggler was held back (by loss, NAKs or congestion) marked on
+/// its point with its reason's shape.
+fn steps_plot(jobs: &JobSteps, more: usize) -> Result<String> {
     let spans: Intervals = jobs.values().flatten().fold(Intervals::new(), |mut m, s| {
         let end = m.entry(s.start).or_insert(s.end);
         *end = (*end).max(s.end);
@@ -1187,8 +1218,14 @@ fn steps_plot(jobs: &JobSteps) -> Result<String> {
             legend.push(Entry { name: reason_entry(k, jobs), color: MARKER_KEY, key: *key });
         }
     }
-    let title = "Collective steps: duration per job, held-back stragglers marked";
-    page(title, &legend, |area, marks| {
+    let title = match more {
+        0 => "Collective steps: duration per job, held-back stragglers marked".to_owned(),
+        n => format!(
+            "Collective steps of the {} busiest jobs ({n} more in steps.csv), held-back stragglers marked",
+            jobs.len()
+        ),
+    };
+    page(&title, &legend, |area, marks| {
         let y = Axis::fit(lines.iter().flat_map(|l| l.iter().map(|p| p.1)), false, true);
         let mut c = chart(area, timeline.axis(), y)?;
         grid(&mut c)?;
