@@ -102,7 +102,8 @@ impl ViewBuilder {
         Self { prev_ns: first_ns, ..Self::default() }
     }
 
-    /// `now_ns`: the packet time the summary reaches (its last packet).
+    /// `now_ns`: the packet time the summary reaches (the end of the interval it closes, or
+    /// the run's last packet for the final view).
     pub fn build(&mut self, summary: Summary, now_ns: Option<u64>, finished: bool) -> View {
         let secs = match (self.prev_ns, now_ns) {
             (Some(a), Some(b)) if b > a => Some((b - a) as f64 / 1e9),
@@ -699,7 +700,12 @@ fn draw_flows(f: &mut Frame<'_>, area: Rect, v: &View, sort: SortBy) {
     });
     let mut constraints: Vec<Constraint> = widths[..shown].iter().map(|&w| Constraint::Length(w)).collect();
     constraints[0] = Constraint::Min(first);
-    let title = format!(" top flows of {} by {} ", v.summary.flows.len(), sort.label());
+    // Gbit/s is the last interval's, the counters the run's: the title says so.
+    let title = format!(
+        " top flows of {} by {} (Gbit/s last interval, counts whole run) ",
+        v.summary.flows.len(),
+        sort.label()
+    );
     f.render_widget(table(rows, constraints, &header[..shown], title), area);
 }
 
