@@ -511,6 +511,23 @@ fn several_workers_and_live_capture_keep_the_same_evidence() {
     for w in ["2", "4"] {
         let many = replay(&files, &args, &["--workers", w]);
         assert_eq!(event_set(&many), event_set(&one), "--workers {w}");
+        // The summary's list, by time: the same list (it came as the workers' events were
+        // done with).
+        assert_eq!(many.summary["evidence"]["events"], one.summary["evidence"]["events"], "--workers {w}");
+        let times: Vec<&str> = one.summary["evidence"]["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["time"].as_str().unwrap())
+            .collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+        // Two files, one a vantage each (a review found the lists apart there).
+        let (split, split_args, _) = scenario("rc_loss_split");
+        let (a, b) = (replay(&split, &split_args, &[]), replay(&split, &split_args, &["--workers", w]));
+        assert_eq!(
+            a.summary["evidence"]["events"], b.summary["evidence"]["events"],
+            "rc_loss_split --workers {w}"
+        );
         for r in &one.events {
             let a = std::fs::read(one.evidence().join(&r["file"])).unwrap();
             let b = std::fs::read(many.evidence().join(&r["file"])).unwrap();

@@ -38,7 +38,8 @@ pub struct EvidenceTotals {
     /// Events whose record the stats side had no room for, and signals beyond a packet's
     /// buffer (a flood): not listed.
     pub events_dropped: u64,
-    /// The events, in the order they were reported (at most [`MAX_LISTED`]).
+    /// The events, in the order they were reported (at most [`MAX_LISTED`]: the first
+    /// reported; the summary lists them by time).
     pub events: Vec<EventRow>,
     pub events_not_listed: u64,
 }

@@ -446,7 +446,15 @@ impl Summary {
             jobs: jobs(&t.steps),
             step_transmissions_dropped: t.steps.dropped,
             step_transmissions_outside_jobs: t.steps.outside_jobs,
-            evidence: t.evidence.clone(),
+            evidence: t.evidence.clone().map(|mut e| {
+                // By time (then kind and flow), not in the order the workers' events were
+                // done with: the same list whatever `--workers`.
+                e.events.sort_by(|a, b| {
+                    (a.ts_ns, &a.kind, &a.src_ip, &a.dst_ip, a.dst_qpn)
+                        .cmp(&(b.ts_ns, &b.kind, &b.src_ip, &b.dst_ip, b.dst_qpn))
+                });
+                e
+            }),
             ports,
             time_sources: BTreeMap::new(),
         }
