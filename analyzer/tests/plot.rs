@@ -774,6 +774,40 @@ fn the_steps_plot_draws_the_eight_busiest_jobs_and_says_how_many_more() {
 }
 
 #[test]
+fn plots_an_earlier_run_left_in_out_are_named() {
+    // rc_loss_vlan's plots, then nvme_vlan's into the same folder: the first run's that
+    // the second does not draw (RDMA latency CDFs, steps) stay, and are named on stderr,
+    // not taken for the second run's.
+    let dir = tempfile::tempdir().unwrap();
+    let (_, out) = rc_loss_plots(dir.path());
+    assert!(out.join("steps.svg").is_file() && out.join("latency_cdf_rc_ack.svg").is_file());
+    let csv = dir.path().join("nvme");
+    let pcap = fixtures().join("scenarios/nvme_vlan/nvme_vlan.pcap");
+    let o = run(&[
+        "replay",
+        "-q",
+        "--csv-dir",
+        csv.to_str().unwrap(),
+        "--vantage",
+        "compute=vlan:10",
+        "--vantage",
+        "storage=vlan:20",
+        pcap.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run(&["plot", "--csv-dir", csv.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "roceprobe: note: --out {} also holds plots this run did not draw (an earlier run's): latency_cdf_rc_ack.png, latency_cdf_rc_ack.svg, latency_cdf_rdma_read.png, latency_cdf_rdma_read.svg, steps.png, steps.svg",
+            out.display()
+        )
+    );
+}
+
+#[test]
 fn a_broken_steps_csv_is_a_one_line_error() {
     let header = "start,end,job,duration_s,flows,bytes,straggler_src_ip,straggler_dst_ip,straggler_dst_qpn,straggler_host,lag_us,reason,straggler_gbps,median_gbps\r\n";
     let t = "2026-11-29T08:00:00.000000000Z";

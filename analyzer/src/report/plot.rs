@@ -817,6 +817,22 @@ pub fn plot(csv_dir: &Path, out: &Path) -> Result<Vec<PathBuf>> {
     for (name, svg, png) in rendered {
         plots.save(name, &svg, &png)?;
     }
+    // Plots of an earlier run that this one did not draw (an op or a job it did not see)
+    // are left alone, and named, so that none is taken for this run's.
+    let mut earlier: Vec<String> = std::fs::read_dir(out)
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    earlier.retain(|n| {
+        is_plot_name(n) && !plots.written.iter().any(|p| p.file_name().is_some_and(|f| f == n.as_str()))
+    });
+    if !earlier.is_empty() {
+        earlier.sort();
+        crate::note!(
+            "roceprobe: note: --out {} also holds plots this run did not draw (an earlier run's): {}",
+            out.display(),
+            earlier.join(", ")
+        );
+    }
     Ok(plots.written)
 }
 
@@ -831,6 +847,15 @@ fn report_paths(csv_dir: &Path) -> Result<(PathBuf, PathBuf)> {
         );
     }
     Ok((latency_path, flows_path))
+}
+
+/// Whether `name` is one `plot` writes.
+fn is_plot_name(name: &str) -> bool {
+    let Some(stem) = name.strip_suffix(".svg").or_else(|| name.strip_suffix(".png")) else { return false };
+    stem.starts_with("latency_cdf_")
+        || stem.starts_with("segments_")
+        || stem == "flow_throughput"
+        || stem == "steps"
 }
 
 /// Where the plots go, and the files written so far.
