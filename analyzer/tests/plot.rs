@@ -78,9 +78,14 @@ fn per_gbps(label: &str) -> f64 {
 
 /// Replays `pcap` into `csv` with `args`, then plots `csv` into `out`.
 fn replay_and_plot(csv: &Path, out: &Path, args: &[&str]) {
-    let o = run(&[&["replay", "-q", "--csv-dir", csv.to_str().unwrap()][..], args].concat());
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    replay_into(csv, args);
     let o = run(&["plot", "--csv-dir", csv.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// `roceprobe replay -q --csv-dir CSV ARGS`, which must succeed.
+fn replay_into(csv: &Path, args: &[&str]) {
+    let o = run(&[&["replay", "-q", "--csv-dir", csv.to_str().unwrap()][..], args].concat());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
@@ -783,18 +788,10 @@ fn plots_an_earlier_run_left_in_out_are_named() {
     assert!(out.join("steps.svg").is_file() && out.join("latency_cdf_rc_ack.svg").is_file());
     let csv = dir.path().join("nvme");
     let pcap = fixtures().join("scenarios/nvme_vlan/nvme_vlan.pcap");
-    let o = run(&[
-        "replay",
-        "-q",
-        "--csv-dir",
-        csv.to_str().unwrap(),
-        "--vantage",
-        "compute=vlan:10",
-        "--vantage",
-        "storage=vlan:20",
-        pcap.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    replay_into(
+        &csv,
+        &["--vantage", "compute=vlan:10", "--vantage", "storage=vlan:20", pcap.to_str().unwrap()],
+    );
     let o = run(&["plot", "--csv-dir", csv.to_str().unwrap(), "--out", out.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
