@@ -1202,9 +1202,6 @@ fn final_summary(result: runtime::RunResult, exporter: Option<&Exporter>) -> Fin
     summary.set_time_sources(&result.time_use, &result.time_sources);
     summary.csv_output = result.csv;
     summary.prometheus = exporter.map(|e| e.page.scrapes());
-    if result.sources.iter().any(|s| s.cut_short) {
-        summary.ended = RunEnd::CutShort;
-    }
     Final { summary, first_ts_ns: result.totals.first_ts_ns, last_ts_ns: result.totals.last_ts_ns }
 }
 
@@ -1297,22 +1294,24 @@ fn execute(
     let (mut summary, stopped) = match run(&cfg, &stop, reports) {
         Ok(mut r) => {
             let stopped = r.error.take();
-            let mut f = final_summary(r, exporter.as_ref());
             // (Read as the run ends: a finished replay's dashboard waits for its q after it.)
-            f.summary.ended = match (&stopped, stop.load(Ordering::Relaxed)) {
+            let ended = match (&stopped, stop.load(Ordering::Relaxed)) {
                 (Some(_), _) => RunEnd::Failed,
                 (None, true) => RunEnd::Stopped,
-                (None, false) => f.summary.ended,
+                (None, false) if r.sources.iter().any(|s| s.cut_short) => RunEnd::CutShort,
+                (None, false) => RunEnd::Complete,
             };
+            let mut f = final_summary(r, exporter.as_ref());
+            f.summary.ended = ended;
             (Ok(f), stopped)
         }
         Err(e) => (Err(e), None),
     };
     // A replay ends at the end of its files; one stopped sooner (SIGINT, SIGTERM, the
     // dashboard's q) is told on stderr too, as its table looks complete otherwise.
-    let cut_short = replaying && summary.as_ref().is_ok_and(|f| f.summary.ended == RunEnd::Stopped);
+    let stopped_early = replaying && summary.as_ref().is_ok_and(|f| f.summary.ended == RunEnd::Stopped);
     let shown = live.finish(&mut summary, &mut sink);
-    if cut_short {
+    if stopped_early {
         if let Ok(s) = &summary {
             crate::note!(
                 "roceprobe: warning: the replay was stopped before the end of its input: the summary and reports hold the {} frames read before it",
