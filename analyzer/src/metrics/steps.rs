@@ -199,6 +199,7 @@ const EXACT_DURATIONS: usize = 1_024;
 /// pairs took 8.9 GB.
 #[derive(Debug, Clone)]
 pub enum StepDurations {
+    /// Kept in order, so that a quantile is a place in the list.
     Exact(Vec<u64>),
     Histogram(Box<Histogram<u64>>),
 }
@@ -206,7 +207,7 @@ pub enum StepDurations {
 impl StepDurations {
     fn record(&mut self, ns: u64) {
         match self {
-            Self::Exact(v) if v.len() < EXACT_DURATIONS => v.push(ns),
+            Self::Exact(v) if v.len() < EXACT_DURATIONS => v.insert(v.partition_point(|&d| d <= ns), ns),
             Self::Exact(v) => {
                 let mut h =
                     Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds");
@@ -240,12 +241,7 @@ impl StepDurations {
     pub fn quantile(&self, q: f64) -> Option<u64> {
         match self {
             Self::Exact(v) if v.is_empty() => None,
-            Self::Exact(v) => {
-                let mut sorted = v.clone();
-                sorted.sort_unstable();
-                let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-                Some(sorted[rank - 1])
-            }
+            Self::Exact(v) => Some(v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]),
             Self::Histogram(h) => Some(h.value_at_quantile(q)),
         }
     }
@@ -284,20 +280,35 @@ impl JobTotals {
         self.steps += other.steps;
         self.durations.merge(other.durations);
         self.max_ns = self.max_ns.max(other.max_ns);
-        for (k, s) in other.stragglers {
-            let e = self.stragglers.entry(k).or_default();
-            e.steps += s.steps;
-            e.lag_ns += s.lag_ns;
+        for ((host, reason), s) in other.stragglers {
+            self.held_back(host, reason, s);
         }
-        for h in other.hosts {
+        self.add_hosts(&other.hosts);
+        if let Some(l) = other.last {
+            self.offer_last(&l);
+        }
+    }
+
+    /// `host` held back `s.steps` steps of the job for `reason`, by `s.lag_ns` in all.
+    fn held_back(&mut self, host: IpAddr, reason: Reason, s: Straggling) {
+        let e = self.stragglers.entry((host, reason)).or_default();
+        e.steps += s.steps;
+        e.lag_ns += s.lag_ns;
+    }
+
+    /// The job's hosts with `hosts` (each once, in order).
+    fn add_hosts(&mut self, hosts: &[IpAddr]) {
+        for &h in hosts {
             if let Err(at) = self.hosts.binary_search(&h) {
                 self.hosts.insert(at, h);
             }
         }
-        if let Some(l) = other.last {
-            if self.last.as_ref().is_none_or(|m| m.start_ns < l.start_ns) {
-                self.last = Some(l);
-            }
+    }
+
+    /// `step` is the job's latest step if none started after it.
+    fn offer_last(&mut self, step: &Step) {
+        if self.last.as_ref().is_none_or(|l| l.start_ns <= step.start_ns) {
+            self.last = Some(step.clone());
         }
     }
 }
@@ -769,17 +780,9 @@ impl Steps {
         j.steps += 1;
         j.durations.record(step.duration_ns());
         j.max_ns = j.max_ns.max(step.duration_ns());
-        let s = j.stragglers.entry((step.straggler.src, step.reason)).or_default();
-        s.steps += 1;
-        s.lag_ns += step.lag_ns();
-        for &h in self.scratch.hosts.iter() {
-            if let Err(at) = j.hosts.binary_search(&h) {
-                j.hosts.insert(at, h);
-            }
-        }
-        if j.last.as_ref().is_none_or(|l| l.start_ns <= step.start_ns) {
-            j.last = Some(step.clone());
-        }
+        j.held_back(step.straggler.src, step.reason, Straggling { steps: 1, lag_ns: step.lag_ns() });
+        j.add_hosts(&self.scratch.hosts);
+        j.offer_last(&step);
         self.closed.push(step);
         self.scratch.trim();
     }
