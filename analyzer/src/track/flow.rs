@@ -1404,8 +1404,11 @@ impl FlowTable {
                 }
                 *self.rest_field(t, |c| &mut c.cnp) += 1;
                 self.note_change(t);
+                // Raised on the CNP's own flow (the packet that raises the event is `i`'s,
+                // which `t` need not be paired with: a UC QP's, or a pair guessed) for
+                // `t`'s QP, so that the event's flows are both.
                 if self.signals.on {
-                    self.raise_cnp(i, t, ts);
+                    self.raise_on(i, self.qp_of(t, true), Signal::Cnp, ts);
                 }
             }
             None => {
@@ -1651,20 +1654,14 @@ impl FlowTable {
     #[cold]
     #[inline(never)]
     fn raise(&mut self, i: u32, request: bool, signal: Signal, ts: u64) {
-        let qp = self.qp_of(i, request);
-        let vantage = self.hot[i as usize].vantage();
-        self.signals.raise(Raised { slot: i, vantage, qp, signal, ts });
+        self.raise_on(i, self.qp_of(i, request), signal, ts);
     }
 
-    /// A CNP of flow `i` counted on `t`, the flow it throttles: raised on the CNP's own flow
-    /// (the packet that raises the event is `i`'s, which `t` need not be paired with: a UC
-    /// QP's, or a pair guessed) for `t`'s QP, so that the event's flows are both.
+    /// Raises `signal` on flow `i`'s packet, for the QP `qp`.
     #[cold]
-    #[inline(never)]
-    fn raise_cnp(&mut self, i: u32, t: u32, ts: u64) {
-        let qp = self.qp_of(t, true);
+    fn raise_on(&mut self, i: u32, qp: Qp, signal: Signal, ts: u64) {
         let vantage = self.hot[i as usize].vantage();
-        self.signals.raise(Raised { slot: i, vantage, qp, signal: Signal::Cnp, ts });
+        self.signals.raise(Raised { slot: i, vantage, qp, signal, ts });
     }
 
     /// The flows of a QP (both directions, at both vantages) into `out`, after `first`
