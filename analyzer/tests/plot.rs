@@ -305,7 +305,7 @@ fn plot_writes_no_file_through_a_link() {
         .unwrap()
         .file_name()
         .to_string_lossy()
-        .contains(".part-")));
+        .contains(".roceprobe-part")));
     let dangling = dir.path().join("dangling");
     std::os::unix::fs::symlink(dir.path().join("nowhere"), &dangling).unwrap();
     let o = run(&["plot", "--csv-dir", csv.to_str().unwrap(), "--out", dangling.to_str().unwrap()]);

@@ -52,7 +52,7 @@ pub struct EvidenceOutput {
 impl EvidenceOutput {
     /// Creates the directory if needed and checks it can be written, before any work starts.
     pub fn check(&self) -> Result<()> {
-        if std::fs::symlink_metadata(&self.dir).is_ok_and(|m| m.is_symlink()) && !self.dir.exists() {
+        if super::dangling_link(&self.dir) {
             bail!("--evidence-dir {}: a symbolic link to nothing", self.dir.display());
         }
         std::fs::create_dir_all(&self.dir)

@@ -62,6 +62,19 @@ pub fn refuse_irregular(path: &std::path::Path) -> std::io::Result<()> {
     }
 }
 
+/// Whether `path` is a symbolic link to nothing (creating a folder there fails with "File
+/// exists", which names no problem).
+pub fn dangling_link(path: &std::path::Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_symlink()) && !path.exists()
+}
+
+/// The name of the probe's own beside `path`, where a file is written whole before it is
+/// renamed into place.
+pub fn part_path(path: &std::path::Path) -> std::path::PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!(".{name}.roceprobe-part"))
+}
+
 /// A live output (the dashboard, the Prometheus page): the stats side publishes to it once
 /// per interval what the run has measured so far. It must not block: the workers' reports
 /// queue behind it.

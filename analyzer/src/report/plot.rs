@@ -805,7 +805,7 @@ pub fn plot(csv_dir: &Path, out: &Path) -> Result<Vec<PathBuf>> {
             Ok((name, svg, png))
         })
         .collect::<Result<Vec<_>>>()?;
-    if std::fs::symlink_metadata(out).is_ok_and(|m| m.is_symlink()) && !out.exists() {
+    if super::dangling_link(out) {
         bail!("--out {}: a symbolic link to nothing", out.display());
     }
     std::fs::create_dir_all(out).with_context(|| format!("--out: cannot create {}", out.display()))?;
@@ -894,9 +894,8 @@ impl<'a> Plots<'a> {
 /// whole (a full disk) is removed, not left cut short to be taken for a plot.
 fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
     let cannot = || format!("--out: cannot write {}", path.display());
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let part = path.with_file_name(format!(".{name}.part-{}", std::process::id()));
-    let written = super::create_regular(&part, true)
+    let part = super::part_path(path);
+    let written = super::create_regular(&part, false)
         .and_then(|mut f| std::io::Write::write_all(&mut f, bytes))
         .and_then(|()| std::fs::rename(&part, path));
     written.or_else(|e| {

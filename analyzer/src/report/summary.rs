@@ -521,10 +521,7 @@ impl SummarySink {
                 .with_context(|| format!("--summary: cannot create the directory of {}", path.display()))?;
         }
         let special = std::fs::metadata(path).is_ok_and(|m| !m.is_file());
-        let part = (!special).then(|| {
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            path.with_file_name(format!(".{name}.roceprobe-part"))
-        });
+        let part = (!special).then(|| super::part_path(path));
         let file = match &part {
             // A name of the probe's own beside the summary: a regular file only (see
             // `create_regular`), never written through a link left there.
