@@ -9,6 +9,7 @@ pub mod steps;
 pub mod totals;
 
 pub use snapshot::{GlobalCounters, IntervalSnapshot};
+pub use totals::{FlowTotals, Totals};
 
 /// The link speed that turns one packet into time, for a burst's shortest duration.
 pub const PACKET_TIME_GBPS: u64 = 100;
@@ -19,4 +20,3 @@ pub const PACKET_TIME_GBPS: u64 = 100;
 pub fn packet_time_ns(bytes: u64, packets: u64) -> u64 {
     (bytes * 8).div_ceil(packets.max(1) * PACKET_TIME_GBPS).max(1)
 }
-pub use totals::{FlowTotals, Totals};

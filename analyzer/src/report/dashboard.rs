@@ -42,7 +42,7 @@ pub struct View {
 }
 
 /// The dashboard's subscription: a view of every interval for the UI thread, never waiting
-/// (while the UI has not taken the last one, a new one is dropped).
+/// (a view the UI has not taken yet is replaced by the new one).
 pub struct Feed {
     tx: crossbeam_channel::Sender<View>,
     /// The screen's end of the channel, to take back a view it has not shown yet.
