@@ -89,7 +89,7 @@ pub struct CommonArgs {
     pub max_flows: usize,
     /// Write the CSV reports here, every interval: flows, transmissions, latency, io,
     /// slow_ios, steps, stragglers and ports.csv, and events.csv with --evidence-dir (the
-    /// directory is created if needed; files of an earlier run are replaced).
+    /// directory is created if needed; an earlier run's current files are replaced, and its rotated files from the time this run's rows begin).
     #[arg(long, value_name = "DIR")]
     pub csv_dir: Option<PathBuf>,
     /// Start a new CSV file before one would grow past SIZE bytes (suffixes K, M, G); the
@@ -397,9 +397,12 @@ fn parse_size_min(s: &str, min: u64) -> Result<u64, String> {
         Some((i, 'G' | 'g')) => (&s[..i], 1 << 30),
         _ => (s, 1),
     };
+    let digits = !num.is_empty() && num.bytes().all(|b| b.is_ascii_digit());
     match num.parse::<u64>().ok().and_then(|n| n.checked_mul(mult)) {
         Some(b) if b >= min => Ok(b),
         Some(_) => Err(format!("'{s}' is too small (at least {})", size_text(min))),
+        // A number, but more bytes than 64 bits count.
+        None if digits => Err(format!("'{s}' is too large (at most {}G)", u64::MAX >> 30)),
         None => Err(format!("'{s}' is not a size (a number of bytes, optionally with K, M or G)")),
     }
 }

@@ -17,6 +17,25 @@ fn assert_one_line_error(args: &[&str], needle: &str) {
     assert!(o.stdout.is_empty(), "{args:?}: printed on stdout: {}", String::from_utf8_lossy(&o.stdout));
 }
 
+/// A size past 64 bits of bytes is a size, too large; not "not a size".
+#[test]
+fn a_size_too_large_says_so() {
+    let c = capture("rdma_cm.pcap");
+    let args =
+        ["replay", "-q", "--csv-dir", "/tmp/unused", "--csv-retain", "17179869184G", c.to_str().unwrap()];
+    assert_one_line_error(&args, "'17179869184G' is too large (at most 17179869183G)");
+    let args = [
+        "replay",
+        "-q",
+        "--evidence-dir",
+        "/tmp/unused",
+        "--evidence-max-bytes",
+        "99999999999999999999",
+        c.to_str().unwrap(),
+    ];
+    assert_one_line_error(&args, "is too large");
+}
+
 #[test]
 fn missing_file() {
     assert_one_line_error(&["replay", "no-such.pcap"], "no-such.pcap");

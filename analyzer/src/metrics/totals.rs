@@ -61,6 +61,11 @@ impl Progress {
         self.ends[worker] = self.ends[worker].max(end_ns);
     }
 
+    /// The end of the intervals `worker` has reported.
+    pub fn of(&self, worker: usize) -> u64 {
+        self.ends.get(worker).copied().unwrap_or(0)
+    }
+
     /// The end of the intervals every worker has reported.
     pub fn done(&self) -> u64 {
         self.ends.iter().copied().min().unwrap_or(0)

@@ -60,11 +60,12 @@ const INTERVALS_PENDING: usize = 64;
 
 /// An interval some worker has not reported yet: its end, the slowest I/Os the workers
 /// reported so far (each reports its own), and in a replay their rows of flows.csv,
-/// latency.csv and io.csv.
+/// latency.csv and io.csv, by worker (written in the workers' order, whichever reported
+/// first, so that a replay gives the same files every time).
 struct Waiting {
     end_ns: u64,
     slowest: Slowest,
-    rows: [String; 3],
+    rows: Vec<(usize, [String; 3])>,
 }
 
 /// A transmission's duration D (docs/METRICS.md, "Transmissions"): last − first packet
@@ -161,6 +162,10 @@ pub struct CsvHealth {
     /// Their bytes.
     #[serde(default)]
     pub bytes_removed: u64,
+    /// Rotated files of an earlier run removed because this run's rows replace them (from
+    /// the time each report's rows begin on).
+    #[serde(default)]
+    pub files_replaced: u64,
 }
 
 impl CsvHealth {
@@ -170,6 +175,7 @@ impl CsvHealth {
         self.files_recreated += o.files_recreated;
         self.files_removed += o.files_removed;
         self.bytes_removed += o.bytes_removed;
+        self.files_replaced += o.files_replaced;
     }
 }
 
@@ -202,6 +208,11 @@ pub struct CsvWriter {
     wait_for_workers: bool,
     /// Emptied row buffers of written intervals, for the intervals to come.
     spare_rows: Vec<[String; 3]>,
+    /// A replay's ended transmissions not written yet, by the end of the last interval
+    /// their worker had reported when it sent them: each group is written, sorted by end,
+    /// once every worker has reported past it (none can send more of it then), so that the
+    /// file is the same however the workers' batches interleave.
+    transmissions_waiting: BTreeMap<u64, Vec<Transmission>>,
     /// How many to list per interval (`--slow-ios`).
     slow_k: usize,
     interval_ns: u64,
@@ -288,6 +299,7 @@ impl CsvWriter {
             waiting: BTreeMap::new(),
             wait_for_workers: false,
             spare_rows: Vec::new(),
+            transmissions_waiting: BTreeMap::new(),
             slow_k: crate::defaults::SLOW_IOS,
             interval_ns: crate::defaults::INTERVAL_NS,
             straggling: BTreeMap::new(),
@@ -404,7 +416,8 @@ impl CsvWriter {
             e.steps += 1;
             e.lag_ns += s.lag_ns();
         }
-        let first = closed.iter().map(|s| s.start_ns).min().unwrap_or(0);
+        // The first row's end: rows go by end, and a rotated file is named by its first.
+        let first = closed.iter().map(|s| s.end_ns).min().unwrap_or(0);
         let steps = self.steps.commit(first, &self.rotation, &mut self.health);
         steps.and(self.write_stragglers(open_from))
     }
@@ -523,14 +536,24 @@ impl CsvWriter {
         let w = self.waiting.entry(s.start_ns).or_insert_with(|| Waiting {
             end_ns: s.end_ns,
             slowest: Slowest::new(k),
-            rows: spare.pop().unwrap_or_default(),
+            rows: Vec::new(),
         });
         for io in &s.ios.slowest {
             w.slowest.offer(*io);
         }
-        for (to, from) in w.rows.iter_mut().zip([&mut self.flows, &mut self.latency, &mut self.io]) {
-            to.push_str(&from.rows);
-            from.rows.clear();
+        if self.wait_for_workers {
+            let at = match w.rows.binary_search_by_key(&s.worker, |(worker, _)| *worker) {
+                Ok(at) => at,
+                Err(at) => {
+                    w.rows.insert(at, (s.worker, spare.pop().unwrap_or_default()));
+                    at
+                }
+            };
+            for (to, from) in w.rows[at].1.iter_mut().zip([&mut self.flows, &mut self.latency, &mut self.io])
+            {
+                to.push_str(&from.rows);
+                from.rows.clear();
+            }
         }
         written.and(self.write_reported(done))
     }
@@ -544,16 +567,21 @@ impl CsvWriter {
             if w.end_ns > done && self.waiting.len() <= INTERVALS_PENDING {
                 break;
             }
-            let Some(mut w) = self.waiting.remove(&start) else { break };
-            for (from, to) in w.rows.iter_mut().zip([&mut self.flows, &mut self.latency, &mut self.io]) {
-                to.rows.push_str(from);
-                from.clear();
+            let Some(w) = self.waiting.remove(&start) else { break };
+            let mut files = [&mut self.flows, &mut self.latency, &mut self.io];
+            for (_, mut rows) in w.rows {
+                for (from, to) in rows.iter_mut().zip(files.iter_mut()) {
+                    to.rows.push_str(from);
+                    from.clear();
+                }
+                self.spare_rows.push(rows);
+            }
+            for to in files {
                 written = written.and(to.commit(start, &self.rotation, &mut self.health));
             }
-            self.spare_rows.push(w.rows);
             written = written.and(self.write_slow_ios(start, w.end_ns, &w.slowest));
         }
-        written
+        written.and(self.write_waiting_transmissions(done))
     }
 
     /// io.csv: one row per (initiator, target, op) whose I/O outcomes changed (into the
@@ -640,7 +668,36 @@ impl CsvWriter {
         Ok(())
     }
 
-    pub fn write_transmissions(&mut self, ts: &[Transmission]) -> Result<()> {
+    /// transmissions.csv: a batch of ended transmissions from a worker that had reported
+    /// its intervals up to `reported` (its last interval's end), while every worker has
+    /// reported up to `done`. Live, written as it comes; a replay's wait for every worker
+    /// (see `transmissions_waiting`).
+    pub fn write_transmissions(&mut self, ts: &[Transmission], reported: u64, done: u64) -> Result<()> {
+        if !self.wait_for_workers {
+            return self.render_transmissions(ts);
+        }
+        self.transmissions_waiting.entry(reported).or_default().extend_from_slice(ts);
+        self.write_waiting_transmissions(done)
+    }
+
+    /// Writes the waiting transmissions every worker has reported past (up to `done`;
+    /// `u64::MAX`: all), oldest group first, each sorted by end, start and flow.
+    fn write_waiting_transmissions(&mut self, done: u64) -> Result<()> {
+        let mut written = Ok(());
+        // Beyond INTERVALS_PENDING groups (a worker far behind), the oldest goes as it is.
+        while self
+            .transmissions_waiting
+            .first_key_value()
+            .is_some_and(|(&from, _)| from < done || self.transmissions_waiting.len() > INTERVALS_PENDING)
+        {
+            let Some((_, mut ts)) = self.transmissions_waiting.pop_first() else { break };
+            ts.sort_by_key(|a| (a.end_ns, a.start_ns, a.key));
+            written = written.and(self.render_transmissions(&ts));
+        }
+        written
+    }
+
+    fn render_transmissions(&mut self, ts: &[Transmission]) -> Result<()> {
         for t in ts {
             let c = &t.counts;
             let d = duration_ns(t.start_ns, t.end_ns, c);
@@ -749,9 +806,11 @@ mod tests {
             peer_qpn: None,
             counts: FlowCounts { packets: 2, bytes: 200, ..Default::default() },
         };
-        csv.write_transmissions(&[tx(t0, t0 + 3 * hour)]).unwrap();
-        csv.write_transmissions(&[tx(t0 + 3 * hour + 400_000_000, t0 + 3 * hour + 500_000_000)]).unwrap();
-        csv.write_transmissions(&[tx(t0 + 3 * hour + 1_000_000_000, t0 + 3 * hour + 1_200_000_000)]).unwrap();
+        csv.write_transmissions(&[tx(t0, t0 + 3 * hour)], 0, 0).unwrap();
+        csv.write_transmissions(&[tx(t0 + 3 * hour + 400_000_000, t0 + 3 * hour + 500_000_000)], 0, 0)
+            .unwrap();
+        csv.write_transmissions(&[tx(t0 + 3 * hour + 1_000_000_000, t0 + 3 * hour + 1_200_000_000)], 0, 0)
+            .unwrap();
         let health = csv.finish();
         assert_eq!(health.failed_writes, 0);
         let mut names: Vec<String> = std::fs::read_dir(dir.path())
@@ -763,6 +822,75 @@ mod tests {
         assert_eq!(names, ["transmissions-2025-12-01T030000.000000000Z.csv", "transmissions.csv"]);
         let rows = |n: &str| std::fs::read_to_string(dir.path().join(n)).unwrap().lines().count() - 1;
         assert_eq!((rows(&names[0]), rows(&names[1])), (2, 1));
+    }
+
+    /// A replay with two workers: whichever worker reports an interval first, and however
+    /// the workers' transmission batches interleave, the files are the same bytes.
+    #[test]
+    fn a_replays_files_do_not_depend_on_the_order_its_workers_report_in() {
+        use crate::track::Vantage;
+        use crate::wire::bth::Transport;
+        let t0 = 1_764_547_200_000_000_000u64;
+        let ms = 1_000_000u64;
+        let key = |src: &str, qpn: u32| FlowKey {
+            vantage: Vantage::Compute,
+            src: src.parse().unwrap(),
+            dst: "10.0.9.9".parse().unwrap(),
+            dst_qpn: qpn,
+        };
+        let delta = |src: &str, qpn: u32| crate::track::flow::FlowDelta {
+            key: key(src, qpn),
+            transport: Transport::Rc,
+            counts: FlowCounts { packets: 3, bytes: 300, ..Default::default() },
+            short: Default::default(),
+            reported: 0,
+            opcodes: crate::track::flow::OpcodeCounts::new(0x0A),
+        };
+        // Worker 0 has 10.0.0.2's flow, worker 1 10.0.0.1's (sorted, 10.0.0.1 goes first).
+        let snap = |worker: usize, src: &str, start: u64| IntervalSnapshot {
+            worker,
+            start_ns: start,
+            end_ns: start + ms,
+            flows: vec![delta(src, 7)],
+            ..Default::default()
+        };
+        let tx = |src: &str, start_ns: u64, end_ns: u64| Transmission {
+            key: key(src, 7),
+            transport: Transport::Rc,
+            start_ns,
+            end_ns,
+            last_message_ns: None,
+            peer_qpn: None,
+            counts: FlowCounts { packets: 4, bytes: 400, ..Default::default() },
+        };
+        let run = |worker_first: usize| {
+            let dir = tempfile::tempdir().unwrap();
+            let rotation = Rotation { compression: Compression::None, ..Default::default() };
+            let mut csv = CsvWriter::create(dir.path(), rotation).unwrap().for_run(10, ms, true);
+            csv.start_writer().unwrap();
+            let src = ["10.0.0.2", "10.0.0.1"];
+            let (a, b) = (worker_first, 1 - worker_first);
+            // Each worker's batch before its first interval, then the intervals: the
+            // second worker to report closes the interval.
+            let times = [(t0 + 200, t0 + 900), (t0 + 100, t0 + 800)];
+            csv.write_transmissions(&[tx(src[a], times[a].0, times[a].1)], 0, 0).unwrap();
+            csv.write_transmissions(&[tx(src[b], times[b].0, times[b].1)], 0, 0).unwrap();
+            csv.write_interval(&snap(a, src[a], t0), false, 0).unwrap();
+            csv.write_interval(&snap(b, src[b], t0), false, t0 + ms).unwrap();
+            csv.flush_intervals().unwrap();
+            assert_eq!(csv.finish().failed_writes, 0);
+            let read = |n: &str| std::fs::read_to_string(dir.path().join(n)).unwrap();
+            (read("flows.csv"), read("transmissions.csv"))
+        };
+        let (flows, transmissions) = run(0);
+        assert_eq!(run(1), (flows.clone(), transmissions.clone()));
+        // Worker 0's row first, then worker 1's; transmissions by end.
+        let rows: Vec<&str> = flows.lines().skip(1).collect();
+        assert_eq!(rows.len(), 2);
+        assert!(rows[0].contains(",10.0.0.2,") && rows[1].contains(",10.0.0.1,"), "{flows}");
+        let rows: Vec<&str> = transmissions.lines().skip(1).collect();
+        assert_eq!(rows.len(), 2);
+        assert!(rows[0].contains(",10.0.0.1,") && rows[1].contains(",10.0.0.2,"), "{transmissions}");
     }
 
     #[test]

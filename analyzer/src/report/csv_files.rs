@@ -180,22 +180,30 @@ struct Report {
     /// `file` is not the current file: a rotation renamed it, and the new one could not be
     /// started (a full disk). The next rows start it first; none go to the renamed file.
     unstarted: bool,
+    /// This run has written no row of the report yet: before its first, the rotated files
+    /// an earlier run left of it from that row's time on are removed ([`Writer::write`]).
+    fresh: bool,
 }
 
 impl Report {
     /// Creates (or replaces) `<stem>.csv` with its header.
     fn create(dir: &Path, stem: &'static str, header: String) -> Result<Self> {
         let (file, bytes) = start(dir, stem, &header)?;
-        Ok(Self { stem, header, file, bytes, first_ns: None, unstarted: false })
+        Ok(Self { stem, header, file, bytes, first_ns: None, unstarted: false, fresh: true })
     }
 }
 
+/// Creates (or replaces) `<stem>.csv` with its header. A header that cannot be written
+/// whole (a full disk) leaves no file: every report file starts with its header.
 fn start(dir: &Path, stem: &str, header: &str) -> Result<(File, u64)> {
     let path = dir.join(format!("{stem}.csv"));
     let mut f = super::create_regular(&path, false)
         .with_context(|| format!("--csv-dir: cannot write {}", path.display()))?;
     let head = format!("{header}\r\n");
-    f.write_all(head.as_bytes()).with_context(|| format!("--csv-dir: cannot write {}", path.display()))?;
+    if let Err(e) = f.write_all(head.as_bytes()) {
+        let _ = std::fs::remove_file(&path);
+        return Err(e).with_context(|| format!("--csv-dir: cannot write {}", path.display()));
+    }
     Ok((f, head.len() as u64))
 }
 
@@ -321,6 +329,31 @@ impl Retained {
         self.bytes += size;
     }
 
+    /// Removes the rotated files of report `stem` whose first row is at `stamp` or later
+    /// (an earlier run's, which this run's rows from `stamp` on replace), counting them in
+    /// `files_replaced`. Returns how many were removed.
+    fn replace_from(&mut self, stem: &str, stamp: &str, health: &mut CsvHealth) -> u64 {
+        let gone: Vec<Rotated> =
+            self.files.keys().filter(|r| r.stem == stem && r.stamp.as_str() >= stamp).cloned().collect();
+        let mut removed = 0;
+        for r in gone {
+            let Some((path, size)) = self.files.remove(&r) else { continue };
+            match std::fs::remove_file(&path) {
+                Ok(()) => {
+                    self.bytes -= size;
+                    health.files_replaced += 1;
+                    removed += 1;
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => self.bytes -= size,
+                // Cannot be removed: it stays, and counts towards the bound.
+                Err(_) => {
+                    self.files.insert(r, (path, size));
+                }
+            }
+        }
+        removed
+    }
+
     /// Removes the oldest rotated files until `need` more bytes fit under `limit` with the
     /// `outside` bytes of files not listed here (the current files, a file being compressed
     /// and its temporary). False when they do not fit even with none left.
@@ -390,6 +423,8 @@ pub(super) struct Writer {
     health: CsvHealth,
     /// A failure was told (once per run; every one is counted).
     told: bool,
+    /// Rotated files of an earlier run were replaced, and told (once per run).
+    told_replaced: bool,
     pool: Sender<String>,
 }
 
@@ -440,6 +475,7 @@ pub(super) fn prepare_writer(
         retained: Retained::default(),
         health: CsvHealth::default(),
         told: false,
+        told_replaced: false,
         pool: pool_tx,
     };
     Ok((Link { jobs: jobs_tx, pool: pool_rx }, Unstarted { writer, jobs: jobs_rx }))
@@ -554,6 +590,9 @@ impl Writer {
             (r.file, r.bytes) = start(&self.dir, r.stem, &r.header)?;
             r.unstarted = false;
         }
+        if std::mem::take(&mut self.reports[id].fresh) {
+            self.replace_earlier(id, ts_ns);
+        }
         let r = &self.reports[id];
         if let Some(first) = r.first_ns {
             let too_big = rot.max_bytes.is_some_and(|m| r.bytes + rows.len() as u64 > m);
@@ -601,14 +640,43 @@ impl Writer {
         let outside = self.current_bytes() + full;
         self.retained.make_room(self.rotation.retain_bytes, outside, header, &mut self.health);
         let started = start(&self.dir, stem, &self.reports[id].header);
-        self.compress(name, to, full);
         let r = &mut self.reports[id];
         r.first_ns = None;
         // Not started (the header did not fit): the open file is the one just renamed,
-        // which must get no more rows; the next rows start the report again.
-        r.unstarted = started.is_err();
-        (r.file, r.bytes) = started?;
-        Ok(())
+        // which must get no more rows; the next rows start the report again. Started, its
+        // header counts as the current file's while the full one is compressed.
+        let started = match started {
+            Ok((file, bytes)) => {
+                (r.file, r.bytes, r.unstarted) = (file, bytes, false);
+                Ok(())
+            }
+            Err(e) => {
+                r.unstarted = true;
+                Err(e)
+            }
+        };
+        self.compress(name, to, full);
+        started
+    }
+
+    /// Before this run's first row of report `id`, at `ts_ns`: the rotated files an earlier
+    /// run left of it whose first row is at that time or later are removed (told once per
+    /// run), as its current file was: a capture replayed again into the same directory
+    /// would otherwise leave two runs' rows of the same intervals side by side, which
+    /// readers take as one report. Earlier times stay (a probe started again goes on after
+    /// them).
+    fn replace_earlier(&mut self, id: usize, ts_ns: u64) {
+        let stamp = rfc3339_nanos(ts_ns).replace(':', "");
+        let stem = self.reports[id].stem;
+        let removed = self.retained.replace_from(stem, &stamp, &mut self.health);
+        if removed > 0 && !self.told_replaced {
+            crate::note!(
+                "roceprobe: warning: {}: an earlier run's rotated files from the time this run's rows begin are replaced ({} of {stem}.csv removed; every one counted in the summary's csv_output.files_replaced)",
+                self.dir.display(),
+                removed
+            );
+            self.told_replaced = true;
+        }
     }
 
     /// Compresses a rotated file into `<name>.csv.zst` (or `.gz`) through a temporary file
@@ -825,6 +893,8 @@ mod tests {
         while f.write_all(&[0u8; 4096]).is_ok() {}
         drop(f);
         assert!(w.write(0, 9, &row(9)).is_err());
+        // No current file without its header (`roceprobe plot` refuses one).
+        assert!(!disk.join("r.csv").exists(), "an empty r.csv was left");
         std::fs::remove_file(&ballast).unwrap();
         // Its room comes back once no process holds the ballast: a child that another test
         // forks meanwhile holds its files until it execs (once, under the full suite, the
@@ -871,6 +941,45 @@ mod tests {
         w.write(0, 10, &row(10)).unwrap();
         assert_eq!(std::fs::read_to_string(disk.join("r.csv")).unwrap(), format!("a,b\r\n{}", row(10)));
         assert_eq!(w.health.files_recreated, 0);
+    }
+
+    /// A capture replayed again into the same directory: before this run's first row of a
+    /// report, the rotated files an earlier run left of it from that row's time on are
+    /// removed (and counted); earlier ones, and other reports', stay; this run's own
+    /// rotations after are not taken for an earlier run's.
+    #[test]
+    fn an_earlier_runs_rotated_files_from_this_runs_first_row_on_are_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = 1_764_547_200_000_000_000u64; // 2025-12-01T00:00:00Z
+        let path = |n: &str| dir.path().join(n);
+        let earlier = path("r-2025-11-30T230000.000000000Z.csv");
+        let same = path("r-2025-12-01T000000.000000000Z.csv.zst");
+        let later = path("r-2025-12-01T000000.000000500Z-2.csv");
+        let other = path("s-2025-12-01T000001.000000000Z.csv");
+        for p in [&earlier, &same, &later, &other] {
+            std::fs::write(p, "a,b\r\n").unwrap();
+        }
+        let rotation = Rotation {
+            max_bytes: Some(1000),
+            max_age_ns: None,
+            compression: Compression::None,
+            retain_bytes: None,
+        };
+        let mut w =
+            prepare_writer(dir.path(), rotation, vec![("r", "a,b".into())], &["r", "s"]).unwrap().1.writer;
+        w.scan(true);
+        for i in 0..25 {
+            w.write(0, t + i, &row(i)).unwrap();
+        }
+        assert!(earlier.exists() && other.exists());
+        assert!(!same.exists() && !later.exists());
+        assert_eq!(w.health.files_replaced, 2);
+        // Two rotations of this run, both kept.
+        let ours = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("r-2025-12-01"))
+            .count();
+        assert_eq!(ours, 2);
     }
 
     /// An earlier run's rotated files count towards `--csv-retain` and go oldest first, those

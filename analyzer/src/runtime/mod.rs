@@ -593,9 +593,10 @@ fn pipeline(
                         .map(|w| w.write_interval(s, two_vantages, done).and(w.write_steps(&closed, open_from)))
                         .map(|r| r.and(listed.unwrap_or(Ok(()))))
                 }
-                ToStats::Transmissions(_, t) => {
+                ToStats::Transmissions(worker, t) => {
                     totals.add_transmissions(t);
-                    csv.as_mut().map(|w| w.write_transmissions(t))
+                    let (reported, done) = (totals.progress.of(*worker), totals.progress.done());
+                    csv.as_mut().map(|w| w.write_transmissions(t, reported, done))
                 }
                 ToStats::Evidence(_, r) => match evidence.as_mut() {
                     Some(w) => {
