@@ -905,6 +905,50 @@ fn check_live_options(a: &LiveArgs) -> Result<()> {
     if let Some((_, p)) = a.ports.iter().enumerate().find(|(i, p)| a.ports[..*i].contains(p)) {
         bail!("--port {p} is given twice: each port is captured from once");
     }
+    // An lcore for the capture thread and one per worker, of DPDK's 128 at most.
+    let lcores = if a.rss || a.rx_core || a.common.workers > 1 { a.common.workers + 1 } else { 1 };
+    if lcores > MAX_LCORES {
+        bail!(
+            "--workers {} needs {lcores} EAL lcores (the capture thread's and one per worker): DPDK runs at most {MAX_LCORES}, so live takes --workers {} at most",
+            a.common.workers,
+            MAX_LCORES - 1
+        );
+    }
+    check_vdevs(&a.eal_args, &a.common.vantages)
+}
+
+/// DPDK's most lcores (`RTE_MAX_LCORE` of Debian's build).
+const MAX_LCORES: usize = 128;
+
+/// Refuses two vdevs of one name (EAL would make the first and drop the second without a
+/// word) and, unless `--vantage port:N` rules tell the ports apart, one capture file read
+/// by two net_pcap vdevs: its packets would be counted twice (every request a
+/// retransmission of itself), as replay refuses a file given twice. (One vdev reading a
+/// file on several queues, for `--rss`, is what it is asked to do.)
+fn check_vdevs(eal_args: &[String], vantages: &[Rule]) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let names: Vec<&str> =
+        crate::capture::dpdk::vdev_specs(eal_args).map(|s| s.split(',').next().unwrap_or_default()).collect();
+    if let Some((_, n)) = names.iter().enumerate().find(|(i, n)| names[..*i].contains(n)) {
+        bail!("--vdev {n} is given twice: DPDK would make the first and leave the second out");
+    }
+    if vantages.iter().any(|r| matches!(r.selector, Selector::Port(_))) {
+        return Ok(());
+    }
+    let mut seen: Vec<((u64, u64), &str, &str)> = Vec::new();
+    for v in crate::capture::dpdk::pcap_vdevs(eal_args) {
+        for f in &v.files {
+            let Some(m) = std::fs::metadata(f).ok().filter(|m| m.is_file()) else { continue };
+            let id = (m.dev(), m.ino());
+            if let Some((_, first, vdev)) = seen.iter().find(|(i, _, vdev)| *i == id && *vdev != v.name) {
+                bail!(
+                    "{f} is read by --vdev {vdev} ({first}) and --vdev {}: its packets would be counted twice (for two taps that saw the same packets, map the ports to two vantages, e.g. --vantage storage=port:1)",
+                    v.name
+                );
+            }
+            seen.push((id, f, v.name));
+        }
+    }
     Ok(())
 }
 
@@ -1012,7 +1056,15 @@ fn live(a: LiveArgs) -> Result<()> {
     let r = execute(&a.common, vantages, out, mode, times, |cfg, stop, reports| {
         let cfg = PipelineConfig { dedicated_rx: a.rx_core, control_cpus: control, ..cfg.clone() };
         if a.rss {
-            runtime::run_rss(&mut cap, &cfg, stop, reports)
+            let r = runtime::run_rss(&mut cap, &cfg, stop, reports);
+            // The NIC hashed the outer header of mirrored frames: what needs a QP's two
+            // directions or two vantages on one worker may have been split.
+            if let Ok(n @ 1..) = r.as_ref().map(|r| r.totals.counters.erspan) {
+                crate::note!(
+                    "roceprobe: warning: --rss: {n} RoCE packets came through ERSPAN, whose outer header the NIC hashed: a QP's two directions, and its two vantages, may have gone to different workers (pairing, latencies and the I/O joins then incomplete); capture ERSPAN without --rss (software dispatch reads the inner header)"
+                );
+            }
+            r
         } else {
             runtime::run(&mut cap, &cfg, stop, reports)
         }

@@ -353,6 +353,87 @@ fn live_refuses_outputs_that_are_its_vdevs_files() {
     );
     assert_eq!(std::fs::read(&copy).unwrap(), before);
     assert_eq!(std::fs::read(&report).unwrap(), before);
+    // `eth_pcap`, DPDK's other name for net_pcap, reads its file as an input as well.
+    let mut eal = eal_args(&[]);
+    eal.extend(["--vdev".to_string(), format!("eth_pcap0,rx_pcap={c}")]);
+    let mut args: Vec<String> =
+        ["live", "--idle-exit", "1s", "--summary", c].iter().map(|s| s.to_string()).collect();
+    args.push("--".into());
+    args.extend(eal);
+    assert_one_line_error(
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        &format!("--summary {c} is the input file {c}"),
+    );
+    assert_eq!(std::fs::read(&copy).unwrap(), before);
+}
+
+/// ERSPAN under `--rss`: the NIC hashes the outer header, so the run says what that
+/// means once it ends, with the count of mirrored packets (every RoCE packet of
+/// misc_erspan2 came through ERSPAN II; none of a plain capture did).
+#[test]
+fn rss_over_erspan_is_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = fixtures().join("scenarios/misc_erspan2/misc_erspan2.pcap");
+    let summary = dir.path().join("s.json");
+    let mut args: Vec<String> =
+        ["live", "-q", "--workers", "2", "--rss", "--idle-exit", "500ms", "--summary"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    args.push(summary.display().to_string());
+    args.push("--".into());
+    args.extend(with_lcores(eal_args(&[]), 3));
+    args.extend(["--vdev".to_string(), format!("net_pcap0,rx_pcap={0},rx_pcap={0}", file.display())]);
+    let o = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    let n = s["erspan_packets"].as_u64().unwrap();
+    assert!(n > 0 && s["roce_packets"] == n, "{s}");
+    assert!(err.contains(&format!("--rss: {n} RoCE packets came through ERSPAN")), "{err}");
+    let plain = replay_summary(&[&capture("rdma_write_bw.pcap")], &[]);
+    assert_eq!(plain["erspan_packets"], 0);
+}
+
+/// One file on two vdevs would count its packets twice (replay refuses a file given twice),
+/// unless `--vantage port:N` says the ports are two taps; a vdev name given twice would
+/// leave its second file out without a word. Both refused before DPDK starts. One vdev
+/// reading the file on two queues (`--rss`) is asked for, and runs.
+#[test]
+fn live_refuses_a_file_on_two_vdevs_and_a_vdev_given_twice() {
+    let c = capture("rdma_write_bw.pcap");
+    let other = capture("rdma_read_bw.pcap");
+    let live = |options: &[&str], eal: Vec<String>| -> Vec<String> {
+        let mut args: Vec<String> =
+            ["live", "--idle-exit", "500ms"].iter().chain(options).map(|s| s.to_string()).collect();
+        args.push("--".into());
+        args.extend(eal);
+        args
+    };
+    let twice = live(&[], eal_args(&[&c, &c]));
+    assert_one_line_error(
+        &twice.iter().map(String::as_str).collect::<Vec<_>>(),
+        &format!(
+            "{} is read by --vdev net_pcap0 ({0}) and --vdev net_pcap1: its packets would be counted twice",
+            c.display()
+        ),
+    );
+    let mut same_name = eal_args(&[&c]);
+    same_name.extend(["--vdev".to_string(), format!("net_pcap0,rx_pcap={}", other.display())]);
+    let same_name = live(&[], same_name);
+    assert_one_line_error(
+        &same_name.iter().map(String::as_str).collect::<Vec<_>>(),
+        "--vdev net_pcap0 is given twice",
+    );
+    // 128 workers and the capture thread: more lcores than DPDK runs.
+    let many = live(&["--workers", "128"], eal_args(&[&c]));
+    assert_one_line_error(
+        &many.iter().map(String::as_str).collect::<Vec<_>>(),
+        "--workers 128 needs 129 EAL lcores (the capture thread's and one per worker): DPDK runs at most 128, so live takes --workers 127 at most",
+    );
+    // Two taps: the second port is the storage vantage; its copies count there.
+    let s = summary_of(&live(&["--vantage", "storage=port:1"], eal_args(&[&c, &c])));
+    assert_eq!(s["packets"], 120, "{s}");
 }
 
 #[test]

@@ -354,6 +354,8 @@ fn fc_mode_name(mode: ffi::rte_eth_fc_mode) -> &'static str {
 pub struct Port {
     id: u16,
     rx_queues: u16,
+    /// Descriptors of each RX queue: the most frames its ring holds.
+    rx_desc: u16,
     name: String,
     /// The NIC stamps received frames with its clock (RX timestamp offload enabled).
     timestamps: bool,
@@ -466,7 +468,7 @@ impl Port {
                 if rx_queues == 1 { "" } else { "s" },
                 plan.times,
             );
-            Ok(Self { id, rx_queues, name, timestamps: plan.timestamps, setup })
+            Ok(Self { id, rx_queues, rx_desc: nb_rxd, name, timestamps: plan.timestamps, setup })
         }
     }
 
@@ -620,6 +622,10 @@ struct Rx {
     /// TSC-clock nanoseconds at start and at the last frame received.
     started_ns: u64,
     last_rx_ns: u64,
+    /// The last frame received on any queue (`--rss`: each worker polls a queue of its
+    /// own), published at most every millisecond: `--idle-exit` ends a queue only once no
+    /// queue has received for that long, not while the others still receive.
+    any_rx_ns: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// Per port id: what its RX timestamps are made of.
     nic_time: Vec<NicTime>,
     /// Per port id: whether frames carried a usable RX timestamp.
@@ -639,6 +645,7 @@ impl Rx {
             stop: like.stop,
             started_ns: like.started_ns,
             last_rx_ns: like.last_rx_ns,
+            any_rx_ns: like.any_rx_ns.clone(),
             nic_time: like.nic_time.clone(),
             saw_nic_ts: vec![false; like.saw_nic_ts.len()],
             stamps: like.stamps.clone(),
@@ -748,12 +755,20 @@ impl Rx {
             free_bulk(&mut self.bufs, n);
             total += n;
         }
+        use std::sync::atomic::Ordering::Relaxed;
         if total > 0 {
+            // Published once a millisecond at most: no line shared by the workers is
+            // written per burst.
+            if now_ns.saturating_sub(self.last_rx_ns) >= 1_000_000 || self.last_rx_ns == self.started_ns {
+                self.any_rx_ns.fetch_max(now_ns, Relaxed);
+            }
             self.last_rx_ns = now_ns;
             return Ok(Poll::Frames(total));
         }
-        if self.stop.idle.is_some_and(|d| elapsed(self.last_rx_ns) >= d) {
-            return Ok(Poll::End);
+        if let Some(d) = self.stop.idle {
+            if elapsed(self.last_rx_ns) >= d && elapsed(self.any_rx_ns.load(Relaxed)) >= d {
+                return Ok(Poll::End);
+            }
         }
         Ok(Poll::Idle)
     }
@@ -837,14 +852,17 @@ pub fn vdev_files(eal_args: &[String]) -> Vec<std::path::PathBuf> {
 
 /// A net_pcap `--vdev` among EAL's arguments: its name, the files it reads (`rx_pcap`),
 /// and whether it loops them (`infinite_rx=1`).
-struct PcapVdev<'a> {
-    name: &'a str,
-    files: Vec<&'a str>,
-    looped: bool,
+pub struct PcapVdev<'a> {
+    pub name: &'a str,
+    pub files: Vec<&'a str>,
+    pub looped: bool,
 }
 
-fn pcap_vdevs(eal_args: &[String]) -> impl Iterator<Item = PcapVdev<'_>> {
-    vdev_specs(eal_args).filter(|spec| spec.starts_with("net_pcap")).map(|spec| {
+/// The net_pcap vdevs among EAL's arguments, by either of the names DPDK knows the driver
+/// by (`net_pcap`, and its older alias `eth_pcap`).
+pub fn pcap_vdevs(eal_args: &[String]) -> impl Iterator<Item = PcapVdev<'_>> {
+    let pcap = |spec: &&str| spec.starts_with("net_pcap") || spec.starts_with("eth_pcap");
+    vdev_specs(eal_args).filter(pcap).map(|spec| {
         let mut kv = spec.split(',');
         let name = kv.next().unwrap_or_default();
         let opts: Vec<(&str, &str)> = kv.filter_map(|o| o.split_once('=')).collect();
@@ -890,7 +908,7 @@ fn port_name(id: u16) -> Option<String> {
 }
 
 /// The `--vdev` devices among EAL's arguments (`--vdev SPEC` or `--vdev=SPEC`).
-fn vdev_specs(eal_args: &[String]) -> impl Iterator<Item = &str> {
+pub fn vdev_specs(eal_args: &[String]) -> impl Iterator<Item = &str> {
     eal_args.iter().enumerate().filter_map(|(i, a)| match a.strip_prefix("--vdev") {
         Some("") => eal_args.get(i + 1).map(String::as_str),
         Some(rest) => rest.strip_prefix('='),
@@ -1029,6 +1047,7 @@ impl DpdkCapture {
             stop,
             started_ns: now,
             last_rx_ns: now,
+            any_rx_ns: std::sync::Arc::new(std::sync::atomic::AtomicU64::new(now)),
             nic_time,
             saw_nic_ts: vec![false; max_id],
         };
@@ -1105,6 +1124,10 @@ impl Capture for QueueCapture<'_> {
         self.rx.poll(self.ports, |fs| fs.iter().for_each(|fr| f(*fr)))
     }
 
+    fn backlog(&self) -> u64 {
+        self.ports.iter().map(|p| u64::from(p.rx_desc)).sum()
+    }
+
     fn poll_burst<F: FnMut(&[Frame<'_>])>(&mut self, f: F) -> Result<Poll> {
         self.rx.poll(self.ports, f)
     }
@@ -1125,6 +1148,11 @@ impl Capture for QueueCapture<'_> {
 impl Capture for DpdkCapture {
     fn poll<F: FnMut(Frame<'_>)>(&mut self, mut f: F) -> Result<Poll> {
         self.rx.poll(&self.ports, |fs| fs.iter().for_each(|fr| f(*fr)))
+    }
+
+    /// Every queue of every port polled here (one each, but with --rss).
+    fn backlog(&self) -> u64 {
+        self.ports.iter().map(|p| u64::from(p.rx_desc)).sum()
     }
 
     fn poll_burst<F: FnMut(&[Frame<'_>])>(&mut self, f: F) -> Result<Poll> {

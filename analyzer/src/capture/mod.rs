@@ -117,4 +117,10 @@ pub trait Capture {
     /// receive statistics read between polls split at the intervals' ends. A live burst
     /// spans microseconds: the default does nothing.
     fn split_bursts_at(&mut self, _interval_ns: u64) {}
+    /// The most frames that may wait in the receive rings polled here when the run is
+    /// stopped: frames the port has received (and counted) already, analysed before the
+    /// run ends (a live port's ring descriptors). 0 for a file, which stops where it is.
+    fn backlog(&self) -> u64 {
+        0
+    }
 }

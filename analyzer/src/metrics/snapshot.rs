@@ -28,6 +28,8 @@ pub struct GlobalCounters {
     /// ERSPAN III packets whose timestamp has a granularity the probe cannot convert
     /// (platform specific): timed by the capture instead.
     pub erspan_untimed: u64,
+    /// RoCE packets that came through an ERSPAN mirror (any type).
+    pub erspan: u64,
 }
 
 impl GlobalCounters {
@@ -46,6 +48,7 @@ impl GlobalCounters {
         }
         self.released_early += o.released_early;
         self.erspan_untimed += o.erspan_untimed;
+        self.erspan += o.erspan;
     }
 
     pub fn decode_error_total(&self) -> u64 {

@@ -256,6 +256,18 @@ pub enum RunEnd {
     CutShort,
 }
 
+impl RunEnd {
+    /// The name the summary JSON gives it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Complete => "complete",
+            Self::Stopped => "stopped",
+            Self::Failed => "failed",
+            Self::CutShort => "cut_short",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub packets: u64,
@@ -290,6 +302,9 @@ pub struct Summary {
     /// capture instead of the switch.
     #[serde(default)]
     pub erspan_untimed_packets: u64,
+    /// RoCE packets that came through an ERSPAN mirror (any type), timed or not.
+    #[serde(default)]
+    pub erspan_packets: u64,
     /// Entries of bounded tables forgotten to make room for newer ones, per table.
     pub forgotten: crate::metrics::snapshot::Forgotten,
     /// Each bound that lost something: its option and value, what it lost, and the value
@@ -432,6 +447,7 @@ impl Summary {
                 released_early: t.counters.released_early,
             },
             erspan_untimed_packets: t.counters.erspan_untimed,
+            erspan_packets: t.counters.erspan,
             mirror_duplicates: LateByVantage {
                 compute: t.mirror_duplicates[0],
                 storage: t.mirror_duplicates[1],

@@ -3,7 +3,7 @@
 //! stragglers, then the flows with a problem and the busiest flows (at most `--top` of
 //! each; the rest are in the summary and the CSV files).
 
-use super::summary::{FlowSummary, LatencySummary, Summary};
+use super::summary::{FlowSummary, LatencySummary, RunEnd, Summary};
 use crate::wire::bth::opcode_name;
 use std::fmt::Write;
 
@@ -250,6 +250,21 @@ fn frame_totals(out: &mut String, s: &Summary) {
             String::new()
         }
     );
+    // How the run ended, unless it read all of its input (or reached --duration or
+    // --idle-exit): the journal of a probe stopped by its service manager says so.
+    let ended = match s.ended {
+        RunEnd::Complete => return,
+        RunEnd::Stopped => {
+            "stopped by SIGINT, SIGTERM or the dashboard's q: these are the frames received until then"
+        }
+        RunEnd::Failed => {
+            "the capture failed partway (the error is on stderr): these are the frames received before it"
+        }
+        RunEnd::CutShort => {
+            "an input file ended at a damaged or cut-short record (told on stderr): read up to it"
+        }
+    };
+    let _ = writeln!(out, "  run {}: {ended}", s.ended.as_str());
 }
 
 /// What the reorder window could not put in time order, if anything.
@@ -532,6 +547,7 @@ pub(crate) mod tests {
             latency_samples_dropped: 0,
             reorder: Default::default(),
             erspan_untimed_packets: 0,
+            erspan_packets: 0,
             mirror_duplicates: Default::default(),
             forgotten: Default::default(),
             bounds: Vec::new(),
@@ -568,6 +584,27 @@ pub(crate) mod tests {
             "{t}"
         );
         assert!(t.ends_with("no RoCEv2 flows\n"), "{t}");
+        assert!(!t.contains("  run "), "a complete run says nothing of its end: {t}");
+    }
+
+    /// A run that did not read all of its input says how it ended, under the first line,
+    /// by the name the summary JSON gives it.
+    #[test]
+    fn a_run_that_did_not_end_complete_says_how() {
+        for (ended, json, says) in [
+            (
+                RunEnd::Stopped,
+                "\"stopped\"",
+                "  run stopped: stopped by SIGINT, SIGTERM or the dashboard's q",
+            ),
+            (RunEnd::Failed, "\"failed\"", "  run failed: the capture failed partway"),
+            (RunEnd::CutShort, "\"cut_short\"", "  run cut_short: an input file ended at a damaged"),
+        ] {
+            assert_eq!(serde_json::to_string(&ended).unwrap(), json);
+            let t = render(&Summary { ended, ..summary(vec![]) }, 20);
+            let second = t.lines().nth(1).unwrap();
+            assert!(second.starts_with(says), "{t}");
+        }
     }
 
     #[test]

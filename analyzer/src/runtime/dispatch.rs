@@ -323,8 +323,13 @@ impl Dispatcher {
         ports: &mut PortReport,
         ports_tx: &Sender<ToStats>,
     ) -> Result<()> {
+        // As in `drive`: once stopped, what the rings still hold is dispatched too.
+        let mut left: Option<u64> = None;
         loop {
-            if stop.load(Ordering::Relaxed) {
+            if left.is_none() && stop.load(Ordering::Relaxed) {
+                left = Some(capture.backlog());
+            }
+            if left == Some(0) {
                 return Ok(());
             }
             // As in `drive`: a file's next frame may open an interval.
@@ -332,11 +337,15 @@ impl Dispatcher {
                 ports.observe(t, || capture.stats(), ports_tx);
             }
             match capture.poll(|f| self.frame(f)) {
-                Ok(Poll::Frames(_)) => {
+                Ok(Poll::Frames(n)) => {
                     let now = self.told();
                     self.lanes.iter_mut().for_each(|l| l.after_poll(now));
                     ports.observe(self.seen, || capture.stats(), ports_tx);
+                    if let Some(l) = &mut left {
+                        *l = l.saturating_sub(n as u64);
+                    }
                 }
+                Ok(Poll::Idle) if left.is_some() => return Ok(()),
                 Ok(Poll::Idle) => {
                     self.idle(capture, ports, ports_tx);
                     std::hint::spin_loop()

@@ -382,8 +382,14 @@ fn drive<C: Capture>(
 ) -> Result<()> {
     let mut seen = 0u64;
     let mut silent = SilentLink::default();
+    // Once stopped, what the rings still hold (received, counted by the port) is analysed,
+    // up to `backlog` frames, then the run ends.
+    let mut left: Option<u64> = None;
     loop {
-        if stop.load(Ordering::Relaxed) {
+        if left.is_none() && stop.load(Ordering::Relaxed) {
+            left = Some(capture.backlog());
+        }
+        if left == Some(0) {
             return Ok(());
         }
         // A file's next frame may open an interval: the statistics so far go to the one
@@ -396,7 +402,14 @@ fn drive<C: Capture>(
             worker.handle_burst(frames)
         });
         match polled {
-            Ok(Poll::Frames(_)) => after(seen, capture),
+            Ok(Poll::Frames(n)) => {
+                after(seen, capture);
+                if let Some(l) = &mut left {
+                    *l = l.saturating_sub(n as u64);
+                }
+            }
+            // Stopped, and the rings are empty.
+            Ok(Poll::Idle) if left.is_some() => return Ok(()),
             Ok(Poll::Idle) => {
                 if let Some(now) = silent.tick(capture, worker.saw_switch_clock()) {
                     worker.observe_time(now);
@@ -681,6 +694,50 @@ fn pipeline(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capture::Frame;
+
+    /// A port whose ring holds `frames` frames, handed over two a poll, then idle.
+    struct Ring {
+        frames: usize,
+        backlog: u64,
+        handed: usize,
+    }
+
+    impl Capture for Ring {
+        fn poll<F: FnMut(Frame<'_>)>(&mut self, mut f: F) -> Result<Poll> {
+            let data = [0u8; 60];
+            let n = (self.frames - self.handed).min(2);
+            for k in 0..n {
+                f(Frame { data: &data, wire_len: 60, ts_ns: (self.handed + k) as u64, source: 0 });
+            }
+            self.handed += n;
+            Ok(if n == 0 { Poll::Idle } else { Poll::Frames(n) })
+        }
+        fn stats(&mut self) -> Vec<SourceStats> {
+            Vec::new()
+        }
+        fn time_sources(&self) -> Vec<&'static str> {
+            Vec::new()
+        }
+        fn backlog(&self) -> u64 {
+            self.backlog
+        }
+    }
+
+    /// Stopped, a live port's rings are emptied first (the frames it received and counted
+    /// are analysed), up to what they can hold, not beyond; a file stops where it is.
+    #[test]
+    fn a_stopped_capture_analyses_what_its_rings_hold() {
+        let stop = AtomicBool::new(true);
+        let (tx, _rx) = crossbeam_channel::unbounded();
+        let cfg = PipelineConfig::new(crate::track::VantageMap::default());
+        for (frames, backlog, handed) in [(8, 100, 8), (8, 5, 6), (8, 0, 0)] {
+            let mut worker = Worker::new(0, &cfg, tx.clone());
+            let mut ring = Ring { frames, backlog, handed: 0 };
+            drive(&mut ring, &mut worker, &stop, |_, _| {}).unwrap();
+            assert_eq!(ring.handed, handed, "{frames} frames in a ring of {backlog}");
+        }
+    }
 
     #[test]
     fn port_reports_close_the_last_interval_before_the_clock_ends_once() {

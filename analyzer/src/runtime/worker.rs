@@ -828,8 +828,11 @@ impl Worker {
             Decoded::Roce(p) => {
                 self.counters.roce_packets += 1;
                 // Without a switch time it could use: none, or one not believed.
-                if p.mirror.is_some_and(|m| m.erspan_type == 3) && !seen.switch_clock {
-                    self.counters.erspan_untimed += 1;
+                if let Some(m) = p.mirror {
+                    self.counters.erspan += 1;
+                    if m.erspan_type == 3 && !seen.switch_clock {
+                        self.counters.erspan_untimed += 1;
+                    }
                 }
                 if seen.late {
                     let v = self.analyzer.vantage_of(p, f.source);
