@@ -154,15 +154,26 @@ fn the_grafana_dashboard_queries_only_exported_series() {
     use roceprobe::track::vantage::{Rule, SourceKind};
     use roceprobe::track::VantageMap;
     use std::collections::BTreeSet;
-    let mut replay = Replay::open(&[fixtures().join("scenarios/rc_loss_vlan/rc_loss_vlan.pcap")]).unwrap();
-    let rules: Vec<Rule> =
-        ["compute=vlan:10", "storage=vlan:20"].iter().map(|r| r.parse().unwrap()).collect();
-    let cfg = PipelineConfig::new(VantageMap::new(&rules, SourceKind::File, &[0]).unwrap());
-    let r = runtime::run(&mut replay, &cfg, &std::sync::atomic::AtomicBool::new(false), Default::default())
-        .unwrap();
-    let page = prometheus::render(&Summary::build(&r.totals, &r.sources, &r.ios), "p", 1000);
-    let exported: BTreeSet<&str> =
-        page.lines().filter(|l| !l.starts_with('#')).filter_map(|l| l.split('{').next()).collect();
+    // Loss and congestion on RC, then NVMe I/Os: the series of both kinds of traffic.
+    let pages: Vec<String> = ["rc_loss_vlan", "nvme_vlan"]
+        .iter()
+        .map(|name| {
+            let mut replay =
+                Replay::open(&[fixtures().join(format!("scenarios/{name}/{name}.pcap"))]).unwrap();
+            let rules: Vec<Rule> =
+                ["compute=vlan:10", "storage=vlan:20"].iter().map(|r| r.parse().unwrap()).collect();
+            let cfg = PipelineConfig::new(VantageMap::new(&rules, SourceKind::File, &[0]).unwrap());
+            let stop = std::sync::atomic::AtomicBool::new(false);
+            let r = runtime::run(&mut replay, &cfg, &stop, Default::default()).unwrap();
+            prometheus::render(&Summary::build(&r.totals, &r.sources, &r.ios), "p", 1000)
+        })
+        .collect();
+    let exported: BTreeSet<&str> = pages
+        .iter()
+        .flat_map(|page| page.lines())
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split('{').next())
+        .collect();
     let names = |text: &str| -> BTreeSet<String> {
         let mut out = BTreeSet::new();
         for (i, _) in text.match_indices("roceprobe_") {

@@ -63,6 +63,9 @@ pub struct RunHist {
     /// (bucket index, count / 65,536), ascending by index.
     carries: Vec<(u32, u64)>,
     total: u64,
+    /// The samples' sum as the histogram holds them (each its bucket's middle value, as
+    /// the mean takes it), in ns: exact, and it only grows (Prometheus's `_sum`).
+    sum_ns: u64,
     /// The first and last buckets holding a sample (first > last while empty).
     first: usize,
     last: usize,
@@ -77,7 +80,7 @@ impl Default for RunHist {
         for i in (0..RUN_BUCKETS).step_by(1024) {
             pages[i] = 0;
         }
-        RunHist { low, carries: Vec::new(), total: 0, first: usize::MAX, last: 0 }
+        RunHist { low, carries: Vec::new(), total: 0, sum_ns: 0, first: usize::MAX, last: 0 }
     }
 }
 
@@ -97,6 +100,8 @@ impl RunHist {
                 }
             }
             self.total = self.total.saturating_add(n);
+            let mid = arithmetic().median_equivalent(bucket_value(i));
+            self.sum_ns = self.sum_ns.saturating_add(mid.saturating_mul(n));
             self.first = self.first.min(i);
             self.last = self.last.max(i);
         }
@@ -111,6 +116,11 @@ impl RunHist {
             let n = u64::from(self.low[i]) | carry;
             (n != 0).then(|| (bucket_value(i), n))
         })
+    }
+
+    /// The sum of the samples as the histogram holds them, in ns (see `sum_ns`).
+    pub fn sum_ns(&self) -> u64 {
+        self.sum_ns
     }
 
     /// The series' statistics, as a histogram holding its samples gives them.
@@ -739,6 +749,13 @@ mod tests {
                 .collect();
             assert_eq!(run.buckets().collect::<Vec<_>>(), want, "case {case}");
             assert_eq!(run.stats(), stats(&h), "case {case}");
+            // hdrhistogram's mean times its count: the sum of the buckets' middle values.
+            let sum = h.mean() * h.len() as f64;
+            assert!(
+                (run.sum_ns() as f64 - sum).abs() <= sum * 1e-9 + 1.0,
+                "case {case}: {} {sum}",
+                run.sum_ns()
+            );
         }
     }
 

@@ -210,7 +210,9 @@ fn respond(req: &Request<Incoming>, page: &Page) -> Response<Full<Bytes>> {
     };
     let mut r = Response::new(Full::new(body));
     *r.status_mut() = status;
-    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE_TEXT));
+    // The exposition format's type only on the metrics themselves.
+    let kind = if status == StatusCode::OK { CONTENT_TYPE_TEXT } else { "text/plain; charset=utf-8" };
+    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(kind));
     if status == StatusCode::METHOD_NOT_ALLOWED {
         r.headers_mut().insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
     }
@@ -450,8 +452,9 @@ fn latency_family(o: &mut String, p: &str, s: &Summary) {
         }
         let _ = writeln!(
             o,
-            "roceprobe_io_latency_seconds_sum{{{labels}}} {:.9}",
-            l.mean_us * l.count as f64 / 1e6
+            "roceprobe_io_latency_seconds_sum{{{labels}}} {}.{:09}",
+            l.sum_ns / 1_000_000_000,
+            l.sum_ns % 1_000_000_000
         );
         let _ = writeln!(o, "roceprobe_io_latency_seconds_count{{{labels}}} {}", l.count);
     }
@@ -700,7 +703,10 @@ mod tests {
         let r = ask(addr, "HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
         assert!(r.starts_with("HTTP/1.1 200 OK\r\n") && r.ends_with("\r\n\r\n"), "{r}");
         assert!(r.to_ascii_lowercase().contains(&format!("\r\ncontent-length: {}\r\n", text.len())), "{r}");
-        assert!(ask(addr, "GET / HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 404 Not Found\r\n"));
+        let r = ask(addr, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(r.starts_with("HTTP/1.1 404 Not Found\r\n"), "{r}");
+        // An error's text is not the exposition format.
+        assert!(r.to_ascii_lowercase().contains("\r\ncontent-type: text/plain; charset=utf-8\r\n"), "{r}");
         let r = ask(addr, "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
         assert!(r.starts_with("HTTP/1.1 405 Method Not Allowed\r\n"), "{r}");
         assert!(r.to_ascii_lowercase().contains("\r\nallow: get, head\r\n"), "{r}");

@@ -59,6 +59,10 @@ pub struct LatencySummary {
     pub p99_us: f64,
     pub p999_us: f64,
     pub max_us: f64,
+    /// The samples' sum in ns as the histogram holds them, exact and never smaller than on
+    /// an earlier page (Prometheus's `_sum`; `mean_us × count` is rounded, and can go back).
+    #[serde(skip)]
+    pub sum_ns: u64,
 }
 
 /// I/O outcomes of one (initiator, target, op).
@@ -368,6 +372,7 @@ impl Summary {
                     p99_us: r3(s.p99_us),
                     p999_us: r3(s.p999_us),
                     max_us: r3(s.max_us),
+                    sum_ns: h.sum_ns(),
                 }
             })
             .collect();
