@@ -853,10 +853,11 @@ fn replay(a: ReplayArgs) -> Result<()> {
     // Before the inputs are opened: a pipe's first bytes may be long in coming, and a signal
     // meanwhile ends the run as one during it does.
     stop_flag()?;
-    let mut replay = Replay::open(&a.files)?;
+    // The checks of the names first: opening reads ahead into every file.
     let ids: Vec<u16> = (0..a.files.len() as u16).collect();
     let vantages = VantageMap::new(&a.common.vantages, SourceKind::File, &ids)?;
     check_distinct_inputs(&a.files, &vantages)?;
+    let mut replay = Replay::open(&a.files)?;
     let out = Outputs::open(&a.common, prometheus)?;
     let times = replay.time_sources();
     execute(&a.common, vantages, out, Mode::Replay, times, |cfg, stop, reports| {

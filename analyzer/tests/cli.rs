@@ -1200,8 +1200,9 @@ fn a_flow_idle_as_long_as_the_step_gap_is_warned_of() {
 #[test]
 fn a_file_damaged_partway_still_reports_what_came_before() {
     // The real capture's first 40 records, then a record header claiming 512 MiB: the
-    // run ends with an error naming the damage, after writing the summary of those 40
-    // packets (counted by hand from the file's record headers, not by roceprobe).
+    // file is read up to the damage, which is told, and the run says it was cut short;
+    // a second file, another vantage's, is read to its end all the same. (Records counted
+    // by hand from the files' record headers, not by roceprobe.)
     let d = tempfile::tempdir().unwrap();
     let b = std::fs::read(capture("rdma_write_bw.pcap")).unwrap();
     let mut off = 24;
@@ -1218,12 +1219,39 @@ fn a_file_damaged_partway_still_reports_what_came_before() {
     let summary = d.path().join("s.json");
     let o = run(&["replay", "-q", "--summary", summary.to_str().unwrap(), input.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success());
+    assert!(o.status.success(), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("stopped early") && err.contains("larger than 256 MiB"), "{err}");
+    assert!(
+        err.contains(
+            "a record larger than 256 KiB (no frame is), after 40 packets; stopping this file there"
+        ),
+        "{err}"
+    );
     let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
     assert_eq!(s["packets"], 40);
-    assert_eq!(s["ended"], "failed");
+    assert_eq!(s["ended"], "cut_short");
+    // With a whole file as the other vantage: that file is read to its end.
+    let other = std::fs::read(capture("rdma_read_bw.pcap")).unwrap();
+    let (mut records, mut at) = (0u64, 24);
+    while at + 16 <= other.len() {
+        at += 16 + u32::from_le_bytes(other[at + 8..at + 12].try_into().unwrap()) as usize;
+        records += 1;
+    }
+    let o = run(&[
+        "replay",
+        "-q",
+        "--vantage",
+        "storage=file:1",
+        "--summary",
+        summary.to_str().unwrap(),
+        input.to_str().unwrap(),
+        capture("rdma_read_bw.pcap").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    assert_eq!(s["ports"]["1"]["ipackets"], records, "{}", s["ports"]);
+    assert_eq!(s["packets"], 40 + records);
+    assert_eq!(s["ended"], "cut_short");
 }
 
 #[test]

@@ -294,7 +294,17 @@ impl FileReader {
         self.after2.ts_ns = if self.has_after { self.after.ts_ns } else { self.next.ts_ns };
         loop {
             let (consumed, got) = match self.reader.next() {
-                Ok((offset, block)) => (offset, self.format.take(block, &mut self.after2, &self.path)?),
+                Ok((offset, block)) => match self.format.take(block, &mut self.after2, &self.path) {
+                    Ok(got) => (offset, got),
+                    // Damage in the file's first blocks: not a capture roceprobe can read.
+                    Err(e) if self.read == 0 => return Err(e),
+                    // Damage partway: what came before stands, as at a damaged record.
+                    Err(e) => {
+                        self.warn_damaged_by(&format!("{e:#}"));
+                        self.warn_skipped();
+                        return Ok(false);
+                    }
+                },
                 Err(PcapError::Eof) => {
                     self.warn_skipped();
                     return Ok(false);
@@ -312,8 +322,14 @@ impl FileReader {
                     // fill it, so a damaged length costs no memory.
                     if self.reader.data().len() < self.buffer && !self.reader.reader_exhausted() {
                         self.refill()?;
-                    } else {
-                        self.grow()?;
+                    } else if !self.grow() {
+                        self.warn_damaged_by(&format!(
+                            "{}: a record larger than {} KiB (no frame is)",
+                            self.path.display(),
+                            MAX_RECORD >> 10
+                        ));
+                        self.warn_skipped();
+                        return Ok(false);
                     }
                     continue;
                 }
@@ -341,16 +357,17 @@ impl FileReader {
         Ok(true)
     }
 
-    /// Doubles the reader's buffer for a record larger than what it has room for, up to
-    /// 256 MiB. (Doubled from its own size: grown from the bytes it holds, it stopped
-    /// growing at twice the first size, and a 2 MiB record was refused as too large.)
-    fn grow(&mut self) -> Result<()> {
+    /// Doubles the reader's buffer for a block larger than what it has room for, up to
+    /// twice a record of [`MAX_RECORD`] (its block's own bytes and options besides); false
+    /// past that: damage, no frame is that long. ([`READ_BUFFER`] holds such a block
+    /// already.)
+    fn grow(&mut self) -> bool {
         let grown = self.buffer * 2;
-        if grown > 256 << 20 || !self.reader.grow(grown) {
-            bail!("{}: a record larger than 256 MiB", self.path.display());
+        if grown > 2 * MAX_RECORD || !self.reader.grow(grown) {
+            return false;
         }
         self.buffer = grown;
-        Ok(())
+        true
     }
 
     /// Packets skipped on interfaces that are not Ethernet, told once, where the file ends
@@ -365,6 +382,14 @@ impl FileReader {
                 self.path.display()
             ));
         }
+    }
+
+    /// Damage partway, said by `what` (which names the file): what came before it stands,
+    /// the rest of the file is left, the other files go on.
+    fn warn_damaged_by(&mut self, what: &str) {
+        self.stats.cut_short = true;
+        let w = format!("roceprobe: warning: {what}, after {} packets; stopping this file there", self.read);
+        self.warn(w);
     }
 
     /// A damaged record: what came before it stands, the rest is unreadable.
@@ -384,6 +409,15 @@ impl Format {
     /// packet block is copied into `next` (true).
     #[inline]
     fn take(&mut self, block: PcapBlockOwned<'_>, next: &mut Pending, path: &Path) -> Result<bool> {
+        let captured = match &block {
+            PcapBlockOwned::Legacy(b) => b.data.len(),
+            PcapBlockOwned::NG(Block::EnhancedPacket(b)) => b.data.len(),
+            PcapBlockOwned::NG(Block::SimplePacket(b)) => b.data.len(),
+            _ => 0,
+        };
+        if captured > MAX_RECORD {
+            bail!("{}: a record larger than {} KiB (no frame is)", path.display(), MAX_RECORD >> 10);
+        }
         match block {
             PcapBlockOwned::LegacyHeader(h) => {
                 if h.network != Linktype::ETHERNET {
@@ -483,8 +517,10 @@ struct Cursor {
 const RECORD_HEADER: usize = 16;
 /// Read pages of a mapped file are given back in steps of this much.
 const RELEASE_STEP: usize = 8 << 20;
-/// A record claiming more than this is damaged (as pcap-parser also decides).
-const MAX_RECORD: usize = 256 << 20;
+/// A record claiming more than this is damaged: no frame is that long (a 9 KiB jumbo frame
+/// in two encapsulations is far from it), and libpcap and Wireshark refuse larger records
+/// alike (their largest snapshot length).
+const MAX_RECORD: usize = 256 << 10;
 
 impl Cursor {
     /// A cursor on `bytes` if they are a classic pcap file of Ethernet frames (anything
@@ -582,7 +618,15 @@ impl Cursor {
         }
         let caplen = self.u32_at(b, at + 8) as usize;
         if caplen > MAX_RECORD {
-            bail!("{}: a record larger than 256 MiB", self.path.display());
+            // Damage: what came before stands, the rest of the file is left.
+            self.stats.cut_short = true;
+            crate::note!(
+                "roceprobe: warning: {}: a record larger than {} KiB (no frame is), after {} packets; stopping this file there",
+                self.path.display(),
+                MAX_RECORD >> 10,
+                self.stats.ipackets
+            );
+            return Ok(());
         }
         let start = at + RECORD_HEADER;
         if start + caplen > b.len() {
@@ -1043,21 +1087,25 @@ mod tests {
     }
 
     #[test]
-    fn a_pcapng_record_of_a_few_mib_is_read() {
-        // Three times the reader's first buffer (which then grows twice), between two small
-        // frames: each read whole.
+    fn pcapng_records_up_to_256_kib_are_read_and_a_larger_one_is_damage() {
+        // Records of 256 KiB (the largest snapshot length libpcap and Wireshark take)
+        // between two small frames: each read whole. Then records of three times the
+        // reader's buffer: damage, where the file stops, what came before standing.
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("big.pcapng");
-        let big = 3 * READ_BUFFER as u32;
-        let mut file = pcapng_frames(9, &[1, 2], 60);
-        let blocks = pcapng_frames(9, &[3, 4], big);
-        // The second file's blocks after its section header (28 bytes) and interface (32).
-        file.extend_from_slice(&blocks[60..]);
-        std::fs::write(&path, &file).unwrap();
-        let mut r = Replay::open(&[path]).unwrap();
-        let mut got = Vec::new();
-        while let Poll::Frames(_) = r.poll(|f| got.push((f.ts_ns, f.data.len()))).unwrap() {}
-        assert_eq!(got, vec![(1, 60), (2, 60), (3, big as usize), (4, big as usize)]);
+        for (big, want) in [(MAX_RECORD as u32, 4), (3 * READ_BUFFER as u32, 2)] {
+            let path = dir.path().join("big.pcapng");
+            let mut file = pcapng_frames(9, &[1, 2], 60);
+            let blocks = pcapng_frames(9, &[3, 4], big);
+            // The second file's blocks after its section header (28 bytes) and interface (32).
+            file.extend_from_slice(&blocks[60..]);
+            std::fs::write(&path, &file).unwrap();
+            let mut r = Replay::open(&[path]).unwrap();
+            let mut got = Vec::new();
+            while let Poll::Frames(_) = r.poll(|f| got.push((f.ts_ns, f.data.len()))).unwrap() {}
+            let whole = [(1, 60), (2, 60), (3, big as usize), (4, big as usize)];
+            assert_eq!(got, whole[..want], "records of {big} bytes");
+            assert_eq!(r.stats()[0].cut_short, want == 2);
+        }
     }
 
     #[test]
