@@ -1357,9 +1357,19 @@ fn a_capture_read_from_a_fifo_is_analysed_as_the_file_is() {
     let fifo = dir.path().join("capture.fifo");
     assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
     let f = capture("rdma_write_bw.pcap");
+    // Its first write shorter than the file header (a writer that sends it in pieces):
+    // the format is told once the header is in.
     let writer = {
         let (f, fifo) = (f.clone(), fifo.clone());
-        std::thread::spawn(move || std::fs::write(&fifo, std::fs::read(&f).unwrap()).unwrap())
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let bytes = std::fs::read(&f).unwrap();
+            let mut w = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+            w.write_all(&bytes[..2]).unwrap();
+            w.flush().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            w.write_all(&bytes[2..]).unwrap();
+        })
     };
     let summary = dir.path().join("s.json");
     let mut child = std::process::Command::new(bin())

@@ -58,10 +58,40 @@ impl std::io::Read for StreamRead {
                 // FIFO no writer has opened yet has nothing to say: waited on again).
                 true => match self.file.read(buf) {
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                    // The format is told from the first read: a writer whose first write
+                    // is shorter than a file header is waited for until the header is in.
+                    Ok(n) if self.reads == 1 && n > 0 && n < FIRST_READ.min(buf.len()) => {
+                        return self.read_on(buf, n);
+                    }
                     r => return r,
                 },
             }
         }
+    }
+}
+
+/// Bytes the first read of a stream waits for: the longest file header's fixed part (a
+/// pcapng section header block without options; a classic pcap header is 24).
+const FIRST_READ: usize = 28;
+
+impl StreamRead {
+    /// Reads on after the `got` bytes of `buf` already read, until [`FIRST_READ`] of them
+    /// are in, the writer closes its end, or a stop is asked for.
+    fn read_on(&mut self, buf: &mut [u8], mut got: usize) -> std::io::Result<usize> {
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
+        while got < FIRST_READ.min(buf.len()) && !stop_asked() {
+            if !super::dpdk::wait_readable(self.file.as_raw_fd(), 100)? {
+                continue;
+            }
+            match self.file.read(&mut buf[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(got)
     }
 }
 
@@ -116,6 +146,11 @@ impl Pending {
 struct Format {
     /// A classic pcap file with nanosecond timestamps.
     legacy_nanos: bool,
+    /// Bytes of frame check sequence at the end of each frame of a classic pcap file whose
+    /// header says so (see [`fcs_bytes`]): left out, as other captures leave them out.
+    legacy_fcs: usize,
+    /// The current pcapng section was written big-endian (for the blocks read by hand).
+    big_endian: bool,
     /// The pcapng interfaces of the current section.
     interfaces: Vec<Interface>,
     /// Packets of the file on interfaces that are not Ethernet (a pcapng can describe
@@ -420,45 +455,78 @@ impl Format {
         }
         match block {
             PcapBlockOwned::LegacyHeader(h) => {
-                if h.network != Linktype::ETHERNET {
+                let field = h.network.0 as u32;
+                if field & LINKTYPE_MASK != LINKTYPE_ETHERNET {
                     bail!(
                         "{}: link type {} is not Ethernet; roceprobe reads Ethernet captures",
                         path.display(),
-                        h.network.0
+                        field & LINKTYPE_MASK
                     );
                 }
                 self.legacy_nanos = h.is_nanosecond_precision();
+                self.legacy_fcs = fcs_bytes(field);
                 Ok(false)
             }
             PcapBlockOwned::Legacy(b) => {
                 let sub = if self.legacy_nanos { 1 } else { 1_000 };
                 next.ts_ns = u64::from(b.ts_sec) * 1_000_000_000 + u64::from(b.ts_usec) * sub;
                 let n = (b.caplen as usize).min(b.data.len());
-                next.copy(b.origlen, &b.data[..n]);
+                // The frame check sequence left out, when the record holds it whole.
+                let fcs = if b.origlen as usize == n && n >= self.legacy_fcs { self.legacy_fcs } else { 0 };
+                next.copy(b.origlen.saturating_sub(self.legacy_fcs as u32), &b.data[..n - fcs]);
                 Ok(true)
             }
-            PcapBlockOwned::NG(Block::SectionHeader(_)) => {
+            PcapBlockOwned::NG(Block::SectionHeader(shb)) => {
                 // Interface ids restart in every section.
                 self.interfaces.clear();
+                self.big_endian = shb.big_endian();
                 Ok(false)
             }
             PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => self.describe(&idb, path).map(|()| false),
             PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => {
-                let Some(ifc) = self.interfaces.get(epb.if_id as usize).copied() else {
-                    bail!("{}: packet on interface {} that was never described", path.display(), epb.if_id);
-                };
-                if !ifc.ethernet {
-                    self.skipped += 1;
-                    return Ok(false);
-                }
                 let ticks = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
-                next.ts_ns = ticks_to_ns(ticks, ifc.resolution, ifc.offset_s);
-                next.copy(epb.orig_len(), epb.packet_data());
-                Ok(true)
+                self.packet(epb.if_id, ticks, epb.orig_len(), epb.packet_data(), next, path)
+            }
+            // The obsolete packet block (type 2) that libpcap wrote before the enhanced one:
+            // the same fields, a 16-bit interface id and a drop count before the time.
+            PcapBlockOwned::NG(Block::Unknown(b))
+                if b.block_type == 2 || b.block_type == 2u32.swap_bytes() =>
+            {
+                let d = b.data;
+                if d.len() < 20 {
+                    bail!("{}: an obsolete packet block of {} bytes", path.display(), d.len());
+                }
+                let u16_at = |at: usize| {
+                    let b = [d[at], d[at + 1]];
+                    if self.big_endian {
+                        u16::from_be_bytes(b)
+                    } else {
+                        u16::from_le_bytes(b)
+                    }
+                };
+                let u32_at = |at: usize| {
+                    let b = [d[at], d[at + 1], d[at + 2], d[at + 3]];
+                    if self.big_endian {
+                        u32::from_be_bytes(b)
+                    } else {
+                        u32::from_le_bytes(b)
+                    }
+                };
+                let ticks = (u64::from(u32_at(4)) << 32) | u64::from(u32_at(8));
+                let caplen = (u32_at(12) as usize).min(d.len() - 20);
+                if caplen > MAX_RECORD {
+                    bail!("{}: a record larger than {} KiB (no frame is)", path.display(), MAX_RECORD >> 10);
+                }
+                let (if_id, orig_len) = (u32::from(u16_at(0)), u32_at(16));
+                self.packet(if_id, ticks, orig_len, &d[20..20 + caplen], next, path)
             }
             PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
-                // On the section's first interface, which the file describes first.
-                if self.interfaces.first().is_some_and(|i| !i.ethernet) {
+                // On the section's first interface, which the file describes first: a
+                // packet before any is damage (as Wireshark takes it).
+                let Some(first) = self.interfaces.first() else {
+                    bail!("{}: a simple packet block before any interface is described", path.display());
+                };
+                if !first.ethernet {
                     self.skipped += 1;
                     return Ok(false);
                 }
@@ -468,6 +536,29 @@ impl Format {
             }
             PcapBlockOwned::NG(_) => Ok(false),
         }
+    }
+
+    /// A pcapng packet on interface `if_id` at `ticks` of its clock: copied into `next`
+    /// (true), or skipped on an interface that is not Ethernet.
+    fn packet(
+        &mut self,
+        if_id: u32,
+        ticks: u64,
+        orig_len: u32,
+        data: &[u8],
+        next: &mut Pending,
+        path: &Path,
+    ) -> Result<bool> {
+        let Some(ifc) = self.interfaces.get(if_id as usize).copied() else {
+            bail!("{}: packet on interface {} that was never described", path.display(), if_id);
+        };
+        if !ifc.ethernet {
+            self.skipped += 1;
+            return Ok(false);
+        }
+        next.ts_ns = ticks_to_ns(ticks, ifc.resolution, ifc.offset_s);
+        next.copy(orig_len, data);
+        Ok(true)
     }
 
     /// A pcapng interface: its timestamp resolution and offset, and whether it is Ethernet
@@ -510,6 +601,8 @@ struct Cursor {
     data: std::ops::Range<usize>,
     /// The mapping's pages before this offset were given back (see `Mapping::release`).
     released: usize,
+    /// Bytes of frame check sequence ending each frame (see [`fcs_bytes`]), left out.
+    fcs: usize,
     stats: SourceStats,
 }
 
@@ -546,11 +639,13 @@ impl Cursor {
             wire_len: 0,
             data: 0..0,
             released: 0,
+            fcs: 0,
             stats: SourceStats::default(),
         };
-        if bytes.len() < 24 || c.u32_at(bytes, 20) != LINKTYPE_ETHERNET {
+        if bytes.len() < 24 || c.u32_at(bytes, 20) & LINKTYPE_MASK != LINKTYPE_ETHERNET {
             return Ok(None);
         }
+        c.fcs = fcs_bytes(c.u32_at(bytes, 20));
         c.advance(bytes)?;
         Ok(Some(c))
     }
@@ -634,8 +729,11 @@ impl Cursor {
             return Ok(());
         }
         self.ts_ns = self.ts_at(b, at);
-        self.wire_len = wire_len(self.u32_at(b, at + 12), caplen);
-        self.data = start..start + caplen;
+        let original = self.u32_at(b, at + 12);
+        // The frame check sequence left out, when the record holds it whole.
+        let fcs = if original as usize == caplen && caplen >= self.fcs { self.fcs } else { 0 };
+        self.wire_len = wire_len(original.saturating_sub(self.fcs as u32), caplen - fcs);
+        self.data = start..start + caplen - fcs;
         self.off = start + caplen;
         self.has_next = true;
         Ok(())
@@ -890,6 +988,19 @@ pub struct Writer<W: std::io::Write> {
 /// Magic of a little-endian pcap with nanosecond timestamps.
 const PCAP_MAGIC_NANOS: u32 = 0xA1B2_3C4D;
 const LINKTYPE_ETHERNET: u32 = 1;
+/// The link type in a classic pcap header's link-type field; its top bits say whether the
+/// frames end with their frame check sequence, and how long it is.
+const LINKTYPE_MASK: u32 = 0xFFFF;
+
+/// Bytes of frame check sequence a classic pcap header's link-type field says each frame
+/// ends with: when its P bit (bit 28) is set, the FCS length in 16-bit words (bits 29-31).
+fn fcs_bytes(field: u32) -> usize {
+    if field & (1 << 28) == 0 {
+        0
+    } else {
+        ((field >> 29) as usize) * 2
+    }
+}
 
 impl<W: std::io::Write> Writer<W> {
     pub fn new(mut out: W) -> std::io::Result<Self> {
@@ -1026,6 +1137,86 @@ mod tests {
             file.extend(block(6, &[&epb_head[..], &frame].concat()));
         }
         file
+    }
+
+    /// Obsolete packet blocks (type 2, libpcap's before the enhanced one) are packets as
+    /// enhanced ones are: two between two enhanced ones, each at its own time (µs ticks).
+    #[test]
+    fn obsolete_packet_blocks_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("opb.pcapng");
+        let block = |kind: u32, body: &[u8]| {
+            let len = (12 + body.len()) as u32;
+            [&kind.to_le_bytes()[..], &len.to_le_bytes(), body, &len.to_le_bytes()].concat()
+        };
+        let mut file = pcapng_frames(6, &[10], 60);
+        for (k, t) in [(1u8, 20u64), (2, 30)] {
+            // Interface 0 (16 bits), drops 0 (16 bits), time high and low, captured and
+            // original lengths.
+            let mut body: Vec<u8> = [0u16, 0].iter().flat_map(|v| v.to_le_bytes()).collect();
+            body.extend([(t >> 32) as u32, t as u32, 60, 60].iter().flat_map(|v| v.to_le_bytes()));
+            let mut frame = vec![0u8; 60];
+            frame[0] = k;
+            body.extend(frame);
+            file.extend(block(2, &body));
+        }
+        file.extend_from_slice(&pcapng_frames(6, &[40], 60)[60..]);
+        std::fs::write(&path, &file).unwrap();
+        assert_eq!(replayed(&path), [(0, 10_000), (1, 20_000), (2, 30_000), (0, 40_000)]);
+    }
+
+    /// A simple packet block before any interface: at the file's start, not a file to read;
+    /// further on, damage where the file stops.
+    #[test]
+    fn a_simple_packet_block_before_any_interface_is_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spb.pcapng");
+        let block = |kind: u32, body: &[u8]| {
+            let len = (12 + body.len()) as u32;
+            [&kind.to_le_bytes()[..], &len.to_le_bytes(), body, &len.to_le_bytes()].concat()
+        };
+        let whole = pcapng_frames(6, &[10], 60);
+        let spb = block(3, &[&60u32.to_le_bytes()[..], &[0u8; 60]].concat());
+        // The section header alone, then the simple packet.
+        std::fs::write(&path, [&whole[..28], &spb].concat()).unwrap();
+        let e = format!("{:#}", Replay::open(std::slice::from_ref(&path)).err().expect("refused"));
+        assert!(e.contains("a simple packet block before any interface is described"), "{e}");
+        // A whole file, then a second section (its header) and a simple packet in it.
+        std::fs::write(&path, [&whole[..], &whole[..28], &spb].concat()).unwrap();
+        let mut r = Replay::open(&[path]).unwrap();
+        let mut n = 0;
+        while let Poll::Frames(k) = r.poll(|_| {}).unwrap() {
+            n += k;
+        }
+        assert_eq!(n, 1);
+        assert!(r.stats()[0].cut_short);
+    }
+
+    /// A classic pcap whose link-type field says its frames end with a 4-byte FCS (P bit
+    /// and 2 words in the top bits: 0x50000001): read as Ethernet, the FCS left out of the
+    /// frames and their lengths.
+    #[test]
+    fn a_classic_pcap_of_frames_with_their_fcs_is_read_without_it() {
+        assert_eq!((fcs_bytes(0x5000_0001), fcs_bytes(1), fcs_bytes(0x4000_0001)), (4, 0, 0));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fcs.pcap");
+        // Magic, version 2.4 (two 16-bit halves), zone, accuracy, snap length, link type.
+        let mut file: Vec<u8> = [0xA1B2_C3D4u32, 0x0004_0002, 0, 0, 65535, 0x5000_0001]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        for (k, len) in [(1u8, 64u32), (2, 100)] {
+            file.extend([1u32, 0, len + 4, len + 4].iter().flat_map(|v| v.to_le_bytes()));
+            let mut frame = vec![0u8; len as usize];
+            frame[0] = k;
+            file.extend(frame);
+            file.extend([0xEEu8; 4]);
+        }
+        std::fs::write(&path, &file).unwrap();
+        let mut r = Replay::open(&[path]).unwrap();
+        let mut got = Vec::new();
+        while let Poll::Frames(_) = r.poll(|f| got.push((f.data[0], f.data.len(), f.wire_len))).unwrap() {}
+        assert_eq!(got, [(1, 64, 64), (2, 100, 100)]);
     }
 
     /// Each frame's first byte and the time it is replayed at.

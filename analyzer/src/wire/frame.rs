@@ -5,8 +5,9 @@ use super::ib_ext;
 use super::{bth, cm, ethernet, gre, icrc, ipv4, ipv6, udp, DecodeError, ROCEV2_UDP_PORT};
 use std::net::IpAddr;
 
-/// At most this many VLAN tags are walked (QinQ plus an RSPAN tag is three).
-pub const MAX_VLAN_TAGS: usize = 4;
+/// At most this many VLAN tags are walked (QinQ plus an RSPAN tag is three; Wireshark
+/// decodes frames of eight): a frame of more is other traffic.
+pub const MAX_VLAN_TAGS: usize = 16;
 
 /// Why a well-formed frame is not RoCEv2.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -673,6 +674,23 @@ pub(crate) mod tests {
         assert_eq!(p.payload_len, 1024);
         assert_eq!(p.payload.len(), 1024);
         assert_eq!(p.outer_vlan(), None);
+    }
+
+    /// The same real frame behind eight 802.1Q tags (inserted by hand after the MAC
+    /// addresses; Wireshark decodes such frames): still that RoCE packet, its first two
+    /// tags kept.
+    #[test]
+    fn a_real_frame_behind_eight_tags_decodes() {
+        let f = real_frame("rdma_write_bw.pcap", 21);
+        let mut tagged = f[..12].to_vec();
+        for vid in 1..=8u16 {
+            tagged.extend_from_slice(&[0x81, 0x00]);
+            tagged.extend_from_slice(&vid.to_be_bytes());
+        }
+        tagged.extend_from_slice(&f[12..]);
+        let Decoded::Roce(p) = decode_frame(&tagged) else { panic!("not RoCE") };
+        assert_eq!((p.bth.opcode(), p.bth.dest_qp(), p.payload_len), (6, 0x1b, 1024));
+        assert_eq!((p.vlan_count, p.vlans), (2, [1, 2]));
     }
 
     #[test]
