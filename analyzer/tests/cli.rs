@@ -367,6 +367,25 @@ fn live_refuses_outputs_that_are_its_vdevs_files() {
     assert_eq!(std::fs::read(&copy).unwrap(), before);
 }
 
+/// An mbuf pool larger than EAL's memory: the error says what gives EAL more, or asks for
+/// less.
+#[test]
+fn a_pool_larger_than_eals_memory_says_what_to_change() {
+    let c = capture("rdma_cm.pcap");
+    let mut args: Vec<String> = ["live", "-q", "--mbufs", "100000000", "--idle-exit", "500ms", "--"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(eal_args(&[&c]));
+    let o = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("roceprobe: error: creating mbuf pool of 100000000: Cannot allocate memory (EAL's memory is too small for it: give EAL more with -m MB or --socket-mem, or more hugepages, or ask for fewer with --mbufs)"),
+        "{err}"
+    );
+}
+
 /// ERSPAN under `--rss`: the NIC hashes the outer header, so the run says what that
 /// means once it ends, with the count of mirrored packets (every RoCE packet of
 /// misc_erspan2 came through ERSPAN II; none of a plain capture did).

@@ -273,10 +273,16 @@ impl Mempool {
         };
         NonNull::new(p).map(|ptr| Self { ptr }).ok_or_else(|| {
             let e = rte_errno();
+            // Out of memory is EAL's memory, not the machine's: say what gives it more.
+            let hint = if e == libc::ENOMEM {
+                " (EAL's memory is too small for it: give EAL more with -m MB or --socket-mem, or more hugepages, or ask for fewer with --mbufs)"
+            } else {
+                ""
+            };
             anyhow!(DpdkError {
                 what: format!("creating mbuf pool of {mbufs}"),
                 code: e,
-                message: strerror(e)
+                message: format!("{}{hint}", strerror(e)),
             })
         })
     }
@@ -998,6 +1004,12 @@ impl DpdkCapture {
                     Stamps::Probe
                 }
                 Some(v) if pcap && !v.files.is_empty() => Stamps::File,
+                // net_pcap on a live interface (`iface=`, `rx_iface=`): libpcap's times of
+                // the kernel's capture, in µs, as a file's.
+                Some(_) if pcap => {
+                    plan.times = "times from libpcap's capture of its interface (µs)".into();
+                    Stamps::File
+                }
                 _ => Stamps::Nic,
             };
             stamps.push((id, stamp));
