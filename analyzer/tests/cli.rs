@@ -367,6 +367,42 @@ fn live_refuses_outputs_that_are_its_vdevs_files() {
     assert_eq!(std::fs::read(&copy).unwrap(), before);
 }
 
+/// A file cut short, read live by net_pcap once: the damage is told before the run, as a
+/// replay tells it, and the summary says the run was cut short; the whole records before
+/// it (counted here from the record headers) are analysed.
+#[test]
+fn live_over_a_file_cut_short_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = std::fs::read(capture("rdma_write_bw.pcap")).unwrap();
+    let cut = dir.path().join("cut.pcap");
+    std::fs::write(&cut, &b[..5000]).unwrap();
+    let (mut whole, mut at) = (0u64, 24);
+    while at + 16 <= 5000 {
+        let next = at + 16 + u32::from_le_bytes(b[at + 8..at + 12].try_into().unwrap()) as usize;
+        if next > 5000 {
+            break;
+        }
+        whole += 1;
+        at = next;
+    }
+    let summary = dir.path().join("s.json");
+    let mut args: Vec<String> =
+        ["live", "-q", "--idle-exit", "500ms", "--summary", summary.to_str().unwrap(), "--"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    args.extend(eal_args(&[&cut]));
+    let o = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("{}: ", cut.display())) && err.contains("stopping this file there"),
+        "{err}"
+    );
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_eq!((s["packets"].as_u64(), s["ended"].as_str()), (Some(whole), Some("cut_short")));
+}
+
 /// An mbuf pool larger than EAL's memory: the error says what gives EAL more, or asks for
 /// less.
 #[test]

@@ -362,6 +362,9 @@ pub struct Port {
     rx_queues: u16,
     /// Descriptors of each RX queue: the most frames its ring holds.
     rx_desc: u16,
+    /// A net_pcap vdev's file ends at a damaged record or inside one (found before the
+    /// run): net_pcap reads it up to there, and the summary says the run was cut short.
+    cut_short: bool,
     name: String,
     /// The NIC stamps received frames with its clock (RX timestamp offload enabled).
     timestamps: bool,
@@ -474,7 +477,15 @@ impl Port {
                 if rx_queues == 1 { "" } else { "s" },
                 plan.times,
             );
-            Ok(Self { id, rx_queues, rx_desc: nb_rxd, name, timestamps: plan.timestamps, setup })
+            Ok(Self {
+                id,
+                rx_queues,
+                rx_desc: nb_rxd,
+                cut_short: false,
+                name,
+                timestamps: plan.timestamps,
+                setup,
+            })
         }
     }
 
@@ -513,7 +524,7 @@ impl Port {
                 ierrors: s.ierrors,
                 rx_nombuf: s.rx_nombuf,
                 retimed: 0,
-                cut_short: false,
+                cut_short: self.cut_short,
                 captured: true,
             }
         }
@@ -1021,8 +1032,19 @@ impl DpdkCapture {
         let pool = Mempool::create("roceprobe_rx", mbufs, mbuf_size, socket)?;
         let mut started = Vec::with_capacity(ids.len());
         for (id, caps, plan) in &plans {
-            let port = Port::start(*id, caps, plan, rx_queues.max(1), &pool, 1024, setup.flow_control)?;
+            let mut port = Port::start(*id, caps, plan, rx_queues.max(1), &pool, 1024, setup.flow_control)?;
             crate::note!("{}", port.setup_line());
+            // A file net_pcap reads once, damaged or cut short: read through here first, so
+            // that it is told (by the reader) and the summary says so, as replay's would.
+            // (A looped file was read through already, for its frames' sizes.)
+            if let Some(v) = port_name(*id).and_then(|n| vdevs.iter().find(|v| v.name == n)) {
+                if !v.looped {
+                    port.cut_short = v
+                        .files
+                        .iter()
+                        .any(|f| crate::capture::pcap::cut_short(Path::new(f)).unwrap_or(false));
+                }
+            }
             started.push(port);
         }
         let mut offset: c_int = -1;

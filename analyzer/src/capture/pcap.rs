@@ -1044,6 +1044,16 @@ pub fn frame_sizes(path: &Path) -> Result<(usize, u64)> {
     Ok((largest, frames))
 }
 
+/// Whether a capture file ends at a damaged record or inside one (told on stderr as a
+/// replay tells it), read through to its end.
+pub fn cut_short(path: &Path) -> Result<bool> {
+    let mut r = FileReader::open(path)?;
+    while r.has_next {
+        r.advance()?;
+    }
+    Ok(r.stats.cut_short)
+}
+
 /// Reads every frame of a file (for tests and tools; allocates per frame).
 pub fn read_all_frames(path: &Path) -> Result<Vec<Vec<u8>>> {
     Ok(read_all_records(path)?.into_iter().map(|(_, _, data)| data).collect())
