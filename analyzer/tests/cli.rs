@@ -1406,6 +1406,41 @@ fn a_max_flows_beyond_the_machine_s_memory_is_refused_before_the_outputs_are_tou
     assert_eq!(std::fs::read(csv.join("flows.csv")).unwrap(), before, "the earlier run's report was touched");
 }
 
+/// A pcapng file (editcap's: its section header carries options, 100 bytes or more) sent
+/// through a FIFO in pieces shorter than that header: read as the file is.
+#[test]
+fn a_pcapng_header_sent_in_pieces_through_a_fifo_is_waited_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let ng = dir.path().join("opts.pcapng");
+    let f = capture("rdma_write_bw.pcap");
+    let ok = std::process::Command::new("editcap").args(["-F", "pcapng"]).arg(&f).arg(&ng).status().unwrap();
+    assert!(ok.success());
+    let bytes = std::fs::read(&ng).unwrap();
+    assert!(u32::from_le_bytes(bytes[4..8].try_into().unwrap()) > 40, "a section header with options");
+    let fifo = dir.path().join("ng.fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let mut w = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+            for (a, b) in [(0, 10), (10, 40)] {
+                w.write_all(&bytes[a..b]).unwrap();
+                w.flush().unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            w.write_all(&bytes[40..]).unwrap();
+        })
+    };
+    let o = run(&["replay", "-q", "--summary", "-", fifo.to_str().unwrap()]);
+    writer.join().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let from_fifo: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let from_file = replay_summary(&[&f], &[]);
+    assert_eq!(from_fifo["packets"], from_file["packets"]);
+    assert_eq!(from_fifo["flows"], from_file["flows"]);
+}
+
 #[test]
 fn a_capture_read_from_a_fifo_is_analysed_as_the_file_is() {
     let dir = tempfile::tempdir().unwrap();

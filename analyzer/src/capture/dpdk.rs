@@ -643,6 +643,8 @@ struct Rx {
     /// own), published at most every millisecond: `--idle-exit` ends a queue only once no
     /// queue has received for that long, not while the others still receive.
     any_rx_ns: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// When this queue last published to `any_rx_ns`.
+    published_ns: u64,
     /// Per port id: what its RX timestamps are made of.
     nic_time: Vec<NicTime>,
     /// Per port id: whether frames carried a usable RX timestamp.
@@ -663,6 +665,7 @@ impl Rx {
             started_ns: like.started_ns,
             last_rx_ns: like.last_rx_ns,
             any_rx_ns: like.any_rx_ns.clone(),
+            published_ns: 0,
             nic_time: like.nic_time.clone(),
             saw_nic_ts: vec![false; like.saw_nic_ts.len()],
             stamps: like.stamps.clone(),
@@ -776,8 +779,9 @@ impl Rx {
         if total > 0 {
             // Published once a millisecond at most: no line shared by the workers is
             // written per burst.
-            if now_ns.saturating_sub(self.last_rx_ns) >= 1_000_000 || self.last_rx_ns == self.started_ns {
+            if now_ns.saturating_sub(self.published_ns) >= 1_000_000 {
                 self.any_rx_ns.fetch_max(now_ns, Relaxed);
+                self.published_ns = now_ns;
             }
             self.last_rx_ns = now_ns;
             return Ok(Poll::Frames(total));
@@ -1082,6 +1086,7 @@ impl DpdkCapture {
             started_ns: now,
             last_rx_ns: now,
             any_rx_ns: std::sync::Arc::new(std::sync::atomic::AtomicU64::new(now)),
+            published_ns: 0,
             nic_time,
             saw_nic_ts: vec![false; max_id],
         };

@@ -60,7 +60,7 @@ impl std::io::Read for StreamRead {
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
                     // The format is told from the first read: a writer whose first write
                     // is shorter than a file header is waited for until the header is in.
-                    Ok(n) if self.reads == 1 && n > 0 && n < FIRST_READ.min(buf.len()) => {
+                    Ok(n) if self.reads == 1 && n > 0 && n < header_len(&buf[..n], buf.len()) => {
                         return self.read_on(buf, n);
                     }
                     r => return r,
@@ -70,17 +70,36 @@ impl std::io::Read for StreamRead {
     }
 }
 
-/// Bytes the first read of a stream waits for: the longest file header's fixed part (a
-/// pcapng section header block without options; a classic pcap header is 24).
-const FIRST_READ: usize = 28;
+/// The bytes of a file's header, as far as its first bytes `b` tell, at most `room`: a
+/// pcapng section header block's length (with its options; 28 bytes until its length is
+/// in), or a classic pcap header's 24.
+fn header_len(b: &[u8], room: usize) -> usize {
+    const SHB: [u8; 4] = [0x0A, 0x0D, 0x0D, 0x0A];
+    let len = match b {
+        [a, b2, c, d, l0, l1, l2, l3, o0, o1, o2, o3, ..] if [*a, *b2, *c, *d] == SHB => {
+            let l = [*l0, *l1, *l2, *l3];
+            // The byte-order magic says how the length was written.
+            let len = if [*o0, *o1, *o2, *o3] == [0x1A, 0x2B, 0x3C, 0x4D] {
+                u32::from_be_bytes(l)
+            } else {
+                u32::from_le_bytes(l)
+            };
+            (len as usize).max(28)
+        }
+        [a, b2, c, d, ..] if [*a, *b2, *c, *d] == SHB => 28,
+        _ if b.len() < 4 => 28,
+        _ => 24,
+    };
+    len.min(room)
+}
 
 impl StreamRead {
-    /// Reads on after the `got` bytes of `buf` already read, until [`FIRST_READ`] of them
-    /// are in, the writer closes its end, or a stop is asked for.
+    /// Reads on after the `got` bytes of `buf` already read, until the file's header is in
+    /// ([`header_len`]), the writer closes its end, or a stop is asked for.
     fn read_on(&mut self, buf: &mut [u8], mut got: usize) -> std::io::Result<usize> {
         use std::io::Read;
         use std::os::fd::AsRawFd;
-        while got < FIRST_READ.min(buf.len()) && !stop_asked() {
+        while got < header_len(&buf[..got], buf.len()) && !stop_asked() {
             if !super::dpdk::wait_readable(self.file.as_raw_fd(), 100)? {
                 continue;
             }
@@ -489,9 +508,8 @@ impl Format {
             }
             // The obsolete packet block (type 2) that libpcap wrote before the enhanced one:
             // the same fields, a 16-bit interface id and a drop count before the time.
-            PcapBlockOwned::NG(Block::Unknown(b))
-                if b.block_type == 2 || b.block_type == 2u32.swap_bytes() =>
-            {
+            // (pcap-parser reads its type in the section's byte order.)
+            PcapBlockOwned::NG(Block::Unknown(b)) if b.block_type == 2 => {
                 let d = b.data;
                 if d.len() < 20 {
                     bail!("{}: an obsolete packet block of {} bytes", path.display(), d.len());
@@ -988,17 +1006,19 @@ pub struct Writer<W: std::io::Write> {
 /// Magic of a little-endian pcap with nanosecond timestamps.
 const PCAP_MAGIC_NANOS: u32 = 0xA1B2_3C4D;
 const LINKTYPE_ETHERNET: u32 = 1;
-/// The link type in a classic pcap header's link-type field; its top bits say whether the
-/// frames end with their frame check sequence, and how long it is.
-const LINKTYPE_MASK: u32 = 0xFFFF;
+/// The link type in a classic pcap header's link-type field (libpcap's `LT_LINKTYPE`);
+/// its top bits say whether the frames end with their frame check sequence, and how long
+/// it is.
+const LINKTYPE_MASK: u32 = 0x03FF_FFFF;
 
 /// Bytes of frame check sequence a classic pcap header's link-type field says each frame
-/// ends with: when its P bit (bit 28) is set, the FCS length in 16-bit words (bits 29-31).
+/// ends with, as libpcap reads the field: when its FCS-present bit (0x04000000) is set,
+/// the FCS length in 16-bit words in its top four bits.
 fn fcs_bytes(field: u32) -> usize {
-    if field & (1 << 28) == 0 {
+    if field & 0x0400_0000 == 0 {
         0
     } else {
-        ((field >> 29) as usize) * 2
+        ((field >> 28) as usize) * 2
     }
 }
 
@@ -1202,16 +1222,29 @@ mod tests {
         assert!(r.stats()[0].cut_short);
     }
 
-    /// A classic pcap whose link-type field says its frames end with a 4-byte FCS (P bit
-    /// and 2 words in the top bits: 0x50000001): read as Ethernet, the FCS left out of the
-    /// frames and their lengths.
+    #[test]
+    fn a_streams_header_length_is_told_by_its_first_bytes() {
+        let le = [[0x0A, 0x0D, 0x0D, 0x0A], 100u32.to_le_bytes(), [0x4D, 0x3C, 0x2B, 0x1A]].concat();
+        let be = [[0x0A, 0x0D, 0x0D, 0x0A], 100u32.to_be_bytes(), [0x1A, 0x2B, 0x3C, 0x4D]].concat();
+        assert_eq!(header_len(&le, 1 << 20), 100);
+        assert_eq!(header_len(&be, 1 << 20), 100);
+        assert_eq!(header_len(&le[..6], 1 << 20), 28, "its length not in yet");
+        assert_eq!(header_len(&le, 64), 64, "at most the room");
+        assert_eq!(header_len(&[0xD4, 0xC3, 0xB2, 0xA1], 1 << 20), 24);
+        assert_eq!(header_len(&[0xD4, 0xC3], 1 << 20), 28);
+    }
+
+    /// A classic pcap whose link-type field says its frames end with a 4-byte FCS (as
+    /// libpcap writes it: the FCS-present bit 0x04000000 and 2 words in the top bits,
+    /// 0x24000001): read as Ethernet, the FCS left out of the frames and their lengths.
+    /// Top bits without the present bit say nothing of an FCS.
     #[test]
     fn a_classic_pcap_of_frames_with_their_fcs_is_read_without_it() {
-        assert_eq!((fcs_bytes(0x5000_0001), fcs_bytes(1), fcs_bytes(0x4000_0001)), (4, 0, 0));
+        assert_eq!((fcs_bytes(0x2400_0001), fcs_bytes(1), fcs_bytes(0x5000_0001)), (4, 0, 0));
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("fcs.pcap");
         // Magic, version 2.4 (two 16-bit halves), zone, accuracy, snap length, link type.
-        let mut file: Vec<u8> = [0xA1B2_C3D4u32, 0x0004_0002, 0, 0, 65535, 0x5000_0001]
+        let mut file: Vec<u8> = [0xA1B2_C3D4u32, 0x0004_0002, 0, 0, 65535, 0x2400_0001]
             .iter()
             .flat_map(|v| v.to_le_bytes())
             .collect();

@@ -58,6 +58,12 @@ pub fn size_class_columns() -> String {
 /// yet; beyond this, the oldest is written with what came.
 const INTERVALS_PENDING: usize = 64;
 
+/// The same bound in a replay, whose rows wait for every worker (the same files every
+/// time): the channels to and from the workers bound how far one can be behind another,
+/// so this is a guard, not a bound a replay meets (at 20 µs intervals, four workers were
+/// more than 64 intervals apart).
+const INTERVALS_PENDING_REPLAY: usize = 1 << 16;
+
 /// An interval some worker has not reported yet: its end, the slowest I/Os the workers
 /// reported so far (each reports its own), and in a replay their rows of flows.csv,
 /// latency.csv and io.csv, by worker (written in the workers' order, whichever reported
@@ -356,7 +362,22 @@ impl CsvWriter {
         self.slow_k = slow_ios;
         self.interval_ns = interval_ns.max(1);
         self.wait_for_workers = wait_for_workers;
+        // A replay's rerun into the directory replaces the earlier run's rotated files from
+        // its first row on; a live probe's earlier files stay, whatever its clock says.
+        if let Some(u) = self.unstarted.as_mut() {
+            u.replace_earlier(wait_for_workers);
+        }
         self
+    }
+
+    /// Intervals (and groups of transmissions) that wait for a worker before the oldest is
+    /// written as it is.
+    fn intervals_pending(&self) -> usize {
+        if self.wait_for_workers {
+            INTERVALS_PENDING_REPLAY
+        } else {
+            INTERVALS_PENDING
+        }
     }
 
     /// events.csv: a row per event (`--evidence-dir`), with its file or why it has none.
@@ -564,7 +585,7 @@ impl CsvWriter {
     fn write_reported(&mut self, done: u64) -> Result<()> {
         let mut written = Ok(());
         while let Some((&start, w)) = self.waiting.first_key_value() {
-            if w.end_ns > done && self.waiting.len() <= INTERVALS_PENDING {
+            if w.end_ns > done && self.waiting.len() <= self.intervals_pending() {
                 break;
             }
             let Some(w) = self.waiting.remove(&start) else { break };
@@ -684,11 +705,12 @@ impl CsvWriter {
     /// `u64::MAX`: all), oldest group first, each sorted by end, start and flow.
     fn write_waiting_transmissions(&mut self, done: u64) -> Result<()> {
         let mut written = Ok(());
-        // Beyond INTERVALS_PENDING groups (a worker far behind), the oldest goes as it is.
+        // Beyond the bound on groups (a worker far behind), the oldest goes as it is.
+        let most = self.intervals_pending();
         while self
             .transmissions_waiting
             .first_key_value()
-            .is_some_and(|(&from, _)| from < done || self.transmissions_waiting.len() > INTERVALS_PENDING)
+            .is_some_and(|(&from, _)| from < done || self.transmissions_waiting.len() > most)
         {
             let Some((_, mut ts)) = self.transmissions_waiting.pop_first() else { break };
             ts.sort_by_key(|a| (a.end_ns, a.start_ns, a.key));

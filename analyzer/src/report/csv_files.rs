@@ -425,6 +425,8 @@ pub(super) struct Writer {
     told: bool,
     /// Rotated files of an earlier run were replaced, and told (once per run).
     told_replaced: bool,
+    /// This run replaces an earlier run's rotated files from its first rows on (a replay).
+    replace_earlier: bool,
     pool: Sender<String>,
 }
 
@@ -435,6 +437,12 @@ pub(super) struct Unstarted {
 }
 
 impl Unstarted {
+    /// Whether this run replaces an earlier run's rotated files from its first rows on (a
+    /// replay; see [`Writer::replace_earlier`]). Not by default.
+    pub(super) fn replace_earlier(&mut self, on: bool) {
+        self.writer.replace_earlier = on;
+    }
+
     /// Starts the writer thread. It inherits the CPUs of the thread that starts it (the
     /// stats thread, already on the control CPUs: never on a capture lcore, not even for
     /// its first moments).
@@ -476,6 +484,7 @@ pub(super) fn prepare_writer(
         health: CsvHealth::default(),
         told: false,
         told_replaced: false,
+        replace_earlier: false,
         pool: pool_tx,
     };
     Ok((Link { jobs: jobs_tx, pool: pool_rx }, Unstarted { writer, jobs: jobs_rx }))
@@ -590,7 +599,7 @@ impl Writer {
             (r.file, r.bytes) = start(&self.dir, r.stem, &r.header)?;
             r.unstarted = false;
         }
-        if std::mem::take(&mut self.reports[id].fresh) {
+        if std::mem::take(&mut self.reports[id].fresh) && self.replace_earlier {
             self.replace_earlier(id, ts_ns);
         }
         let r = &self.reports[id];
@@ -671,7 +680,7 @@ impl Writer {
         let removed = self.retained.replace_from(stem, &stamp, &mut self.health);
         if removed > 0 && !self.told_replaced {
             crate::note!(
-                "roceprobe: warning: {}: an earlier run's rotated files from the time this run's rows begin are replaced ({} of {stem}.csv removed; every one counted in the summary's csv_output.files_replaced)",
+                "roceprobe: warning: {}: an earlier run's rotated files from the time this run's rows begin are replaced ({} of {stem}.csv so far, those of the other reports likewise; all counted in the summary's csv_output.files_replaced)",
                 self.dir.display(),
                 removed
             );
@@ -967,6 +976,7 @@ mod tests {
         };
         let mut w =
             prepare_writer(dir.path(), rotation, vec![("r", "a,b".into())], &["r", "s"]).unwrap().1.writer;
+        w.replace_earlier = true;
         w.scan(true);
         for i in 0..25 {
             w.write(0, t + i, &row(i)).unwrap();
@@ -980,6 +990,16 @@ mod tests {
             .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("r-2025-12-01"))
             .count();
         assert_eq!(ours, 2);
+        // Live (replacing off): a probe started again keeps every earlier file, whatever
+        // its first row's time.
+        let kept = path("r-2025-12-01T000000.000000300Z.csv");
+        std::fs::write(&kept, "a,b\r\n").unwrap();
+        let mut w =
+            prepare_writer(dir.path(), rotation, vec![("r", "a,b".into())], &["r", "s"]).unwrap().1.writer;
+        w.scan(true);
+        w.write(0, t, &row(0)).unwrap();
+        assert!(kept.exists());
+        assert_eq!(w.health.files_replaced, 0);
     }
 
     /// An earlier run's rotated files count towards `--csv-retain` and go oldest first, those
