@@ -43,7 +43,7 @@ pub enum Command {
     /// Analyse pcap / pcapng files offline (no DPDK); several files are merged by timestamp.
     Replay(ReplayArgs),
     /// Draw SVG and PNG plots from the CSV reports of a run (--csv-dir): latency CDFs per segment,
-    /// the segment split over time, the busiest flows' throughput.
+    /// the segment split over time, the busiest flows' throughput, each collective job's steps.
     Plot(PlotArgs),
     /// List the evidence files a run kept (its --evidence-dir): time, event, flow, packets,
     /// verdict, file.

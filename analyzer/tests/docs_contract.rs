@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{assert_defined, defines, doc, doc_section, replay_scenario};
+use common::{assert_defined, capture, defines, doc, doc_section, replay_scenario, run};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -105,4 +105,24 @@ fn defines_finds_whole_words_only() {
     assert!(defines("messages, retx_episodes, out_of_window", "retx_episodes"));
     assert!(!defines("retx_episodes", "retx"));
     assert!(!defines("short_transmissions", "transmissions"));
+}
+
+/// The README's example of the demo's exit report is the program's: every line of it is a
+/// line of the report on the same capture (a replay prints what the demo's live run does).
+#[test]
+fn the_readmes_demo_report_is_the_programs() {
+    let readme = doc("../README.md");
+    let block = readme
+        .split("```")
+        .nth(3)
+        .expect("the README's second code block: the demo's exit report")
+        .trim_matches('\n');
+    assert!(block.starts_with("96 frames:"), "{block}");
+    let o = run(&["replay", capture("rdma_cm.pcap").to_str().unwrap()]);
+    assert!(o.status.success());
+    let report = String::from_utf8_lossy(&o.stdout);
+    let lines: BTreeSet<&str> = report.lines().collect();
+    for l in block.lines() {
+        assert!(lines.contains(l), "README line not in the report:\n{l}\n--- report:\n{report}");
+    }
 }
