@@ -36,6 +36,18 @@ fn a_size_too_large_says_so() {
     assert_one_line_error(&args, "is too large");
 }
 
+/// `live OPTIONS -- EAL`, as arguments, and the same borrowed for `run`.
+fn live_with(options: &[&str], eal: Vec<String>) -> Vec<String> {
+    let mut args: Vec<String> = std::iter::once(&"live").chain(options).map(|s| s.to_string()).collect();
+    args.push("--".into());
+    args.extend(eal);
+    args
+}
+
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
 #[test]
 fn missing_file() {
     assert_one_line_error(&["replay", "no-such.pcap"], "no-such.pcap");
@@ -386,13 +398,9 @@ fn live_over_a_file_cut_short_says_so() {
         at = next;
     }
     let summary = dir.path().join("s.json");
-    let mut args: Vec<String> =
-        ["live", "-q", "--idle-exit", "500ms", "--summary", summary.to_str().unwrap(), "--"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-    args.extend(eal_args(&[&cut]));
-    let o = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let args =
+        live_with(&["-q", "--idle-exit", "500ms", "--summary", summary.to_str().unwrap()], eal_args(&[&cut]));
+    let o = run(&strs(&args));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(
@@ -408,12 +416,8 @@ fn live_over_a_file_cut_short_says_so() {
 #[test]
 fn a_pool_larger_than_eals_memory_says_what_to_change() {
     let c = capture("rdma_cm.pcap");
-    let mut args: Vec<String> = ["live", "-q", "--mbufs", "100000000", "--idle-exit", "500ms", "--"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    args.extend(eal_args(&[&c]));
-    let o = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let args = live_with(&["-q", "--mbufs", "100000000", "--idle-exit", "500ms"], eal_args(&[&c]));
+    let o = run(&strs(&args));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
     assert!(
@@ -430,16 +434,11 @@ fn rss_over_erspan_is_told() {
     let dir = tempfile::tempdir().unwrap();
     let file = fixtures().join("scenarios/misc_erspan2/misc_erspan2.pcap");
     let summary = dir.path().join("s.json");
-    let mut args: Vec<String> =
-        ["live", "-q", "--workers", "2", "--rss", "--idle-exit", "500ms", "--summary"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-    args.push(summary.display().to_string());
-    args.push("--".into());
-    args.extend(with_lcores(eal_args(&[]), 3));
-    args.extend(["--vdev".to_string(), format!("net_pcap0,rx_pcap={0},rx_pcap={0}", file.display())]);
-    let o = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let mut eal = with_lcores(eal_args(&[]), 3);
+    eal.extend(["--vdev".to_string(), format!("net_pcap0,rx_pcap={0},rx_pcap={0}", file.display())]);
+    let options =
+        ["-q", "--workers", "2", "--rss", "--idle-exit", "500ms", "--summary", summary.to_str().unwrap()];
+    let o = run(&strs(&live_with(&options, eal)));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
@@ -458,16 +457,12 @@ fn rss_over_erspan_is_told() {
 fn live_refuses_a_file_on_two_vdevs_and_a_vdev_given_twice() {
     let c = capture("rdma_write_bw.pcap");
     let other = capture("rdma_read_bw.pcap");
-    let live = |options: &[&str], eal: Vec<String>| -> Vec<String> {
-        let mut args: Vec<String> =
-            ["live", "--idle-exit", "500ms"].iter().chain(options).map(|s| s.to_string()).collect();
-        args.push("--".into());
-        args.extend(eal);
-        args
+    let live = |options: &[&str], eal: Vec<String>| {
+        live_with(&[&["--idle-exit", "500ms"][..], options].concat(), eal)
     };
     let twice = live(&[], eal_args(&[&c, &c]));
     assert_one_line_error(
-        &twice.iter().map(String::as_str).collect::<Vec<_>>(),
+        &strs(&twice),
         &format!(
             "{} is read by --vdev net_pcap0 ({0}) and --vdev net_pcap1: its packets would be counted twice",
             c.display()
@@ -476,14 +471,11 @@ fn live_refuses_a_file_on_two_vdevs_and_a_vdev_given_twice() {
     let mut same_name = eal_args(&[&c]);
     same_name.extend(["--vdev".to_string(), format!("net_pcap0,rx_pcap={}", other.display())]);
     let same_name = live(&[], same_name);
-    assert_one_line_error(
-        &same_name.iter().map(String::as_str).collect::<Vec<_>>(),
-        "--vdev net_pcap0 is given twice",
-    );
+    assert_one_line_error(&strs(&same_name), "--vdev net_pcap0 is given twice");
     // 128 workers and the capture thread: more lcores than DPDK runs.
     let many = live(&["--workers", "128"], eal_args(&[&c]));
     assert_one_line_error(
-        &many.iter().map(String::as_str).collect::<Vec<_>>(),
+        &strs(&many),
         "--workers 128 needs 129 EAL lcores (the capture thread's and one per worker): DPDK runs at most 128, so live takes --workers 127 at most",
     );
     // Two taps: the second port is the storage vantage; its copies count there.

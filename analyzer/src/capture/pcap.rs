@@ -1146,16 +1146,18 @@ mod tests {
 
     /// The same with a frame of `len` bytes at each of `ticks`, in that order (the frame's
     /// first byte is its index).
+    /// A pcapng block of `kind` around `body` (little-endian, its length at both ends).
+    fn ng_block(kind: u32, body: &[u8]) -> Vec<u8> {
+        let len = (12 + body.len()) as u32;
+        [&kind.to_le_bytes()[..], &len.to_le_bytes(), body, &len.to_le_bytes()].concat()
+    }
+
     fn pcapng_frames(if_tsresol: u8, ticks: &[u64], len: u32) -> Vec<u8> {
-        let block = |kind: u32, body: &[u8]| {
-            let len = (12 + body.len()) as u32;
-            [&kind.to_le_bytes()[..], &len.to_le_bytes(), body, &len.to_le_bytes()].concat()
-        };
         let shb =
-            block(0x0A0D_0D0A, &[&0x1A2B_3C4Du32.to_le_bytes()[..], &[1, 0, 0, 0], &[0xFF; 8]].concat());
+            ng_block(0x0A0D_0D0A, &[&0x1A2B_3C4Du32.to_le_bytes()[..], &[1, 0, 0, 0], &[0xFF; 8]].concat());
         // Link type 1, snap length 0 (none); options: if_tsresol (code 9, length 1,
         // padded to 4), then the end of options.
-        let idb = block(1, &[1, 0, 0, 0, 0, 0, 0, 0, 9, 0, 1, 0, if_tsresol, 0, 0, 0, 0, 0, 0, 0]);
+        let idb = ng_block(1, &[1, 0, 0, 0, 0, 0, 0, 0, 9, 0, 1, 0, if_tsresol, 0, 0, 0, 0, 0, 0, 0]);
         let mut file = [shb, idb].concat();
         for (i, &t) in ticks.iter().enumerate() {
             let epb_head = [0u32, (t >> 32) as u32, t as u32, len, len]
@@ -1164,7 +1166,7 @@ mod tests {
                 .collect::<Vec<_>>();
             let mut frame = vec![0u8; len as usize];
             frame[0] = i as u8;
-            file.extend(block(6, &[&epb_head[..], &frame].concat()));
+            file.extend(ng_block(6, &[&epb_head[..], &frame].concat()));
         }
         file
     }
@@ -1175,10 +1177,6 @@ mod tests {
     fn obsolete_packet_blocks_are_read() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("opb.pcapng");
-        let block = |kind: u32, body: &[u8]| {
-            let len = (12 + body.len()) as u32;
-            [&kind.to_le_bytes()[..], &len.to_le_bytes(), body, &len.to_le_bytes()].concat()
-        };
         let mut file = pcapng_frames(6, &[10], 60);
         for (k, t) in [(1u8, 20u64), (2, 30)] {
             // Interface 0 (16 bits), drops 0 (16 bits), time high and low, captured and
@@ -1188,7 +1186,7 @@ mod tests {
             let mut frame = vec![0u8; 60];
             frame[0] = k;
             body.extend(frame);
-            file.extend(block(2, &body));
+            file.extend(ng_block(2, &body));
         }
         file.extend_from_slice(&pcapng_frames(6, &[40], 60)[60..]);
         std::fs::write(&path, &file).unwrap();
@@ -1201,12 +1199,8 @@ mod tests {
     fn a_simple_packet_block_before_any_interface_is_damage() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("spb.pcapng");
-        let block = |kind: u32, body: &[u8]| {
-            let len = (12 + body.len()) as u32;
-            [&kind.to_le_bytes()[..], &len.to_le_bytes(), body, &len.to_le_bytes()].concat()
-        };
         let whole = pcapng_frames(6, &[10], 60);
-        let spb = block(3, &[&60u32.to_le_bytes()[..], &[0u8; 60]].concat());
+        let spb = ng_block(3, &[&60u32.to_le_bytes()[..], &[0u8; 60]].concat());
         // The section header alone, then the simple packet.
         std::fs::write(&path, [&whole[..28], &spb].concat()).unwrap();
         let e = format!("{:#}", Replay::open(std::slice::from_ref(&path)).err().expect("refused"));
