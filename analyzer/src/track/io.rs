@@ -158,6 +158,10 @@ struct Io {
     /// Its completion's place in its connection's ring went to a newer completion before
     /// the host's ACK came: the ACK is no longer looked for (see `IoTracker::acks_lost`).
     ack_lost: bool,
+    /// Vantages (bit v) that saw the CID used again before this I/O's completion, while
+    /// the other vantage still awaited its copy: the completion is lost there, and the I/O
+    /// waits for the other vantage's (a mirror whose copy was dropped, its clock behind).
+    gave_up: u8,
     /// Complete at the one vantage that saw it, waiting for the other's copies.
     waiting: bool,
     /// Place in the list of live I/Os, oldest first.
@@ -995,7 +999,9 @@ impl IoTracker {
         let io = &self.ios[i];
         let seen = |v: usize| io.sqe_first.at(v).is_some();
         let done = |v: usize| io.cqe.at(v).is_some();
-        (0..2).all(|v| !seen(v) || done(v)) && (!io.needs_ack() || io.ack.at(0).is_some() || io.ack_lost)
+        let lost = |v: usize| io.gave_up & (1 << v) != 0;
+        (0..2).all(|v| !seen(v) || done(v) || lost(v))
+            && (!io.needs_ack() || io.ack.at(0).is_some() || io.ack_lost)
     }
 
     fn maybe_finish(&mut self, i: usize, ts: u64, rec: &mut LatencyRecorder) {
@@ -1146,7 +1152,10 @@ impl IoTracker {
         same: impl Iterator<Item = usize>,
         target_qpn: Option<u32>,
     ) -> Option<usize> {
-        let eligible = |&i: &usize| self.ios[i].sqe_first.at(v).is_some() && self.ios[i].cqe.at(v).is_none();
+        let eligible = |&i: &usize| {
+            let io = &self.ios[i];
+            io.sqe_first.at(v).is_some() && io.cqe.at(v).is_none() && io.gave_up & (1 << v) == 0
+        };
         let mut candidates = self.live(same, target_qpn).filter(eligible);
         let first = candidates.next()?;
         let mut best = first;
@@ -1174,11 +1183,24 @@ impl IoTracker {
         rec: &mut LatencyRecorder,
     ) {
         let stale = self.live(self.same_cid(first), Some(target_qpn)).find(|&o| {
-            Some(o) != except && self.ios[o].sqe_first.at(v).is_some() && self.ios[o].cqe.at(v).is_none()
+            let io = &self.ios[o];
+            Some(o) != except
+                && io.sqe_first.at(v).is_some()
+                && io.cqe.at(v).is_none()
+                && io.gave_up & (1 << v) == 0
         });
-        if let Some(old) = stale {
-            self.finish(old, rec, self.ios[old].saw_completion());
+        let Some(old) = stale else { return };
+        // The other vantage saw its command and awaits its completion still: its copy may
+        // be due yet (this vantage's clock behind the other's, by more than the host's
+        // turnaround). The I/O waits for it (or for `--io-timeout`) without this vantage's
+        // completion, and takes none of this vantage's completions from now on.
+        let o = 1 - v;
+        let io = &self.ios[old];
+        if io.sqe_first.at(o).is_some() && io.cqe.at(o).is_none() && io.gave_up & (1 << o) == 0 {
+            self.ios[old].gave_up |= 1 << v;
+            return;
         }
+        self.finish(old, rec, self.ios[old].saw_completion());
     }
 
     /// A command capsule (the first packet of its SEND) from `host` to `target`'s QP.
@@ -1301,6 +1323,7 @@ impl IoTracker {
             cqe_psn: None,
             retransmitted: false,
             ack_lost: false,
+            gave_up: 0,
             waiting: false,
             links: Links::default(),
             cid_next: NO_REF,
@@ -1755,6 +1778,32 @@ mod tests {
         t.finish_all(&mut rec);
         let n = *t.counts().values().next().unwrap();
         assert_eq!((n.completed, n.timed_out, n.unfinished), (3, 2, 0));
+    }
+
+    /// The storage mirror drops its copy of a completion, and its clock runs behind the
+    /// compute mirror's: storage sees the host use the CID again (t = 10) before compute's
+    /// copy of the completion (t = 14). The I/O waits for that copy and completes; the next
+    /// I/O's completion at storage is the next I/O's. (It was ended at the reuse, without a
+    /// completion: counted as timed out.)
+    #[test]
+    fn a_vantage_behind_that_lost_a_completion_lets_the_other_complete_it() {
+        let mut t = IoTracker::new(16, 1_000_000_000);
+        let mut rec = LatencyRecorder::new(16, 4);
+        let mut h = NONE;
+        let (c, s) = (Vantage::Compute, Vantage::Storage);
+        let flush = Sqe { opcode: 0x00, ..read(3) };
+        t.command(at(s, 0), sent(100), &flush, &mut h, &mut rec);
+        t.command(at(c, 2), sent(100), &flush, &mut h, &mut rec);
+        // Storage's copy of the completion (psn 600) never comes.
+        t.command(at(s, 10), sent(101), &flush, &mut h, &mut rec);
+        let cqe = |psn| Packet { psn, again: false };
+        assert!(t.completion(at(c, 14), Some(9), 3, cqe(600), &mut h, &mut rec));
+        t.command(at(c, 16), sent(101), &flush, &mut h, &mut rec);
+        assert!(t.completion(at(s, 30), Some(9), 3, cqe(601), &mut h, &mut rec));
+        assert!(t.completion(at(c, 32), Some(9), 3, cqe(601), &mut h, &mut rec));
+        t.finish_all(&mut rec);
+        let n = *t.counts().values().next().unwrap();
+        assert_eq!((n.completed, n.timed_out, n.unfinished), (2, 0, 0));
     }
 
     #[test]
