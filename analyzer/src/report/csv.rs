@@ -707,11 +707,9 @@ impl CsvWriter {
         let mut written = Ok(());
         // Beyond the bound on groups (a worker far behind), the oldest goes as it is.
         let most = self.intervals_pending();
-        while self
-            .transmissions_waiting
-            .first_key_value()
-            .is_some_and(|(&from, _)| from < done || self.transmissions_waiting.len() > most)
-        {
+        while self.transmissions_waiting.first_key_value().is_some_and(|(&from, _)| {
+            from < done || done == u64::MAX || self.transmissions_waiting.len() > most
+        }) {
             let Some((_, mut ts)) = self.transmissions_waiting.pop_first() else { break };
             ts.sort_by_key(|a| (a.end_ns, a.start_ns, a.key));
             written = written.and(self.render_transmissions(&ts));
@@ -906,6 +904,17 @@ mod tests {
         };
         let (flows, transmissions) = run(0);
         assert_eq!(run(1), (flows.clone(), transmissions.clone()));
+        // A batch sent after a worker reported an interval ending at the last time there is
+        // (a hostile capture's clamped times) is still written at the end.
+        let dir = tempfile::tempdir().unwrap();
+        let rotation = Rotation { compression: Compression::None, ..Default::default() };
+        let mut csv = CsvWriter::create(dir.path(), rotation).unwrap().for_run(10, ms, true);
+        csv.start_writer().unwrap();
+        csv.write_transmissions(&[tx("10.0.0.1", t0, t0 + 1)], u64::MAX, 0).unwrap();
+        csv.flush_intervals().unwrap();
+        assert_eq!(csv.finish().failed_writes, 0);
+        let rows = std::fs::read_to_string(dir.path().join("transmissions.csv")).unwrap();
+        assert_eq!(rows.lines().count(), 2, "{rows}");
         // Worker 0's row first, then worker 1's; transmissions by end.
         let rows: Vec<&str> = flows.lines().skip(1).collect();
         assert_eq!(rows.len(), 2);
