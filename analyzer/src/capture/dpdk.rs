@@ -1129,6 +1129,12 @@ impl DpdkCapture {
     }
 }
 
+/// The most frames one RX queue of each of `ports` holds, together: what a stopped capture
+/// of one queue index still analyses (see `Capture::backlog`).
+fn ring_frames(ports: &[Port]) -> u64 {
+    ports.iter().map(|p| u64::from(p.rx_desc)).sum()
+}
+
 /// Statistics per port id of these ports (the ids between them left out of `--port`: not
 /// captured).
 fn port_stats(ports: &[Port]) -> Vec<SourceStats> {
@@ -1164,7 +1170,7 @@ impl Capture for QueueCapture<'_> {
     }
 
     fn backlog(&self) -> u64 {
-        self.ports.iter().map(|p| u64::from(p.rx_desc)).sum()
+        ring_frames(self.ports)
     }
 
     fn poll_burst<F: FnMut(&[Frame<'_>])>(&mut self, f: F) -> Result<Poll> {
@@ -1191,7 +1197,7 @@ impl Capture for DpdkCapture {
 
     /// Every queue of every port polled here (one each, but with --rss).
     fn backlog(&self) -> u64 {
-        self.ports.iter().map(|p| u64::from(p.rx_desc)).sum()
+        ring_frames(&self.ports)
     }
 
     fn poll_burst<F: FnMut(&[Frame<'_>])>(&mut self, f: F) -> Result<Poll> {

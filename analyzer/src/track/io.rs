@@ -182,6 +182,12 @@ impl Io {
         self.kind == Kind::Read && self.sqe_first.at(0).is_some()
     }
 
+    /// Vantage `v` saw its command and awaits its completion still (neither seen there, nor
+    /// given up on: see `gave_up`).
+    fn awaits_completion(&self, v: usize) -> bool {
+        self.sqe_first.at(v).is_some() && self.cqe.at(v).is_none() && self.gave_up & (1 << v) == 0
+    }
+
     /// Some vantage saw its completion.
     fn saw_completion(&self) -> bool {
         (0..2).any(|v| self.cqe.at(v).is_some())
@@ -999,8 +1005,7 @@ impl IoTracker {
         let io = &self.ios[i];
         let seen = |v: usize| io.sqe_first.at(v).is_some();
         let done = |v: usize| io.cqe.at(v).is_some();
-        let lost = |v: usize| io.gave_up & (1 << v) != 0;
-        (0..2).all(|v| !seen(v) || done(v) || lost(v))
+        (0..2).all(|v| !seen(v) || done(v) || !io.awaits_completion(v))
             && (!io.needs_ack() || io.ack.at(0).is_some() || io.ack_lost)
     }
 
@@ -1152,10 +1157,7 @@ impl IoTracker {
         same: impl Iterator<Item = usize>,
         target_qpn: Option<u32>,
     ) -> Option<usize> {
-        let eligible = |&i: &usize| {
-            let io = &self.ios[i];
-            io.sqe_first.at(v).is_some() && io.cqe.at(v).is_none() && io.gave_up & (1 << v) == 0
-        };
+        let eligible = |&i: &usize| self.ios[i].awaits_completion(v);
         let mut candidates = self.live(same, target_qpn).filter(eligible);
         let first = candidates.next()?;
         let mut best = first;
@@ -1182,21 +1184,15 @@ impl IoTracker {
         except: Option<usize>,
         rec: &mut LatencyRecorder,
     ) {
-        let stale = self.live(self.same_cid(first), Some(target_qpn)).find(|&o| {
-            let io = &self.ios[o];
-            Some(o) != except
-                && io.sqe_first.at(v).is_some()
-                && io.cqe.at(v).is_none()
-                && io.gave_up & (1 << v) == 0
-        });
+        let stale = self
+            .live(self.same_cid(first), Some(target_qpn))
+            .find(|&o| Some(o) != except && self.ios[o].awaits_completion(v));
         let Some(old) = stale else { return };
         // The other vantage saw its command and awaits its completion still: its copy may
         // be due yet (this vantage's clock behind the other's, by more than the host's
         // turnaround). The I/O waits for it (or for `--io-timeout`) without this vantage's
         // completion, and takes none of this vantage's completions from now on.
-        let o = 1 - v;
-        let io = &self.ios[old];
-        if io.sqe_first.at(o).is_some() && io.cqe.at(o).is_none() && io.gave_up & (1 << o) == 0 {
+        if self.ios[old].awaits_completion(1 - v) {
             self.ios[old].gave_up |= 1 << v;
             return;
         }
