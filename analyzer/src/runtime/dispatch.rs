@@ -23,7 +23,7 @@ use anyhow::Result;
 use crossbeam_channel::{bounded, Receiver, Sender};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 const BATCH_BYTES: usize = 256 * 1024;
 const BATCH_FRAMES: usize = 512;
@@ -323,13 +323,10 @@ impl Dispatcher {
         ports: &mut PortReport,
         ports_tx: &Sender<ToStats>,
     ) -> Result<()> {
-        // As in `drive`: once stopped, what the rings still hold is dispatched too.
-        let mut left: Option<u64> = None;
+        // Once stopped, what the rings still hold is dispatched too.
+        let mut drain = super::Drain::default();
         loop {
-            if left.is_none() && stop.load(Ordering::Relaxed) {
-                left = Some(capture.backlog());
-            }
-            if left == Some(0) {
+            if drain.done(stop, capture) {
                 return Ok(());
             }
             // As in `drive`: a file's next frame may open an interval.
@@ -341,11 +338,9 @@ impl Dispatcher {
                     let now = self.told();
                     self.lanes.iter_mut().for_each(|l| l.after_poll(now));
                     ports.observe(self.seen, || capture.stats(), ports_tx);
-                    if let Some(l) = &mut left {
-                        *l = l.saturating_sub(n as u64);
-                    }
+                    drain.took(n);
                 }
-                Ok(Poll::Idle) if left.is_some() => return Ok(()),
+                Ok(Poll::Idle) if drain.ends_at_idle() => return Ok(()),
                 Ok(Poll::Idle) => {
                     self.idle(capture, ports, ports_tx);
                     std::hint::spin_loop()

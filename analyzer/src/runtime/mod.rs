@@ -371,9 +371,42 @@ pub fn run_rss(
     Ok(finished.with_sources(capture))
 }
 
-/// Polls `capture` into `worker` until the source ends or `stop` is set; `after` runs after
-/// each poll that delivered frames, with the latest capture time seen, and while the link is
-/// silent, with the capture's clock (see [`SilentLink`]).
+/// Once `stop` is set, what the capture's rings still hold (received, and counted by the
+/// port) is analysed, up to the frames they held then ([`Capture::backlog`]), and the run
+/// ends; a file stops where it is (no backlog). Kept by both polling loops, [`drive`] and the
+/// dispatcher's.
+#[derive(Debug, Default)]
+struct Drain {
+    /// Frames still to take after the stop (`None`: not stopped).
+    left: Option<u64>,
+}
+
+impl Drain {
+    /// Whether the loop ends before its next poll: stopped, and the backlog taken.
+    fn done(&mut self, stop: &AtomicBool, capture: &impl Capture) -> bool {
+        if self.left.is_none() && stop.load(Ordering::Relaxed) {
+            self.left = Some(capture.backlog());
+        }
+        self.left == Some(0)
+    }
+
+    /// A poll took `n` frames.
+    fn took(&mut self, n: usize) {
+        if let Some(l) = &mut self.left {
+            *l = l.saturating_sub(n as u64);
+        }
+    }
+
+    /// Whether a poll that found the rings empty ends the loop: stopped.
+    fn ends_at_idle(&self) -> bool {
+        self.left.is_some()
+    }
+}
+
+/// Polls `capture` into `worker` until the source ends or `stop` is set (and the rings are
+/// drained, see [`Drain`]); `after` runs after each poll that delivered frames, with the
+/// latest capture time seen, and while the link is silent, with the capture's clock (see
+/// [`SilentLink`]).
 fn drive<C: Capture>(
     capture: &mut C,
     worker: &mut Worker,
@@ -382,14 +415,9 @@ fn drive<C: Capture>(
 ) -> Result<()> {
     let mut seen = 0u64;
     let mut silent = SilentLink::default();
-    // Once stopped, what the rings still hold (received, counted by the port) is analysed,
-    // up to `backlog` frames, then the run ends.
-    let mut left: Option<u64> = None;
+    let mut drain = Drain::default();
     loop {
-        if left.is_none() && stop.load(Ordering::Relaxed) {
-            left = Some(capture.backlog());
-        }
-        if left == Some(0) {
+        if drain.done(stop, capture) {
             return Ok(());
         }
         // A file's next frame may open an interval: the statistics so far go to the one
@@ -404,12 +432,9 @@ fn drive<C: Capture>(
         match polled {
             Ok(Poll::Frames(n)) => {
                 after(seen, capture);
-                if let Some(l) = &mut left {
-                    *l = l.saturating_sub(n as u64);
-                }
+                drain.took(n);
             }
-            // Stopped, and the rings are empty.
-            Ok(Poll::Idle) if left.is_some() => return Ok(()),
+            Ok(Poll::Idle) if drain.ends_at_idle() => return Ok(()),
             Ok(Poll::Idle) => {
                 if let Some(now) = silent.tick(capture, worker.saw_switch_clock()) {
                     worker.observe_time(now);
