@@ -179,6 +179,28 @@ struct Format {
     any_ethernet: bool,
     /// The first interface described that is not Ethernet: its number and link type.
     other: Option<(usize, i32)>,
+    /// A pcapng section header was read: blocks follow.
+    pcapng: bool,
+    /// Blocks that hold no packet (name resolution, statistics, ...) whose contents could
+    /// not be read but whose length and trailer agree, skipped (as Wireshark reads on past
+    /// them): how many, and the first one's type. Told when the file ends.
+    unreadable: u64,
+    first_unreadable: u32,
+}
+
+/// Why the parser gave no block (see [`FileReader::read_ahead`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failed {
+    /// The end of the file.
+    End,
+    /// More bytes are needed, and the file may have them.
+    Incomplete,
+    /// More bytes are needed than the buffer holds.
+    TooSmall,
+    /// The block cannot be read.
+    Damaged,
+    /// The file ends where more bytes were needed.
+    CutShort,
 }
 
 /// A reader over one file that yields Ethernet frames with nanosecond timestamps. It reads
@@ -347,30 +369,54 @@ impl FileReader {
         // A simple packet block has no time of its own: it keeps the packet's before it.
         self.after2.ts_ns = if self.has_after { self.after.ts_ns } else { self.next.ts_ns };
         loop {
-            let (consumed, got) = match self.reader.next() {
-                Ok((offset, block)) => match self.format.take(block, &mut self.after2, &self.path) {
-                    Ok(got) => (offset, got),
-                    // Damage in the file's first blocks: not a capture roceprobe can read.
-                    Err(e) if self.read == 0 => return Err(e),
-                    // Damage partway: what came before stands, as at a damaged record.
-                    Err(e) => {
-                        self.warn_damaged_by(&format!("{e:#}"));
-                        self.warn_skipped();
-                        return Ok(false);
+            let failed = match self.reader.next() {
+                Ok((offset, block)) => {
+                    let got = match self.format.take(block, &mut self.after2, &self.path) {
+                        Ok(got) => got,
+                        // Damage in the file's first blocks: not a capture roceprobe can read.
+                        Err(e) if self.read == 0 => return Err(e),
+                        // Damage partway: what came before stands, as at a damaged record.
+                        Err(e) => {
+                            self.warn_damaged_by(&format!("{e:#}"));
+                            self.warn_skipped();
+                            return Ok(false);
+                        }
+                    };
+                    self.reader.consume(offset);
+                    if got {
+                        self.read += 1;
+                        return Ok(true);
                     }
-                },
-                Err(PcapError::Eof) => {
+                    continue;
+                }
+                Err(PcapError::Eof) => Failed::End,
+                Err(PcapError::Incomplete(_)) => Failed::Incomplete,
+                Err(PcapError::BufferTooSmall) => Failed::TooSmall,
+                Err(PcapError::UnexpectedEof) => Failed::CutShort,
+                Err(_) => Failed::Damaged,
+            };
+            // A block the parser cannot read (it may ask for more bytes than the block has),
+            // whole in the buffer, framed right, holding no packet: skipped.
+            if failed != Failed::End {
+                if let Some(len) = self.format.unreadable_block(self.reader.data()) {
+                    self.reader.consume(len);
+                    continue;
+                }
+            }
+            // The file ended after a skipped block: nothing cut short.
+            let ended = failed == Failed::End || failed == Failed::CutShort && self.reader.data().is_empty();
+            match failed {
+                _ if ended => {
                     self.warn_skipped();
                     return Ok(false);
                 }
-                Err(PcapError::Incomplete(_)) => {
+                Failed::Incomplete => {
                     if !self.refill()? {
                         self.warn_skipped();
                         return Ok(false);
                     }
-                    continue;
                 }
-                Err(PcapError::BufferTooSmall) => {
+                Failed::TooSmall => {
                     // Asked for by the length the record claims, before its bytes are
                     // read: the bytes are read first, and the buffer grows only once they
                     // fill it, so a damaged length costs no memory.
@@ -385,18 +431,12 @@ impl FileReader {
                         self.warn_skipped();
                         return Ok(false);
                     }
-                    continue;
                 }
-                Err(_) => {
+                Failed::End | Failed::CutShort | Failed::Damaged => {
                     self.warn_damaged();
                     self.warn_skipped();
                     return Ok(false);
                 }
-            };
-            self.reader.consume(consumed);
-            if got {
-                self.read += 1;
-                return Ok(true);
             }
         }
     }
@@ -429,6 +469,13 @@ impl FileReader {
     /// interface, as nearly every capture is; a file of no Ethernet interface is refused
     /// instead (see [`FileReader::open`]).
     fn warn_skipped(&mut self) {
+        if let n @ 1.. = std::mem::take(&mut self.format.unreadable) {
+            self.warn(format!(
+                "roceprobe: warning: {}: {n} blocks that hold no packet could not be read (the first: block type {:#x}) and were skipped",
+                self.path.display(),
+                self.format.first_unreadable
+            ));
+        }
         let skipped = std::mem::take(&mut self.format.skipped);
         if let (n @ 1.., Some((i, linktype)), true) = (skipped, self.format.other, self.format.any_ethernet) {
             self.warn(format!(
@@ -498,6 +545,7 @@ impl Format {
             PcapBlockOwned::NG(Block::SectionHeader(shb)) => {
                 // Interface ids restart in every section.
                 self.interfaces.clear();
+                self.pcapng = true;
                 self.big_endian = shb.big_endian();
                 Ok(false)
             }
@@ -554,6 +602,39 @@ impl Format {
             }
             PcapBlockOwned::NG(_) => Ok(false),
         }
+    }
+
+    /// The length of the pcapng block at the start of `data` that the parser could not
+    /// read, if it can be skipped: a block of a kind that holds no packet and describes no
+    /// section or interface (a name resolution block without its end record, a statistics
+    /// block with a bad option), whole in `data`, whose length is a multiple of four and
+    /// repeated in its trailer. Counted. `None`: damage (a packet, section or interface
+    /// block, or framing that does not hold), where the file stops.
+    fn unreadable_block(&mut self, data: &[u8]) -> Option<usize> {
+        const SECTION: u32 = 0x0A0D_0D0A;
+        // Obsolete packet, interface, simple packet and enhanced packet blocks.
+        const NEEDED: [u32; 5] = [SECTION, 1, 2, 3, 6];
+        if !self.pcapng || data.len() < 12 {
+            return None;
+        }
+        let word = |at: usize| {
+            let b = [data[at], data[at + 1], data[at + 2], data[at + 3]];
+            if self.big_endian {
+                u32::from_be_bytes(b)
+            } else {
+                u32::from_le_bytes(b)
+            }
+        };
+        let (kind, len) = (word(0), word(4) as usize);
+        let framed = len >= 12 && len % 4 == 0 && len <= data.len() && word(len - 4) as usize == len;
+        if NEEDED.contains(&kind) || !framed {
+            return None;
+        }
+        if self.unreadable == 0 {
+            self.first_unreadable = kind;
+        }
+        self.unreadable += 1;
+        Some(len)
     }
 
     /// A pcapng packet on interface `if_id` at `ticks` of its clock: copied into `next`
@@ -1144,14 +1225,14 @@ mod tests {
         pcapng_frames(if_tsresol, &[ticks], 60)
     }
 
-    /// The same with a frame of `len` bytes at each of `ticks`, in that order (the frame's
-    /// first byte is its index).
     /// A pcapng block of `kind` around `body` (little-endian, its length at both ends).
     fn ng_block(kind: u32, body: &[u8]) -> Vec<u8> {
         let len = (12 + body.len()) as u32;
         [&kind.to_le_bytes()[..], &len.to_le_bytes(), body, &len.to_le_bytes()].concat()
     }
 
+    /// The same with a frame of `len` bytes at each of `ticks`, in that order (the frame's
+    /// first byte is its index).
     fn pcapng_frames(if_tsresol: u8, ticks: &[u64], len: u32) -> Vec<u8> {
         let shb =
             ng_block(0x0A0D_0D0A, &[&0x1A2B_3C4Du32.to_le_bytes()[..], &[1, 0, 0, 0], &[0xFF; 8]].concat());
@@ -1191,6 +1272,39 @@ mod tests {
         file.extend_from_slice(&pcapng_frames(6, &[40], 60)[60..]);
         std::fs::write(&path, &file).unwrap();
         assert_eq!(replayed(&path), [(0, 10_000), (1, 20_000), (2, 30_000), (0, 40_000)]);
+    }
+
+    /// A name resolution block without its end record (its one IPv4 record runs to the
+    /// block's end) holds no packet: skipped, as tshark reads on past it (three packets, the
+    /// file not cut short). The same block with a trailer that does not repeat its length
+    /// is damage, where the file stops.
+    #[test]
+    fn a_block_without_packets_that_cannot_be_read_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nrb.pcapng");
+        let whole = pcapng_frames(6, &[10, 20, 30], 60);
+        // Record type 1 (IPv4), length 10: the address and "host1\0", padded to 4.
+        let nrb = ng_block(4, &[&[1u8, 0, 10, 0, 10, 0, 0, 1][..], b"host1\0", &[0, 0]].concat());
+        // The section and interface (28 + 32 bytes), the first packet (92), the block, the
+        // other two packets.
+        let (head, rest) = whole.split_at(28 + 32 + 92);
+        std::fs::write(&path, [head, &nrb, rest].concat()).unwrap();
+        let mut r = Replay::open(std::slice::from_ref(&path)).unwrap();
+        let mut n = 0;
+        while let Poll::Frames(k) = r.poll(|_| {}).unwrap() {
+            n += k;
+        }
+        assert_eq!((n, r.stats()[0].cut_short), (3, false));
+        let mut broken = nrb.clone();
+        let at = broken.len() - 4;
+        broken[at] ^= 4;
+        std::fs::write(&path, [head, &broken, rest].concat()).unwrap();
+        let mut r = Replay::open(&[path]).unwrap();
+        let mut n = 0;
+        while let Poll::Frames(k) = r.poll(|_| {}).unwrap() {
+            n += k;
+        }
+        assert_eq!((n, r.stats()[0].cut_short), (1, true));
     }
 
     /// A simple packet block before any interface: at the file's start, not a file to read;
