@@ -7,7 +7,7 @@
 use super::bounded::FifoMap;
 use super::clock::MirrorClocks;
 use super::evidence::{Evidence, EvidenceConfig, EvidenceRecord, NoFile};
-use super::flow::{acked_psn, FlowDelta, FlowEvent, FlowRef, Recorded};
+use super::flow::{acked_psn, FlowDelta, FlowEvent, FlowRef, QpEnd, Recorded};
 use super::io::{At, IoBatch, IoCountsByPair, IoTracker, Packet, Sent};
 use super::nvme::{NvmeRecognizer, PendingKey};
 use super::{FlowKey, FlowTable, Vantage, VantageMap};
@@ -92,9 +92,9 @@ pub struct Analyzer {
     /// Latency histograms, per series.
     latency: LatencyRecorder,
     nvme: NvmeRecognizer,
-    /// CM ConnectRequests by (vantage, local communication id): initiator IP and QPN,
-    /// target IP, path MTU.
-    cm_requests: FifoMap<(Vantage, u32), (IpAddr, u32, IpAddr, u32)>,
+    /// CM ConnectRequests by (vantage, local communication id): the initiator's side (its
+    /// IP, QPN and starting PSN), the target's IP, the path MTU.
+    cm_requests: FifoMap<(Vantage, u32), (QpEnd, IpAddr, u32)>,
     check_icrc: bool,
     /// Frames arrive with their final time (a dispatcher applied the ERSPAN clocks).
     stamped: bool,
@@ -467,13 +467,14 @@ impl Analyzer {
         match CmMessage::parse(p.payload) {
             Some((_, CmMessage::Req(r))) => {
                 let mtu = r.path_mtu_bytes().unwrap_or(0);
-                self.cm_requests.insert((vantage, r.local_comm_id), (p.ip.src, r.local_qpn, p.ip.dst, mtu));
+                let a = QpEnd { ip: p.ip.src, qpn: r.local_qpn, start_psn: Some(r.starting_psn) };
+                self.cm_requests.insert((vantage, r.local_comm_id), (a, p.ip.dst, mtu));
             }
             Some((_, CmMessage::Rep(r))) => {
-                if let Some((a_ip, a_qpn, b_ip, mtu)) = self.cm_requests.remove(&(vantage, r.remote_comm_id))
-                {
+                if let Some((a, b_ip, mtu)) = self.cm_requests.remove(&(vantage, r.remote_comm_id)) {
                     if b_ip == p.ip.src {
-                        self.flows.announce_pair(vantage, a_ip, a_qpn, b_ip, r.local_qpn, mtu);
+                        let b = QpEnd { ip: b_ip, qpn: r.local_qpn, start_psn: Some(r.starting_psn) };
+                        self.flows.announce_pair(vantage, a, b, mtu);
                     }
                 }
             }

@@ -742,6 +742,15 @@ pub struct FlowTable {
     sent_again: bool,
 }
 
+/// One side of a connection CM announced: its address, its QPN, and the PSN its requests
+/// start at (the ConnectRequest's or ConnectReply's starting PSN; `None`: not said).
+#[derive(Debug, Clone, Copy)]
+pub struct QpEnd {
+    pub ip: IpAddr,
+    pub qpn: u32,
+    pub start_psn: Option<u32>,
+}
+
 /// What [`FlowTable::record`] made of a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Recorded {
@@ -1780,21 +1789,20 @@ impl FlowTable {
     }
 
     /// Records what CM said about a connection: `a` (at `a_ip`, QPN `a_qpn`) talks to `b`.
-    pub fn announce_pair(
-        &mut self,
-        vantage: Vantage,
-        a_ip: IpAddr,
-        a_qpn: u32,
-        b_ip: IpAddr,
-        b_qpn: u32,
-        mtu: u32,
-    ) {
-        let ab = FlowKey { vantage, src: a_ip, dst: b_ip, dst_qpn: b_qpn };
-        let ba = FlowKey { vantage, src: b_ip, dst: a_ip, dst_qpn: a_qpn };
+    pub fn announce_pair(&mut self, vantage: Vantage, a: QpEnd, b: QpEnd, mtu: u32) {
+        let ab = FlowKey { vantage, src: a.ip, dst: b.ip, dst_qpn: b.qpn };
+        let ba = FlowKey { vantage, src: b.ip, dst: a.ip, dst_qpn: a.qpn };
         let (ia, ib) = (self.find(&ab), self.find(&ba));
-        for (k, i, peer) in [(ab, ia, a_qpn), (ba, ib, b_qpn)] {
+        for (k, i, peer, start) in [(ab, ia, a.qpn, a.start_psn), (ba, ib, b.qpn, b.start_psn)] {
             match i {
                 Some(i) => {
+                    // A new connection on a QP pair the table tracks (a QPN reused): its
+                    // requests start at the PSN CM announced, neither loss nor
+                    // retransmission, and what the old connection awaited is answered no
+                    // more.
+                    if let Some(psn) = start {
+                        self.restart_at(i, psn);
+                    }
                     // What CM says overrides what was learned: a link to another flow goes.
                     let old = self.hot[i as usize].peer_slot;
                     if old != NONE && self.hot[old as usize].dst_qpn() != peer {
@@ -1813,6 +1821,14 @@ impl FlowTable {
         if let (Some(a), Some(b)) = (ia, ib) {
             self.set_pair(a, b);
         }
+    }
+
+    /// Flow `i`'s requests start again at `psn` (see [`FlowTable::announce_pair`]).
+    fn restart_at(&mut self, i: u32, psn: u32) {
+        let e = &mut self.hot[i as usize];
+        e.psn.restart_at(psn);
+        e.acks_live = 0;
+        self.cold[i as usize].reads = [Pending::default(); PENDING];
     }
 
     /// Puts a flow on the list of flows to hand over at the end of the interval.
@@ -1981,6 +1997,11 @@ mod pairing {
         t.totals(t.find(&k).unwrap())
     }
 
+    /// A side of a connection CM announced.
+    fn end(ip: &str, qpn: u32, start_psn: Option<u32>) -> QpEnd {
+        QpEnd { ip: ip.parse().unwrap(), qpn, start_psn }
+    }
+
     /// An ACK's extension headers (its PSN is in the BTH).
     fn ack() -> ExtHeaders {
         ExtHeaders { aeth: Some(Aeth::ack(31, 1)), ..Default::default() }
@@ -1998,7 +2019,7 @@ mod pairing {
         assert_eq!(counts(&t, B, A, 1).cnp_unattributed, 1, "no guess");
         assert_eq!((counts(&t, A, B, 10).cnp, counts(&t, A, B, 20).cnp), (0, 0));
         // CM said: A's QP 1 talks to B's QP 20.
-        t.announce_pair(Vantage::Compute, A.parse().unwrap(), 1, B.parse().unwrap(), 20, 1024);
+        t.announce_pair(Vantage::Compute, end(A, 1, None), end(B, 20, None), 1024);
         feed(&mut t, &frame(B, A, 0x81, 1, 0, ExtHeaders::default(), 0), 5);
         assert_eq!(counts(&t, A, B, 20).cnp, 1);
         // And the CM's path MTU sizes READ spans on that QP: 3000 bytes = 3 PSNs at 1024.
@@ -2010,13 +2031,39 @@ mod pairing {
         assert_eq!(counts(&t, A, B, 20).gap_psns, 1, "105 is missing, 102-103 were the READ's");
     }
 
+    /// A QP pair used again by a new connection: CM's ConnectRequest and ConnectReply say
+    /// where each side's requests start, so the new connection's PSNs are neither
+    /// retransmissions (2,000,000 behind the old ones) nor a gap; its first two requests
+    /// lost upstream are a gap of 2 from the announced start. Without CM the same packets
+    /// are ten retransmissions (what the table did before it read the starting PSN).
+    #[test]
+    fn a_connection_cm_announces_on_a_reused_qp_starts_at_its_starting_psn() {
+        for announced in [true, false] {
+            let mut t = FlowTable::new(64, 1_000_000, None);
+            let write = |psn| frame(A, B, 0x0A, 20, psn, ExtHeaders::default(), 8);
+            for k in 0..10 {
+                feed(&mut t, &write(3_000_000 + k), 1 + u64::from(k));
+            }
+            feed(&mut t, &frame(B, A, 0x11, 1, 3_000_009, ack(), 0), 20);
+            if announced {
+                t.announce_pair(Vantage::Compute, end(A, 1, Some(1_000_000)), end(B, 20, Some(7)), 0);
+            }
+            for k in 2..12 {
+                feed(&mut t, &write(1_000_000 + k), 2_000_000_000 + u64::from(k));
+            }
+            let c = counts(&t, A, B, 20);
+            let expected = if announced { (0, 2, 0) } else { (10, 0, 0) };
+            assert_eq!((c.retx_packets, c.gap_psns, c.out_of_window), expected, "announced: {announced}");
+        }
+    }
+
     /// CM paired A's QP 1 with B's QP 20, which the table has not seen (not mirrored yet,
     /// or no room): a CNP to A's QP 1 throttles QP 20, not QP 30, the one other request
     /// flow from A to B, which the guess for flows without a known pair would take.
     #[test]
     fn a_cnp_of_a_known_pair_is_not_counted_on_another_qp() {
         let mut t = FlowTable::new(64, 1_000_000, None);
-        t.announce_pair(Vantage::Compute, A.parse().unwrap(), 1, B.parse().unwrap(), 20, 1024);
+        t.announce_pair(Vantage::Compute, end(A, 1, None), end(B, 20, None), 1024);
         feed(&mut t, &frame(A, B, 0x04, 30, 100, ExtHeaders::default(), 8), 1);
         feed(&mut t, &frame(B, A, 0x81, 1, 0, ExtHeaders::default(), 0), 2);
         assert_eq!((counts(&t, A, B, 30).cnp, counts(&t, B, A, 1).cnp_unattributed), (0, 1));
@@ -2128,7 +2175,7 @@ mod pairing {
         feed(&mut t, &send(B, A, 1), 3);
         assert_eq!((t.hot[0].peer_slot, t.hot[2].peer_slot, t.hot[1].peer_slot), (2, 0, NONE));
         // CM then says A's QP 1 talks to B's QP 10: slots 0 and 1 pair, slot 2 is let go.
-        t.announce_pair(Vantage::Compute, A.parse().unwrap(), 1, B.parse().unwrap(), 10, 0);
+        t.announce_pair(Vantage::Compute, end(A, 1, None), end(B, 10, None), 0);
         assert_eq!((t.hot[0].peer_slot, t.hot[1].peer_slot, t.hot[2].peer_slot), (1, 0, NONE));
         assert_eq!((t.hot[0].peer_qpn, t.hot[1].peer_qpn, t.hot[2].peer_qpn), (1, 10, NONE));
     }

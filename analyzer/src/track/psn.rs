@@ -99,6 +99,13 @@ impl PsnTracker {
         dist(lo, psn) > dist(lo, hi) && dist(hi, psn) >= WINDOW && dist(psn, lo) <= WINDOW
     }
 
+    /// Expects `psn` next, out of any run of retransmissions: a new connection on the QP
+    /// (CM announced the PSN its requests start at).
+    pub fn restart_at(&mut self, psn: u32) {
+        self.lo = (psn & MASK) | FLAG;
+        self.hi = psn & MASK;
+    }
+
     /// The highest PSN expected next (for matching acknowledgements).
     pub fn next_expected(&self) -> Option<u32> {
         self.started().then_some(self.hi & MASK)
