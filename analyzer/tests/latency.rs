@@ -548,3 +548,121 @@ fn a_vantage_whose_copies_come_later_than_the_window_counts_each_io_once() {
         );
     }
 }
+
+/// A WRITE, then a READ on the same QP, answered by a READ Response Only (its AETH an ACK),
+/// an idle 100 ms, then a SEND and its ACK (the same for an ATOMIC Acknowledge in place of
+/// the READ Response). The READ's response acknowledges the WRITE before it (the responder
+/// executes requests in PSN order): the WRITE's rc_ack ends there, 10 µs, not at the SEND's
+/// ACK 100 ms later, which took it as its first ACK covering the WRITE's PSN. The times,
+/// opcodes and AETH syndromes are tshark's.
+#[test]
+fn a_read_response_or_atomic_acknowledge_acknowledges_the_messages_before_it() {
+    use roceprobe::wire::bth::{self, opcode as op};
+    use roceprobe::wire::build::RoceFrame;
+    use roceprobe::wire::ib_ext::{Aeth, AtomicEth, ExtHeaders, Reth};
+    use std::net::IpAddr;
+    let (a, b): (IpAddr, IpAddr) = ("10.8.0.1".parse().unwrap(), "10.8.0.2".parse().unwrap());
+    let frame = |src, dst, opcode, dest_qp, psn, ext: ExtHeaders, payload: &[u8]| {
+        let mut f = RoceFrame::new(src, dst, bth::Repr { opcode, dest_qp, psn, ..Default::default() });
+        f.ext = ext;
+        f.payload = payload;
+        f.emit()
+    };
+    let ack = || ExtHeaders { aeth: Some(Aeth::ack(31, 1)), ..Default::default() };
+    let (us, ms) = (1_000u64, 1_000_000u64);
+    for atomic in [false, true] {
+        let (second, answer) = if atomic {
+            let eth = AtomicEth { va: 0x1000, rkey: 7, swap_add: 1, compare: 0 };
+            let fetch = ExtHeaders { atomic: Some(eth), ..Default::default() };
+            let ack_eth =
+                ExtHeaders { aeth: Some(Aeth::ack(31, 2)), atomic_ack: Some(0), ..Default::default() };
+            (
+                frame(a, b, op::FETCH_ADD, 0x20, 31, fetch, &[]),
+                frame(b, a, op::ATOMIC_ACKNOWLEDGE, 0x10, 31, ack_eth, &[]),
+            )
+        } else {
+            let read =
+                ExtHeaders { reth: Some(Reth { va: 0x1000, rkey: 7, dma_len: 64 }), ..Default::default() };
+            (
+                frame(a, b, op::READ_REQUEST, 0x20, 31, read, &[]),
+                frame(b, a, op::READ_RESPONSE_ONLY, 0x10, 31, ack(), &[0u8; 64]),
+            )
+        };
+        let frames = [
+            (
+                0,
+                frame(
+                    a,
+                    b,
+                    op::WRITE_ONLY,
+                    0x20,
+                    30,
+                    ExtHeaders {
+                        reth: Some(Reth { va: 0x2000, rkey: 7, dma_len: 64 }),
+                        ..Default::default()
+                    },
+                    &[0u8; 64],
+                ),
+            ),
+            (us, second),
+            (10 * us, answer),
+            (100 * ms, frame(a, b, op::SEND_ONLY, 0x20, 32, ExtHeaders::default(), &[0u8; 64])),
+            (100 * ms + 5 * us, frame(b, a, op::ACKNOWLEDGE, 0x10, 32, ack(), &[])),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let pcap = dir.path().join("implied.pcap");
+        let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&pcap).unwrap()).unwrap();
+        let t0 = 1_800_000_000_000_000_000u64;
+        for (t, f) in &frames {
+            w.write(t0 + t, f, f.len() as u32).unwrap();
+        }
+        drop(w);
+        // tshark's reading: (time, opcode, PSN, AETH syndrome) of each frame.
+        let out = Command::new("tshark")
+            .args(["-r", pcap.to_str().unwrap(), "-T", "fields", "-E", "separator=,"])
+            .args(["-e", "frame.time_epoch", "-e", "infiniband.bth.opcode", "-e", "infiniband.bth.psn"])
+            .args(["-e", "infiniband.aeth.syndrome"])
+            .output()
+            .expect("tshark");
+        let rows: Vec<(u64, u64, u64, Option<u64>)> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let f: Vec<&str> = l.split(',').collect();
+                let (s, frac) = f[0].split_once('.').unwrap();
+                let ns = s.parse::<u64>().unwrap() * 1_000_000_000
+                    + format!("{frac:0<9}")[..9].parse::<u64>().unwrap();
+                (ns, f[1].parse().unwrap(), f[2].parse().unwrap(), f[3].parse().ok())
+            })
+            .collect();
+        // Message ends (WRITE Only 10, SEND Only 4) → the first response at or past their
+        // PSN whose AETH says ACK (syndrome below 0x20): an ACKNOWLEDGE (17), a READ
+        // Response First, Last or Only (13, 15, 16) or an ATOMIC Acknowledge (18).
+        let mut want: Vec<u64> = rows
+            .iter()
+            .filter(|r| r.1 == 10 || r.1 == 4)
+            .map(|m| {
+                let answer = rows.iter().find(|r| {
+                    [13, 15, 16, 17, 18].contains(&r.1)
+                        && r.3.is_some_and(|s| s < 0x20)
+                        && r.2 >= m.2
+                        && r.0 >= m.0
+                });
+                answer.unwrap().0 - m.0
+            })
+            .collect();
+        want.sort();
+        assert_eq!(want, [5 * us, 10 * us], "atomic: {atomic}: tshark's times");
+        let s = replay_summary(&[pcap.as_path()], &[]);
+        let l =
+            s["latency"].as_array().unwrap().iter().find(|l| l["op"] == "rc_ack").expect("an rc_ack series");
+        assert_eq!(l["count"].as_u64(), Some(2), "atomic: {atomic}");
+        for (field, expect) in [("min_us", want[0]), ("max_us", want[1])] {
+            let got = l[field].as_f64().unwrap();
+            assert!(
+                close(got, expect),
+                "atomic: {atomic}: {field} {got} µs, tshark's times give {expect} ns"
+            );
+        }
+    }
+}

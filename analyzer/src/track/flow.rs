@@ -620,6 +620,24 @@ pub fn acked_psn(opcode: u8, ext: &Tracked, psn: u32) -> Option<(u32, AckKind)> 
     }
 }
 
+/// The PSN through which a READ Response First, Last or Only, or an ATOMIC Acknowledge,
+/// acknowledges requests when its AETH says ACK: its own. The responder executes requests
+/// in PSN order, so such a response acknowledges every request before it as well: a WRITE
+/// or SEND sent before a READ completes at its requester when the READ's response comes,
+/// whether or not an ACKNOWLEDGE of its own follows. `None` for other packets.
+#[inline]
+fn implied_ack(opcode: u8, ext: &Tracked, psn: u32) -> Option<u32> {
+    let low = opcode & 0x1F;
+    let answers = matches!(
+        low,
+        op::READ_RESPONSE_FIRST | op::READ_RESPONSE_LAST | op::READ_RESPONSE_ONLY | op::ATOMIC_ACKNOWLEDGE
+    );
+    if !answers || !matches!(opcode >> 5, 0 | 5) {
+        return None;
+    }
+    matches!(ext.aeth?.kind(), AckKind::Ack { .. }).then_some(psn)
+}
+
 /// Whether a packet of this opcode travels the way its QP's requests do: a request, or a
 /// packet that answers nothing (a CNP). Its flow's key is then the QP's request direction.
 #[inline]
@@ -1528,7 +1546,7 @@ impl FlowTable {
                 }
                 _ => {}
             }
-            let acked = ack.map(|(psn, _)| psn);
+            let acked = ack.map(|(psn, _)| psn).or_else(|| implied_ack(opcode, &p.exts, p.bth.psn()));
             if self.hot[i as usize].peer_qpn == NONE {
                 self.learn_pair(i, p.bth.psn());
             }
@@ -1716,10 +1734,32 @@ impl FlowTable {
         }
         let Some(r) = self.reverse_index(i) else { return };
         let nvme = self.carries_nvme(r);
-        let (ring, op_, psn, within, which) = match (read_end, acked) {
-            (Some(psn), _) => (&mut self.cold[r as usize].reads, Op::RdmaRead, psn, None, 1),
-            (None, Some(psn)) => (&mut self.acks[r as usize].0, Op::RcAck, psn, Some(ACK_WINDOW), 0),
-            (None, None) => return,
+        // A READ's last response answers the READ, and (its AETH) the messages before it.
+        if let Some(psn) = read_end {
+            self.answer_ring(r, 1, psn, nvme, ts, rec);
+        }
+        if let Some(psn) = acked {
+            self.answer_ring(r, 0, psn, nvme, ts, rec);
+        }
+    }
+
+    /// Answers the requests of flow `r` that a response covering `psn` answers, in its READ
+    /// ring (`which` 1: the READs whose span holds `psn`) or its ACK ring (0: the message
+    /// ends up to `psn`), recording their latencies unless the flow carries NVMe (`nvme`).
+    #[inline(always)]
+    fn answer_ring(
+        &mut self,
+        r: u32,
+        which: usize,
+        psn: u32,
+        nvme: bool,
+        ts: u64,
+        rec: &mut LatencyRecorder,
+    ) {
+        let (ring, op_, within) = if which == 1 {
+            (&mut self.cold[r as usize].reads, Op::RdmaRead, None)
+        } else {
+            (&mut self.acks[r as usize].0, Op::RcAck, Some(ACK_WINDOW))
         };
         // The requests answered, and their latencies, in ring order (kept in the table's
         // own array, not one zeroed on the stack for every response).
