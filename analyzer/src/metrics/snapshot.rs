@@ -72,6 +72,11 @@ pub struct Forgotten {
     /// Completions awaiting the host's ACK beyond 16 on one QP: the oldest one's ACK is no
     /// longer looked for (its read finishes without its compute segment).
     pub io_acks: u64,
+    /// RDMA requests awaiting their answer beyond 8 on one flow (message ends awaiting an
+    /// ACK, READs awaiting their last response): the oldest gives no `rc_ack` or
+    /// `rdma_read` sample.
+    #[serde(default)]
+    pub rdma_requests: u64,
     /// Flows without a packet for `--flow-expire` whose slot went to a new flow when the
     /// table was full (everything they counted had been handed over; their PSN and pairing
     /// state is what is forgotten).
@@ -89,6 +94,7 @@ impl Forgotten {
         self.announced_flows += o.announced_flows;
         self.io_connections += o.io_connections;
         self.io_acks += o.io_acks;
+        self.rdma_requests += o.rdma_requests;
         self.idle_flows += o.idle_flows;
         self.summary_flows += o.summary_flows;
     }
@@ -101,6 +107,7 @@ impl Forgotten {
             announced_flows: self.announced_flows - earlier.announced_flows,
             io_connections: self.io_connections - earlier.io_connections,
             io_acks: self.io_acks - earlier.io_acks,
+            rdma_requests: self.rdma_requests - earlier.rdma_requests,
             idle_flows: self.idle_flows - earlier.idle_flows,
             summary_flows: self.summary_flows - earlier.summary_flows,
         }
@@ -112,6 +119,7 @@ impl Forgotten {
             + self.announced_flows
             + self.io_connections
             + self.io_acks
+            + self.rdma_requests
             + self.idle_flows
             + self.summary_flows
     }

@@ -404,6 +404,7 @@ fn forgotten_family(o: &mut String, p: &str, s: &Summary) {
         ("announced_flows", f.announced_flows),
         ("io_connections", f.io_connections),
         ("io_acks", f.io_acks),
+        ("rdma_requests", f.rdma_requests),
         ("idle_flows", f.idle_flows),
         ("summary_flows", f.summary_flows),
     ] {

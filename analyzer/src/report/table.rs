@@ -328,8 +328,8 @@ fn table_bounds(out: &mut String, s: &Summary) {
     if f.total() > 0 {
         let _ = writeln!(
             out,
-            "  forgotten to make room: {} NVMe commands, {} CM requests, {} announced flows, {} NVMe connections, {} completions' ACKs, {} idle flows ({} left this table)",
-            f.nvme_commands, f.cm_requests, f.announced_flows, f.io_connections, f.io_acks, f.idle_flows, f.summary_flows
+            "  forgotten to make room: {} NVMe commands, {} CM requests, {} announced flows, {} NVMe connections, {} completions' ACKs, {} RDMA requests awaiting an answer, {} idle flows ({} left this table)",
+            f.nvme_commands, f.cm_requests, f.announced_flows, f.io_connections, f.io_acks, f.rdma_requests, f.idle_flows, f.summary_flows
         );
     }
 }

@@ -506,6 +506,7 @@ impl Analyzer {
             announced_flows: self.flows.announced_forgotten(),
             io_connections: self.ios.connections_forgotten(),
             io_acks: self.ios.acks_lost(),
+            rdma_requests: self.flows.requests_pushed_out,
             idle_flows: self.flows.expired_flows,
             summary_flows: 0,
         }

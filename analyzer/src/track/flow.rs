@@ -742,6 +742,10 @@ pub struct FlowTable {
     open_due: u64,
     /// Packets of flows that did not fit (the table was full).
     pub untracked_packets: u64,
+    /// Requests pushed out of a flow's ring of 8 awaiting their answer (see
+    /// [`Forgotten::rdma_requests`](crate::metrics::snapshot::Forgotten)), on flows without
+    /// NVMe capsules.
+    pub requests_pushed_out: u64,
     /// The flows that did not fit (see [`FlowTable::needed`]).
     untracked_flows: Refused,
     /// Flows whose slot went to a new flow after `--flow-expire` without a packet.
@@ -822,6 +826,7 @@ impl FlowTable {
             hand: 0,
             open_due: u64::MAX,
             untracked_packets: 0,
+            requests_pushed_out: 0,
             untracked_flows: Refused::default(),
             expired_flows: 0,
             duplicate_window_ns: 0,
@@ -1589,11 +1594,19 @@ impl FlowTable {
         // the ACK that covers it (NVMe/RDMA connections are left to the I/O tracker when
         // the answer comes, by which time they are known to carry capsules).
         if opcode >> 5 == 0 {
+            // The oldest request still awaiting its answer gives way: counted (an NVMe
+            // connection's are the I/O tracker's).
             if low == op::READ_REQUEST {
                 let at = e.next_ring_slot(1);
+                if c.reads[at].live() && !e.has(CAPSULES) {
+                    self.requests_pushed_out += 1;
+                }
                 c.reads[at] = Pending::new(psn, span.max, ts);
             } else if ends_message(low) && !matches!(low, op::COMPARE_SWAP | op::FETCH_ADD) {
                 let at = e.next_ring_slot(0);
+                if e.acks_live & (1 << at) != 0 && !e.has(CAPSULES) {
+                    self.requests_pushed_out += 1;
+                }
                 self.acks[i as usize].0[at] = Pending::new(psn, 1, ts);
                 e.acks_live |= 1 << at;
             }
@@ -2095,6 +2108,24 @@ mod pairing {
             let expected = if announced { (0, 2, 0) } else { (10, 0, 0) };
             assert_eq!((c.retx_packets, c.gap_psns, c.out_of_window), expected, "announced: {announced}");
         }
+    }
+
+    /// Sixteen messages outstanding, then one ACK covering them all: the flow's ring keeps
+    /// the last 8 awaiting their ACK, and the 8 before them, pushed out unanswered, are
+    /// counted (they give no sample). Answered ones give way uncounted.
+    #[test]
+    fn requests_pushed_out_of_the_ring_unanswered_are_counted() {
+        let mut t = FlowTable::new(64, 1_000_000, None);
+        for k in 0..16 {
+            feed(&mut t, &frame(A, B, 0x04, 20, 100 + k, ExtHeaders::default(), 8), 1 + u64::from(k));
+        }
+        feed(&mut t, &frame(B, A, 0x11, 1, 115, ack(), 0), 20);
+        assert_eq!(t.requests_pushed_out, 8);
+        for k in 16..32 {
+            feed(&mut t, &frame(A, B, 0x04, 20, 100 + k, ExtHeaders::default(), 8), 20 + u64::from(k));
+            feed(&mut t, &frame(B, A, 0x11, 1, 100 + k, ack(), 0), 21 + u64::from(k));
+        }
+        assert_eq!(t.requests_pushed_out, 8, "each answered before its place came round again");
     }
 
     /// CM paired A's QP 1 with B's QP 20, which the table has not seen (not mirrored yet,
