@@ -666,3 +666,113 @@ fn a_read_response_or_atomic_acknowledge_acknowledges_the_messages_before_it() {
         }
     }
 }
+
+/// Two NVMe/RDMA queues between a host and a target, each connected by CM (RDMA-CM on port
+/// 4420) whose ConnectRequest's private data, after RDMA-CM's 36-byte IP header, holds
+/// NVMe/RDMA's request data (record format 0, then the QID, little-endian: written here
+/// byte by byte from the transport binding's layout): QID 0, the admin queue, and QID 1.
+/// On each, a command of opcode 0x02 with a keyed SGL, the target's RDMA WRITE of its data,
+/// its completion. On the admin queue 0x02 is Get Log Page: an `nvme_other` I/O; on the
+/// I/O queue a Read: `nvme_read`. Before the QID was read both were reads.
+#[test]
+fn commands_on_an_admin_queue_cm_connected_are_nvme_other() {
+    use roceprobe::wire::bth::{self, opcode as op};
+    use roceprobe::wire::build::RoceFrame;
+    use roceprobe::wire::ib_ext::{Deth, ExtHeaders, Reth};
+    use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use std::net::IpAddr;
+    let (host, target): (IpAddr, IpAddr) = ("10.9.0.1".parse().unwrap(), "10.9.0.2".parse().unwrap());
+    let frame = |src, dst, opcode, dest_qp, psn, ext: ExtHeaders, payload: &[u8]| {
+        let mut f = RoceFrame::new(src, dst, bth::Repr { opcode, dest_qp, psn, ..Default::default() });
+        f.ext = ext;
+        f.payload = payload;
+        f.emit()
+    };
+    // A CM MAD (256 bytes): base version 1, class 7 (CM), class version 2, method 3 (Send),
+    // the attribute at 16; the message from byte 24.
+    let mad = |attribute: u16, fill: &dyn Fn(&mut [u8])| {
+        let mut m = vec![0u8; 256];
+        m[..4].copy_from_slice(&[1, 7, 2, 3]);
+        m[16..18].copy_from_slice(&attribute.to_be_bytes());
+        fill(&mut m[24..]);
+        m
+    };
+    let cm = |src, dst, m: &[u8]| {
+        let deth = ExtHeaders { deth: Some(Deth { qkey: 0x8001_0000, src_qp: 1 }), ..Default::default() };
+        frame(src, dst, op::UD_SEND_ONLY, 1, 0, deth, m)
+    };
+    let mut frames = Vec::new();
+    for (qid, host_qp, target_qp) in [(0u16, 0x101u32, 0x201u32), (1, 0x102, 0x202)] {
+        let comm = 0x1000 + u32::from(qid);
+        let req = mad(0x0010, &|m: &mut [u8]| {
+            m[0..4].copy_from_slice(&comm.to_be_bytes());
+            // Service id: RDMA-CM, TCP port space, port 4420.
+            m[8..16].copy_from_slice(&0x0000_0000_0106_1144u64.to_be_bytes());
+            m[32..35].copy_from_slice(&host_qp.to_be_bytes()[1..]);
+            m[44..47].copy_from_slice(&[0, 0, 100]);
+            m[50] = 3 << 4;
+            // Private data at 140: RDMA-CM's header (IPv4, addresses in the last 4 of 16).
+            let p = &mut m[140..];
+            p[1] = 4 << 4;
+            p[16..20].copy_from_slice(&[10, 9, 0, 1]);
+            p[32..36].copy_from_slice(&[10, 9, 0, 2]);
+            // NVMe/RDMA: RECFMT 0, QID, HRQSIZE 32, HSQSIZE 32.
+            p[38..40].copy_from_slice(&qid.to_le_bytes());
+            p[40..42].copy_from_slice(&32u16.to_le_bytes());
+            p[42..44].copy_from_slice(&32u16.to_le_bytes());
+        });
+        let rep = mad(0x0013, &|m: &mut [u8]| {
+            m[0..4].copy_from_slice(&(comm + 0x100).to_be_bytes());
+            m[4..8].copy_from_slice(&comm.to_be_bytes());
+            m[12..15].copy_from_slice(&target_qp.to_be_bytes()[1..]);
+            m[20..23].copy_from_slice(&[0, 0, 200]);
+        });
+        frames.push(cm(host, target, &req));
+        frames.push(cm(target, host, &rep));
+        let sqe = Sqe {
+            opcode: opcode::READ,
+            flags: FLAGS_SGL,
+            cid: 3,
+            nsid: if qid == 0 { 0xFFFF_FFFF } else { 1 },
+            sgl: Sgl::Keyed { address: 0x10_0000, length: 4096, key: 0x77, invalidate: false },
+            slba: 0,
+            nlb: 7,
+        };
+        let mut capsule = [0u8; SQE_LEN];
+        sqe.emit(&mut capsule);
+        frames.push(frame(host, target, op::SEND_ONLY, target_qp, 100, ExtHeaders::default(), &capsule));
+        let reth = ExtHeaders {
+            reth: Some(Reth { va: 0x10_0000, rkey: 0x77, dma_len: 4096 }),
+            ..Default::default()
+        };
+        frames.push(frame(target, host, op::WRITE_ONLY, host_qp, 200, reth, &[0u8; 1024]));
+        let mut cqe = [0u8; CQE_LEN];
+        Cqe { cid: 3, sq_head: 1, sq_id: qid, ..Default::default() }.emit(&mut cqe);
+        frames.push(frame(target, host, op::SEND_ONLY, host_qp, 201, ExtHeaders::default(), &cqe));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("admin.pcap");
+    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&pcap).unwrap()).unwrap();
+    let t0 = 1_800_000_000_000_000_000u64;
+    for (i, f) in frames.iter().enumerate() {
+        w.write(t0 + 10_000 * i as u64, f, f.len() as u32).unwrap();
+    }
+    drop(w);
+    // tshark reads the two ConnectRequests' QPNs as written (the MAD is CM's).
+    let out = Command::new("tshark")
+        .args(["-r", pcap.to_str().unwrap(), "-Y", "infiniband.cm.req", "-T", "fields"])
+        .args(["-e", "infiniband.cm.req.localqpn"])
+        .output()
+        .expect("tshark");
+    let qpns: Vec<String> = String::from_utf8(out.stdout).unwrap().lines().map(str::to_owned).collect();
+    assert_eq!(qpns, ["0x000101", "0x000102"], "tshark's reading of the ConnectRequests");
+    let s = replay_summary(&[pcap.as_path()], &[]);
+    let mut ops: Vec<(String, u64)> = s["ios"]["by_pair"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["op"].as_str().unwrap().to_owned(), p["completed"].as_u64().unwrap()))
+        .collect();
+    ops.sort();
+    assert_eq!(ops, [("nvme_other".to_owned(), 1), ("nvme_read".to_owned(), 1)], "{}", s["ios"]);
+}

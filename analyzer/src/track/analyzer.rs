@@ -53,6 +53,16 @@ fn refreshes(opcode: u8) -> bool {
     )
 }
 
+/// A CM ConnectRequest awaiting its reply: the initiator's side (its IP, QPN and starting
+/// PSN), the target's IP, the path MTU (0: not said), the NVMe/RDMA queue id it asks for.
+#[derive(Debug, Clone, Copy)]
+struct CmRequest {
+    a: QpEnd,
+    b_ip: IpAddr,
+    mtu: u32,
+    nvme_qid: Option<u16>,
+}
+
 /// The bounds and settings of the analysis (from the command line's options).
 #[derive(Debug, Clone)]
 pub struct AnalyzerConfig {
@@ -92,9 +102,8 @@ pub struct Analyzer {
     /// Latency histograms, per series.
     latency: LatencyRecorder,
     nvme: NvmeRecognizer,
-    /// CM ConnectRequests by (vantage, local communication id): the initiator's side (its
-    /// IP, QPN and starting PSN), the target's IP, the path MTU.
-    cm_requests: FifoMap<(Vantage, u32), (QpEnd, IpAddr, u32)>,
+    /// CM ConnectRequests by (vantage, local communication id).
+    cm_requests: FifoMap<(Vantage, u32), CmRequest>,
     check_icrc: bool,
     /// Frames arrive with their final time (a dispatcher applied the ERSPAN clocks).
     stamped: bool,
@@ -468,13 +477,19 @@ impl Analyzer {
             Some((_, CmMessage::Req(r))) => {
                 let mtu = r.path_mtu_bytes().unwrap_or(0);
                 let a = QpEnd { ip: p.ip.src, qpn: r.local_qpn, start_psn: Some(r.starting_psn) };
-                self.cm_requests.insert((vantage, r.local_comm_id), (a, p.ip.dst, mtu));
+                let req = CmRequest { a, b_ip: p.ip.dst, mtu, nvme_qid: r.nvme_qid };
+                self.cm_requests.insert((vantage, r.local_comm_id), req);
             }
             Some((_, CmMessage::Rep(r))) => {
-                if let Some((a, b_ip, mtu)) = self.cm_requests.remove(&(vantage, r.remote_comm_id)) {
+                if let Some(CmRequest { a, b_ip, mtu, nvme_qid }) =
+                    self.cm_requests.remove(&(vantage, r.remote_comm_id))
+                {
                     if b_ip == p.ip.src {
                         let b = QpEnd { ip: b_ip, qpn: r.local_qpn, start_psn: Some(r.starting_psn) };
                         self.flows.announce_pair(vantage, a, b, mtu);
+                        if let Some(qid) = nvme_qid {
+                            self.ios.nvme_queue(a.ip, b_ip, r.local_qpn, qid == 0);
+                        }
                     }
                 }
             }

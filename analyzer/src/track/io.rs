@@ -485,6 +485,10 @@ pub struct IoTracker {
     by_cid: HashMap<CidKey, Ref, ahash::RandomState>,
     by_key: HashMap<BufferKey, Ref, ahash::RandomState>,
     conns: FifoMap<ConnKey, Conn>,
+    /// The admin queues (host, target, the target's QPN) CM's ConnectRequest named (the
+    /// NVMe/RDMA private data's QID 0): their commands are admin commands, whose opcodes
+    /// mean other things than the I/O command set's (0x02 is Get Log Page, not Read).
+    admin_queues: FifoMap<ConnKey, ()>,
     /// Completions whose place in their connection's ring of completions awaiting the host's
     /// ACK went to a newer one before the ACK came ([`CONN_RING`] on one QP at once).
     acks_lost: u64,
@@ -608,6 +612,7 @@ impl IoTracker {
             by_cid: HashMap::with_capacity_and_hasher(2 * max_ios, h()),
             by_key: HashMap::with_capacity_and_hasher(2 * max_ios, h()),
             conns: FifoMap::new((max_ios / 4).max(64)),
+            admin_queues: FifoMap::new((max_ios / 4).max(64)),
             acks_lost: 0,
             copies_after_end: [0; 2],
             max_pairs: crate::defaults::MAX_LATENCY_SERIES,
@@ -629,6 +634,18 @@ impl IoTracker {
             // Two capsules an I/O.
             recent: RecentKeys::new(2 * max_ios),
             recent_hash: ahash::RandomState::new(),
+        }
+    }
+
+    /// CM connected `host`'s admin queue to `target`'s QP `target_qpn` (see
+    /// `admin_queues`): its commands count as `nvme_other`. A connection of an I/O queue on
+    /// the same QP later (a QPN used again) makes it an I/O queue again.
+    pub fn nvme_queue(&mut self, host: IpAddr, target: IpAddr, target_qpn: u32, admin: bool) {
+        let k = ConnKey(host, target, target_qpn);
+        if admin {
+            self.admin_queues.insert(k, ());
+        } else if !self.admin_queues.is_empty() {
+            self.admin_queues.remove(&k);
         }
     }
 
@@ -1270,7 +1287,10 @@ impl IoTracker {
         psn: u32,
         sqe: &Sqe,
     ) -> Option<usize> {
+        let admin = !self.admin_queues.is_empty()
+            && self.admin_queues.contains_key(&ConnKey(host, target, target_qpn));
         let kind = match (sqe.opcode, sqe.sgl) {
+            _ if admin => Kind::Other,
             (_, Sgl::InCapsule { .. }) if sqe.opcode == crate::wire::nvme::opcode::WRITE => Kind::InCapsule,
             (crate::wire::nvme::opcode::READ, Sgl::Keyed { .. }) => Kind::Read,
             (crate::wire::nvme::opcode::WRITE, Sgl::Keyed { .. }) => Kind::Write,

@@ -127,6 +127,10 @@ pub struct Req {
     /// Path MTU code (1 = 256 ... 5 = 4096).
     pub path_mtu: u8,
     pub ip: Option<RdmaCmIp>,
+    /// NVMe/RDMA's queue id, from the request data that follows RDMA-CM's IP header in the
+    /// private data (record format 0, then the QID, little-endian; 0: the admin queue).
+    /// `None` without RDMA-CM's header or with another record format.
+    pub nvme_qid: Option<u16>,
 }
 
 impl Req {
@@ -199,6 +203,7 @@ impl CmMessage {
                 pkey: be16(m, 48),
                 path_mtu: m[50] >> 4,
                 ip: parse_rdma_cm_ip(be64(m, 8), &m[REQ_PRIVATE..]),
+                nvme_qid: parse_nvme_qid(be64(m, 8), &m[REQ_PRIVATE..]),
             }),
             attr::REP => CmMessage::Rep(Rep {
                 local_comm_id: ids.0,
@@ -279,6 +284,15 @@ fn parse_rdma_cm_ip(service_id: u64, p: &[u8]) -> Option<RdmaCmIp> {
         }
     };
     Some(RdmaCmIp { src_port: be16(p, 2), src: addr(&p[4..20])?, dst: addr(&p[20..36])? })
+}
+
+/// NVMe/RDMA's RDMA_CM_REQUEST after RDMA-CM's 36-byte header: RECFMT (2), QID (2),
+/// HRQSIZE (2), HSQSIZE (2), little-endian. Only record format 0 is defined.
+fn parse_nvme_qid(service_id: u64, p: &[u8]) -> Option<u16> {
+    let d = p.get(36..44)?;
+    let le16 = |at: usize| u16::from_le_bytes([d[at], d[at + 1]]);
+    (service_id & !0xFF_FFFF == RDMA_CM_PREFIX && le16(0) == 0 && le16(4) != 0 && le16(6) != 0)
+        .then(|| le16(2))
 }
 
 fn emit_rdma_cm_ip(ip: &RdmaCmIp, p: &mut [u8]) {
@@ -364,6 +378,8 @@ mod tests {
                 pkey: 0xFFFF,
                 path_mtu: 5,
                 ip: Some(v6),
+                // Not written by `emit`; its request data left zero reads as none.
+                nvme_qid: None,
             }),
             CmMessage::Rep(Rep {
                 local_comm_id: 8,

@@ -36,6 +36,8 @@ pub fn misc(seed: u64) -> Built {
         pkey: 0xFFFF,
         path_mtu: 3,
         ip: Some(RdmaCmIp { src_port: 51000, src: host.parse().unwrap(), dst: target.parse().unwrap() }),
+        // No NVMe/RDMA request data is written after RDMA-CM's header.
+        nvme_qid: None,
     };
     let rep = Rep {
         local_comm_id: 0x3333_4444,
