@@ -41,7 +41,7 @@ pub const DUPLICATE_WINDOW_NS: u64 = 1_000_000;
 pub const IO_TIMEOUT: &str = "1s";
 pub const IO_TIMEOUT_NS: u64 = 1_000_000_000;
 
-/// `--max-flows`: flows tracked at once per worker, about 100 MiB allocated up front with
+/// `--max-flows`: flows tracked at once per worker, about 104 MiB allocated up front with
 /// the indexes (`FlowTable::allocated_bytes`; pages are touched as flows arrive).
 pub const MAX_FLOWS: usize = 65_536;
 

@@ -125,3 +125,66 @@ fn tshark_agrees_on_every_generated_packet() {
     // misc, misc_erspan1 and misc_erspan2 each carry three datagrams from port 4791 to port 9999.
     assert_eq!(source_port_only, 9);
 }
+
+/// Every NAK of every scenario, by tshark (its AETH syndrome: 011 in the top bits, the code
+/// below), is counted by roceprobe on the flow that carries it (source, destination, the
+/// destination QP), under its kind: a sequence error (code 0) as `nak_seq`, any other code
+/// in `nak_other` and, for codes 1-4, under its own name.
+#[test]
+fn other_naks_are_counted_by_their_code_as_tshark_reads_them() {
+    let names = [
+        (1, "nak_invalid_request"),
+        (2, "nak_remote_access_error"),
+        (3, "nak_remote_operational_error"),
+        (4, "nak_invalid_rd_request"),
+    ];
+    let mut seen_other = 0;
+    for name in ["misc", "rc_loss_split"] {
+        let t = scenario_truth(name);
+        let fs = scenario_files(name, &t);
+        // One vantage's file: its flows are that vantage's.
+        let file = &fs[0];
+        let out = Command::new("tshark")
+            .args([
+                "-r",
+                file.to_str().unwrap(),
+                "-Y",
+                "infiniband.aeth.syndrome >= 96 && infiniband.aeth.syndrome < 128",
+            ])
+            .args(["-T", "fields", "-E", "separator=;", "-e", "ip.src", "-e", "ip.dst"])
+            .args(["-e", "infiniband.bth.destqp", "-e", "infiniband.aeth.syndrome"])
+            .output()
+            .expect("tshark");
+        let mut want: std::collections::BTreeMap<(String, String, u64, &str), u64> = Default::default();
+        for l in String::from_utf8(out.stdout).unwrap().lines() {
+            let f: Vec<&str> = l.split(';').collect();
+            let (qpn, code) = (num(f[2]).unwrap(), num(f[3]).unwrap() & 0x1F);
+            let key = |k| (f[0].to_owned(), f[1].to_owned(), qpn, k);
+            if code == 0 {
+                *want.entry(key("nak_seq")).or_default() += 1;
+                continue;
+            }
+            *want.entry(key("nak_other")).or_default() += 1;
+            seen_other += 1;
+            if let Some(&(_, n)) = names.iter().find(|(c, _)| *c == code) {
+                *want.entry(key(n)).or_default() += 1;
+            }
+        }
+        let s = replay_summary(&[file.as_path()], &[]);
+        let mut got: std::collections::BTreeMap<(String, String, u64, &str), u64> = Default::default();
+        for fl in s["flows"].as_array().unwrap() {
+            for k in ["nak_seq", "nak_other"].into_iter().chain(names.iter().map(|(_, n)| *n)) {
+                let n = fl[k].as_u64().unwrap();
+                if n > 0 {
+                    let key = (
+                        fl["src_ip"].as_str().unwrap().to_owned(),
+                        fl["dst_ip"].as_str().unwrap().to_owned(),
+                    );
+                    got.insert((key.0, key.1, fl["dst_qpn"].as_u64().unwrap(), k), n);
+                }
+            }
+        }
+        assert_eq!(got, want, "{name}");
+    }
+    assert!(seen_other > 0, "a NAK other than a sequence error among the scenarios");
+}

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 pub const FLOWS_HEADER: &str = "interval_start,interval_end,vantage,src_ip,dst_ip,dst_qpn,transport,packets,bytes,payload_bytes,retx_packets,retx_bytes,gap_psns,nak_seq,nak_rnr,nak_other,cnp,ecn_ce,throughput_gbps";
 /// Appended after the contract's columns.
-pub const FLOWS_EXTRA: &str = "fabric_loss_psns,messages,retx_episodes,out_of_window,cnp_unattributed,icrc_errors,nvme_commands,nvme_completions,late_packets,short_transmissions,short_transmission_packets,short_transmission_bytes,mirror_duplicates";
+pub const FLOWS_EXTRA: &str = "fabric_loss_psns,messages,retx_episodes,out_of_window,cnp_unattributed,icrc_errors,nvme_commands,nvme_completions,late_packets,short_transmissions,short_transmission_packets,short_transmission_bytes,mirror_duplicates,nak_invalid_request,nak_remote_access_error,nak_remote_operational_error,nak_invalid_rd_request";
 pub const TRANSMISSIONS_HEADER: &str = "start,end,vantage,src_ip,dst_ip,dst_qpn,transport,duration_s,packets,bytes,payload_bytes,retx_packets,retx_bytes,retx_rate,gap_psns,nak_seq,nak_rnr,cnp,ecn_ce,effective_gbps,raw_gbps";
 pub const TRANSMISSIONS_EXTRA: &str = "messages,nak_other,icrc_errors";
 pub const PORTS_HEADER: &str = "interval_start,interval_end,source,ipackets,ibytes,imissed,ierrors,rx_nombuf";
@@ -510,7 +510,7 @@ impl CsvWriter {
             }
             let _ = write!(
                 l,
-                ",{},{},{},{},{},{},{},{},{},{},{},{}\r\n",
+                ",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\r\n",
                 c.messages,
                 c.retx_episodes,
                 c.out_of_window,
@@ -522,7 +522,11 @@ impl CsvWriter {
                 d.short.count,
                 d.short.packets,
                 d.short.bytes,
-                c.mirror_duplicates
+                c.mirror_duplicates,
+                c.nak_invalid_request,
+                c.nak_remote_access_error,
+                c.nak_remote_operational_error,
+                c.nak_invalid_rd_request
             );
             self.flows.rows.push_str(l);
         }

@@ -26,8 +26,9 @@ pub struct FlowSummary {
     pub transport: String,
     /// packets, bytes, payload_bytes, messages, retx_packets, retx_bytes, retx_episodes,
     /// gap_psns, out_of_window, nak_seq, nak_rnr, nak_other, cnp, cnp_unattributed, ecn_ce,
-    /// icrc_errors, nvme_commands, nvme_completions, late_packets, mirror_duplicates (see
-    /// docs/METRICS.md).
+    /// icrc_errors, nvme_commands, nvme_completions, late_packets, mirror_duplicates,
+    /// nak_invalid_request, nak_remote_access_error, nak_remote_operational_error,
+    /// nak_invalid_rd_request (see docs/METRICS.md).
     #[serde(flatten)]
     pub counts: FlowCounts,
     /// Packets per BTH opcode, keyed by the opcode in decimal; `other` for those that found

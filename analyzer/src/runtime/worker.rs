@@ -224,7 +224,7 @@ fn next_step(n: usize, lag: usize, k: usize) -> usize {
 }
 
 /// Flows in the table from which the pipeline's third prefetch step (what a packet
-/// touches after its flow's hot lines) is taken. A smaller table (its entries are 1,232
+/// touches after its flow's hot lines) is taken. A smaller table (its entries are 1,360
 /// bytes) stays in the core's cache: there the step is instructions that prefetch nothing
 /// missing. Left out below this, the bench's mix took 1,101 instructions a packet instead
 /// of 1,183 and its fastest pass in memory 2-5 % less time; many QPs took 10-20 % more

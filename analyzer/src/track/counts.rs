@@ -82,6 +82,14 @@ flow_counts! {
     /// Second copies of a packet from the same mirror (the copy a mirrored router sent on,
     /// TTL one less, after the copy it received): counted here, nowhere else.
     mirror_duplicates,
+    /// `nak_other` by its code (AETH syndrome 011 with the NAK code in its low five bits):
+    /// 1 invalid request, 2 remote access error, 3 remote operational error, 4 invalid RD
+    /// request. Kept last, past the counters a transmission tracks (its mask has 16 bits):
+    /// only flows and intervals count them. A reserved code counts in `nak_other` alone.
+    nak_invalid_request,
+    nak_remote_access_error,
+    nak_remote_operational_error,
+    nak_invalid_rd_request,
 }
 
 impl FlowCounts {
