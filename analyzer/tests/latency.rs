@@ -11,6 +11,90 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// A RoCE frame from roceprobe's builder, its parts given.
+fn roce(
+    src: std::net::IpAddr,
+    dst: std::net::IpAddr,
+    opcode: u8,
+    dest_qp: u32,
+    psn: u32,
+    ext: roceprobe::wire::ib_ext::ExtHeaders,
+    payload: &[u8],
+) -> Vec<u8> {
+    use roceprobe::wire::bth;
+    let mut f = roceprobe::wire::build::RoceFrame::new(
+        src,
+        dst,
+        bth::Repr { opcode, dest_qp, psn, ..Default::default() },
+    );
+    f.ext = ext;
+    f.payload = payload;
+    f.emit()
+}
+
+/// Frames written to `dir`/`name` as a pcap, frame `i` at its time in ns after a base.
+fn write_pcap(dir: &Path, name: &str, frames: &[(u64, Vec<u8>)]) -> PathBuf {
+    let path = dir.join(name);
+    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+    for (t, f) in frames {
+        w.write(1_800_000_000_000_000_000 + t, f, f.len() as u32).unwrap();
+    }
+    path
+}
+
+/// A CM MAD (256 bytes), written byte by byte from CM's layout: base version 1, class 7
+/// (CM), class version 2, method 3 (Send), the attribute at 16; the message from byte 24,
+/// which `fill` writes.
+fn cm_mad(attribute: u16, fill: impl Fn(&mut [u8])) -> Vec<u8> {
+    let mut m = vec![0u8; 256];
+    m[..4].copy_from_slice(&[1, 7, 2, 3]);
+    m[16..18].copy_from_slice(&attribute.to_be_bytes());
+    fill(&mut m[24..]);
+    m
+}
+
+/// The UD SEND Only to QP 1 (Q_Key 0x80010000) that carries a CM MAD.
+fn cm_frame(src: std::net::IpAddr, dst: std::net::IpAddr, mad: &[u8]) -> Vec<u8> {
+    use roceprobe::wire::ib_ext::{Deth, ExtHeaders};
+    let deth = ExtHeaders { deth: Some(Deth { qkey: 0x8001_0000, src_qp: 1 }), ..Default::default() };
+    roce(src, dst, roceprobe::wire::bth::opcode::UD_SEND_ONLY, 1, 0, deth, mad)
+}
+
+/// A ConnectRequest (RDMA-CM, port 4420) of communication id `comm` from QP `qpn` of
+/// `src` to `dst` (IPv4), its requests starting at PSN `start`; with `nvme_qid`, NVMe/RDMA's
+/// request data after RDMA-CM's 36-byte header (record format 0, the QID, HRQSIZE and
+/// HSQSIZE 32, little-endian).
+fn cm_req(comm: u32, qpn: u32, start: u32, ips: [[u8; 4]; 2], nvme_qid: Option<u16>) -> Vec<u8> {
+    cm_mad(0x0010, |m: &mut [u8]| {
+        m[0..4].copy_from_slice(&comm.to_be_bytes());
+        m[8..16].copy_from_slice(&0x0000_0000_0106_1144u64.to_be_bytes());
+        m[32..35].copy_from_slice(&qpn.to_be_bytes()[1..]);
+        m[44..47].copy_from_slice(&start.to_be_bytes()[1..]);
+        m[50] = 3 << 4;
+        // Private data at 140: RDMA-CM's header (IPv4, addresses in the last 4 of 16).
+        let p = &mut m[140..];
+        p[1] = 4 << 4;
+        p[16..20].copy_from_slice(&ips[0]);
+        p[32..36].copy_from_slice(&ips[1]);
+        if let Some(qid) = nvme_qid {
+            p[38..40].copy_from_slice(&qid.to_le_bytes());
+            p[40..42].copy_from_slice(&32u16.to_le_bytes());
+            p[42..44].copy_from_slice(&32u16.to_le_bytes());
+        }
+    })
+}
+
+/// A ConnectReply of communication id `comm` to request `remote`, from QP `qpn`, its
+/// requests starting at PSN `start`.
+fn cm_rep(comm: u32, remote: u32, qpn: u32, start: u32) -> Vec<u8> {
+    cm_mad(0x0013, |m: &mut [u8]| {
+        m[0..4].copy_from_slice(&comm.to_be_bytes());
+        m[4..8].copy_from_slice(&remote.to_be_bytes());
+        m[12..15].copy_from_slice(&qpn.to_be_bytes()[1..]);
+        m[20..23].copy_from_slice(&start.to_be_bytes()[1..]);
+    })
+}
+
 /// Nearest-rank percentile, as HDR reports it (up to its bucket width).
 fn pct(v: &[u64], q: f64) -> u64 {
     v[((q * v.len() as f64).ceil() as usize).max(1) - 1]
@@ -557,17 +641,11 @@ fn a_vantage_whose_copies_come_later_than_the_window_counts_each_io_once() {
 /// opcodes and AETH syndromes are tshark's.
 #[test]
 fn a_read_response_or_atomic_acknowledge_acknowledges_the_messages_before_it() {
-    use roceprobe::wire::bth::{self, opcode as op};
-    use roceprobe::wire::build::RoceFrame;
+    use roceprobe::wire::bth::opcode as op;
     use roceprobe::wire::ib_ext::{Aeth, AtomicEth, ExtHeaders, Reth};
     use std::net::IpAddr;
     let (a, b): (IpAddr, IpAddr) = ("10.8.0.1".parse().unwrap(), "10.8.0.2".parse().unwrap());
-    let frame = |src, dst, opcode, dest_qp, psn, ext: ExtHeaders, payload: &[u8]| {
-        let mut f = RoceFrame::new(src, dst, bth::Repr { opcode, dest_qp, psn, ..Default::default() });
-        f.ext = ext;
-        f.payload = payload;
-        f.emit()
-    };
+    let frame = roce;
     let ack = || ExtHeaders { aeth: Some(Aeth::ack(31, 1)), ..Default::default() };
     let (us, ms) = (1_000u64, 1_000_000u64);
     for atomic in [false, true] {
@@ -610,13 +688,7 @@ fn a_read_response_or_atomic_acknowledge_acknowledges_the_messages_before_it() {
             (100 * ms + 5 * us, frame(b, a, op::ACKNOWLEDGE, 0x10, 32, ack(), &[])),
         ];
         let dir = tempfile::tempdir().unwrap();
-        let pcap = dir.path().join("implied.pcap");
-        let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&pcap).unwrap()).unwrap();
-        let t0 = 1_800_000_000_000_000_000u64;
-        for (t, f) in &frames {
-            w.write(t0 + t, f, f.len() as u32).unwrap();
-        }
-        drop(w);
+        let pcap = write_pcap(dir.path(), "implied.pcap", &frames);
         // tshark's reading: (time, opcode, PSN, AETH syndrome) of each frame.
         let out = Command::new("tshark")
             .args(["-r", pcap.to_str().unwrap(), "-T", "fields", "-E", "separator=,"])
@@ -676,59 +748,21 @@ fn a_read_response_or_atomic_acknowledge_acknowledges_the_messages_before_it() {
 /// I/O queue a Read: `nvme_read`. Before the QID was read both were reads.
 #[test]
 fn commands_on_an_admin_queue_cm_connected_are_nvme_other() {
-    use roceprobe::wire::bth::{self, opcode as op};
-    use roceprobe::wire::build::RoceFrame;
-    use roceprobe::wire::ib_ext::{Deth, ExtHeaders, Reth};
+    use roceprobe::wire::bth::opcode as op;
+    use roceprobe::wire::ib_ext::{ExtHeaders, Reth};
     use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
     use std::net::IpAddr;
     let (host, target): (IpAddr, IpAddr) = ("10.9.0.1".parse().unwrap(), "10.9.0.2".parse().unwrap());
-    let frame = |src, dst, opcode, dest_qp, psn, ext: ExtHeaders, payload: &[u8]| {
-        let mut f = RoceFrame::new(src, dst, bth::Repr { opcode, dest_qp, psn, ..Default::default() });
-        f.ext = ext;
-        f.payload = payload;
-        f.emit()
-    };
-    // A CM MAD (256 bytes): base version 1, class 7 (CM), class version 2, method 3 (Send),
-    // the attribute at 16; the message from byte 24.
-    let mad = |attribute: u16, fill: &dyn Fn(&mut [u8])| {
-        let mut m = vec![0u8; 256];
-        m[..4].copy_from_slice(&[1, 7, 2, 3]);
-        m[16..18].copy_from_slice(&attribute.to_be_bytes());
-        fill(&mut m[24..]);
-        m
-    };
-    let cm = |src, dst, m: &[u8]| {
-        let deth = ExtHeaders { deth: Some(Deth { qkey: 0x8001_0000, src_qp: 1 }), ..Default::default() };
-        frame(src, dst, op::UD_SEND_ONLY, 1, 0, deth, m)
-    };
+    let frame = roce;
     let mut frames = Vec::new();
     for (qid, host_qp, target_qp) in [(0u16, 0x101u32, 0x201u32), (1, 0x102, 0x202)] {
         let comm = 0x1000 + u32::from(qid);
-        let req = mad(0x0010, &|m: &mut [u8]| {
-            m[0..4].copy_from_slice(&comm.to_be_bytes());
-            // Service id: RDMA-CM, TCP port space, port 4420.
-            m[8..16].copy_from_slice(&0x0000_0000_0106_1144u64.to_be_bytes());
-            m[32..35].copy_from_slice(&host_qp.to_be_bytes()[1..]);
-            m[44..47].copy_from_slice(&[0, 0, 100]);
-            m[50] = 3 << 4;
-            // Private data at 140: RDMA-CM's header (IPv4, addresses in the last 4 of 16).
-            let p = &mut m[140..];
-            p[1] = 4 << 4;
-            p[16..20].copy_from_slice(&[10, 9, 0, 1]);
-            p[32..36].copy_from_slice(&[10, 9, 0, 2]);
-            // NVMe/RDMA: RECFMT 0, QID, HRQSIZE 32, HSQSIZE 32.
-            p[38..40].copy_from_slice(&qid.to_le_bytes());
-            p[40..42].copy_from_slice(&32u16.to_le_bytes());
-            p[42..44].copy_from_slice(&32u16.to_le_bytes());
-        });
-        let rep = mad(0x0013, &|m: &mut [u8]| {
-            m[0..4].copy_from_slice(&(comm + 0x100).to_be_bytes());
-            m[4..8].copy_from_slice(&comm.to_be_bytes());
-            m[12..15].copy_from_slice(&target_qp.to_be_bytes()[1..]);
-            m[20..23].copy_from_slice(&[0, 0, 200]);
-        });
-        frames.push(cm(host, target, &req));
-        frames.push(cm(target, host, &rep));
+        frames.push(cm_frame(
+            host,
+            target,
+            &cm_req(comm, host_qp, 100, [[10, 9, 0, 1], [10, 9, 0, 2]], Some(qid)),
+        ));
+        frames.push(cm_frame(target, host, &cm_rep(comm + 0x100, comm, target_qp, 200)));
         let sqe = Sqe {
             opcode: opcode::READ,
             flags: FLAGS_SGL,
@@ -751,13 +785,9 @@ fn commands_on_an_admin_queue_cm_connected_are_nvme_other() {
         frames.push(frame(target, host, op::SEND_ONLY, host_qp, 201, ExtHeaders::default(), &cqe));
     }
     let dir = tempfile::tempdir().unwrap();
-    let pcap = dir.path().join("admin.pcap");
-    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&pcap).unwrap()).unwrap();
-    let t0 = 1_800_000_000_000_000_000u64;
-    for (i, f) in frames.iter().enumerate() {
-        w.write(t0 + 10_000 * i as u64, f, f.len() as u32).unwrap();
-    }
-    drop(w);
+    let timed: Vec<(u64, Vec<u8>)> =
+        frames.into_iter().enumerate().map(|(i, f)| (10_000 * i as u64, f)).collect();
+    let pcap = write_pcap(dir.path(), "admin.pcap", &timed);
     // tshark reads the two ConnectRequests' QPNs as written (the MAD is CM's).
     let out = Command::new("tshark")
         .args(["-r", pcap.to_str().unwrap(), "-Y", "infiniband.cm.req", "-T", "fields"])
@@ -775,4 +805,96 @@ fn commands_on_an_admin_queue_cm_connected_are_nvme_other() {
         .collect();
     ops.sort();
     assert_eq!(ops, [("nvme_other".to_owned(), 1), ("nvme_read".to_owned(), 1)], "{}", s["ios"]);
+}
+
+/// XRC: two SEND Only (0xA4, with their XRCETH), each acknowledged (0xB1) 10 and 7 µs
+/// later, and a READ (0xAC) answered by its READ Response Only (0xB0) 12 µs later. XRC's
+/// responder answers as RC's does: the same `rc_ack` and `rdma_read` latencies, from
+/// tshark's times, opcodes and PSNs (tshark 4.0 decodes XRC's BTH, nothing after it).
+#[test]
+fn xrc_requests_await_their_answers_as_rcs_do() {
+    use roceprobe::wire::ib_ext::{Aeth, ExtHeaders, Reth};
+    use std::net::IpAddr;
+    let (a, b): (IpAddr, IpAddr) = ("10.10.0.1".parse().unwrap(), "10.10.0.2".parse().unwrap());
+    let frame = roce;
+    let xrc = |reth| ExtHeaders { xrc_srq: Some(0x55), reth, ..Default::default() };
+    let ack = || ExtHeaders { aeth: Some(Aeth::ack(31, 1)), ..Default::default() };
+    let us = 1_000u64;
+    let read = Some(Reth { va: 0x1000, rkey: 1, dma_len: 256 });
+    let frames = [
+        (0, frame(a, b, 0xA4, 0x20, 10, xrc(None), &[0u8; 128])),
+        (10 * us, frame(b, a, 0xB1, 0x10, 10, ack(), &[])),
+        (20 * us, frame(a, b, 0xA4, 0x20, 11, xrc(None), &[0u8; 128])),
+        (27 * us, frame(b, a, 0xB1, 0x10, 11, ack(), &[])),
+        (40 * us, frame(a, b, 0xAC, 0x20, 12, xrc(read), &[])),
+        (52 * us, frame(b, a, 0xB0, 0x10, 12, ack(), &[0u8; 256])),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = write_pcap(dir.path(), "xrc.pcap", &frames);
+    let pkts = tshark_packets(&pcap);
+    assert_eq!(
+        pkts.iter().map(|p| p.3).collect::<Vec<_>>(),
+        [164, 177, 164, 177, 172, 176],
+        "tshark's opcodes"
+    );
+    // A request → the first answer of its kind, the other way, at or past its PSN.
+    let answered = |request: u64, answer: u64| -> Vec<u64> {
+        let mut v: Vec<u64> = pkts
+            .iter()
+            .filter(|p| p.3 == request)
+            .map(|q| {
+                pkts.iter().find(|r| r.3 == answer && r.1 == q.2 && r.4 >= q.4 && r.0 >= q.0).unwrap().0 - q.0
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let s = replay_summary(&[pcap.as_path()], &[]);
+    for (op, want) in [("rc_ack", answered(164, 177)), ("rdma_read", answered(172, 176))] {
+        let l = s["latency"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["op"] == op)
+            .unwrap_or_else(|| panic!("{op}: {s}"));
+        assert_eq!(l["count"].as_u64(), Some(want.len() as u64), "{op}");
+        for (field, expect) in [("min_us", want[0]), ("max_us", *want.last().unwrap())] {
+            let got = l[field].as_f64().unwrap();
+            assert!(close(got, expect), "{op}: {field} {got} µs, tshark's times give {expect} ns");
+        }
+    }
+}
+
+/// A connection CM set up (REQ, REP: A's requests start at PSN 100), five WRITEs in order,
+/// then the ConnectRequest sent again (it crossed the reply) and the same reply again,
+/// then five more WRITEs in order. The repeated reply announces the connection already
+/// running, not a new one: no gap, no retransmission (restarted at PSN 100 again, the five
+/// after it were a gap of five). Then a new connection on the same QPs (new communication
+/// ids) starting at PSN 7: its WRITEs are in order too.
+#[test]
+fn a_repeated_connect_reply_restarts_nothing() {
+    use roceprobe::wire::bth::opcode as op;
+    use roceprobe::wire::ib_ext::ExtHeaders;
+    use std::net::IpAddr;
+    let (a, b): (IpAddr, IpAddr) = ("10.11.0.1".parse().unwrap(), "10.11.0.2".parse().unwrap());
+    let ips = [[10, 11, 0, 1], [10, 11, 0, 2]];
+    let (req, rep) =
+        (cm_frame(a, b, &cm_req(0x51, 0x10, 100, ips, None)), cm_frame(b, a, &cm_rep(0x52, 0x51, 0x20, 900)));
+    let write = |psn| roce(a, b, op::WRITE_ONLY, 0x20, psn, ExtHeaders::default(), &[0u8; 64]);
+    let mut frames = vec![req.clone(), rep.clone()];
+    frames.extend((100..105).map(write));
+    frames.extend([req, rep]);
+    frames.extend((105..110).map(write));
+    frames.push(cm_frame(a, b, &cm_req(0x61, 0x10, 7, ips, None)));
+    frames.push(cm_frame(b, a, &cm_rep(0x62, 0x61, 0x20, 900)));
+    frames.extend((7..12).map(write));
+    let timed: Vec<(u64, Vec<u8>)> =
+        frames.into_iter().enumerate().map(|(i, f)| (1_000 * i as u64, f)).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = write_pcap(dir.path(), "cm.pcap", &timed);
+    let s = replay_summary(&[pcap.as_path()], &[]);
+    let f = s["flows"].as_array().unwrap().iter().find(|f| f["dst_qpn"] == 0x20).expect("A's requests");
+    let got: Vec<u64> =
+        ["packets", "retx_packets", "gap_psns", "out_of_window"].map(|k| f[k].as_u64().unwrap()).into();
+    assert_eq!(got, [15, 0, 0, 0], "{f}");
 }

@@ -7,7 +7,7 @@
 use super::bounded::FifoMap;
 use super::clock::MirrorClocks;
 use super::evidence::{Evidence, EvidenceConfig, EvidenceRecord, NoFile};
-use super::flow::{acked_psn, FlowDelta, FlowEvent, FlowRef, QpEnd, Recorded};
+use super::flow::{acked_psn, implied_ack, FlowDelta, FlowEvent, FlowRef, QpEnd, Recorded};
 use super::io::{At, IoBatch, IoCountsByPair, IoTracker, Packet, Sent};
 use super::nvme::{NvmeRecognizer, PendingKey};
 use super::{FlowKey, FlowTable, Vantage, VantageMap};
@@ -104,6 +104,9 @@ pub struct Analyzer {
     nvme: NvmeRecognizer,
     /// CM ConnectRequests by (vantage, local communication id).
     cm_requests: FifoMap<(Vantage, u32), CmRequest>,
+    /// The ConnectRequests answered already (the same keys), as many as `cm_requests`
+    /// holds: a repeated reply is not a new connection.
+    cm_answered: FifoMap<(Vantage, u32), ()>,
     check_icrc: bool,
     /// Frames arrive with their final time (a dispatcher applied the ERSPAN clocks).
     stamped: bool,
@@ -135,6 +138,7 @@ impl Analyzer {
             latency: LatencyRecorder::new(cfg.max_latency_series, SPARE_SERIES),
             nvme: NvmeRecognizer::new(cfg.max_pending_commands),
             cm_requests: FifoMap::new(cfg.max_cm_requests),
+            cm_answered: FifoMap::new(cfg.max_cm_requests),
             check_icrc: cfg.check_icrc,
             stamped: false,
             evidence: cfg.evidence.map(|e| Box::new(Evidence::new(e))),
@@ -447,13 +451,29 @@ impl Analyzer {
                     }
                 }
                 (op::READ_RESPONSE_LAST | op::READ_RESPONSE_ONLY, _) => {
+                    let at = At { vantage, ts, host: ip.src, target: ip.dst };
                     self.ios.read_response_end(
-                        At { vantage, ts, host: ip.src, target: ip.dst },
+                        at,
                         dst_qpn,
                         psn,
                         self.flows.path_mtu(slot),
                         self.flows.io_hint(slot),
                     );
+                    // Its AETH acknowledges the completions the target sent before.
+                    if let Some(acked) = implied_ack(opcode, &p.exts, psn) {
+                        self.ios.ack(at, dst_qpn, acked, self.flows.io_hint(slot), rec);
+                    }
+                }
+                (op::READ_RESPONSE_FIRST | op::ATOMIC_ACKNOWLEDGE, hint) => {
+                    if let Some(acked) = implied_ack(opcode, &p.exts, psn) {
+                        self.ios.ack(
+                            At { vantage, ts, host: ip.src, target: ip.dst },
+                            dst_qpn,
+                            acked,
+                            hint,
+                            rec,
+                        );
+                    }
                 }
                 (op::ACKNOWLEDGE, hint) => {
                     if let Some((acked, _)) = acked_psn(opcode, &p.exts, psn) {
@@ -481,15 +501,18 @@ impl Analyzer {
                 self.cm_requests.insert((vantage, r.local_comm_id), req);
             }
             Some((_, CmMessage::Rep(r))) => {
-                if let Some(CmRequest { a, b_ip, mtu, nvme_qid }) =
-                    self.cm_requests.remove(&(vantage, r.remote_comm_id))
-                {
-                    if b_ip == p.ip.src {
+                let key = (vantage, r.remote_comm_id);
+                if let Some(CmRequest { a, b_ip, mtu, nvme_qid }) = self.cm_requests.remove(&key) {
+                    // A ConnectRequest sent again that crossed its reply is answered again
+                    // by the same reply: the connection is the one announced already, with
+                    // its data flowing, and starts nothing again.
+                    if b_ip == p.ip.src && !self.cm_answered.contains_key(&key) {
+                        self.cm_answered.insert(key, ());
                         let b = QpEnd { ip: b_ip, qpn: r.local_qpn, start_psn: Some(r.starting_psn) };
                         self.flows.announce_pair(vantage, a, b, mtu);
-                        if let Some(qid) = nvme_qid {
-                            self.ios.nvme_queue(a.ip, b_ip, r.local_qpn, qid == 0);
-                        }
+                        // The queue is the admin queue or not, whatever an earlier
+                        // connection on the QP was.
+                        self.ios.nvme_queue(a.ip, b_ip, r.local_qpn, nvme_qid == Some(0));
                     }
                 }
             }

@@ -23,7 +23,7 @@ use super::psn::{Outcome, PsnTracker, Span};
 use super::vantage::Vantage;
 use crate::metrics::latency::{LatencyRecorder, Op, Segment, SeriesKey};
 use crate::wire::bth::{opcode as op, Transport};
-use crate::wire::ib_ext::{AckKind, Tracked};
+use crate::wire::ib_ext::{nak_code, AckKind, Tracked};
 use crate::wire::RocePacket;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -608,7 +608,7 @@ fn full_size(opcode: u8) -> bool {
 /// The PSN through which an ACKNOWLEDGE packet acknowledges requests: its own for an ACK,
 /// the one before for a NAK (which names the PSN it refuses); `None` for other packets.
 pub fn acked_psn(opcode: u8, ext: &Tracked, psn: u32) -> Option<(u32, AckKind)> {
-    if opcode & 0x1F != op::ACKNOWLEDGE || !matches!(opcode >> 5, 0 | 5) {
+    if opcode & 0x1F != op::ACKNOWLEDGE || !acknowledged(opcode) {
         return None;
     }
     let a = ext.aeth?;
@@ -626,16 +626,23 @@ pub fn acked_psn(opcode: u8, ext: &Tracked, psn: u32) -> Option<(u32, AckKind)> 
 /// or SEND sent before a READ completes at its requester when the READ's response comes,
 /// whether or not an ACKNOWLEDGE of its own follows. `None` for other packets.
 #[inline]
-fn implied_ack(opcode: u8, ext: &Tracked, psn: u32) -> Option<u32> {
+pub fn implied_ack(opcode: u8, ext: &Tracked, psn: u32) -> Option<u32> {
     let low = opcode & 0x1F;
     let answers = matches!(
         low,
         op::READ_RESPONSE_FIRST | op::READ_RESPONSE_LAST | op::READ_RESPONSE_ONLY | op::ATOMIC_ACKNOWLEDGE
     );
-    if !answers || !matches!(opcode >> 5, 0 | 5) {
+    if !answers || !acknowledged(opcode) {
         return None;
     }
     matches!(ext.aeth?.kind(), AckKind::Ack { .. }).then_some(psn)
+}
+
+/// Whether a request of this opcode is answered by its responder (RC, 000xxxxx, and XRC,
+/// 101xxxxx): its READs and message ends await their answer for `rdma_read` and `rc_ack`.
+#[inline]
+fn acknowledged(opcode: u8) -> bool {
+    matches!(opcode >> 5, 0 | 5)
 }
 
 /// Whether a packet of this opcode travels the way its QP's requests do: a request, or a
@@ -1017,14 +1024,19 @@ impl FlowTable {
         if is_response(opcode) {
             if let Some(p) = self.hot.get(h.peer_slot as usize) {
                 memory::prefetch(p as *const Hot, 1);
-                let ring = if low == op::ACKNOWLEDGE {
-                    &self.acks[h.peer_slot as usize].0
+                // An ACK or atomic acknowledgement reads the message ends awaiting an ACK, a
+                // READ response the READs awaiting it and (its AETH) those message ends too.
+                let acks = &self.acks[h.peer_slot as usize].0;
+                if matches!(low, op::ACKNOWLEDGE | op::ATOMIC_ACKNOWLEDGE) {
+                    memory::prefetch(acks.as_ptr(), 2);
                 } else {
-                    &self.cold[h.peer_slot as usize].reads
-                };
-                memory::prefetch(ring.as_ptr(), 2);
+                    memory::prefetch(self.cold[h.peer_slot as usize].reads.as_ptr(), 2);
+                    if low != op::READ_RESPONSE_MIDDLE {
+                        memory::prefetch(acks.as_ptr(), 2);
+                    }
+                }
             }
-        } else if opcode >> 5 == 0 && ends_message(low) {
+        } else if acknowledged(opcode) && ends_message(low) {
             let (ring, which) = if low == op::READ_REQUEST {
                 (&self.cold[slot as usize].reads, 1)
             } else {
@@ -1549,10 +1561,10 @@ impl FlowTable {
                     // By code, in the flow's counters only (see `FlowCounts`).
                     let c = &mut self.cold[i as usize].rest;
                     match code {
-                        1 => c.nak_invalid_request += 1,
-                        2 => c.nak_remote_access_error += 1,
-                        3 => c.nak_remote_operational_error += 1,
-                        4 => c.nak_invalid_rd_request += 1,
+                        nak_code::INVALID_REQUEST => c.nak_invalid_request += 1,
+                        nak_code::REMOTE_ACCESS_ERROR => c.nak_remote_access_error += 1,
+                        nak_code::REMOTE_OPERATIONAL_ERROR => c.nak_remote_operational_error += 1,
+                        nak_code::INVALID_RD_REQUEST => c.nak_invalid_rd_request += 1,
                         _ => {}
                     }
                 }
@@ -1601,21 +1613,25 @@ impl FlowTable {
         if ends_message(low) {
             e.counts[3] += 1;
         }
-        // Latency of RDMA on RC: a READ to its last response, a message's last packet to
-        // the ACK that covers it (NVMe/RDMA connections are left to the I/O tracker when
-        // the answer comes, by which time they are known to carry capsules).
-        if opcode >> 5 == 0 {
-            // The oldest request still awaiting its answer gives way: counted (an NVMe
-            // connection's are the I/O tracker's).
+        // Latency of RDMA on RC and XRC (the transports that acknowledge): a READ to its
+        // last response, a message's last packet to the ACK that covers it (NVMe/RDMA
+        // connections are left to the I/O tracker when the answer comes, by which time they
+        // are known to carry capsules).
+        if acknowledged(opcode) {
+            // The oldest request still awaiting its answer gives way: counted where its
+            // answer could have come (the flow's responses seen: it is paired), unless this
+            // request is sent again (the one pushed out is likely its first copy, answered
+            // with it); an NVMe connection's are the I/O tracker's.
+            let counted = |e: &Hot| e.peer_slot != NONE && !e.has(CAPSULES) && !e.psn.is_behind(psn);
             if low == op::READ_REQUEST {
                 let at = e.next_ring_slot(1);
-                if c.reads[at].live() && !e.has(CAPSULES) {
+                if c.reads[at].live() && counted(e) {
                     self.requests_pushed_out += 1;
                 }
                 c.reads[at] = Pending::new(psn, span.max, ts);
             } else if ends_message(low) && !matches!(low, op::COMPARE_SWAP | op::FETCH_ADD) {
                 let at = e.next_ring_slot(0);
-                if e.acks_live & (1 << at) != 0 && !e.has(CAPSULES) {
+                if e.acks_live & (1 << at) != 0 && counted(e) {
                     self.requests_pushed_out += 1;
                 }
                 self.acks[i as usize].0[at] = Pending::new(psn, 1, ts);
@@ -2121,14 +2137,19 @@ mod pairing {
         }
     }
 
-    /// Sixteen messages outstanding, then one ACK covering them all: the flow's ring keeps
-    /// the last 8 awaiting their ACK, and the 8 before them, pushed out unanswered, are
-    /// counted (they give no sample). Answered ones give way uncounted.
+    /// On a paired flow (its first message answered), sixteen messages outstanding, then
+    /// one ACK covering them all: the flow's ring keeps the last 8 awaiting their ACK, and
+    /// the 8 before them, pushed out unanswered, are counted (they give no sample).
+    /// Answered ones give way uncounted; so do those of a flow whose answers are never seen
+    /// (one direction mirrored) and those a go-back-N resend pushes out (the resend awaits
+    /// the answer in their place).
     #[test]
     fn requests_pushed_out_of_the_ring_unanswered_are_counted() {
         let mut t = FlowTable::new(64, 1_000_000, None);
+        feed(&mut t, &frame(A, B, 0x04, 20, 99, ExtHeaders::default(), 8), 1);
+        feed(&mut t, &frame(B, A, 0x11, 1, 99, ack(), 0), 2);
         for k in 0..16 {
-            feed(&mut t, &frame(A, B, 0x04, 20, 100 + k, ExtHeaders::default(), 8), 1 + u64::from(k));
+            feed(&mut t, &frame(A, B, 0x04, 20, 100 + k, ExtHeaders::default(), 8), 3 + u64::from(k));
         }
         feed(&mut t, &frame(B, A, 0x11, 1, 115, ack(), 0), 20);
         assert_eq!(t.requests_pushed_out, 8);
@@ -2137,6 +2158,45 @@ mod pairing {
             feed(&mut t, &frame(B, A, 0x11, 1, 100 + k, ack(), 0), 21 + u64::from(k));
         }
         assert_eq!(t.requests_pushed_out, 8, "each answered before its place came round again");
+        // Eight outstanding, a NAK for the fourth (answering the three before it), and
+        // the five from it resent: never more than eight await an answer.
+        for k in 132..140 {
+            feed(&mut t, &frame(A, B, 0x04, 20, k, ExtHeaders::default(), 8), 100 + u64::from(k));
+        }
+        let nak = ExtHeaders { aeth: Some(Aeth::nak(nak_code::PSN_SEQUENCE_ERROR, 1)), ..Default::default() };
+        feed(&mut t, &frame(B, A, 0x11, 1, 135, nak, 0), 300);
+        for k in 135..140 {
+            feed(&mut t, &frame(A, B, 0x04, 20, k, ExtHeaders::default(), 8), 200 + u64::from(k));
+        }
+        assert_eq!(t.requests_pushed_out, 8, "a resend takes its first copy's place");
+        // One direction only: nothing could answer, nothing is counted.
+        for k in 0..100 {
+            feed(&mut t, &frame(A, B, 0x0A, 30, k, ExtHeaders::default(), 8), 1_000 + u64::from(k));
+        }
+        assert_eq!(t.requests_pushed_out, 8, "a flow never answered");
+    }
+
+    /// NAKs by code, as the AETH carries them (syndrome 011, the code in the low five bits):
+    /// 1 invalid request, 2 remote access error, 3 remote operational error, 4 invalid RD
+    /// request each under its name and in `nak_other`; a reserved code (5) in `nak_other`
+    /// alone; a sequence error (0) in `nak_seq`.
+    #[test]
+    fn other_naks_are_counted_by_their_code() {
+        let mut t = FlowTable::new(64, 1_000_000, None);
+        for (k, code) in [1u8, 2, 3, 4, 5, 0, 3].into_iter().enumerate() {
+            let nak = ExtHeaders { aeth: Some(Aeth::nak(code, 1)), ..Default::default() };
+            feed(&mut t, &frame(B, A, 0x11, 1, 100 + k as u32, nak, 0), 1 + k as u64);
+        }
+        let c = counts(&t, B, A, 1);
+        let got = [
+            c.nak_invalid_request,
+            c.nak_remote_access_error,
+            c.nak_remote_operational_error,
+            c.nak_invalid_rd_request,
+            c.nak_other,
+            c.nak_seq,
+        ];
+        assert_eq!(got, [1, 1, 2, 1, 6, 1]);
     }
 
     /// CM paired A's QP 1 with B's QP 20, which the table has not seen (not mirrored yet,
