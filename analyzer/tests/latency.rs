@@ -898,3 +898,117 @@ fn a_repeated_connect_reply_restarts_nothing() {
         ["packets", "retx_packets", "gap_psns", "out_of_window"].map(|k| f[k].as_u64().unwrap()).into();
     assert_eq!(got, [15, 0, 0, 0], "{f}");
 }
+
+/// An NVMe read whose completion the host acknowledges with the AETH of a READ Response
+/// (the target READs another I/O's write data right after the completion), its explicit
+/// ACK 50 µs later. The response acknowledges every PSN up to its own, the completion's
+/// too: the read's compute segment (the host NIC's turnaround) is the 3 µs from the
+/// completion to that response, not the 50 µs to the ACKNOWLEDGE. Times hand-set.
+#[test]
+fn a_host_read_response_acknowledges_the_completion_before_it() {
+    use roceprobe::wire::bth::opcode as op;
+    use roceprobe::wire::ib_ext::{Aeth, ExtHeaders, Reth};
+    use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use std::net::IpAddr;
+    let (host, target): (IpAddr, IpAddr) = ("10.12.0.1".parse().unwrap(), "10.12.0.2".parse().unwrap());
+    let (host_qp, target_qp) = (0x111u32, 0x222u32);
+    let ack = |psn| {
+        roce(
+            host,
+            target,
+            op::ACKNOWLEDGE,
+            target_qp,
+            psn,
+            ExtHeaders { aeth: Some(Aeth::ack(31, 1)), ..Default::default() },
+            &[],
+        )
+    };
+    let command = |cid, opc, address| {
+        let sqe = Sqe {
+            opcode: opc,
+            flags: FLAGS_SGL,
+            cid,
+            nsid: 1,
+            sgl: Sgl::Keyed { address, length: 1024, key: 0x99, invalidate: false },
+            slba: 0,
+            nlb: 1,
+        };
+        let mut capsule = [0u8; SQE_LEN];
+        sqe.emit(&mut capsule);
+        capsule
+    };
+    let completion = |cid| {
+        let mut cqe = [0u8; CQE_LEN];
+        Cqe { cid, sq_head: 1, sq_id: 1, ..Default::default() }.emit(&mut cqe);
+        cqe
+    };
+    let target_ack = |psn| {
+        roce(
+            target,
+            host,
+            op::ACKNOWLEDGE,
+            host_qp,
+            psn,
+            ExtHeaders { aeth: Some(Aeth::ack(31, 1)), ..Default::default() },
+            &[],
+        )
+    };
+    let reth = |va| ExtHeaders { reth: Some(Reth { va, rkey: 0x99, dma_len: 1024 }), ..Default::default() };
+    let us = 1_000u64;
+    let frames = vec![
+        // The host's write (CID 2) and read (CID 1) commands, each ACKed by the target.
+        (
+            0,
+            roce(
+                host,
+                target,
+                op::SEND_ONLY,
+                target_qp,
+                100,
+                ExtHeaders::default(),
+                &command(2, opcode::WRITE, 0x2000),
+            ),
+        ),
+        (us, target_ack(100)),
+        (
+            2 * us,
+            roce(
+                host,
+                target,
+                op::SEND_ONLY,
+                target_qp,
+                101,
+                ExtHeaders::default(),
+                &command(1, opcode::READ, 0x1000),
+            ),
+        ),
+        (3 * us, target_ack(101)),
+        // The read's data, its completion (PSN 201), then the target READs the write's data.
+        (10 * us, roce(target, host, op::WRITE_ONLY, host_qp, 200, reth(0x1000), &[0u8; 1024])),
+        (11 * us, roce(target, host, op::SEND_ONLY, host_qp, 201, ExtHeaders::default(), &completion(1))),
+        (12 * us, roce(target, host, op::READ_REQUEST, host_qp, 202, reth(0x2000), &[])),
+        // The host's READ Response Only (PSN 202, AETH ACK) 3 µs after the completion.
+        (
+            14 * us,
+            roce(
+                host,
+                target,
+                op::READ_RESPONSE_ONLY,
+                target_qp,
+                202,
+                ExtHeaders { aeth: Some(Aeth::ack(31, 2)), ..Default::default() },
+                &[0u8; 1024],
+            ),
+        ),
+        (20 * us, roce(target, host, op::SEND_ONLY, host_qp, 203, ExtHeaders::default(), &completion(2))),
+        // The explicit ACK, up to the write's completion, long after.
+        (61 * us, ack(203)),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = write_pcap(dir.path(), "implied_nvme.pcap", &frames);
+    let s = replay_summary(&[pcap.as_path()], &["--slow-ios", "10"]);
+    assert_eq!(s["ios"]["completed"].as_u64(), Some(2), "{}", s["ios"]);
+    let read =
+        s["ios"]["slowest"].as_array().unwrap().iter().find(|io| io["op"] == "nvme_read").expect("the read");
+    assert!(close(read["compute_us"].as_f64().unwrap(), 3 * us), "{read}");
+}
