@@ -216,11 +216,8 @@ fn tshark_packets(path: &Path) -> Vec<(u64, String, String, u64, u64, u64)> {
         .lines()
         .map(|l| {
             let f: Vec<&str> = l.split(',').collect();
-            let (s, frac) = f[0].split_once('.').unwrap();
-            let ns = s.parse::<u64>().unwrap() * 1_000_000_000
-                + format!("{frac:0<9}")[..9].parse::<u64>().unwrap();
             (
-                ns,
+                epoch_ns(f[0]),
                 f[1].into(),
                 f[2].into(),
                 f[3].parse().unwrap(),
@@ -701,10 +698,7 @@ fn a_read_response_or_atomic_acknowledge_acknowledges_the_messages_before_it() {
             .lines()
             .map(|l| {
                 let f: Vec<&str> = l.split(',').collect();
-                let (s, frac) = f[0].split_once('.').unwrap();
-                let ns = s.parse::<u64>().unwrap() * 1_000_000_000
-                    + format!("{frac:0<9}")[..9].parse::<u64>().unwrap();
-                (ns, f[1].parse().unwrap(), f[2].parse().unwrap(), f[3].parse().ok())
+                (epoch_ns(f[0]), f[1].parse().unwrap(), f[2].parse().unwrap(), f[3].parse().ok())
             })
             .collect();
         // Message ends (WRITE Only 10, SEND Only 4) → the first response at or past their

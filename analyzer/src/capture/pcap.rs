@@ -570,14 +570,7 @@ impl Format {
                         u16::from_le_bytes(b)
                     }
                 };
-                let u32_at = |at: usize| {
-                    let b = [d[at], d[at + 1], d[at + 2], d[at + 3]];
-                    if self.big_endian {
-                        u32::from_be_bytes(b)
-                    } else {
-                        u32::from_le_bytes(b)
-                    }
-                };
+                let u32_at = |at: usize| self.u32_at(d, at);
                 let ticks = (u64::from(u32_at(4)) << 32) | u64::from(u32_at(8));
                 let caplen = (u32_at(12) as usize).min(d.len() - 20);
                 if caplen > MAX_RECORD {
@@ -604,6 +597,16 @@ impl Format {
         }
     }
 
+    /// The 32-bit word at `at` of `d`, in the current section's byte order.
+    fn u32_at(&self, d: &[u8], at: usize) -> u32 {
+        let b = [d[at], d[at + 1], d[at + 2], d[at + 3]];
+        if self.big_endian {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        }
+    }
+
     /// The length of the pcapng block at the start of `data` that the parser could not
     /// read, if it can be skipped: a block of a kind that holds no packet and describes no
     /// section or interface (a name resolution block without its end record, a statistics
@@ -617,14 +620,7 @@ impl Format {
         if !self.pcapng || data.len() < 12 {
             return None;
         }
-        let word = |at: usize| {
-            let b = [data[at], data[at + 1], data[at + 2], data[at + 3]];
-            if self.big_endian {
-                u32::from_be_bytes(b)
-            } else {
-                u32::from_le_bytes(b)
-            }
-        };
+        let word = |at: usize| self.u32_at(data, at);
         let (kind, len) = (word(0), word(4) as usize);
         let framed = len >= 12 && len % 4 == 0 && len <= data.len() && word(len - 4) as usize == len;
         if NEEDED.contains(&kind) || !framed {
