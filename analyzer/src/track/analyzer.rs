@@ -464,10 +464,15 @@ impl Analyzer {
                         self.ios.ack(at, dst_qpn, acked, self.flows.io_hint(slot), rec);
                     }
                 }
-                // An ACK, or the AETH of a response that acknowledges what came before it.
-                (op::ACKNOWLEDGE | op::READ_RESPONSE_FIRST | op::ATOMIC_ACKNOWLEDGE, hint) => {
-                    let acked = acked_psn(opcode, &p.exts, psn).map(|(a, _)| a);
-                    if let Some(acked) = acked.or_else(|| implied_ack(opcode, &p.exts, psn)) {
+                // The AETH of a response that acknowledges what came before it.
+                (op::READ_RESPONSE_FIRST | op::ATOMIC_ACKNOWLEDGE, hint) => {
+                    if let Some(acked) = implied_ack(opcode, &p.exts, psn) {
+                        let at = At { vantage, ts, host: ip.src, target: ip.dst };
+                        self.ios.ack(at, dst_qpn, acked, hint, rec);
+                    }
+                }
+                (op::ACKNOWLEDGE, hint) => {
+                    if let Some((acked, _)) = acked_psn(opcode, &p.exts, psn) {
                         self.ios.ack(
                             At { vantage, ts, host: ip.src, target: ip.dst },
                             dst_qpn,
