@@ -637,9 +637,9 @@ impl IoTracker {
         }
     }
 
-    /// CM connected `host`'s admin queue to `target`'s QP `target_qpn` (see
-    /// `admin_queues`): its commands count as `nvme_other`. A connection of an I/O queue on
-    /// the same QP later (a QPN used again) makes it an I/O queue again.
+    /// CM connected a queue of `host` to `target`'s QP `target_qpn`: the admin queue
+    /// (`admin`; see `admin_queues`), whose commands count as `nvme_other`, or any other
+    /// connection, which ends an earlier admin queue's mark on the QP (a QPN used again).
     pub fn nvme_queue(&mut self, host: IpAddr, target: IpAddr, target_qpn: u32, admin: bool) {
         let k = ConnKey(host, target, target_qpn);
         if admin {

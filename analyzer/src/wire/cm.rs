@@ -129,7 +129,8 @@ pub struct Req {
     pub ip: Option<RdmaCmIp>,
     /// NVMe/RDMA's queue id, from the request data that follows RDMA-CM's IP header in the
     /// private data (record format 0, then the QID, little-endian; 0: the admin queue).
-    /// `None` without RDMA-CM's header or with another record format.
+    /// `None` without RDMA-CM's header, with another record format, or with queue sizes of
+    /// zero (no NVMe/RDMA request data there).
     pub nvme_qid: Option<u16>,
 }
 
