@@ -42,6 +42,11 @@ fn write_pcap(dir: &Path, name: &str, frames: &[(u64, Vec<u8>)]) -> PathBuf {
     path
 }
 
+/// Frames `ns` apart, the first at 0, for [`write_pcap`].
+fn spaced(frames: Vec<Vec<u8>>, ns: u64) -> Vec<(u64, Vec<u8>)> {
+    frames.into_iter().enumerate().map(|(i, f)| (ns * i as u64, f)).collect()
+}
+
 /// A CM MAD (256 bytes), written byte by byte from CM's layout: base version 1, class 7
 /// (CM), class version 2, method 3 (Send), the attribute at 16; the message from byte 24,
 /// which `fill` writes.
@@ -411,19 +416,13 @@ fn a_command_first_seen_behind_its_flows_psn_is_taken() {
 /// with one CID at once, and counted one completion for all eight queues.
 #[test]
 fn every_io_queue_may_use_a_cid_at_once() {
-    use roceprobe::wire::bth::{self, opcode as op};
-    use roceprobe::wire::build::RoceFrame;
+    use roceprobe::wire::bth::opcode as op;
     use roceprobe::wire::ib_ext::{Aeth, ExtHeaders};
     use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
     use std::net::IpAddr;
     const QUEUES: u32 = 8;
     let (host, target): (IpAddr, IpAddr) = ("10.7.0.1".parse().unwrap(), "10.7.0.2".parse().unwrap());
-    let frame = |src, dst, opcode, dest_qp, psn, ext: ExtHeaders, payload: &[u8]| {
-        let mut f = RoceFrame::new(src, dst, bth::Repr { opcode, dest_qp, psn, ..Default::default() });
-        f.ext = ext;
-        f.payload = payload;
-        f.emit()
-    };
+    let frame = roce;
     let ack = || ExtHeaders { aeth: Some(Aeth::ack(31, 1)), ..Default::default() };
     let (host_qp, target_qp) = (|q: u32| 0x100 + q, |q: u32| 0x200 + q);
     let mut frames = Vec::new();
@@ -456,13 +455,8 @@ fn every_io_queue_may_use_a_cid_at_once() {
         frames.push(frame(host, target, op::ACKNOWLEDGE, target_qp(q), psn, ack(), &[]));
     }
     let dir = tempfile::tempdir().unwrap();
-    let pcap = dir.path().join("queues.pcap");
-    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&pcap).unwrap()).unwrap();
-    let t0 = 1_800_000_000_000_000_000u64;
-    for (i, f) in frames.iter().enumerate() {
-        w.write(t0 + 1_000 * i as u64, f, f.len() as u32).unwrap();
-    }
-    drop(w);
+    let timed = spaced(frames, 1_000);
+    let pcap = write_pcap(dir.path(), "queues.pcap", &timed);
     let s = replay_summary(&[pcap.as_path()], &[]);
     let ios = &s["ios"];
     assert_eq!((ios["completed"].as_u64(), ios["timed_out"].as_u64()), (Some(8), Some(0)), "{ios}");
@@ -779,8 +773,7 @@ fn commands_on_an_admin_queue_cm_connected_are_nvme_other() {
         frames.push(frame(target, host, op::SEND_ONLY, host_qp, 201, ExtHeaders::default(), &cqe));
     }
     let dir = tempfile::tempdir().unwrap();
-    let timed: Vec<(u64, Vec<u8>)> =
-        frames.into_iter().enumerate().map(|(i, f)| (10_000 * i as u64, f)).collect();
+    let timed = spaced(frames, 10_000);
     let pcap = write_pcap(dir.path(), "admin.pcap", &timed);
     // tshark reads the two ConnectRequests' QPNs as written (the MAD is CM's).
     let out = Command::new("tshark")
@@ -882,8 +875,7 @@ fn a_repeated_connect_reply_restarts_nothing() {
     frames.push(cm_frame(a, b, &cm_req(0x61, 0x10, 7, ips, None)));
     frames.push(cm_frame(b, a, &cm_rep(0x62, 0x61, 0x20, 900)));
     frames.extend((7..12).map(write));
-    let timed: Vec<(u64, Vec<u8>)> =
-        frames.into_iter().enumerate().map(|(i, f)| (1_000 * i as u64, f)).collect();
+    let timed = spaced(frames, 1_000);
     let dir = tempfile::tempdir().unwrap();
     let pcap = write_pcap(dir.path(), "cm.pcap", &timed);
     let s = replay_summary(&[pcap.as_path()], &[]);

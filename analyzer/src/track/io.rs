@@ -1016,14 +1016,12 @@ impl IoTracker {
         });
     }
 
-    /// Whether every vantage that saw the command has seen its completion, and the host's
-    /// ACK of it where the compute segment needs it.
+    /// Whether no vantage that saw the command awaits its completion still (each has seen
+    /// it, or gave up on it), and the host's ACK of it came where the compute segment needs
+    /// it.
     fn complete(&self, i: usize) -> bool {
         let io = &self.ios[i];
-        let seen = |v: usize| io.sqe_first.at(v).is_some();
-        let done = |v: usize| io.cqe.at(v).is_some();
-        (0..2).all(|v| !seen(v) || done(v) || !io.awaits_completion(v))
-            && (!io.needs_ack() || io.ack.at(0).is_some() || io.ack_lost)
+        (0..2).all(|v| !io.awaits_completion(v)) && (!io.needs_ack() || io.ack.at(0).is_some() || io.ack_lost)
     }
 
     fn maybe_finish(&mut self, i: usize, ts: u64, rec: &mut LatencyRecorder) {
