@@ -68,7 +68,9 @@ fn cm_frame(src: std::net::IpAddr, dst: std::net::IpAddr, mad: &[u8]) -> Vec<u8>
 /// A ConnectRequest (RDMA-CM, port 4420) of communication id `comm` from QP `qpn` of
 /// `src` to `dst` (IPv4), its requests starting at PSN `start`; with `nvme_qid`, NVMe/RDMA's
 /// request data after RDMA-CM's 36-byte header (record format 0, the QID, HRQSIZE and
-/// HSQSIZE 32, little-endian).
+/// HSQSIZE 32, little-endian). The primary path as RoCE stacks write it (`rdma_cm.pcap`'s
+/// requests): permissive LIDs (0xFFFF at 52 and 54), the two hosts' IPv4-mapped GIDs at 56
+/// and 72 (where tshark finds the connection's hosts).
 fn cm_req(comm: u32, qpn: u32, start: u32, ips: [[u8; 4]; 2], nvme_qid: Option<u16>) -> Vec<u8> {
     cm_mad(0x0010, |m: &mut [u8]| {
         m[0..4].copy_from_slice(&comm.to_be_bytes());
@@ -76,10 +78,17 @@ fn cm_req(comm: u32, qpn: u32, start: u32, ips: [[u8; 4]; 2], nvme_qid: Option<u
         m[32..35].copy_from_slice(&qpn.to_be_bytes()[1..]);
         m[44..47].copy_from_slice(&start.to_be_bytes()[1..]);
         m[50] = 3 << 4;
-        // Private data at 140: RDMA-CM's header (IPv4, addresses in the last 4 of 16).
+        m[52..56].fill(0xFF);
+        for (gid, ip) in [(56, ips[0]), (72, ips[1])] {
+            m[gid + 10..gid + 12].fill(0xFF);
+            m[gid + 12..gid + 16].copy_from_slice(&ip);
+        }
+        // Private data at 140: RDMA-CM's header (IPv4 as ::ffff:a.b.c.d).
         let p = &mut m[140..];
         p[1] = 4 << 4;
+        p[14..16].fill(0xFF);
         p[16..20].copy_from_slice(&ips[0]);
+        p[30..32].fill(0xFF);
         p[32..36].copy_from_slice(&ips[1]);
         if let Some(qid) = nvme_qid {
             p[38..40].copy_from_slice(&qid.to_le_bytes());
@@ -997,4 +1006,145 @@ fn a_host_read_response_acknowledges_the_completion_before_it() {
     let read =
         s["ios"]["slowest"].as_array().unwrap().iter().find(|io| io["op"] == "nvme_read").expect("the read");
     assert!(close(read["compute_us"].as_f64().unwrap(), 3 * us), "{read}");
+}
+
+/// Two NVMe/RDMA queues CM connected (QID 0, the admin queue, and QID 1), each opened by a
+/// Fabrics Connect (opcode 0x7F, command type 0x01 in byte 4, its 1 KiB of data in the
+/// capsule), then admin commands on the admin queue (Identify and Get Log Page with data the
+/// target writes, Keep Alive without) and, on the I/O queue, two Flushes, a Dataset
+/// Management and a Read, each completed. Every command but the Read is `nvme_other`,
+/// counted by command as tshark's NVMe/RDMA dissector reads them (the queue's QID from the
+/// handshake, the opcode, a Fabrics command's type), named after the NVMe specifications.
+#[test]
+fn other_nvme_commands_are_counted_by_command_as_tshark_reads_them() {
+    use roceprobe::wire::bth::opcode as op;
+    use roceprobe::wire::ib_ext::{ExtHeaders, Reth};
+    use roceprobe::wire::nvme::{Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use std::net::IpAddr;
+    let (host, target): (IpAddr, IpAddr) = ("10.13.0.1".parse().unwrap(), "10.13.0.2".parse().unwrap());
+    let keyed = |length: u32| Sgl::Keyed { address: 0x20_0000, length, key: 0x99, invalidate: false };
+    let connect = (0x7F, 0x01, Sgl::InCapsule { offset: 0, length: 1024 });
+    let queues = [
+        (
+            0u16,
+            0x131u32,
+            0x231u32,
+            vec![connect, (0x06, 0, keyed(4096)), (0x18, 0, keyed(0)), (0x02, 0, keyed(512))],
+        ),
+        (
+            1,
+            0x132,
+            0x232,
+            vec![
+                connect,
+                (0x00, 1, keyed(0)),
+                (0x00, 1, keyed(0)),
+                (0x09, 1, keyed(16)),
+                (0x02, 1, keyed(4096)),
+            ],
+        ),
+    ];
+    let mut frames = Vec::new();
+    for (qid, host_qp, target_qp, commands) in queues {
+        let comm = 0x2000 + u32::from(qid);
+        frames.push(cm_frame(
+            host,
+            target,
+            &cm_req(comm, host_qp, 100, [[10, 13, 0, 1], [10, 13, 0, 2]], Some(qid)),
+        ));
+        frames.push(cm_frame(target, host, &cm_rep(comm + 0x100, comm, target_qp, 200)));
+        let (mut host_psn, mut target_psn) = (100, 200);
+        for (cid, (opcode, nsid, sgl)) in commands.into_iter().enumerate() {
+            let sqe = Sqe { opcode, flags: FLAGS_SGL, cid: cid as u16, nsid, sgl, slba: 0, nlb: 0 };
+            let mut capsule =
+                vec![
+                    0u8;
+                    SQE_LEN + if let Sgl::InCapsule { length, .. } = sgl { length as usize } else { 0 }
+                ];
+            sqe.emit(&mut capsule);
+            frames.push(roce(
+                host,
+                target,
+                op::SEND_ONLY,
+                target_qp,
+                host_psn,
+                ExtHeaders::default(),
+                &capsule,
+            ));
+            host_psn += 1;
+            if let Sgl::Keyed { address, length, key, .. } = sgl {
+                if length > 0 && opcode != 0x09 {
+                    let reth = ExtHeaders {
+                        reth: Some(Reth { va: address, rkey: key, dma_len: length }),
+                        ..Default::default()
+                    };
+                    let data = vec![0u8; length as usize];
+                    frames.push(roce(target, host, op::WRITE_ONLY, host_qp, target_psn, reth, &data));
+                    target_psn += 1;
+                }
+            }
+            let mut cqe = [0u8; CQE_LEN];
+            Cqe { cid: cid as u16, sq_head: cid as u16 + 1, sq_id: qid, ..Default::default() }.emit(&mut cqe);
+            frames.push(roce(target, host, op::SEND_ONLY, host_qp, target_psn, ExtHeaders::default(), &cqe));
+            target_psn += 1;
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = write_pcap(dir.path(), "commands.pcap", &spaced(frames, 10_000));
+    let out = Command::new("tshark")
+        .args(["-r", pcap.to_str().unwrap(), "-Y", "nvme.cmd.opc || nvme.fabrics.cmd.opc", "-T", "fields"])
+        .args([
+            "-e",
+            "nvme-rdma.cmd.qid",
+            "-e",
+            "nvme.cmd.opc",
+            "-e",
+            "nvme.fabrics.cmd.opc",
+            "-e",
+            "nvme.fabrics.cmd.fctype",
+        ])
+        .output()
+        .expect("tshark");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The names of the commands sent, from the NVMe specifications' tables.
+    let name = |qid: &str, opcode: &str, fctype: &str| -> Option<&'static str> {
+        Some(match (qid, opcode, fctype) {
+            (_, "", "0x01") => "fabrics.connect",
+            ("0x0000", "0x06", _) => "admin.identify",
+            ("0x0000", "0x18", _) => "admin.keep_alive",
+            ("0x0000", "0x02", _) => "admin.get_log_page",
+            ("0x0001", "0x00", _) => "io.flush",
+            ("0x0001", "0x09", _) => "io.dataset_management",
+            ("0x0001", "0x02", _) => return None, // a Read: nvme_read
+            other => panic!("a command the test did not send: {other:?}"),
+        })
+    };
+    let mut want: BTreeMap<String, u64> = BTreeMap::new();
+    let text = String::from_utf8(out.stdout).unwrap();
+    for line in text.lines() {
+        let c: Vec<&str> = line.split('\t').collect();
+        if let Some(n) = name(c[0], c[1], c[3]) {
+            *want.entry(n.into()).or_default() += 1;
+        }
+    }
+    assert_eq!(want.values().sum::<u64>(), 8, "tshark decodes every command: {text}");
+    let csv = dir.path().join("csv");
+    let s = replay_summary(&[pcap.as_path()], &["--csv-dir", csv.to_str().unwrap()]);
+    let pairs = s["ios"]["by_pair"].as_array().unwrap();
+    let other = pairs.iter().find(|p| p["op"] == "nvme_other").expect("nvme_other I/Os");
+    let got: BTreeMap<String, u64> = serde_json::from_value(other["opcodes"].clone()).unwrap();
+    assert_eq!(got, want, "summary: {other}");
+    assert_eq!(other["completed"].as_u64(), Some(8));
+    assert_eq!(s["ios"]["opcodes"], other["opcodes"], "the totals");
+    let read = pairs.iter().find(|p| p["op"] == "nvme_read").expect("the read");
+    assert!(read.get("opcodes").is_none(), "reads and writes are not counted by command: {read}");
+    // io.csv's opcodes column, over the rows of the run.
+    let mut from_csv: BTreeMap<String, u64> = BTreeMap::new();
+    for row in read_csv(&csv.join("io.csv")) {
+        for item in row["opcodes"].split_whitespace() {
+            let (command, n) = item.split_once('=').unwrap();
+            *from_csv.entry(command.into()).or_default() += n.parse::<u64>().unwrap();
+        }
+    }
+    assert_eq!(from_csv, want, "io.csv");
 }

@@ -185,6 +185,23 @@ fn io_bytes_and_sizes_match_the_truth_in_the_summary_and_io_csv() {
             );
         }
         assert_eq!(summary, want, "{name}: summary ios.by_pair");
+        // The generator's nvme_other I/Os are its Flushes (opcode 0x00 on I/O queues):
+        // counted by command as io.flush, every one.
+        let mut flushes = 0;
+        for p in s["ios"]["by_pair"].as_array().unwrap() {
+            let k = (
+                p["initiator_ip"].as_str().unwrap().into(),
+                p["target_ip"].as_str().unwrap().into(),
+                p["op"].as_str().unwrap().into(),
+            );
+            if k.2 == "nvme_other" {
+                assert_eq!(p["opcodes"], serde_json::json!({ "io.flush": want[&k].0 }), "{name}: {p}");
+                flushes += want[&k].0;
+            } else {
+                assert!(p.get("opcodes").is_none(), "{name}: {p}");
+            }
+        }
+        assert!(flushes > 0, "{name}: the scenario has flushes");
         let rows = read_csv(&csv.join("io.csv"));
         let intervals: std::collections::BTreeSet<&String> =
             rows.iter().map(|r| &r["interval_start"]).collect();

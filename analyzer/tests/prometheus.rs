@@ -269,6 +269,33 @@ fn whole_page(head: &str, body: &str) {
 
 const SCRAPE: &[u8] = b"GET /metrics HTTP/1.1\r\nHost: probe\r\nAccept: text/plain\r\n\r\n";
 
+/// NVMe commands other than reads and writes, by command: the generator's nvme_other I/Os
+/// are its Flushes, so the page's `io.flush` series sum to the truth's nvme_other I/Os, per
+/// (initiator, target).
+#[test]
+fn other_nvme_commands_are_on_the_page_by_command() {
+    let t = scenario_truth("nvme_vlan");
+    let mut want = std::collections::BTreeMap::<(String, String), f64>::new();
+    for io in t["ios"].as_array().unwrap().iter().filter(|io| io["op"] == "nvme_other") {
+        let k =
+            (io["initiator_ip"].as_str().unwrap().to_owned(), io["target_ip"].as_str().unwrap().to_owned());
+        *want.entry(k).or_default() += 1.0;
+    }
+    assert!(!want.is_empty());
+    let probe = replay_serving("nvme_vlan", &[]);
+    let (_, page) = ask(&probe.addr, SCRAPE);
+    let mut got = std::collections::BTreeMap::<(String, String), f64>::new();
+    for l in page.lines().filter(|l| l.starts_with("roceprobe_nvme_commands_total{")) {
+        let label =
+            |name: &str| l.split(&format!("{name}=\"")).nth(1).unwrap().split('"').next().unwrap().to_owned();
+        assert_eq!(label("op"), "nvme_other", "{l}");
+        assert_eq!(label("command"), "io.flush", "{l}");
+        *got.entry((label("initiator"), label("target"))).or_default() +=
+            l.rsplit(' ').next().unwrap().parse::<f64>().unwrap();
+    }
+    assert_eq!(got, want);
+}
+
 /// Fifty clients that each sent half a request and stay connected, and one that sends a
 /// request head of 1 MiB, do not delay a well-behaved scrape: it gets the whole page in
 /// well under a second. The stalled ones are cut off after the request timeout, unanswered.

@@ -254,7 +254,7 @@ impl CsvWriter {
             format!("{FLOWS_HEADER},{FLOWS_EXTRA}"),
             format!("{TRANSMISSIONS_HEADER},{TRANSMISSIONS_EXTRA}"),
             LATENCY_HEADER.to_owned(),
-            format!("{IO_HEADER},{}", size_class_columns()),
+            format!("{IO_HEADER},{},opcodes", size_class_columns()),
             SLOW_IOS_HEADER.to_owned(),
             STEPS_HEADER.to_owned(),
             STRAGGLERS_HEADER.to_owned(),
@@ -639,6 +639,15 @@ impl CsvWriter {
             }
             for n in &c.size_classes {
                 let _ = write!(l, ",{n}");
+            }
+            l.push(',');
+            let mut sep = "";
+            for (command, n) in c.opcodes.iter() {
+                let _ = write!(l, "{sep}{command}={n}");
+                sep = " ";
+            }
+            if c.opcodes.rest() > 0 {
+                let _ = write!(l, "{sep}other={}", c.opcodes.rest());
             }
             l.push_str("\r\n");
             self.io.rows.push_str(l);

@@ -493,6 +493,19 @@ fn io_families(o: &mut String, p: &str, s: &Summary) {
     }
     family(
         o,
+        "roceprobe_nvme_commands_total",
+        "counter",
+        "NVMe commands other than reads and writes (op nvme_other) per (initiator, target), by command: io.flush, admin.identify, fabrics.connect, ... (other: beyond 8 different ones).",
+    );
+    for x in &s.ios.by_pair {
+        let named = x.counts.opcodes.iter().map(|(c, n)| (c.to_string(), n));
+        let rest = Some(("other".to_owned(), x.counts.opcodes.rest())).filter(|r| r.1 > 0);
+        for (command, n) in named.chain(rest) {
+            let _ = writeln!(o, "roceprobe_nvme_commands_total{{{},command=\"{command}\"}} {n}", labels(x));
+        }
+    }
+    family(
+        o,
         "roceprobe_nvme_io_bytes_total",
         "counter",
         "Data moved by completed NVMe I/Os (their SGL lengths).",

@@ -18,7 +18,7 @@ use super::psn::Span;
 use super::recent::RecentKeys;
 use super::vantage::Vantage;
 use crate::metrics::latency::{LatencyRecorder, Op, Segment, SeriesKey, SLOT_UNKNOWN};
-use crate::wire::nvme::{Sgl, Sqe};
+use crate::wire::nvme::{Command, CommandSet, Sgl, Sqe};
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{BuildHasher, Hash, Hasher};
@@ -284,6 +284,126 @@ pub struct IoCounts {
     pub bytes: u64,
     /// Completed I/Os that moved data, per size class (see [`SIZE_CLASS_BOUNDS`]).
     pub size_classes: [u64; SIZE_CLASSES],
+    /// The `nvme_other` commands seen (every one the tracker took, whatever its outcome),
+    /// by command.
+    #[serde(default, skip_serializing_if = "CommandCounts::is_empty")]
+    pub opcodes: CommandCounts,
+}
+
+/// How many different commands [`CommandCounts`] counts apart.
+pub const COMMAND_SLOTS: usize = 8;
+
+/// Commands counted by command (set and opcode), in a fixed room: the first
+/// [`COMMAND_SLOTS`] different commands each in a place of their own, any later one in
+/// `rest`. In JSON, an object from each command's name (see [`Command`]) to its count, the
+/// rest under `"other"`.
+#[derive(Debug, Clone, Copy)]
+pub struct CommandCounts {
+    /// A place is taken once its count is not zero; a place never changes command after.
+    commands: [Command; COMMAND_SLOTS],
+    counts: [u64; COMMAND_SLOTS],
+    rest: u64,
+}
+
+const NO_COMMAND: Command = Command { set: CommandSet::Io, code: 0 };
+
+impl Default for CommandCounts {
+    fn default() -> Self {
+        CommandCounts { commands: [NO_COMMAND; COMMAND_SLOTS], counts: [0; COMMAND_SLOTS], rest: 0 }
+    }
+}
+
+impl CommandCounts {
+    pub fn is_empty(&self) -> bool {
+        self.rest == 0 && self.counts.iter().all(|&n| n == 0)
+    }
+
+    /// Counts `n` more of `c`.
+    pub fn add(&mut self, c: Command, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let place = (0..COMMAND_SLOTS)
+            .find(|&i| self.counts[i] != 0 && self.commands[i] == c)
+            .or_else(|| self.counts.iter().position(|&k| k == 0));
+        match place {
+            Some(i) => {
+                self.commands[i] = c;
+                self.counts[i] += n;
+            }
+            None => self.rest += n,
+        }
+    }
+
+    /// Each command's count, the commands beyond the room left out (see [`Self::rest`]).
+    pub fn iter(&self) -> impl Iterator<Item = (Command, u64)> + '_ {
+        self.commands.iter().copied().zip(self.counts.iter().copied()).filter(|&(_, n)| n > 0)
+    }
+
+    /// The commands counted together, beyond the room for [`COMMAND_SLOTS`] different ones.
+    pub fn rest(&self) -> u64 {
+        self.rest
+    }
+
+    fn merge(&mut self, o: &CommandCounts) {
+        for (c, n) in o.iter() {
+            self.add(c, n);
+        }
+        self.rest += o.rest;
+    }
+
+    /// What was counted since `earlier`, an earlier copy of the same counts (whose places
+    /// held the same commands: a place keeps its command once counted).
+    fn since(&self, earlier: &CommandCounts) -> CommandCounts {
+        let mut d = *self;
+        for (a, b) in d.counts.iter_mut().zip(&earlier.counts) {
+            *a -= b;
+        }
+        d.rest -= earlier.rest;
+        d
+    }
+}
+
+/// The same counts of the same commands, in whichever places.
+impl PartialEq for CommandCounts {
+    fn eq(&self, o: &Self) -> bool {
+        let sorted = |c: &Self| {
+            let mut v: [(Command, u64); COMMAND_SLOTS] = [(NO_COMMAND, 0); COMMAND_SLOTS];
+            for (place, item) in v.iter_mut().zip(c.iter()) {
+                *place = item;
+            }
+            v.sort_unstable();
+            v
+        };
+        self.rest == o.rest && sorted(self) == sorted(o)
+    }
+}
+
+impl Eq for CommandCounts {}
+
+impl serde::Serialize for CommandCounts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut named: BTreeMap<String, u64> = self.iter().map(|(c, n)| (c.to_string(), n)).collect();
+        if self.rest > 0 {
+            named.insert("other".into(), self.rest);
+        }
+        named.serialize(s)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for CommandCounts {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let named = BTreeMap::<String, u64>::deserialize(d)?;
+        let mut counts = CommandCounts::default();
+        for (name, n) in named {
+            if name == "other" {
+                counts.rest += n;
+            } else {
+                counts.add(name.parse().map_err(serde::de::Error::custom)?, n);
+            }
+        }
+        Ok(counts)
+    }
 }
 
 impl IoCounts {
@@ -297,6 +417,7 @@ impl IoCounts {
         for (a, b) in self.size_classes.iter_mut().zip(&o.size_classes) {
             *a += b;
         }
+        self.opcodes.merge(&o.opcodes);
     }
 
     /// What was counted since `earlier` (an earlier copy of these counts).
@@ -309,6 +430,7 @@ impl IoCounts {
             unfinished: self.unfinished - earlier.unfinished,
             bytes: self.bytes - earlier.bytes,
             size_classes: self.size_classes,
+            opcodes: self.opcodes.since(&earlier.opcodes),
         };
         for (a, b) in d.size_classes.iter_mut().zip(&earlier.size_classes) {
             *a -= b;
@@ -1294,6 +1416,9 @@ impl IoTracker {
             (crate::wire::nvme::opcode::WRITE, Sgl::Keyed { .. }) => Kind::Write,
             _ => Kind::Other,
         };
+        if kind == Kind::Other {
+            self.count(NONE, (host, target), Op::NvmeOther).opcodes.add(Command::of(sqe, admin), 1);
+        }
         let Some(slot) = self
             .free
             .pop()
@@ -1569,6 +1694,35 @@ impl IoTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commands_beyond_the_room_are_counted_together_and_deltas_keep_their_places() {
+        let io = |code| Command { set: CommandSet::Io, code };
+        let mut c = CommandCounts::default();
+        c.add(io(0), 2);
+        let earlier = c;
+        for code in 1..=9 {
+            c.add(io(code), 1);
+        }
+        c.add(io(0), 1);
+        // Eight places: flush (3) and seven more; the last two different commands together.
+        assert_eq!(c.iter().count(), COMMAND_SLOTS);
+        assert_eq!(c.iter().find(|(k, _)| *k == io(0)), Some((io(0), 3)));
+        assert_eq!(c.rest(), 2);
+        let d = c.since(&earlier);
+        assert_eq!(d.iter().find(|(k, _)| *k == io(0)), Some((io(0), 1)));
+        assert_eq!(d.iter().map(|(_, n)| n).sum::<u64>() + d.rest(), 10);
+        // Merged into counts that hold other commands first.
+        let mut total = CommandCounts::default();
+        total.add(Command { set: CommandSet::Admin, code: 0x18 }, 4);
+        total.merge(&d);
+        assert_eq!(total.iter().map(|(_, n)| n).sum::<u64>() + total.rest(), 14);
+        assert_eq!(total.rest(), 3, "the admin command took a place");
+        let json = serde_json::to_value(total).unwrap();
+        assert_eq!(json["admin.keep_alive"], 4);
+        assert_eq!(json["other"], 3);
+        assert_eq!(serde_json::from_value::<CommandCounts>(json).unwrap(), total);
+    }
     use crate::metrics::latency::LatencyRecorder;
 
     /// A command capsule sent whole on QP 9 at `psn`, for the first time.

@@ -35,6 +35,144 @@ pub mod opcode {
     pub const FABRICS: u8 = 0x7F;
 }
 
+/// Which command set a command's opcode is read in: the queue it came on (the admin queue,
+/// QID 0, or an I/O queue) says it, except for the Fabrics command (opcode 0x7F), which
+/// either may carry and which is told apart by its command type (byte 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CommandSet {
+    Io,
+    Admin,
+    Fabrics,
+}
+
+impl CommandSet {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommandSet::Io => "io",
+            CommandSet::Admin => "admin",
+            CommandSet::Fabrics => "fabrics",
+        }
+    }
+}
+
+/// The names of the NVM command set's I/O commands (the NVM Command Set specification).
+const IO_NAMES: &[(u8, &str)] = &[
+    (0x00, "flush"),
+    (0x01, "write"),
+    (0x02, "read"),
+    (0x04, "write_uncorrectable"),
+    (0x05, "compare"),
+    (0x08, "write_zeroes"),
+    (0x09, "dataset_management"),
+    (0x0C, "verify"),
+    (0x0D, "reservation_register"),
+    (0x0E, "reservation_report"),
+    (0x11, "reservation_acquire"),
+    (0x15, "reservation_release"),
+    (0x19, "copy"),
+];
+
+/// The names of the admin commands (the NVMe Base specification).
+const ADMIN_NAMES: &[(u8, &str)] = &[
+    (0x00, "delete_io_sq"),
+    (0x01, "create_io_sq"),
+    (0x02, "get_log_page"),
+    (0x04, "delete_io_cq"),
+    (0x05, "create_io_cq"),
+    (0x06, "identify"),
+    (0x08, "abort"),
+    (0x09, "set_features"),
+    (0x0A, "get_features"),
+    (0x0C, "async_event_request"),
+    (0x0D, "namespace_management"),
+    (0x10, "firmware_commit"),
+    (0x11, "firmware_download"),
+    (0x14, "device_self_test"),
+    (0x15, "namespace_attachment"),
+    (0x18, "keep_alive"),
+    (0x19, "directive_send"),
+    (0x1A, "directive_receive"),
+    (0x1C, "virtualization_management"),
+    (0x1D, "nvme_mi_send"),
+    (0x1E, "nvme_mi_receive"),
+    (0x7C, "doorbell_buffer_config"),
+    (0x80, "format_nvm"),
+    (0x81, "security_send"),
+    (0x82, "security_receive"),
+    (0x84, "sanitize"),
+    (0x86, "get_lba_status"),
+];
+
+/// The names of the Fabrics commands' types (the NVMe over Fabrics specification).
+const FABRICS_NAMES: &[(u8, &str)] = &[
+    (0x00, "property_set"),
+    (0x01, "connect"),
+    (0x04, "property_get"),
+    (0x05, "authentication_send"),
+    (0x06, "authentication_receive"),
+    (0x08, "disconnect"),
+];
+
+/// A command by its set and opcode (a Fabrics command by its command type), as the
+/// reports name it: `io.flush`, `admin.identify`, `fabrics.connect`, or with the code in hex
+/// where it has no name here (`io.0x83`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Command {
+    pub set: CommandSet,
+    pub code: u8,
+}
+
+impl Command {
+    /// The command `sqe` is, on the admin queue or not.
+    pub fn of(sqe: &Sqe, admin_queue: bool) -> Self {
+        match sqe.opcode {
+            // The command type is byte 4, where other commands have the low byte of NSID.
+            opcode::FABRICS => Command { set: CommandSet::Fabrics, code: sqe.nsid as u8 },
+            code if admin_queue => Command { set: CommandSet::Admin, code },
+            code => Command { set: CommandSet::Io, code },
+        }
+    }
+
+    fn names(set: CommandSet) -> &'static [(u8, &'static str)] {
+        match set {
+            CommandSet::Io => IO_NAMES,
+            CommandSet::Admin => ADMIN_NAMES,
+            CommandSet::Fabrics => FABRICS_NAMES,
+        }
+    }
+
+    pub fn name(self) -> Option<&'static str> {
+        Self::names(self.set).iter().find(|(c, _)| *c == self.code).map(|(_, n)| *n)
+    }
+}
+
+impl std::fmt::Display for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.name() {
+            Some(n) => write!(f, "{}.{n}", self.set.as_str()),
+            None => write!(f, "{}.{:#04x}", self.set.as_str(), self.code),
+        }
+    }
+}
+
+impl std::str::FromStr for Command {
+    type Err = String;
+    /// Reads back what [`Command`]'s `Display` writes.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("not an NVMe command name: {s:?}");
+        let (set, rest) = s.split_once('.').ok_or_else(bad)?;
+        let set = [CommandSet::Io, CommandSet::Admin, CommandSet::Fabrics]
+            .into_iter()
+            .find(|c| c.as_str() == set)
+            .ok_or_else(bad)?;
+        let code = match rest.strip_prefix("0x") {
+            Some(hex) => u8::from_str_radix(hex, 16).map_err(|_| bad())?,
+            None => Self::names(set).iter().find(|(_, n)| *n == rest).ok_or_else(bad)?.0,
+        };
+        Ok(Command { set, code })
+    }
+}
+
 /// SQE flags: PSDT = 01b (SGL for data transfer), FUSE = 0.
 pub const FLAGS_SGL: u8 = 0x40;
 
@@ -277,6 +415,42 @@ mod tests {
         );
         assert_eq!(&b[40..50], &[0, 0, 0, 0, 1, 0, 0, 0, 7, 0]);
         assert_eq!(Sqe::parse(&b), Some(read_cmd()));
+    }
+
+    #[test]
+    fn commands_are_named_by_their_set_and_opcode() {
+        let sqe = |opcode: u8, nsid: u32| Sqe { opcode, nsid, ..read_cmd() };
+        let names: Vec<String> = [
+            Command::of(&sqe(0x00, 1), false),
+            Command::of(&sqe(0x02, 0), true),
+            Command::of(&sqe(0x18, 0), true),
+            // A Connect (type 0x01) on either queue; its byte 4 is the type.
+            Command::of(&sqe(0x7F, 0x01), true),
+            Command::of(&sqe(0x7F, 0x0104), false),
+            Command::of(&sqe(0x83, 1), false),
+            Command::of(&sqe(0xC1, 0), true),
+        ]
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+        assert_eq!(
+            names,
+            [
+                "io.flush",
+                "admin.get_log_page",
+                "admin.keep_alive",
+                "fabrics.connect",
+                "fabrics.property_get",
+                "io.0x83",
+                "admin.0xc1"
+            ]
+        );
+        for n in names {
+            assert_eq!(n.parse::<Command>().unwrap().to_string(), n);
+        }
+        for bad in ["flush", "io.", "nvm.flush", "io.0x1ff", "admin.flush"] {
+            assert!(bad.parse::<Command>().is_err(), "{bad}");
+        }
     }
 
     #[test]
