@@ -1148,3 +1148,73 @@ fn other_nvme_commands_are_counted_by_command_as_tshark_reads_them() {
     }
     assert_eq!(from_csv, want, "io.csv");
 }
+
+/// Requests sent again: a WRITE whose first copy went unanswered (lost past the mirror),
+/// sent again 100 µs later and acknowledged 10 µs after that; a READ sent again likewise; a
+/// WRITE acknowledged, then sent again (its ACK lost past the mirror) and acknowledged
+/// again. A request sent again is the same request: one sample each, from its first copy
+/// to the first answer that covers it, as tshark's times and PSNs give them (each request
+/// PSN's first frame → the first ACK, or READ Response, at or past its PSN after it).
+#[test]
+fn a_request_sent_again_is_answered_once_from_its_first_copy() {
+    use roceprobe::wire::bth::opcode as op;
+    use roceprobe::wire::ib_ext::{Aeth, ExtHeaders, Reth};
+    use std::net::IpAddr;
+    let (a, b): (IpAddr, IpAddr) = ("10.14.0.1".parse().unwrap(), "10.14.0.2".parse().unwrap());
+    let none = ExtHeaders::default;
+    let ack = || ExtHeaders { aeth: Some(Aeth::ack(31, 1)), ..Default::default() };
+    let read = || ExtHeaders { reth: Some(Reth { va: 0x1000, rkey: 1, dma_len: 256 }), ..Default::default() };
+    let us = 1_000u64;
+    let write = |psn| roce(a, b, op::WRITE_ONLY, 0x20, psn, none(), &[0u8; 64]);
+    let frames = [
+        (0, write(10)),
+        (100 * us, write(10)),
+        (110 * us, roce(b, a, op::ACKNOWLEDGE, 0x10, 10, ack(), &[])),
+        (200 * us, roce(a, b, op::READ_REQUEST, 0x20, 11, read(), &[])),
+        (300 * us, roce(a, b, op::READ_REQUEST, 0x20, 11, read(), &[])),
+        (305 * us, roce(b, a, op::READ_RESPONSE_ONLY, 0x10, 11, ack(), &[0u8; 256])),
+        (400 * us, write(12)),
+        (410 * us, roce(b, a, op::ACKNOWLEDGE, 0x10, 12, ack(), &[])),
+        (500 * us, write(12)),
+        (505 * us, roce(b, a, op::ACKNOWLEDGE, 0x10, 12, ack(), &[])),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = write_pcap(dir.path(), "again.pcap", &frames);
+    let pkts = tshark_packets(&pcap);
+    assert_eq!(pkts.len(), frames.len(), "tshark reads every frame");
+    let first_copy_to_answer = |request: u64, answers: &[u64]| -> Vec<u64> {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut v: Vec<u64> = pkts
+            .iter()
+            .filter(|q| q.3 == request && seen.insert((q.1.clone(), q.2.clone(), q.4)))
+            .map(|q| {
+                pkts.iter()
+                    .find(|r| answers.contains(&r.3) && r.1 == q.2 && r.4 >= q.4 && r.0 >= q.0)
+                    .unwrap()
+                    .0
+                    - q.0
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let want_acks = first_copy_to_answer(u64::from(op::WRITE_ONLY), &[u64::from(op::ACKNOWLEDGE)]);
+    let want_reads = first_copy_to_answer(u64::from(op::READ_REQUEST), &[u64::from(op::READ_RESPONSE_ONLY)]);
+    assert_eq!((want_acks.len(), want_reads.len()), (2, 1));
+    let s = replay_summary(&[pcap.as_path()], &[]);
+    for (op_, want) in [("rc_ack", want_acks), ("rdma_read", want_reads)] {
+        let l = s["latency"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["op"] == op_)
+            .unwrap_or_else(|| panic!("{op_}: {s}"));
+        assert_eq!(l["count"].as_u64(), Some(want.len() as u64), "{op_}: {l}");
+        for (field, expect) in [("min_us", want[0]), ("max_us", *want.last().unwrap())] {
+            let got = l[field].as_f64().unwrap();
+            assert!(close(got, expect), "{op_}: {field} {got} µs, tshark's times give {expect} ns");
+        }
+    }
+    let f = s["flows"].as_array().unwrap().iter().find(|f| f["dst_qpn"] == 0x20).unwrap();
+    assert_eq!(f["retx_packets"], 3, "{f}");
+}

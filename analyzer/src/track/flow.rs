@@ -177,6 +177,13 @@ struct Pending {
 
 const LIVE: u32 = 1 << 31;
 
+/// Whether a ring holds a request of `psn`, awaiting its answer or answered (a place never
+/// used has a span of 0).
+#[inline(never)]
+fn holds(ring: &[Pending; PENDING], psn: u32) -> bool {
+    ring.iter().any(|p| p.span != 0 && p.psn() == psn & 0x00FF_FFFF)
+}
+
 impl Pending {
     fn new(psn: u32, span: u32, ts: u64) -> Self {
         Self { psn_live: (psn & 0x00FF_FFFF) | LIVE, span, ts }
@@ -1613,6 +1620,7 @@ impl FlowTable {
         if ends_message(low) {
             e.counts[3] += 1;
         }
+        let outcome = e.psn.observe(psn, span);
         // Latency of RDMA on RC and XRC (the transports that acknowledge): a READ to its
         // last response, a message's last packet to the ACK that covers it (NVMe/RDMA
         // connections are left to the I/O tracker when the answer comes, by which time they
@@ -1621,15 +1629,23 @@ impl FlowTable {
             // The oldest request still awaiting its answer gives way: counted where its
             // answer could have come (the flow's responses seen: it is paired), unless this
             // request is sent again (the one pushed out is likely its first copy, answered
-            // with it); an NVMe connection's are the I/O tracker's.
-            let counted = |e: &Hot| e.peer_slot != NONE && !e.has(CAPSULES) && !e.psn.is_behind(psn);
+            // with it); an NVMe connection's are the I/O tracker's. A request sent again
+            // whose first copy the ring still holds (awaiting its answer or answered) is
+            // that request: its latency runs from the first copy, once.
+            let behind = matches!(outcome, Outcome::Retransmission { .. });
+            let counted = |e: &Hot| e.peer_slot != NONE && !e.has(CAPSULES) && !behind;
             if low == op::READ_REQUEST {
-                let at = e.next_ring_slot(1);
-                if c.reads[at].live() && counted(e) {
-                    self.requests_pushed_out += 1;
+                if !(behind && holds(&c.reads, psn)) {
+                    let at = e.next_ring_slot(1);
+                    if c.reads[at].live() && counted(e) {
+                        self.requests_pushed_out += 1;
+                    }
+                    c.reads[at] = Pending::new(psn, span.max, ts);
                 }
-                c.reads[at] = Pending::new(psn, span.max, ts);
-            } else if ends_message(low) && !matches!(low, op::COMPARE_SWAP | op::FETCH_ADD) {
+            } else if ends_message(low)
+                && !matches!(low, op::COMPARE_SWAP | op::FETCH_ADD)
+                && !(behind && holds(&self.acks[i as usize].0, psn))
+            {
                 let at = e.next_ring_slot(0);
                 if e.acks_live & (1 << at) != 0 && counted(e) {
                     self.requests_pushed_out += 1;
@@ -1638,7 +1654,7 @@ impl FlowTable {
                 e.acks_live |= 1 << at;
             }
         }
-        match e.psn.observe(psn, span) {
+        match outcome {
             Outcome::InOrder => {}
             Outcome::Retransmission { episode } => {
                 self.sent_again = true;
