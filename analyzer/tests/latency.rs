@@ -1218,3 +1218,71 @@ fn a_request_sent_again_is_answered_once_from_its_first_copy() {
     let f = s["flows"].as_array().unwrap().iter().find(|f| f["dst_qpn"] == 0x20).unwrap();
     assert_eq!(f["retx_packets"], 3, "{f}");
 }
+
+/// Twenty-four I/O queues between one host and one target, their connections set up before
+/// the capture began (no CM), as a host with one queue per CPU has: on every queue five
+/// reads with CIDs 0 to 4, the queues' commands interleaved so that every CID is in flight
+/// on many queues at once, each read's data, completion and the ACKs as real stacks send
+/// them (initial PSNs apart, as RDMA stacks pick them at random). Every read completes, 14 µs
+/// after its command at this one vantage (times hand-set).
+#[test]
+fn many_queues_between_two_hosts_pair_and_complete_without_cm() {
+    use roceprobe::wire::bth::opcode as op;
+    use roceprobe::wire::ib_ext::{Aeth, ExtHeaders, Reth};
+    use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use std::net::IpAddr;
+    let (host, target): (IpAddr, IpAddr) = ("10.15.0.1".parse().unwrap(), "10.15.0.2".parse().unwrap());
+    const QUEUES: u32 = 24;
+    let ack = |psn| ExtHeaders { aeth: Some(Aeth::ack(31, psn)), ..Default::default() };
+    let us = 1_000u64;
+    let mut frames = Vec::new();
+    for round in 0..5u16 {
+        for q in 0..QUEUES {
+            let (host_qp, target_qp) = (0x500 + q, 0x700 + q);
+            let (host_psn, target_psn) =
+                (q * 300_007 + 17 + u32::from(round), q * 500_009 + 5 + 2 * u32::from(round));
+            let t = u64::from(round) * 100 * us + u64::from(q) * us / 2;
+            let va = 0x10_0000 + u64::from(q) * 0x1_0000 + u64::from(round) * 0x1000;
+            let sqe = Sqe {
+                opcode: opcode::READ,
+                flags: FLAGS_SGL,
+                cid: round,
+                nsid: 1,
+                sgl: Sgl::Keyed { address: va, length: 4096, key: 0x40 + q, invalidate: false },
+                slba: 0,
+                nlb: 7,
+            };
+            let mut capsule = [0u8; SQE_LEN];
+            sqe.emit(&mut capsule);
+            let reth =
+                ExtHeaders { reth: Some(Reth { va, rkey: 0x40 + q, dma_len: 4096 }), ..Default::default() };
+            let mut cqe = [0u8; CQE_LEN];
+            Cqe { cid: round, sq_head: round + 1, sq_id: q as u16 + 1, ..Default::default() }.emit(&mut cqe);
+            frames.extend([
+                (t, roce(host, target, op::SEND_ONLY, target_qp, host_psn, ExtHeaders::default(), &capsule)),
+                (t + us, roce(target, host, op::ACKNOWLEDGE, host_qp, host_psn, ack(1), &[])),
+                (t + 6 * us, roce(target, host, op::WRITE_ONLY, host_qp, target_psn, reth, &[0u8; 4096])),
+                (
+                    t + 14 * us,
+                    roce(target, host, op::SEND_ONLY, host_qp, target_psn + 1, ExtHeaders::default(), &cqe),
+                ),
+                (t + 15 * us, roce(host, target, op::ACKNOWLEDGE, target_qp, target_psn + 1, ack(2), &[])),
+            ]);
+        }
+    }
+    frames.sort_by_key(|f| f.0);
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = write_pcap(dir.path(), "queues.pcap", &frames);
+    let s = replay_summary(&[pcap.as_path()], &[]);
+    let ios = &s["ios"];
+    let outcomes: Vec<u64> =
+        ["completed", "timed_out", "unfinished"].map(|k| ios[k].as_u64().unwrap()).into();
+    assert_eq!(outcomes, [u64::from(QUEUES) * 5, 0, 0], "{ios}");
+    let l =
+        s["latency"].as_array().unwrap().iter().find(|l| l["segment"] == "io@compute").expect("io@compute");
+    assert_eq!(l["count"].as_u64(), Some(u64::from(QUEUES) * 5));
+    assert!(
+        close(l["min_us"].as_f64().unwrap(), 14_000) && close(l["max_us"].as_f64().unwrap(), 14_000),
+        "{l}"
+    );
+}

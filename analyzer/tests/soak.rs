@@ -94,6 +94,11 @@ fn a_minute_under_a_small_csv_retain_stays_bounded_whole_and_flat() {
         &duration,
         // The file loops: the probe's clock keeps time going on.
         "--probe-clock",
+        // Two intervals a second: rows enough to fill the directory several times over in
+        // the minute (from its second loop on, each request is its first loop's copy sent
+        // again, which gives no rc_ack sample of its own).
+        "--interval",
+        "500ms",
         // Transmissions of many packets each (the default 1 ms ends one at nearly every
         // packet here: the short ones are counted per flow, the others go to the
         // collective step analysis, whose bounded queue of transmissions then fills and

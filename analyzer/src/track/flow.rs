@@ -289,7 +289,8 @@ const CHANGED: u8 = 1 << 4;
 /// NVMe/RDMA capsules were counted on this flow (its RDMA latencies, and its paired
 /// flow's, are then the I/O tracker's).
 const CAPSULES: u8 = 1 << 5;
-/// The flow is in the index of request flows per host pair.
+/// The flow is in the index of request flows per host pair (a candidate for pairing), or
+/// paired (no candidate any more): either way its requests need not index it.
 const IN_PAIR_INDEX: u8 = 1 << 6;
 /// [`Hot::main_op`] holds the flow's first opcode, which [`Cold::opcodes`] does not count.
 const MAIN_OP: u8 = 1 << 7;
@@ -1316,15 +1317,7 @@ impl FlowTable {
                 self.unpair_from(peer, i);
             }
             if paired {
-                let hosts = (key.vantage, key.src, key.dst);
-                if let Some(slots) = self.pairs.get_mut(&hosts) {
-                    for s in slots.iter_mut().filter(|s| **s == i) {
-                        *s = NONE;
-                    }
-                    if slots.iter().all(|s| *s == NONE) {
-                        self.pairs.remove(&hosts);
-                    }
-                }
+                self.unindex_request_flow(i);
             }
             self.expired_flows += 1;
             return Some(i);
@@ -1383,6 +1376,8 @@ impl FlowTable {
         let e = &mut self.hot[x as usize];
         if e.peer_slot == from {
             e.peer_slot = NONE;
+            // Unpaired again: a candidate for pairing at its next request.
+            e.set(IN_PAIR_INDEX, false);
         }
         if e.peer_qpn == q {
             e.peer_qpn = NONE;
@@ -1390,6 +1385,14 @@ impl FlowTable {
     }
 
     fn set_pair(&mut self, a: u32, b: u32) {
+        // Paired, neither flow is a candidate for another's pairing any more: out of the
+        // index of request flows, so that its room goes to flows still unpaired.
+        for x in [a, b] {
+            if self.hot[x as usize].has(IN_PAIR_INDEX) {
+                self.unindex_request_flow(x);
+            }
+            self.hot[x as usize].set(IN_PAIR_INDEX, true);
+        }
         let (qa, qb) = (self.hot[a as usize].dst_qpn(), self.hot[b as usize].dst_qpn());
         self.hot[a as usize].peer_qpn = qb;
         self.hot[b as usize].peer_qpn = qa;
@@ -1420,12 +1423,31 @@ impl FlowTable {
         }
     }
 
+    /// Puts an unpaired request flow in the index of request flows between its hosts, the
+    /// candidates for pairing. The index holds [`PAIR_SLOTS`] unpaired flows per host pair
+    /// (a flow leaves it once paired); a flow that finds no room tries again later (see
+    /// [`Self::request`]).
+    #[inline(never)]
     fn index_request_flow(&mut self, i: u32) {
         let k = self.key(i);
-        self.hot[i as usize].set(IN_PAIR_INDEX, true);
         let slots = self.pairs.entry((k.vantage, k.src, k.dst)).or_insert([NONE; PAIR_SLOTS]);
         if let Some(s) = slots.iter_mut().find(|s| **s == NONE) {
             *s = i;
+            self.hot[i as usize].set(IN_PAIR_INDEX, true);
+        }
+    }
+
+    /// Takes flow `i` out of the index of request flows (see [`Self::index_request_flow`]).
+    fn unindex_request_flow(&mut self, i: u32) {
+        let k = self.key(i);
+        let hosts = (k.vantage, k.src, k.dst);
+        if let Some(slots) = self.pairs.get_mut(&hosts) {
+            for s in slots.iter_mut().filter(|s| **s == i) {
+                *s = NONE;
+            }
+            if slots.iter().all(|s| *s == NONE) {
+                self.pairs.remove(&hosts);
+            }
         }
     }
 
@@ -1676,8 +1698,11 @@ impl FlowTable {
             }
             Outcome::OutOfWindow => *rest_field(e, c, |c| &mut c.out_of_window) += 1,
         }
+        // A flow that found no room in the index tries again at its 2nd, 4th, 8th, ...
+        // packet: a host pair whose room stays taken (flows that never pair) costs its other
+        // flows a lookup now and then, not one a request.
         let e = &self.hot[i as usize];
-        if !e.has(IN_PAIR_INDEX) && e.dst_qpn() != 1 {
+        if !e.has(IN_PAIR_INDEX) && e.dst_qpn() != 1 && e.counts[0].is_power_of_two() {
             self.index_request_flow(i);
         }
     }
