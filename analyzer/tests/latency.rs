@@ -1286,3 +1286,52 @@ fn many_queues_between_two_hosts_pair_and_complete_without_cm() {
         "{l}"
     );
 }
+
+/// At the storage mirror alone: a read's command at 2.0 µs, its data at 10.0, its
+/// completion at 22.1, then the host's copy of the command sent again at 23.1 (its ACK of
+/// the completion had not come: the host's transport resent the capsule), and the host's
+/// ACK at 30.0. The target served the first copy: io@storage is 22.1 − 2.0 = 20.1 µs, and
+/// the I/O was retransmitted (times hand-set).
+#[test]
+fn a_command_copy_after_its_completion_moves_no_anchor() {
+    use roceprobe::wire::bth::opcode as op;
+    use roceprobe::wire::ib_ext::{Aeth, ExtHeaders, Reth};
+    use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use std::net::IpAddr;
+    let (host, target): (IpAddr, IpAddr) = ("10.16.0.1".parse().unwrap(), "10.16.0.2".parse().unwrap());
+    let (host_qp, target_qp) = (0x161u32, 0x261u32);
+    let sgl = Sgl::Keyed { address: 0x30_0000, length: 4096, key: 0x5, invalidate: false };
+    let sqe = Sqe { opcode: opcode::READ, flags: FLAGS_SGL, cid: 0, nsid: 1, sgl, slba: 0, nlb: 7 };
+    let mut capsule = [0u8; SQE_LEN];
+    sqe.emit(&mut capsule);
+    let mut cqe = [0u8; CQE_LEN];
+    Cqe { cid: 0, sq_head: 1, sq_id: 1, ..Default::default() }.emit(&mut cqe);
+    let reth =
+        ExtHeaders { reth: Some(Reth { va: 0x30_0000, rkey: 0x5, dma_len: 4096 }), ..Default::default() };
+    let ack = ExtHeaders { aeth: Some(Aeth::ack(31, 1)), ..Default::default() };
+    let command = || roce(host, target, op::SEND_ONLY, target_qp, 40, ExtHeaders::default(), &capsule);
+    let frames = [
+        (2_000, command()),
+        (10_000, roce(target, host, op::WRITE_ONLY, host_qp, 70, reth, &[0u8; 4096])),
+        (22_100, roce(target, host, op::SEND_ONLY, host_qp, 71, ExtHeaders::default(), &cqe)),
+        (23_100, command()),
+        (30_000, roce(host, target, op::ACKNOWLEDGE, target_qp, 71, ack, &[])),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = write_pcap(dir.path(), "late_copy.pcap", &frames);
+    let s = replay_summary(&[pcap.as_path()], &["--vantage", "storage=file:0"]);
+    let l = s["latency"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["segment"] == "io@storage")
+        .unwrap_or_else(|| panic!("no io@storage: {s}"));
+    assert_eq!(l["count"], 1, "{l}");
+    assert!(close(l["max_us"].as_f64().unwrap(), 20_100), "{l}");
+    assert_eq!(
+        (s["ios"]["completed"].as_u64(), s["ios"]["retransmitted"].as_u64()),
+        (Some(1), Some(1)),
+        "{}",
+        s["ios"]
+    );
+}

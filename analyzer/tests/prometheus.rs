@@ -296,6 +296,56 @@ fn other_nvme_commands_are_on_the_page_by_command() {
     assert_eq!(got, want);
 }
 
+/// Live, a page never counts more frames analysed than received: each interval is shown
+/// once both its snapshot and its receive counters are in. A looped capture, 200 ms
+/// intervals, pages read every 70 ms while the 4 s run lasts.
+#[test]
+fn a_live_page_counts_no_more_frames_analysed_than_received() {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let pcap = capture("rdma_write_bw.pcap");
+    let mut args: Vec<String> = ["live", "-q", "--probe-clock", "--interval", "200ms", "--duration", "4s"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(["--prometheus".into(), addr.clone(), "--".into()]);
+    let mut eal = eal_args(&[&pcap]);
+    let vdev = eal.last_mut().unwrap();
+    vdev.push_str(",infinite_rx=1");
+    args.extend(eal);
+    let probe =
+        Reap(Command::new(bin()).args(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
+    let sum = |page: &str, family: &str| -> Option<f64> {
+        let lines: Vec<f64> = page
+            .lines()
+            .filter(|l| l.starts_with(&format!("{family}{{")))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+            .collect();
+        (!lines.is_empty()).then(|| lines.iter().sum())
+    };
+    // The run's 4 s, after EAL's start-up (slower on a busy machine).
+    let deadline = Instant::now() + Duration::from_secs(8);
+    let mut compared = 0;
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(70));
+        let Ok(mut c) = TcpStream::connect(&addr) else { continue };
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        if c.write_all(SCRAPE).is_err() {
+            continue;
+        }
+        let mut r = String::new();
+        let _ = c.read_to_string(&mut r);
+        let page = r.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        if let (Some(analysed), Some(received)) =
+            (sum(page, "roceprobe_packets_total"), sum(page, "roceprobe_receive_packets_total"))
+        {
+            assert!(analysed <= received, "{analysed} frames analysed, {received} received, on one page");
+            compared += 1;
+        }
+    }
+    drop(probe);
+    assert!(compared >= 5, "only {compared} pages with both counts");
+}
+
 /// Fifty clients that each sent half a request and stay connected, and one that sends a
 /// request head of 1 MiB, do not delay a well-behaved scrape: it gets the whole page in
 /// well under a second. The stalled ones are cut off after the request timeout, unanswered.

@@ -611,7 +611,10 @@ fn pipeline(
         // Whether a CSV write has failed (told once per run; every failure is counted).
         // Receive statistics so far, per source, and the dashboard's rates.
         let mut received: Vec<SourceStats> = Vec::new();
-        let mut viewed_to = 0u64;
+        // The live views show an interval once both its snapshot (from the first worker)
+        // and its receive counters (ports) have come, in whichever order: shown at the
+        // snapshot alone, a page would count more frames analysed than received.
+        let (mut viewed_to, mut analysed_to, mut received_to) = (0u64, 0u64, 0u64);
         for msg in rx {
             let written = match &msg {
                 ToStats::Interval(s) => {
@@ -676,15 +679,23 @@ fn pipeline(
                 }
             }
             match &msg {
-                // The live outputs (dashboard, Prometheus), once per interval (when the first
-                // worker reports it).
-                ToStats::Interval(s) if live_views && s.end_ns > viewed_to => {
-                    viewed_to = s.end_ns;
-                    let mut summary = Summary::build(&totals, &received, &totals.ios);
-                    summary.set_time_sources(&totals.time_use, &source_times);
-                    live.publish(summary, (s.start_ns, s.end_ns));
-                }
+                ToStats::Interval(s) => analysed_to = analysed_to.max(s.end_ns),
+                ToStats::Ports { end_ns, .. } => received_to = received_to.max(*end_ns),
                 _ => {}
+            }
+            // The live outputs (dashboard, Prometheus), once per interval: when its snapshot
+            // and its receive counters are both in, or when the snapshots have gone an
+            // interval past the last counters (a source whose counters stopped coming).
+            let shown = if analysed_to > received_to.saturating_add(interval_ns) {
+                analysed_to
+            } else {
+                analysed_to.min(received_to)
+            };
+            if live_views && shown > viewed_to && matches!(msg, ToStats::Interval(_) | ToStats::Ports { .. }) {
+                viewed_to = shown;
+                let mut summary = Summary::build(&totals, &received, &totals.ios);
+                summary.set_time_sources(&totals.time_use, &source_times);
+                live.publish(summary, (shown.saturating_sub(interval_ns), shown));
             }
             let from = match &msg {
                 ToStats::Interval(s) => Some(s.worker),

@@ -1390,6 +1390,11 @@ impl IoTracker {
             }
         };
         self.ios[i].sqe_first.first(v, ts);
+        // A copy this vantage sees after its completion is not the one the target served:
+        // the command's anchors stay.
+        if self.ios[i].cqe.at(v).is_some() {
+            return;
+        }
         let me = Ref { slot: i as u32, generation: self.ios[i].generation };
         if whole {
             self.ios[i].sqe_last.last(v, ts);
