@@ -1335,3 +1335,35 @@ fn a_command_copy_after_its_completion_moves_no_anchor() {
         s["ios"]
     );
 }
+
+/// Two reads' commands, one completed 10 µs later, the other never: the exit report says
+/// one I/O was still awaiting its completion when the run ended.
+#[test]
+fn the_exit_report_names_an_io_left_open() {
+    use roceprobe::wire::bth::opcode as op;
+    use roceprobe::wire::ib_ext::ExtHeaders;
+    use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use std::net::IpAddr;
+    let (host, target): (IpAddr, IpAddr) = ("10.17.0.1".parse().unwrap(), "10.17.0.2".parse().unwrap());
+    let command = |cid: u16, psn| {
+        let sgl = Sgl::Keyed { address: 0x1000 * u64::from(cid + 1), length: 512, key: 9, invalidate: false };
+        let mut capsule = [0u8; SQE_LEN];
+        Sqe { opcode: opcode::READ, flags: FLAGS_SGL, cid, nsid: 1, sgl, slba: 0, nlb: 0 }.emit(&mut capsule);
+        roce(host, target, op::SEND_ONLY, 0x271, psn, ExtHeaders::default(), &capsule)
+    };
+    let mut cqe = [0u8; CQE_LEN];
+    Cqe { cid: 1, sq_head: 1, sq_id: 1, ..Default::default() }.emit(&mut cqe);
+    let frames = spaced(
+        vec![command(1, 10), command(2, 11), roce(target, host, op::SEND_ONLY, 0x171, 50, ExtHeaders::default(), &cqe)],
+        5_000,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = write_pcap(dir.path(), "open.pcap", &frames);
+    let o = Command::new(bin()).args(["replay", pcap.to_str().unwrap()]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success());
+    assert!(
+        out.lines().any(|l| l == "  I/Os: 1 still awaiting their completion at the end (ios.unfinished)"),
+        "{out}"
+    );
+}

@@ -23,6 +23,19 @@ fn truth_ios(t: &Value) -> Vec<(u64, &Value)> {
         .collect()
 }
 
+/// Under the I/O table, the I/Os its counts do not show: nvme_faults' truth has 3 with a
+/// packet sent again, and none still open at the end.
+#[test]
+fn the_exit_report_names_the_ios_sent_again_and_those_left_open() {
+    let t = scenario_truth("nvme_faults");
+    let dir = tempfile::tempdir().unwrap();
+    let (out, s, _) = replay_scenario("nvme_faults", &[], dir.path());
+    let n = t["io_outcomes"]["retransmitted"].as_u64().unwrap();
+    assert_eq!(s["ios"]["unfinished"], 0);
+    let line = out.lines().find(|l| l.starts_with("  I/Os: ")).unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(line, format!("  I/Os: {n} with a packet sent again (ios.retransmitted, among those completed or timed out)"));
+}
+
 #[test]
 fn the_exit_report_opens_with_the_io_quality_the_summary_holds() {
     let dir = tempfile::tempdir().unwrap();

@@ -108,6 +108,22 @@ fn io_quality(out: &mut String, s: &Summary) {
     let over = if secs < 1e-3 { format!("{:.1} µs", secs * 1e6) } else { format!("{secs:.3} s") };
     let _ = writeln!(out, "NVMe I/O quality over {over} of packet time (latencies in µs):");
     table(out, &IO_HEADER, &rows, |i| i >= 3, false);
+    // The I/Os the table's counts leave out or hide: still open when the run ended, and
+    // those with a packet seen twice at a vantage.
+    let c = &s.ios.counts;
+    let mut notes = Vec::new();
+    if c.unfinished > 0 {
+        notes.push(format!("{} still awaiting their completion at the end (ios.unfinished)", c.unfinished));
+    }
+    if c.retransmitted > 0 {
+        notes.push(format!(
+            "{} with a packet sent again (ios.retransmitted, among those completed or timed out)",
+            c.retransmitted
+        ));
+    }
+    if !notes.is_empty() {
+        let _ = writeln!(out, "  I/Os: {}", notes.join("; "));
+    }
 }
 
 const SLOW_HEADER: [&str; 11] = [
