@@ -275,9 +275,10 @@ pub struct LiveArgs {
     /// main one (e.g. -l 0-1 for one worker).
     #[arg(long)]
     pub rx_core: bool,
-    /// Time every frame by the probe's clock when it is received, ignoring NIC (and
-    /// net_pcap file) timestamps: for NICs whose timestamps are not trusted. The NIC's
-    /// timestamp offload is then left off.
+    /// Time frames by the probe's clock when their burst is received (the frames of one
+    /// poll, up to 32, share its time: a latency shorter than a burst's span reads as 0),
+    /// ignoring NIC (and net_pcap file) timestamps: for NICs whose timestamps are not
+    /// trusted. The NIC's timestamp offload is then left off.
     #[arg(long)]
     pub probe_clock: bool,
     /// The largest frame to receive whole, Ethernet header to FCS: sets each port's MTU and

@@ -121,6 +121,8 @@ fn the_dashboard_shows_the_truth_of_a_fixture() {
     assert!(screen[0].starts_with("roceprobe finished"), "{}", screen[0]);
     assert_shows_truth(&screen, &t);
     assert!(screen.iter().any(|l| l.contains("drops: rx missed 0  errors 0  no mbuf 0  reports 0")));
+    // The final view's rates are over the run's packets, not an interval: its title says so.
+    assert!(screen.iter().any(|l| l.contains("(Gbit/s over the run's packets, counts whole")), "{screen:#?}");
 }
 
 #[test]

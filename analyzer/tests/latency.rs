@@ -1354,7 +1354,11 @@ fn the_exit_report_names_an_io_left_open() {
     let mut cqe = [0u8; CQE_LEN];
     Cqe { cid: 1, sq_head: 1, sq_id: 1, ..Default::default() }.emit(&mut cqe);
     let frames = spaced(
-        vec![command(1, 10), command(2, 11), roce(target, host, op::SEND_ONLY, 0x171, 50, ExtHeaders::default(), &cqe)],
+        vec![
+            command(1, 10),
+            command(2, 11),
+            roce(target, host, op::SEND_ONLY, 0x171, 50, ExtHeaders::default(), &cqe),
+        ],
         5_000,
     );
     let dir = tempfile::tempdir().unwrap();

@@ -33,7 +33,12 @@ fn the_exit_report_names_the_ios_sent_again_and_those_left_open() {
     let n = t["io_outcomes"]["retransmitted"].as_u64().unwrap();
     assert_eq!(s["ios"]["unfinished"], 0);
     let line = out.lines().find(|l| l.starts_with("  I/Os: ")).unwrap_or_else(|| panic!("{out}"));
-    assert_eq!(line, format!("  I/Os: {n} with a packet sent again (ios.retransmitted, among those completed or timed out)"));
+    assert_eq!(
+        line,
+        format!(
+            "  I/Os: {n} with a packet sent again (ios.retransmitted, among those completed or timed out)"
+        )
+    );
 }
 
 #[test]

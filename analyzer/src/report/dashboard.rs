@@ -700,12 +700,11 @@ fn draw_flows(f: &mut Frame<'_>, area: Rect, v: &View, sort: SortBy) {
     });
     let mut constraints: Vec<Constraint> = widths[..shown].iter().map(|&w| Constraint::Length(w)).collect();
     constraints[0] = Constraint::Min(first);
-    // Gbit/s is the last interval's, the counters the run's: the title says so.
-    let title = format!(
-        " top flows of {} by {} (Gbit/s last interval, counts whole run) ",
-        v.summary.flows.len(),
-        sort.label()
-    );
+    // Gbit/s is the last interval's (the final view's: the run's, first to last packet),
+    // the counters the run's: the title says so.
+    let over = if v.finished { "Gbit/s over the run's packets" } else { "Gbit/s last interval" };
+    let title =
+        format!(" top flows of {} by {} ({over}, counts whole run) ", v.summary.flows.len(), sort.label());
     f.render_widget(table(rows, constraints, &header[..shown], title), area);
 }
 
