@@ -905,6 +905,49 @@ fn table_lists_every_flow() {
     assert!(text.contains("0x00001e") && text.contains("READ_RESPONSE_FIRST:5"), "{text}");
 }
 
+/// rdma_write_bw.pcap (a real NIC's ICRCs; tshark: WRITE First/Middle/Last to QP 0x1b,
+/// PSNs 5454383 on in order, each message ACKed) with two WRITE Middles' PSNs flipped on
+/// the way, one a million PSNs behind, one two million ahead (their ICRCs then fail): with
+/// `--check-icrc` those packets are counted and their ICRC errors too, their PSNs taken as
+/// the ones expected, so the flow's PSNs stay in order: no gap, no retransmission, and
+/// every message's ACK latency still measured.
+#[test]
+fn check_icrc_keeps_a_corrupted_psn_out_of_the_analysis() {
+    let c = capture("rdma_write_bw.pcap");
+    let frames = read_all_frames(&c).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("psn.pcap");
+    let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+    let mut flipped = 0;
+    for (i, f) in frames.iter().enumerate() {
+        let mut f = f.clone();
+        // UDP port 4791 at 36 (IPv4 without options), the BTH at 42: opcode 7 (WRITE
+        // Middle), the PSN's three bytes at 51.
+        if flipped < 2 && f.len() > 54 && f[36..38] == 4791u16.to_be_bytes() && f[42] == 7 && i > 30 {
+            // The PSN's bit 20 (it falls 1,048,576 behind), then bit 21 (2,097,152 ahead).
+            f[51] ^= [0x10, 0x20][flipped];
+            flipped += 1;
+        }
+        w.write(1_000 * (i as u64 + 1), &f, f.len() as u32).unwrap();
+    }
+    drop(w);
+    assert_eq!(flipped, 2);
+    let untouched = replay_summary(&[&c], &[]);
+    let s = replay_summary(&[&path], &["--check-icrc"]);
+    let flow = |s: &serde_json::Value| {
+        s["flows"].as_array().unwrap().iter().find(|f| f["dst_qpn"] == 0x1b).unwrap().clone()
+    };
+    let (f, u) = (flow(&s), flow(&untouched));
+    assert_eq!((f["packets"].clone(), f["icrc_errors"].as_u64()), (u["packets"].clone(), Some(2)), "{f}");
+    for k in ["gap_psns", "retx_packets", "out_of_window"] {
+        assert_eq!(f[k], 0, "{k}: {f}");
+    }
+    let acks = |s: &serde_json::Value| {
+        s["latency"].as_array().unwrap().iter().find(|l| l["op"] == "rc_ack").map(|l| l["count"].clone())
+    };
+    assert_eq!(acks(&s), Some(serde_json::json!(5)), "tshark: five messages, each ACKed");
+}
+
 #[test]
 fn check_icrc_counts_a_corrupted_payload_per_flow() {
     let frames = read_all_frames(&capture("rdma_write_lat.pcap")).unwrap();

@@ -16,7 +16,7 @@ use crate::metrics::snapshot::{Forgotten, Needed, TimeUse};
 use crate::wire::bth::opcode as op;
 use crate::wire::cm::{CmMessage, GSI_QPN};
 use crate::wire::nvme::{classify, Capsule};
-use crate::wire::{icrc, Decoded, RocePacket};
+use crate::wire::{Decoded, RocePacket};
 use std::net::IpAddr;
 
 /// Latency sample buffers allocated at start-up for the first new series.
@@ -107,7 +107,6 @@ pub struct Analyzer {
     /// The ConnectRequests answered already (the same keys), as many as `cm_requests`
     /// holds: a repeated reply is not a new connection.
     cm_answered: FifoMap<(Vantage, u32), ()>,
-    check_icrc: bool,
     /// Frames arrive with their final time (a dispatcher applied the ERSPAN clocks).
     stamped: bool,
     /// With `--evidence-dir`.
@@ -120,6 +119,7 @@ impl Analyzer {
             .with_announced(cfg.max_announced_flows)
             .with_expiry(cfg.flow_expire_ns)
             .with_min_transmission_packets(cfg.min_transmission_packets)
+            .with_icrc_check(cfg.check_icrc)
             .with_duplicate_window(cfg.duplicate_window_ns);
         let mut ios = IoTracker::new(cfg.max_ios, cfg.io_timeout_ns)
             .with_max_pairs(cfg.max_latency_series)
@@ -139,7 +139,6 @@ impl Analyzer {
             nvme: NvmeRecognizer::new(cfg.max_pending_commands),
             cm_requests: FifoMap::new(cfg.max_cm_requests),
             cm_answered: FifoMap::new(cfg.max_cm_requests),
-            check_icrc: cfg.check_icrc,
             stamped: false,
             evidence: cfg.evidence.map(|e| Box::new(Evidence::new(e))),
         }
@@ -360,16 +359,13 @@ impl Analyzer {
         let slot = match self.flows.record(key, p, seen, &mut self.latency, out) {
             Recorded::Flow(slot) => Some(slot),
             Recorded::Untracked => None,
+            // Its ICRC wrong: counted in its flow, but nothing else trusts it.
+            Recorded::Corrupt => return,
             // The mirror's second copy of a packet counted already.
             Recorded::Duplicate => return,
         };
         let opcode = p.bth.opcode();
         let psn = p.bth.psn();
-        if let Some(slot) = slot {
-            if self.check_icrc && icrc::check(&p.icrc) == Some(false) {
-                self.flows.count_icrc_error(slot, opcode, ts);
-            }
-        }
         if late {
             return;
         }

@@ -24,6 +24,7 @@ use super::vantage::Vantage;
 use crate::metrics::latency::{LatencyRecorder, Op, Segment, SeriesKey};
 use crate::wire::bth::{opcode as op, Transport};
 use crate::wire::ib_ext::{nak_code, AckKind, Tracked};
+use crate::wire::icrc;
 use crate::wire::RocePacket;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -747,6 +748,8 @@ pub struct FlowTable {
     expire_ns: u64,
     /// `--min-transmission-packets`: shorter transmissions are counted, not reported.
     min_tx_packets: u64,
+    /// `--check-icrc`: packets whose ICRC is wrong are trusted no further.
+    check_icrc: bool,
     /// The cold counters (bits as in [`Hot::tx_mask`]) that make a transmission that
     /// changed them a row however few its packets: the NAKs, which an operator looks for
     /// and the collective step analysis takes from the answering flow's transmissions.
@@ -798,6 +801,9 @@ pub enum Recorded {
     /// A second copy of a packet the flow counted already (see
     /// [`Hot::mirror_duplicate`]): counted as such, and nothing else.
     Duplicate,
+    /// A packet whose ICRC is wrong (`--check-icrc`; see [`FlowTable::with_icrc_check`]):
+    /// counted in its flow, its ICRC error too, and trusted no further.
+    Corrupt,
 }
 
 impl FlowTable {
@@ -832,6 +838,7 @@ impl FlowTable {
             changed: Vec::with_capacity(max_flows),
             expire_ns: crate::defaults::FLOW_EXPIRE_NS,
             min_tx_packets: 1,
+            check_icrc: false,
             keep_mask: {
                 let mut c = FlowCounts::default();
                 let mut bit =
@@ -872,6 +879,14 @@ impl FlowTable {
     /// transmission.
     pub fn with_min_transmission_packets(mut self, n: u64) -> Self {
         self.min_tx_packets = n;
+        self
+    }
+
+    /// Checks every packet's ICRC (`--check-icrc`): one whose ICRC is wrong is counted in
+    /// its flow with its ICRC error, and trusted no further (see `corrupt`):
+    /// [`Recorded::Corrupt`].
+    pub fn with_icrc_check(mut self, on: bool) -> Self {
+        self.check_icrc = on;
         self
     }
 
@@ -1569,9 +1584,17 @@ impl FlowTable {
             *rest_field(e, c, |c| &mut c.ecn_ce) += 1;
             self.signal(i, requests_side(opcode), Signal::Ce, ts);
         }
+        let corrupt = self.check_icrc && icrc::check(&p.icrc) == Some(false);
         if seen.late {
             *self.rest_field(i, |c| &mut c.late_packets) += 1;
+            if corrupt {
+                self.count_icrc_error(i, opcode, ts);
+            }
             return Recorded::Flow(i);
+        }
+        if corrupt {
+            self.corrupt(i, p, opcode, ts);
+            return Recorded::Corrupt;
         }
 
         if opcode == op::CNP {
@@ -1628,7 +1651,8 @@ impl FlowTable {
     }
 
     /// A request packet of flow `i`: its message, its PSN, and what it awaits an answer to.
-    #[inline]
+    /// Inlined in the packet's path (the corrupt packets' cold path calls it too).
+    #[inline(always)]
     fn request(&mut self, i: u32, p: &RocePacket<'_>, opcode: u8, ts: u64) {
         let low = opcode & 0x1F;
         let span = if low == op::READ_REQUEST {
@@ -1707,6 +1731,34 @@ impl FlowTable {
         }
     }
 
+    /// A packet of flow `i` whose ICRC is wrong (`--check-icrc`), counted in its flow: its
+    /// ICRC error, and as much analysis as can trust it. A request whose PSN reads as
+    /// expected, or a little behind (a copy sent again: within the window an ACK may cover),
+    /// is a request as it reads (its PSN, its message, its place awaiting an answer); one
+    /// whose PSN jumps ahead or far behind most likely had its PSN hit: counted as the
+    /// packet it reads as (a message's end among them), its PSN taken as the one expected.
+    /// An answer is not analysed (it would answer what it cannot vouch for).
+    #[cold]
+    #[inline(never)]
+    fn corrupt(&mut self, i: u32, p: &RocePacket<'_>, opcode: u8, ts: u64) {
+        self.count_icrc_error(i, opcode, ts);
+        if !is_request(opcode) {
+            return;
+        }
+        let psn = p.bth.psn();
+        let e = &mut self.hot[i as usize];
+        let near_behind = e.psn.is_behind(psn)
+            && e.psn.next_expected().is_some_and(|next| next.wrapping_sub(psn) & 0x00FF_FFFF <= ACK_WINDOW);
+        if e.psn.expects(psn) || near_behind {
+            self.request(i, p, opcode, ts);
+        } else {
+            if ends_message(opcode & 0x1F) {
+                e.counts[3] += 1;
+            }
+            e.psn.skip_one();
+        }
+    }
+
     /// Whether a flow or its paired direction carries NVMe/RDMA capsules (its RDMA
     /// latencies are then the I/O tracker's).
     fn carries_nvme(&self, i: u32) -> bool {
@@ -1727,7 +1779,7 @@ impl FlowTable {
 
     /// Counts a packet of a tracked flow whose ICRC was wrong.
     #[inline]
-    pub fn count_icrc_error(&mut self, slot: u32, opcode: u8, ts: u64) {
+    fn count_icrc_error(&mut self, slot: u32, opcode: u8, ts: u64) {
         *self.rest_field(slot, |c| &mut c.icrc_errors) += 1;
         self.signal(slot, requests_side(opcode), Signal::Icrc, ts);
     }

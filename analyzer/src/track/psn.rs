@@ -106,6 +106,17 @@ impl PsnTracker {
         self.hi = psn & MASK;
     }
 
+    /// A request packet came whose PSN cannot be trusted (its ICRC failed): taken as the
+    /// one expected next, which it most likely was, so that the PSNs after it stay in
+    /// order (nothing before the first packet: the next one starts the analysis).
+    pub fn skip_one(&mut self) {
+        if self.started() {
+            let (lo, hi) = (self.lo & MASK, self.hi & MASK);
+            self.lo = ((lo + 1) & MASK) | FLAG;
+            self.hi = ((hi + 1) & MASK) | (self.hi & FLAG);
+        }
+    }
+
     /// The highest PSN expected next (for matching acknowledgements).
     pub fn next_expected(&self) -> Option<u32> {
         self.started().then_some(self.hi & MASK)
