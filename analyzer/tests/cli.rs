@@ -1583,3 +1583,84 @@ fn a_record_s_original_length_is_taken_only_where_a_frame_could_have_had_it() {
     assert_eq!(flows.len(), 1, "{flows:?}");
     assert_eq!(flows[0]["bytes"].as_u64().unwrap(), (a.len() + b.len()) as u64 + 1_086);
 }
+
+/// Frames around the IP layer's edges, each between two intact ones, read as tshark reads
+/// them: an IPv6 header whose version field says 4 (tshark: "Bogus IPv6 version", no
+/// RoCE), an IPv6 RoCE packet behind 16 Destination Options headers (RoCE to QP 0x30), and
+/// an ERSPAN II mirror whose outer IPv4 datagram (total length 40) ends inside the ERSPAN
+/// header, its mirrored RoCE packet in the frame's trailer (no RoCE). The RoCE packets the
+/// probe counts are tshark's, QP by QP.
+#[test]
+fn frames_at_the_ip_layers_edges_are_read_as_tshark_reads_them() {
+    use roceprobe::wire::bth;
+    use std::net::IpAddr;
+    let frame = |src: &str, dst: &str, qp: u32| {
+        let (s, d): (IpAddr, IpAddr) = (src.parse().unwrap(), dst.parse().unwrap());
+        let r = bth::Repr { opcode: bth::opcode::SEND_ONLY, dest_qp: qp, psn: 1, ..Default::default() };
+        let mut f = roceprobe::wire::build::RoceFrame::new(s, d, r);
+        f.payload = &[0u8; 16];
+        f.emit()
+    };
+    let intact = frame("fd00::1", "fd00::2", 0x10);
+    let mut bogus = frame("fd00::1", "fd00::2", 0x20);
+    bogus[14] = (bogus[14] & 0x0F) | 0x40;
+    // 16 Destination Options headers of 8 bytes (next header, length 0, a PadN of 4) between
+    // the IPv6 header and UDP.
+    let plain = frame("fd00::1", "fd00::2", 0x30);
+    let mut deep = plain[..54].to_vec();
+    deep[20] = 60;
+    for k in 0..16 {
+        deep.extend([if k == 15 { 17 } else { 60 }, 0, 1, 4, 0, 0, 0, 0]);
+    }
+    deep.extend(&plain[54..]);
+    let len = u16::from_be_bytes([deep[18], deep[19]]) + 128;
+    deep[18..20].copy_from_slice(&len.to_be_bytes());
+    // ERSPAN II: IPv4 (protocol 47), GRE with a sequence number (protocol 0x88BE), the
+    // 8-byte ERSPAN header (version 1, session 5), then the mirrored frame, all in the
+    // frame, but the outer total length 40: 20 of IP, 8 of GRE, 8 of ERSPAN and 4 more.
+    let inner = frame("10.20.0.1", "10.20.0.2", 0x40);
+    let mut mirror = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x08, 0x00];
+    mirror.extend([0x45, 0, 0, 40, 0, 0, 0x40, 0, 64, 47, 0, 0, 10, 30, 0, 1, 10, 30, 0, 2]);
+    mirror.extend([0x10, 0, 0x88, 0xBE, 0, 0, 0, 7]);
+    mirror.extend([0x10, 0, 0, 5, 0, 0, 0, 0]);
+    mirror.extend(&inner);
+    let dir = tempfile::tempdir().unwrap();
+    for (name, odd) in [("bogus_v6", bogus), ("deep_v6", deep), ("short_erspan", mirror)] {
+        let path = dir.path().join(format!("{name}.pcap"));
+        let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+        for (i, f) in [&intact, &odd, &intact].into_iter().enumerate() {
+            w.write(1_000 * (i as u64 + 1), f, f.len() as u32).unwrap();
+        }
+        drop(w);
+        let o = std::process::Command::new("tshark")
+            .args([
+                "-r",
+                path.to_str().unwrap(),
+                "-Y",
+                "infiniband.bth",
+                "-T",
+                "fields",
+                "-e",
+                "infiniband.bth.destqp",
+            ])
+            .output()
+            .expect("tshark (scripts/setup installs it)");
+        let mut want: Vec<u64> = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(|q| u64::from_str_radix(q.trim_start_matches("0x"), 16).unwrap())
+            .collect();
+        want.sort();
+        let s = replay_summary(&[&path], &[]);
+        let mut got: Vec<u64> = s["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|f| {
+                std::iter::repeat_n(f["dst_qpn"].as_u64().unwrap(), f["packets"].as_u64().unwrap() as usize)
+            })
+            .collect();
+        got.sort();
+        assert_eq!(got, want, "{name}: RoCE packets by QP, tshark's");
+        assert_eq!(s["packets"], 3, "{name}");
+    }
+}

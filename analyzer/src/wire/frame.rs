@@ -468,7 +468,10 @@ fn mirrored<'a>(n: &L3<'a>, inside_mirror: bool) -> Result<(&'a [u8], Mirror), S
     if inside_mirror || n.first_fragment {
         return Err(Stop::NotRoce(NotRoce::OtherGre));
     }
+    // The mirror's GRE packet ends where its IP datagram does, whatever follows in the
+    // frame (Ethernet padding, a trailer).
     let l4 = n.l3.get(n.l4_offset..).unwrap_or_default();
+    let l4 = &l4[..l4.len().min(n.l4_len)];
     let g = gre::Packet::new_checked(l4)?;
     let erspan_type = match g.protocol() {
         // Type II always numbers its packets; without the sequence number it is type I.

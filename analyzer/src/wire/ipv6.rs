@@ -37,6 +37,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
         if buf.as_ref().len() < HEADER_LEN {
             return Err(DecodeError::Ipv6Truncated);
         }
+        if buf.as_ref()[field::VER_TC_FLOW] >> 4 != 6 {
+            return Err(DecodeError::Ipv6BadHeader);
+        }
         Ok(Self { buf })
     }
     #[inline]
@@ -81,13 +84,14 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
     /// Skips extension headers. Returns the upper-layer protocol, the offset of its header
     /// from the start of the IPv6 header, and which part of its datagram the packet is (a
-    /// Fragment header's). Bounded: at most 16 extension headers are walked.
+    /// Fragment header's). Bounded: at most 16 extension headers are walked (then the
+    /// upper layer's header must come).
     pub fn upper_layer(&self) -> Result<(u8, usize, Fragment)> {
         let b = self.buf.as_ref();
         let mut nh = self.next_header();
         let mut off = HEADER_LEN;
         let (mut later, mut more) = (false, false);
-        for _ in 0..16 {
+        for _ in 0..=16 {
             match nh {
                 next_header::HOP_BY_HOP
                 | next_header::ROUTING

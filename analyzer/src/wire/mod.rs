@@ -46,6 +46,7 @@ pub enum DecodeError {
     Ipv4BadHeader,
     IpFragment,
     Ipv6Truncated,
+    Ipv6BadHeader,
     Ipv6ExtTruncated,
     UdpTruncated,
     UdpBadLength,
@@ -60,13 +61,14 @@ pub enum DecodeError {
 }
 
 impl DecodeError {
-    pub const ALL: [DecodeError; 17] = [
+    pub const ALL: [DecodeError; 18] = [
         Self::EthernetTruncated,
         Self::VlanTruncated,
         Self::Ipv4Truncated,
         Self::Ipv4BadHeader,
         Self::IpFragment,
         Self::Ipv6Truncated,
+        Self::Ipv6BadHeader,
         Self::Ipv6ExtTruncated,
         Self::UdpTruncated,
         Self::UdpBadLength,
@@ -88,6 +90,7 @@ impl DecodeError {
             Self::Ipv4BadHeader => "ipv4_bad_header",
             Self::IpFragment => "ip_fragment",
             Self::Ipv6Truncated => "ipv6_truncated",
+            Self::Ipv6BadHeader => "ipv6_bad_header",
             Self::Ipv6ExtTruncated => "ipv6_ext_truncated",
             Self::UdpTruncated => "udp_truncated",
             Self::UdpBadLength => "udp_bad_length",
