@@ -1371,3 +1371,63 @@ fn the_exit_report_names_an_io_left_open() {
         "{out}"
     );
 }
+
+/// A 16 KiB write whose data the target READs in four parts of 4 KiB (each READ where the
+/// last ended, as a target whose READs take a bounded number of pages does), each answered
+/// by its READ Response Only; times hand-set (µs): command 0, READs 5, 6, 7, 8, their
+/// responses 9, 10, 11, 12, completion 20, the host's ACK 21. The READ phase runs from the
+/// first READ to the last one's response: compute = 12 − 5 = 7; storage (this capture as
+/// the storage mirror) = (5 − 0) + (20 − 12) = 13; nothing was sent again.
+#[test]
+fn a_write_read_in_several_parts_spans_them_all() {
+    use roceprobe::wire::bth::opcode as op;
+    use roceprobe::wire::ib_ext::{Aeth, ExtHeaders, Reth};
+    use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use std::net::IpAddr;
+    let (host, target): (IpAddr, IpAddr) = ("10.18.0.1".parse().unwrap(), "10.18.0.2".parse().unwrap());
+    let (host_qp, target_qp) = (0x181u32, 0x281u32);
+    let (va, key) = (0x40_0000u64, 0x33u32);
+    let sgl = Sgl::Keyed { address: va, length: 16_384, key, invalidate: false };
+    let mut capsule = [0u8; SQE_LEN];
+    Sqe { opcode: opcode::WRITE, flags: FLAGS_SGL, cid: 4, nsid: 1, sgl, slba: 0, nlb: 31 }
+        .emit(&mut capsule);
+    let mut cqe = [0u8; CQE_LEN];
+    Cqe { cid: 4, sq_head: 1, sq_id: 1, ..Default::default() }.emit(&mut cqe);
+    let us = 1_000u64;
+    let mut frames =
+        vec![(0, roce(host, target, op::SEND_ONLY, target_qp, 100, ExtHeaders::default(), &capsule))];
+    for k in 0..4u32 {
+        let reth = ExtHeaders {
+            reth: Some(Reth { va: va + u64::from(k) * 4096, rkey: key, dma_len: 4096 }),
+            ..Default::default()
+        };
+        let ack = ExtHeaders { aeth: Some(Aeth::ack(31, k + 1)), ..Default::default() };
+        frames.push((
+            (5 + u64::from(k)) * us,
+            roce(target, host, op::READ_REQUEST, host_qp, 500 + k, reth, &[]),
+        ));
+        frames.push((
+            (9 + u64::from(k)) * us,
+            roce(host, target, op::READ_RESPONSE_ONLY, target_qp, 500 + k, ack, &[0u8; 4096]),
+        ));
+    }
+    frames.push((20 * us, roce(target, host, op::SEND_ONLY, host_qp, 504, ExtHeaders::default(), &cqe)));
+    let ack = ExtHeaders { aeth: Some(Aeth::ack(31, 9)), ..Default::default() };
+    frames.push((21 * us, roce(host, target, op::ACKNOWLEDGE, target_qp, 504, ack, &[])));
+    frames.sort_by_key(|f| f.0);
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = write_pcap(dir.path(), "parts.pcap", &frames);
+    for (vantage, segment, want_ns) in [("compute", "compute", 7_000), ("storage", "storage", 13_000)] {
+        let s = replay_summary(&[pcap.as_path()], &["--vantage", &format!("{vantage}=file:0")]);
+        let l = s["latency"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["segment"] == segment)
+            .unwrap_or_else(|| panic!("no {segment}: {s}"));
+        assert_eq!(l["count"], 1, "{l}");
+        assert!(close(l["max_us"].as_f64().unwrap(), want_ns), "{segment}: {l}");
+        let ios = &s["ios"];
+        assert_eq!((ios["completed"].as_u64(), ios["retransmitted"].as_u64()), (Some(1), Some(0)), "{ios}");
+    }
+}

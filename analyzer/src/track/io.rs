@@ -148,10 +148,14 @@ struct Io {
     data_psn: Option<u32>,
     cqe: Anchor,
     ack: Anchor,
-    /// The length of a write's READ, once its request is seen: with the path MTU, how many
-    /// PSNs its responses take (a last response beyond them answers another READ, one not
-    /// followed, say).
-    read_len: Option<u32>,
+    /// A write whose data the target READs in several parts: the address its next READ
+    /// starts at (a key of `IoTracker::by_key` names the I/O there too).
+    next_va: Option<u64>,
+    /// The READs of its data phase (each seen at a vantage first), and the last responses
+    /// the storage vantage saw: more last responses there than READs is a READ phase sent
+    /// again.
+    reads: u8,
+    read_ends_at_storage: u8,
     /// The PSN of the completion, once seen (a second copy is a retransmission).
     cqe_psn: Option<u32>,
     retransmitted: bool,
@@ -208,8 +212,13 @@ struct RingEntry {
 
 #[derive(Debug, Clone, Copy)]
 struct Conn {
-    /// READ phases: the READ Request's PSN.
+    /// READ phases: the READ Request's PSN (a write's data may take several READs, each
+    /// in a place of its own).
     reads: [RingEntry; CONN_RING],
+    /// The length of the READ in each place of `reads`: with the path MTU, how many PSNs
+    /// its responses take (a last response beyond them answers another READ, one not
+    /// followed, say).
+    read_lens: [u32; CONN_RING],
     /// Completions awaiting the host's ACK: the CQE's PSN.
     completions: [RingEntry; CONN_RING],
     /// The places of `completions` that hold one (bit k: place k), so that an ACK looks at
@@ -240,6 +249,7 @@ impl Default for Conn {
     fn default() -> Self {
         Self {
             reads: [RingEntry::default(); CONN_RING],
+            read_lens: [0; CONN_RING],
             completions: [RingEntry::default(); CONN_RING],
             completions_live: 0,
             next_read: 0,
@@ -996,10 +1006,9 @@ impl IoTracker {
         if let Some(first) = first {
             self.relink(first, me, next);
         }
-        if let Entry::Occupied(o) = self.by_key.entry(BufferKey(host, rkey, va)) {
-            if *o.get() == me {
-                o.remove();
-            }
+        self.forget_key(BufferKey(host, rkey, va), me);
+        if let Some(next) = self.ios[i].next_va {
+            self.forget_key(BufferKey(host, rkey, next), me);
         }
         self.unlink(i as u32);
         self.free.push(i as u32);
@@ -1463,7 +1472,9 @@ impl IoTracker {
             data_psn: None,
             cqe: Anchor::default(),
             ack: Anchor::default(),
-            read_len: None,
+            next_va: None,
+            reads: 0,
+            read_ends_at_storage: 0,
             cqe_psn: None,
             retransmitted: false,
             ack_lost: false,
@@ -1524,19 +1535,42 @@ impl IoTracker {
         let Some(i) = self.by_key.get(&BufferKey(host, rkey, va)).copied().and_then(|r| self.get(r)) else {
             return false;
         };
-        if self.ios[i].read_request.first(v, ts) {
-            self.ios[i].retransmitted = true;
-        }
-        self.ios[i].read_len = Some(len);
         let me = Ref { slot: i as u32, generation: self.ios[i].generation };
+        let io = &mut self.ios[i];
+        // A later part of the data (the target READs it in several parts, each where the
+        // last ended), or the first part: seen again at this vantage, a READ phase resent.
+        let later_part = va != io.va;
+        if io.read_request.first(v, ts) && !later_part {
+            io.retransmitted = true;
+        }
+        let end = va.saturating_add(u64::from(len));
+        let data_end = io.va.saturating_add(u64::from(io.bytes));
+        if end > va && end < data_end && io.next_va.is_none_or(|n| n < end) {
+            // The next part's READ starts where this one ends.
+            if let Some(old) = io.next_va.replace(end) {
+                self.forget_key(BufferKey(host, rkey, old), me);
+            }
+            self.by_key.insert(BufferKey(host, rkey, end), me);
+        }
         let q = self.ios[i].target_qpn;
         let c = self.conn(host, target, q, hint);
-        if !c.reads.iter().any(|e| e.io == Some(me)) {
+        if !c.reads.iter().any(|e| e.io == Some(me) && e.psn == psn) {
             let n = usize::from(c.next_read);
             c.reads[n] = RingEntry { psn, io: Some(me) };
+            c.read_lens[n] = len;
             c.next_read = ((n + 1) % CONN_RING) as u8;
+            self.ios[i].reads = self.ios[i].reads.saturating_add(1);
         }
         true
+    }
+
+    /// Removes `key` from the I/Os' buffer keys if it names `me`.
+    fn forget_key(&mut self, key: BufferKey, me: Ref) {
+        if let Entry::Occupied(o) = self.by_key.entry(key) {
+            if *o.get() == me {
+                o.remove();
+            }
+        }
     }
 
     /// An RDMA WRITE (First or Only) from `target` into `host`'s memory: a read's data phase
@@ -1574,15 +1608,19 @@ impl IoTracker {
         let hit = c
             .reads
             .iter()
-            .filter_map(|e| e.io.map(|r| (psn.wrapping_sub(e.psn) & 0x00FF_FFFF, r)))
-            .filter(|&(offset, r)| {
-                self.get(r).is_some_and(|i| self.ios[i].read_len.is_some_and(|n| offset < within(n)))
-            })
-            .min_by_key(|&(offset, _)| offset);
-        if let Some(i) = hit.and_then(|(_, r)| self.get(r)) {
-            if self.ios[i].last_read_response.last(v, ts) && v == 1 {
-                // A second last response at storage is a resent READ phase.
-                self.ios[i].retransmitted = true;
+            .zip(&c.read_lens)
+            .filter_map(|(e, &n)| e.io.map(|r| (psn.wrapping_sub(e.psn) & 0x00FF_FFFF, r, n)))
+            .filter(|&(offset, r, n)| offset < within(n) && self.get(r).is_some())
+            .min_by_key(|&(offset, _, _)| offset);
+        if let Some(i) = hit.and_then(|(_, r, _)| self.get(r)) {
+            let io = &mut self.ios[i];
+            io.last_read_response.last(v, ts);
+            if v == 1 {
+                io.read_ends_at_storage = io.read_ends_at_storage.saturating_add(1);
+                // More last responses at storage than READs: a resent READ phase.
+                if io.read_ends_at_storage > io.reads {
+                    io.retransmitted = true;
+                }
             }
         }
     }
