@@ -109,6 +109,42 @@ fn cm_rep(comm: u32, remote: u32, qpn: u32, start: u32) -> Vec<u8> {
     })
 }
 
+/// The summary's first latency series whose `field` is `value`.
+fn series_where<'a>(s: &'a Value, field: &str, value: &str) -> &'a Value {
+    s["latency"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l[field] == value)
+        .unwrap_or_else(|| panic!("no {field} {value}: {s}"))
+}
+
+/// The summary's one series of `op` has `want`'s samples (sorted, ns, from tshark's
+/// times): their count, and its minimum and maximum.
+fn assert_samples(s: &Value, op: &str, want: &[u64]) {
+    let l = series_where(s, "op", op);
+    assert_eq!(l["count"].as_u64(), Some(want.len() as u64), "{op}: {l}");
+    for (field, expect) in [("min_us", want[0]), ("max_us", *want.last().unwrap())] {
+        let got = l[field].as_f64().unwrap();
+        assert!(close(got, expect), "{op}: {field} {got} µs, tshark's times give {expect} ns");
+    }
+}
+
+/// The CM handshake (ConnectRequest, ConnectReply; communication ids `comm` and
+/// `comm + 0x100`) of NVMe/RDMA queue `qid` between `hosts` (host, target; IPv4) on QPs
+/// `qps` (the host's, the target's), the host's requests starting at PSN 100, the
+/// target's at 200.
+fn nvme_queue_connected(hosts: [std::net::IpAddr; 2], qid: u16, qps: [u32; 2], comm: u32) -> [Vec<u8>; 2] {
+    let ip = |a: std::net::IpAddr| match a {
+        std::net::IpAddr::V4(v4) => v4.octets(),
+        std::net::IpAddr::V6(_) => panic!("IPv4 hosts"),
+    };
+    [
+        cm_frame(hosts[0], hosts[1], &cm_req(comm, qps[0], 100, [ip(hosts[0]), ip(hosts[1])], Some(qid))),
+        cm_frame(hosts[1], hosts[0], &cm_rep(comm + 0x100, comm, qps[1], 200)),
+    ]
+}
+
 /// Nearest-rank percentile, as HDR reports it (up to its bucket width).
 fn pct(v: &[u64], q: f64) -> u64 {
     v[((q * v.len() as f64).ceil() as usize).max(1) - 1]
@@ -753,13 +789,12 @@ fn commands_on_an_admin_queue_cm_connected_are_nvme_other() {
     let frame = roce;
     let mut frames = Vec::new();
     for (qid, host_qp, target_qp) in [(0u16, 0x101u32, 0x201u32), (1, 0x102, 0x202)] {
-        let comm = 0x1000 + u32::from(qid);
-        frames.push(cm_frame(
-            host,
-            target,
-            &cm_req(comm, host_qp, 100, [[10, 9, 0, 1], [10, 9, 0, 2]], Some(qid)),
+        frames.extend(nvme_queue_connected(
+            [host, target],
+            qid,
+            [host_qp, target_qp],
+            0x1000 + u32::from(qid),
         ));
-        frames.push(cm_frame(target, host, &cm_rep(comm + 0x100, comm, target_qp, 200)));
         let sqe = Sqe {
             opcode: opcode::READ,
             flags: FLAGS_SGL,
@@ -847,17 +882,7 @@ fn xrc_requests_await_their_answers_as_rcs_do() {
     };
     let s = replay_summary(&[pcap.as_path()], &[]);
     for (op, want) in [("rc_ack", answered(164, 177)), ("rdma_read", answered(172, 176))] {
-        let l = s["latency"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|l| l["op"] == op)
-            .unwrap_or_else(|| panic!("{op}: {s}"));
-        assert_eq!(l["count"].as_u64(), Some(want.len() as u64), "{op}");
-        for (field, expect) in [("min_us", want[0]), ("max_us", *want.last().unwrap())] {
-            let got = l[field].as_f64().unwrap();
-            assert!(close(got, expect), "{op}: {field} {got} µs, tshark's times give {expect} ns");
-        }
+        assert_samples(&s, op, &want);
     }
 }
 
@@ -1046,13 +1071,12 @@ fn other_nvme_commands_are_counted_by_command_as_tshark_reads_them() {
     ];
     let mut frames = Vec::new();
     for (qid, host_qp, target_qp, commands) in queues {
-        let comm = 0x2000 + u32::from(qid);
-        frames.push(cm_frame(
-            host,
-            target,
-            &cm_req(comm, host_qp, 100, [[10, 13, 0, 1], [10, 13, 0, 2]], Some(qid)),
+        frames.extend(nvme_queue_connected(
+            [host, target],
+            qid,
+            [host_qp, target_qp],
+            0x2000 + u32::from(qid),
         ));
-        frames.push(cm_frame(target, host, &cm_rep(comm + 0x100, comm, target_qp, 200)));
         let (mut host_psn, mut target_psn) = (100, 200);
         for (cid, (opcode, nsid, sgl)) in commands.into_iter().enumerate() {
             let sqe = Sqe { opcode, flags: FLAGS_SGL, cid: cid as u16, nsid, sgl, slba: 0, nlb: 0 };
@@ -1203,17 +1227,7 @@ fn a_request_sent_again_is_answered_once_from_its_first_copy() {
     assert_eq!((want_acks.len(), want_reads.len()), (2, 1));
     let s = replay_summary(&[pcap.as_path()], &[]);
     for (op_, want) in [("rc_ack", want_acks), ("rdma_read", want_reads)] {
-        let l = s["latency"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|l| l["op"] == op_)
-            .unwrap_or_else(|| panic!("{op_}: {s}"));
-        assert_eq!(l["count"].as_u64(), Some(want.len() as u64), "{op_}: {l}");
-        for (field, expect) in [("min_us", want[0]), ("max_us", *want.last().unwrap())] {
-            let got = l[field].as_f64().unwrap();
-            assert!(close(got, expect), "{op_}: {field} {got} µs, tshark's times give {expect} ns");
-        }
+        assert_samples(&s, op_, &want);
     }
     let f = s["flows"].as_array().unwrap().iter().find(|f| f["dst_qpn"] == 0x20).unwrap();
     assert_eq!(f["retx_packets"], 3, "{f}");
@@ -1320,12 +1334,7 @@ fn a_command_copy_after_its_completion_moves_no_anchor() {
     let dir = tempfile::tempdir().unwrap();
     let pcap = write_pcap(dir.path(), "late_copy.pcap", &frames);
     let s = replay_summary(&[pcap.as_path()], &["--vantage", "storage=file:0"]);
-    let l = s["latency"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["segment"] == "io@storage")
-        .unwrap_or_else(|| panic!("no io@storage: {s}"));
+    let l = series_where(&s, "segment", "io@storage");
     assert_eq!(l["count"], 1, "{l}");
     assert!(close(l["max_us"].as_f64().unwrap(), 20_100), "{l}");
     assert_eq!(
@@ -1419,12 +1428,7 @@ fn a_write_read_in_several_parts_spans_them_all() {
     let pcap = write_pcap(dir.path(), "parts.pcap", &frames);
     for (vantage, segment, want_ns) in [("compute", "compute", 7_000), ("storage", "storage", 13_000)] {
         let s = replay_summary(&[pcap.as_path()], &["--vantage", &format!("{vantage}=file:0")]);
-        let l = s["latency"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|l| l["segment"] == segment)
-            .unwrap_or_else(|| panic!("no {segment}: {s}"));
+        let l = series_where(&s, "segment", segment);
         assert_eq!(l["count"], 1, "{l}");
         assert!(close(l["max_us"].as_f64().unwrap(), want_ns), "{segment}: {l}");
         let ios = &s["ios"];
