@@ -183,8 +183,8 @@ pub struct CommonArgs {
     #[arg(long, requires = "prometheus", allow_hyphen_values = true, value_name = "N", default_value_t = defaults::PROMETHEUS_MAX_FLOWS)]
     pub prometheus_max_flows: usize,
     /// Show a live dashboard in the terminal, refreshed every interval (s: sort flows,
-    /// p: pause, q: quit, which ends a live capture as SIGTERM does). The per-flow table and a
-    /// summary to stdout follow when it closes.
+    /// p: pause, q: quit, which ends a live capture as SIGTERM does). The exit report follows
+    /// on stdout when it closes.
     #[arg(long)]
     pub dashboard: bool,
     /// The slowest NVMe I/Os listed per interval (slow_ios.csv) and kept for the run
@@ -569,7 +569,18 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
             let text = e.render().to_string();
             let first: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
             let first = if first.is_empty() { "error: bad arguments".to_owned() } else { first.join(" ") };
-            crate::note!("roceprobe: {first} (see roceprobe --help)");
+            // The subcommand's own help names its options; `live`'s EAL arguments, which
+            // clap takes for unknown options of its own, go after `--`.
+            let sub = args.iter().skip(1).filter_map(|a| a.to_str()).find(|a| !a.starts_with('-'));
+            let help = match sub {
+                Some(sub @ ("replay" | "live" | "plot" | "evidence")) => format!("roceprobe {sub} --help"),
+                _ => "roceprobe --help".to_owned(),
+            };
+            let eal = sub == Some("live")
+                && e.kind() == ErrorKind::UnknownArgument
+                && !args.iter().any(|a| a == "--");
+            let tip = if eal { "; DPDK EAL arguments go after --" } else { "" };
+            crate::note!("roceprobe: {first} (see {help}{tip})");
             return 2;
         }
     };

@@ -17,6 +17,28 @@ fn assert_one_line_error(args: &[&str], needle: &str) {
     assert!(o.stdout.is_empty(), "{args:?}: printed on stdout: {}", String::from_utf8_lossy(&o.stdout));
 }
 
+/// An option the subcommand does not have points at the subcommand's help; `live`'s EAL
+/// arguments given without `--` say where they go; `plot` of a directory that is not
+/// there says so.
+#[test]
+fn option_errors_point_at_the_subcommands_help() {
+    assert_one_line_error(
+        &["live", "-l", "0", "--no-huge"],
+        "unexpected argument '-l' found (see roceprobe live --help; DPDK EAL arguments go after --)",
+    );
+    assert_one_line_error(
+        &["replay", "--bogus", "x.pcap"],
+        "unexpected argument '--bogus' found (see roceprobe replay --help)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("none");
+    let out = dir.path().join("out");
+    assert_one_line_error(
+        &["plot", "--csv-dir", missing.to_str().unwrap(), "--out", out.to_str().unwrap()],
+        &format!("--csv-dir {}: no such directory", missing.display()),
+    );
+}
+
 /// A size past 64 bits of bytes is a size, too large; not "not a size".
 #[test]
 fn a_size_too_large_says_so() {

@@ -840,6 +840,9 @@ pub fn plot(csv_dir: &Path, out: &Path) -> Result<Vec<PathBuf>> {
 fn report_paths(csv_dir: &Path) -> Result<(PathBuf, PathBuf)> {
     let latency_path = csv_dir.join("latency.csv");
     let flows_path = csv_dir.join("flows.csv");
+    if !csv_dir.is_dir() {
+        bail!("--csv-dir {}: no such directory", csv_dir.display());
+    }
     if !latency_path.is_file() || !flows_path.is_file() {
         bail!(
             "--csv-dir {}: no latency.csv and flows.csv there (written by --csv-dir of a run)",

@@ -271,7 +271,7 @@ fn frame_totals(out: &mut String, s: &Summary) {
     let ended = match s.ended {
         RunEnd::Complete => return,
         RunEnd::Stopped => {
-            "stopped by SIGINT, SIGTERM or the dashboard's q: these are the frames received until then"
+            "SIGINT, SIGTERM or the dashboard's q came first: these are the frames received until then"
         }
         RunEnd::Failed => {
             "the capture failed partway (the error is on stderr): these are the frames received before it"
@@ -611,7 +611,7 @@ pub(crate) mod tests {
             (
                 RunEnd::Stopped,
                 "\"stopped\"",
-                "  run stopped: stopped by SIGINT, SIGTERM or the dashboard's q",
+                "  run stopped: SIGINT, SIGTERM or the dashboard's q came first",
             ),
             (RunEnd::Failed, "\"failed\"", "  run failed: the capture failed partway"),
             (RunEnd::CutShort, "\"cut_short\"", "  run cut_short: an input file ended at a damaged"),
