@@ -641,13 +641,8 @@ impl CsvWriter {
                 let _ = write!(l, ",{n}");
             }
             l.push(',');
-            let mut sep = "";
-            for (command, n) in c.opcodes.iter() {
-                let _ = write!(l, "{sep}{command}={n}");
-                sep = " ";
-            }
-            if c.opcodes.rest() > 0 {
-                let _ = write!(l, "{sep}other={}", c.opcodes.rest());
+            for (k, (command, n)) in c.opcodes.named().enumerate() {
+                let _ = write!(l, "{}{command}={n}", if k == 0 { "" } else { " " });
             }
             l.push_str("\r\n");
             self.io.rows.push_str(l);

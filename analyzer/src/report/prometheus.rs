@@ -498,9 +498,7 @@ fn io_families(o: &mut String, p: &str, s: &Summary) {
         "NVMe commands other than reads and writes (op nvme_other) per (initiator, target), by command: io.flush, admin.identify, fabrics.connect, ... (other: beyond 8 different ones).",
     );
     for x in &s.ios.by_pair {
-        let named = x.counts.opcodes.iter().map(|(c, n)| (c.to_string(), n));
-        let rest = Some(("other".to_owned(), x.counts.opcodes.rest())).filter(|r| r.1 > 0);
-        for (command, n) in named.chain(rest) {
+        for (command, n) in x.counts.opcodes.named() {
             let _ = writeln!(o, "roceprobe_nvme_commands_total{{{},command=\"{command}\"}} {n}", labels(x));
         }
     }

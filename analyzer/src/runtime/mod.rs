@@ -691,7 +691,7 @@ fn pipeline(
             } else {
                 analysed_to.min(received_to)
             };
-            if live_views && shown > viewed_to && matches!(msg, ToStats::Interval(_) | ToStats::Ports { .. }) {
+            if live_views && shown > viewed_to {
                 viewed_to = shown;
                 let mut summary = Summary::build(&totals, &received, &totals.ios);
                 summary.set_time_sources(&totals.time_use, &source_times);

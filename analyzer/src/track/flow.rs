@@ -1424,8 +1424,7 @@ impl FlowTable {
         let Some(slots) = self.pairs.get(&(k.vantage, k.dst, k.src)) else { return };
         let mut found = NONE;
         for &c in slots.iter().filter(|&&c| c != NONE) {
-            let Some(next) = self.hot[c as usize].psn.next_expected() else { continue };
-            let behind = next.wrapping_sub(psn) & 0x00FF_FFFF;
+            let Some(behind) = self.hot[c as usize].psn.before_next(psn) else { continue };
             if (1..=ACK_WINDOW).contains(&behind) {
                 if found != NONE {
                     return; // ambiguous: wait for a later acknowledgement
@@ -1747,8 +1746,7 @@ impl FlowTable {
         }
         let psn = p.bth.psn();
         let e = &mut self.hot[i as usize];
-        let near_behind = e.psn.is_behind(psn)
-            && e.psn.next_expected().is_some_and(|next| next.wrapping_sub(psn) & 0x00FF_FFFF <= ACK_WINDOW);
+        let near_behind = e.psn.is_behind(psn) && e.psn.before_next(psn).is_some_and(|b| b <= ACK_WINDOW);
         if e.psn.expects(psn) || near_behind {
             self.request(i, p, opcode, ts);
         } else {

@@ -355,6 +355,13 @@ impl CommandCounts {
         self.rest
     }
 
+    /// Every count by the name the reports give it: each command's (see [`Command`]), then
+    /// `other` for the rest, if any.
+    pub fn named(&self) -> impl Iterator<Item = (CommandName, u64)> + '_ {
+        let rest = Some((CommandName::Other, self.rest)).filter(|&(_, n)| n > 0);
+        self.iter().map(|(c, n)| (CommandName::Command(c), n)).chain(rest)
+    }
+
     fn merge(&mut self, o: &CommandCounts) {
         for (c, n) in o.iter() {
             self.add(c, n);
@@ -371,6 +378,22 @@ impl CommandCounts {
         }
         d.rest -= earlier.rest;
         d
+    }
+}
+
+/// A count's name in the reports: a command's, or `other` for those beyond the room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommandName {
+    Command(Command),
+    Other,
+}
+
+impl std::fmt::Display for CommandName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CommandName::Command(c) => c.fmt(f),
+            CommandName::Other => f.write_str("other"),
+        }
     }
 }
 
@@ -393,10 +416,7 @@ impl Eq for CommandCounts {}
 
 impl serde::Serialize for CommandCounts {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut named: BTreeMap<String, u64> = self.iter().map(|(c, n)| (c.to_string(), n)).collect();
-        if self.rest > 0 {
-            named.insert("other".into(), self.rest);
-        }
+        let named: BTreeMap<String, u64> = self.named().map(|(c, n)| (c.to_string(), n)).collect();
         named.serialize(s)
     }
 }
@@ -1737,6 +1757,7 @@ impl IoTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::latency::LatencyRecorder;
 
     #[test]
     fn commands_beyond_the_room_are_counted_together_and_deltas_keep_their_places() {
@@ -1766,7 +1787,6 @@ mod tests {
         assert_eq!(json["other"], 3);
         assert_eq!(serde_json::from_value::<CommandCounts>(json).unwrap(), total);
     }
-    use crate::metrics::latency::LatencyRecorder;
 
     /// A command capsule sent whole on QP 9 at `psn`, for the first time.
     fn sent(psn: u32) -> Sent {

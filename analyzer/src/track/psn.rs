@@ -122,6 +122,13 @@ impl PsnTracker {
         self.started().then_some(self.hi & MASK)
     }
 
+    /// How many PSNs `psn` is before the highest one expected next (0 for that one; modulo
+    /// 2^24, so a PSN past it is far behind), once a PSN was seen.
+    #[inline]
+    pub fn before_next(&self, psn: u32) -> Option<u32> {
+        self.next_expected().map(|next| dist(psn, next))
+    }
+
     #[inline]
     pub fn observe(&mut self, psn: u32, span: Span) -> Outcome {
         let psn = psn & MASK;

@@ -57,9 +57,9 @@ impl CommandSet {
 
 /// The names of the NVM command set's I/O commands (the NVM Command Set specification).
 const IO_NAMES: &[(u8, &str)] = &[
-    (0x00, "flush"),
-    (0x01, "write"),
-    (0x02, "read"),
+    (opcode::FLUSH, "flush"),
+    (opcode::WRITE, "write"),
+    (opcode::READ, "read"),
     (0x04, "write_uncorrectable"),
     (0x05, "compare"),
     (0x08, "write_zeroes"),
