@@ -158,3 +158,55 @@ fn ports_csv_counts_a_file_s_frames_in_the_interval_of_their_time() {
         }
     }
 }
+
+#[test]
+fn fabric_loss_per_interval_only_for_a_flow_the_other_vantage_has_seen() {
+    // rc_loss_split at its two taps: the generator's truth gives each flow's fabric loss
+    // (one PSN lost between the taps on 10.0.1.1 -> 10.0.2.1 QPN 2817), which flows.csv's
+    // rows add up to. Its storage tap's file with nvme_split's compute file instead: a flow
+    // whose (source, destination, QPN) tshark finds in one of the two files only was seen at
+    // one vantage, and has no fabric loss (empty in every row, as the summary's is null);
+    // before, its gaps were all counted as lost between the taps.
+    let flows_in = |file: &Path| -> std::collections::BTreeSet<(String, String, u64)> {
+        tshark_fields(file, "infiniband", &["ip.src", "ip.dst", "infiniband.bth.destqp"])
+            .into_iter()
+            .map(|f| {
+                (f[0].clone(), f[1].clone(), u64::from_str_radix(f[2].trim_start_matches("0x"), 16).unwrap())
+            })
+            .collect()
+    };
+    let key = |r: &Row| (r["src_ip"].clone(), r["dst_ip"].clone(), r["dst_qpn"].parse::<u64>().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let t = scenario_truth("rc_loss_split");
+    let split = scenario_files("rc_loss_split", &t);
+    let args = ["--interval", "100us", "--vantage", "storage=file:1"];
+    let paths: Vec<&Path> = split.iter().map(|f| f.as_path()).collect();
+    let mut want: BTreeMap<(String, String, String, u64), u64> = BTreeMap::new();
+    for f in t["flows"].as_array().unwrap() {
+        let k = (f["vantage"].as_str().unwrap().into(), f["src_ip"].as_str().unwrap().into());
+        let k = (k.0, k.1, f["dst_ip"].as_str().unwrap().into(), f["dst_qpn"].as_u64().unwrap());
+        want.insert(k, f["fabric_loss_psns"].as_u64().unwrap());
+    }
+    assert_eq!(want.values().sum::<u64>(), 1, "{want:?}");
+    let nvme = scenario_files("nvme_split", &scenario_truth("nvme_split"));
+    let (compute, storage) = (flows_in(&nvme[0]), flows_in(&split[1]));
+    let one_vantage: Vec<_> = compute.symmetric_difference(&storage).collect();
+    assert!(one_vantage.contains(&&("10.0.1.1".into(), "10.0.2.1".into(), 2817)), "{one_vantage:?}");
+    for workers in [1, 2] {
+        let csv = replay_csv(&paths, &args, workers, &dir.path().join("split"));
+        let mut got: BTreeMap<(String, String, String, u64), u64> = BTreeMap::new();
+        for r in read_csv(&csv.join("flows.csv")) {
+            let (s, d, q) = key(&r);
+            *got.entry((r["vantage"].clone(), s, d, q)).or_default() +=
+                r["fabric_loss_psns"].parse::<u64>().unwrap();
+        }
+        assert_eq!(got, want, "--workers {workers}");
+        let mixed = replay_csv(&[&nvme[0], &split[1]], &args, workers, &dir.path().join("mixed"));
+        let rows = read_csv(&mixed.join("flows.csv"));
+        for r in &rows {
+            let seen_at_one = one_vantage.contains(&&key(r));
+            assert_eq!(r["fabric_loss_psns"].is_empty(), seen_at_one, "--workers {workers}: {r:?}");
+        }
+        assert!(rows.iter().any(|r| r["fabric_loss_psns"].is_empty() && r["gap_psns"] != "0"), "{rows:?}");
+    }
+}

@@ -1435,3 +1435,75 @@ fn a_write_read_in_several_parts_spans_them_all() {
         assert_eq!((ios["completed"].as_u64(), ios["retransmitted"].as_u64()), (Some(1), Some(0)), "{ios}");
     }
 }
+
+/// A 3 KiB read on a queue connected by CM (path MTU 1,024: its data is a WRITE First,
+/// Middle and Last, PSNs 200-202), seen at the storage mirror: the Middle is lost past the
+/// mirror, the host NAKs PSN 201 (sequence error) and the target sends the Middle and the
+/// Last again before the completion. A packet of the read's data was seen twice, so the
+/// read is retransmitted (tshark reads the Middle's PSN twice); the same capture without
+/// the NAK and the two copies has none. Times hand-set (µs).
+#[test]
+fn a_data_write_sent_again_from_its_middle_marks_the_read_retransmitted() {
+    use roceprobe::wire::bth::opcode as op;
+    use roceprobe::wire::ib_ext::{nak_code, Aeth, ExtHeaders, Reth};
+    use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use std::net::IpAddr;
+    let (host, target): (IpAddr, IpAddr) = ("10.19.0.1".parse().unwrap(), "10.19.0.2".parse().unwrap());
+    let (host_qp, target_qp) = (0x191u32, 0x291u32);
+    let (va, key) = (0x50_0000u64, 0x44u32);
+    let sgl = Sgl::Keyed { address: va, length: 3072, key, invalidate: false };
+    let mut capsule = [0u8; SQE_LEN];
+    Sqe { opcode: opcode::READ, flags: FLAGS_SGL, cid: 6, nsid: 1, sgl, slba: 0, nlb: 5 }.emit(&mut capsule);
+    let mut cqe = [0u8; CQE_LEN];
+    Cqe { cid: 6, sq_head: 1, sq_id: 1, ..Default::default() }.emit(&mut cqe);
+    let none = ExtHeaders::default;
+    let reth = ExtHeaders { reth: Some(Reth { va, rkey: key, dma_len: 3072 }), ..Default::default() };
+    let aeth = |a| ExtHeaders { aeth: Some(a), ..Default::default() };
+    let data = |opcode, psn, ext| roce(target, host, opcode, host_qp, psn, ext, &[0u8; 1024]);
+    let us = 1_000u64;
+    let [req, rep] = nvme_queue_connected([host, target], 1, [host_qp, target_qp], 0x1900);
+    let resent = [
+        (
+            23 * us,
+            roce(
+                host,
+                target,
+                op::ACKNOWLEDGE,
+                target_qp,
+                201,
+                aeth(Aeth::nak(nak_code::PSN_SEQUENCE_ERROR, 0)),
+                &[],
+            ),
+        ),
+        (25 * us, data(op::WRITE_MIDDLE, 201, none())),
+        (26 * us, data(op::WRITE_LAST, 202, none())),
+    ];
+    let mut frames = vec![
+        (0, req),
+        (us, rep),
+        (10 * us, roce(host, target, op::SEND_ONLY, target_qp, 100, none(), &capsule)),
+        (12 * us, roce(target, host, op::ACKNOWLEDGE, host_qp, 100, aeth(Aeth::ack(31, 1)), &[])),
+        (20 * us, data(op::WRITE_FIRST, 200, reth)),
+        (21 * us, data(op::WRITE_MIDDLE, 201, none())),
+        (22 * us, data(op::WRITE_LAST, 202, none())),
+        (30 * us, roce(target, host, op::SEND_ONLY, host_qp, 203, none(), &cqe)),
+        (31 * us, roce(host, target, op::ACKNOWLEDGE, target_qp, 203, aeth(Aeth::ack(31, 2)), &[])),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let clean = write_pcap(dir.path(), "clean.pcap", &frames);
+    frames.extend(resent);
+    frames.sort_by_key(|f| f.0);
+    let again = write_pcap(dir.path(), "again.pcap", &frames);
+    let middles: Vec<_> = tshark_packets(&again).into_iter().filter(|p| p.3 == 7).map(|p| p.4).collect();
+    assert_eq!(middles, [201, 201], "tshark's WRITE Middles' PSNs");
+    for (pcap, want) in [(&clean, 0), (&again, 1)] {
+        let s = replay_summary(&[pcap.as_path()], &["--vantage", "storage=file:0"]);
+        let ios = &s["ios"];
+        assert_eq!(
+            (ios["completed"].as_u64(), ios["retransmitted"].as_u64()),
+            (Some(1), Some(want)),
+            "{}: {ios}",
+            pcap.display()
+        );
+    }
+}

@@ -13,7 +13,7 @@ use super::time::{rfc3339_nanos, write_rfc3339_nanos};
 use crate::capture::SourceStats;
 use crate::metrics::latency::bucket_stats;
 use crate::metrics::steps::{Reason, Step, Straggling};
-use crate::metrics::totals::{fabric_loss, other_vantage};
+use crate::metrics::totals::{fabric_loss, other_vantage, Totals};
 use crate::metrics::IntervalSnapshot;
 use crate::track::io::{IoDelta, SlowIo, Slowest, SIZE_CLASSES, SIZE_CLASS_BOUNDS};
 use crate::track::{FlowCounts, FlowKey, Transmission};
@@ -465,13 +465,16 @@ impl CsvWriter {
         written
     }
 
-    /// One row per flow active in the interval. Fabric loss compares the flow's gaps with
-    /// the same flow's at the other vantage in the same interval (empty with one vantage).
-    /// `done`: the end of the intervals every worker has reported, after which an interval's
-    /// slowest I/Os are complete (and, in a replay, its rows are written).
-    pub fn write_interval(&mut self, s: &IntervalSnapshot, two_vantages: bool, done: u64) -> Result<()> {
+    /// One row per flow active in the interval. With two vantages mapped (`two`: the run's
+    /// totals so far, this interval's included), fabric loss compares the flow's gaps with
+    /// the same flow's at the other vantage in the same interval; it is empty for a flow
+    /// the other vantage has not seen in the run so far, as the summary's is for a flow seen
+    /// at one vantage (and with one vantage mapped). `done`: the end of the intervals every
+    /// worker has reported, after which an interval's slowest I/Os are complete (and, in a
+    /// replay, its rows are written).
+    pub fn write_interval(&mut self, s: &IntervalSnapshot, two: Option<&Totals>, done: u64) -> Result<()> {
         // Only two vantages compare a flow's gaps with its other vantage's.
-        let gaps: HashMap<FlowKey, u64, ahash::RandomState> = if two_vantages {
+        let gaps: HashMap<FlowKey, u64, ahash::RandomState> = if two.is_some() {
             s.flows.iter().map(|d| (d.key, d.counts.gap_psns)).collect()
         } else {
             HashMap::default()
@@ -504,7 +507,10 @@ impl CsvWriter {
                 c.ecn_ce,
                 gbps(c.bytes, s.end_ns - s.start_ns)
             );
-            let other = two_vantages.then(|| gaps.get(&other_vantage(&d.key)).copied().unwrap_or(0));
+            let other_key = other_vantage(&d.key);
+            let other = two
+                .filter(|t| t.flows.contains_key(&other_key))
+                .map(|_| gaps.get(&other_key).copied().unwrap_or(0));
             if let Some(f) = fabric_loss(c.gap_psns, other) {
                 let _ = write!(l, "{f}");
             }
@@ -903,8 +909,8 @@ mod tests {
             let times = [(t0 + 200, t0 + 900), (t0 + 100, t0 + 800)];
             csv.write_transmissions(&[tx(src[a], times[a].0, times[a].1)], 0, 0).unwrap();
             csv.write_transmissions(&[tx(src[b], times[b].0, times[b].1)], 0, 0).unwrap();
-            csv.write_interval(&snap(a, src[a], t0), false, 0).unwrap();
-            csv.write_interval(&snap(b, src[b], t0), false, t0 + ms).unwrap();
+            csv.write_interval(&snap(a, src[a], t0), None, 0).unwrap();
+            csv.write_interval(&snap(b, src[b], t0), None, t0 + ms).unwrap();
             csv.flush_intervals().unwrap();
             assert_eq!(csv.finish().failed_writes, 0);
             let read = |n: &str| std::fs::read_to_string(dir.path().join(n)).unwrap();

@@ -631,7 +631,7 @@ fn pipeline(
                     let open_from = totals.steps.oldest_pending_ns();
                     let done = totals.progress.done();
                     csv.as_mut()
-                        .map(|w| w.write_interval(s, two_vantages, done).and(w.write_steps(&closed, open_from)))
+                        .map(|w| w.write_interval(s, two_vantages.then_some(&totals), done).and(w.write_steps(&closed, open_from)))
                         .map(|r| r.and(listed.unwrap_or(Ok(()))))
                 }
                 ToStats::Transmissions(worker, t) => {

@@ -424,15 +424,20 @@ impl Analyzer {
                         hint,
                     );
                 }
-                (op::WRITE_FIRST | op::WRITE_ONLY | op::WRITE_ONLY_IMM, _) => {
+                (op::WRITE_FIRST | op::WRITE_ONLY | op::WRITE_ONLY_IMM, hint) => {
                     if let Some(r) = p.exts.reth {
                         self.ios.data_write(
                             At { vantage, ts, host: ip.dst, target: ip.src },
                             psn,
                             r.rkey,
                             r.va,
+                            (opcode == op::WRITE_FIRST).then_some(hint),
                         );
                     }
+                }
+                // The rest of a read's data WRITE, sent again.
+                (op::WRITE_MIDDLE | op::WRITE_LAST | op::WRITE_LAST_IMM, _) => {
+                    self.data_write_sent_again(slot, At { vantage, ts, host: ip.dst, target: ip.src }, psn);
                 }
                 (op::READ_REQUEST, hint) => {
                     if let Some(r) = p.exts.reth {
@@ -480,6 +485,20 @@ impl Analyzer {
                 }
                 _ => {}
             },
+        }
+    }
+
+    /// A WRITE Middle or Last of flow `slot` (from `at.target` to `at.host`): one its flow
+    /// sent already may be part of a read's data (see [`IoTracker::data_write_again`]).
+    /// Its test inline: every WRITE Middle and Last comes here while I/Os are live.
+    #[inline(always)]
+    fn data_write_sent_again(&mut self, slot: u32, at: At, psn: u32) {
+        if !self.flows.was_sent_again() {
+            return;
+        }
+        if let Some(target_qpn) = self.flows.peer_qpn(slot) {
+            let mtu = self.flows.path_mtu(slot);
+            self.ios.data_write_again(at, target_qpn, psn, mtu, self.flows.io_hint(slot));
         }
     }
 

@@ -224,8 +224,15 @@ struct Conn {
     /// The places of `completions` that hold one (bit k: place k), so that an ACK looks at
     /// those only, not at the whole ring.
     completions_live: u16,
+    /// Reads' data phases: the PSN of the target's RDMA WRITE First into the host's buffer,
+    /// whose Middle and Last packets take the PSNs after it (for a Middle or Last sent
+    /// again, which names no buffer). The read of each is in `write_ios` (`NO_REF` in a
+    /// place not taken yet).
+    write_psns: [u32; CONN_RING],
+    write_ios: [Ref; CONN_RING],
     next_read: u8,
     next_completion: u8,
+    next_write: u8,
     /// Per vantage: the command capsule whose SEND Last is still to come.
     open_capsule: [Ref; 2],
 }
@@ -252,8 +259,11 @@ impl Default for Conn {
             read_lens: [0; CONN_RING],
             completions: [RingEntry::default(); CONN_RING],
             completions_live: 0,
+            write_psns: [0; CONN_RING],
+            write_ios: [NO_REF; CONN_RING],
             next_read: 0,
             next_completion: 0,
+            next_write: 0,
             open_capsule: [NO_REF; 2],
         }
     }
@@ -1595,9 +1605,11 @@ impl IoTracker {
 
     /// An RDMA WRITE (First or Only) from `target` into `host`'s memory: a read's data phase
     /// if its RETH names a pending read's key and address. The same packet seen again at a
-    /// vantage marks the I/O retransmitted. Returns whether it was a data phase.
-    pub fn data_write(&mut self, at: At, psn: u32, rkey: u32, va: u64) -> bool {
-        let At { vantage: v, ts, host, .. } = at;
+    /// vantage marks the I/O retransmitted. A WRITE First (`first`: where its flow found
+    /// its connection) is remembered in its connection, for its Middle and Last packets
+    /// sent again ([`IoTracker::data_write_again`]). Returns whether it was a data phase.
+    pub fn data_write(&mut self, at: At, psn: u32, rkey: u32, va: u64, first: Option<&mut u32>) -> bool {
+        let At { vantage: v, ts, host, target } = at;
         let v = vi(v);
         let Some(i) = self.by_key.get(&BufferKey(host, rkey, va)).copied().and_then(|r| self.get(r)) else {
             return false;
@@ -1611,7 +1623,42 @@ impl IoTracker {
         if again {
             self.ios[i].retransmitted = true;
         }
+        let Some(hint) = first else { return true };
+        let me = Ref { slot: i as u32, generation: self.ios[i].generation };
+        let c = self.conn(host, target, self.ios[i].target_qpn, hint);
+        if !c.write_psns.iter().zip(&c.write_ios).any(|(&p, &r)| p == psn && r == me) {
+            let n = usize::from(c.next_write);
+            (c.write_psns[n], c.write_ios[n]) = (psn, me);
+            c.next_write = ((n + 1) % CONN_RING) as u8;
+        }
         true
+    }
+
+    /// An RDMA WRITE Middle or Last from `target` into `host`'s memory that its flow had
+    /// sent already (its PSN behind the one expected), on the QP pair whose target end is
+    /// `target_qpn` (path MTU `mtu` if known): if it is one of the PSNs of a read's data
+    /// WRITE this vantage saw begin (after its WRITE First, within the PSNs the read's
+    /// length takes), the read is retransmitted. Rare: out of line.
+    #[cold]
+    #[inline(never)]
+    pub fn data_write_again(&mut self, at: At, target_qpn: u32, psn: u32, mtu: Option<u32>, hint: &mut u32) {
+        let At { vantage: v, host, target, .. } = at;
+        let v = vi(v);
+        let Some(c) = self.conns.get_hinted(&ConnKey(host, target, target_qpn), hint) else { return };
+        // The newest WRITE First whose PSNs it is one of (the WRITE it belongs to: the ring
+        // holds them as they came, in PSN order; nearly always the newest).
+        let newest = usize::from(c.next_write) + CONN_RING - 1;
+        let hit = (0..CONN_RING).map(|back| (newest - back) % CONN_RING).find_map(|k| {
+            let p = c.write_psns[k];
+            let i = self.get(c.write_ios[k])?;
+            let offset = psn.wrapping_sub(p) & 0x00FF_FFFF;
+            (offset > 0 && offset < Span::read(self.ios[i].bytes, mtu).max.min(1 << 16)).then_some(i)
+        });
+        if let Some(i) = hit {
+            if self.ios[i].data_write.at(v).is_some() {
+                self.ios[i].retransmitted = true;
+            }
+        }
     }
 
     /// The last READ Response (Last or Only) from `host` to `target`'s QP, whose path MTU is
@@ -1817,9 +1864,9 @@ mod tests {
         let mut h = NONE;
         let c = Vantage::Compute;
         t.command(at(c, 0), sent(100), &read(3), &mut h, &mut rec);
-        assert!(t.data_write(at(c, 10), 500, 7, 0x4000));
-        assert!(!t.data_write(at(c, 11), 501, 7, 0x9999), "another buffer is no read's data");
-        assert!(t.data_write(at(c, 20), 500, 7, 0x4000), "the same WRITE again");
+        assert!(t.data_write(at(c, 10), 500, 7, 0x4000, Some(&mut h)));
+        assert!(!t.data_write(at(c, 11), 501, 7, 0x9999, Some(&mut h)), "another buffer is no read's data");
+        assert!(t.data_write(at(c, 20), 500, 7, 0x4000, Some(&mut h)), "the same WRITE again");
         assert!(t.completion(at(c, 30), Some(9), 3, Packet { psn: 600, again: false }, &mut h, &mut rec));
         t.ack(at(c, 40), 9, 600, &mut h, &mut rec);
         let n = *t.counts().values().next().unwrap();
