@@ -153,3 +153,60 @@ fn a_routed_hop_mirrored_at_both_ports_counts_each_packet_once() {
         sum(&s0, "retx_packets")
     );
 }
+
+/// nvme_erspan3 with one compute-session stamp set 5 ms ahead (50,000 of its 100 ns ticks,
+/// tshark reads the new stamp): a bogus stamp within the second beyond which a stamp is
+/// distrusted. That packet is timed by its capture (one more `erspan_untimed_packets`),
+/// and no later frame reads as late: every I/O and every segment's sample count are the
+/// unedited run's, and each figure within 0.1 µs of it (the one packet's capture time is
+/// not its switch time: the mirror path's delay differs from the session's first packet's
+/// by tens of ns). Before, the frames of the next 5 ms were late (counted, not analysed).
+#[test]
+fn an_erspan_iii_stamp_milliseconds_ahead_makes_no_frame_late() {
+    use roceprobe::capture::pcap::{read_all_records, Writer};
+    let name = "nvme_erspan3";
+    let t = scenario_truth(name);
+    let file = &scenario_files(name, &t)[0];
+    let stamps = tshark_fields(file, &["erspan.spanid", "erspan.timestamp"]);
+    // The 200th frame of the compute session (101), well inside the run.
+    let k = stamps.iter().enumerate().filter(|(_, f)| f[0] == "101").nth(200).unwrap().0;
+    let old: u32 = stamps[k][1].parse().unwrap();
+    let mut records = read_all_records(file).unwrap();
+    let frame = &mut records[k].2;
+    let at = frame.windows(4).position(|w| w == old.to_be_bytes()).expect("the stamp's bytes");
+    frame[at..at + 4].copy_from_slice(&(old + 50_000).to_be_bytes());
+    let dir = tempfile::tempdir().unwrap();
+    let edited = dir.path().join("ahead.pcap");
+    let mut w = Writer::new(std::fs::File::create(&edited).unwrap()).unwrap();
+    for (ts, len, f) in &records {
+        w.write(*ts, f, *len).unwrap();
+    }
+    drop(w);
+    let now = tshark_fields(&edited, &["erspan.timestamp"]);
+    assert_eq!(now[k][0], (old + 50_000).to_string(), "tshark's reading of the edited stamp");
+    let args = scenario_args(&t);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let before = replay_summary(&[file.as_path()], &a);
+    let after = replay_summary(&[edited.as_path()], &a);
+    assert_eq!(after["reorder"]["late_packets"], serde_json::json!({"compute": 0, "storage": 0}));
+    assert_eq!(
+        after["erspan_untimed_packets"].as_u64(),
+        before["erspan_untimed_packets"].as_u64().map(|n| n + 1)
+    );
+    assert_eq!(after["ios"], before["ios"]);
+    let series = |s: &Value| -> Vec<Value> {
+        s["latency"].as_array().unwrap().iter().filter(|l| l["segment"] != "rc_ack").cloned().collect()
+    };
+    let (after, before) = (series(&after), series(&before));
+    assert_eq!(after.len(), before.len());
+    for (a, b) in after.iter().zip(&before) {
+        for (field, value) in b.as_object().unwrap() {
+            match (value.as_f64(), field.ends_with("_us")) {
+                (Some(v), true) => {
+                    assert!((a[field].as_f64().unwrap() - v).abs() < 0.1, "{field}: {a} / {b}")
+                }
+                _ => assert_eq!(&a[field], value, "{field}: {a} / {b}"),
+            }
+        }
+    }
+}

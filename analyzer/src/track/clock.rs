@@ -15,6 +15,16 @@
 //! stamp: a counter is anchored again there, and the stamps that follow in step with it
 //! are believed (a switch that restarted its counter, or a switch clock a constant offset
 //! from the probe's, loses one packet's time, not the session's).
+//!
+//! Within that second, a counter's stamp may still be bogus a few milliseconds ahead: it
+//! would move the analysis's time, and the frames after it would read as late. A packet
+//! reaches the probe some time after the switch stamped it, so a session's switch time is
+//! ahead of its capture time (its *lead*) by at most what the anchoring packet's path took
+//! more than this one's (and the two clocks' drift). A stamp whose lead passes the
+//! session's highest so far by more than [`LEAD_SLACK_NS`] is not believed, unless the
+//! next stamp's lead agrees with it (the path got that much faster: the session's lead
+//! goes up then, and one packet lost its switch time). A lead that creeps up, as drift
+//! makes it, moves the highest along.
 
 use crate::wire::erspan::SwitchTime;
 
@@ -22,6 +32,11 @@ use crate::wire::erspan::SwitchTime;
 /// that stepped (or a bogus timestamp); a switch time this far from its frame's capture
 /// time is not believed. The longest reorder window.
 pub const CLOCK_STEP_NS: u64 = 1_000_000_000;
+
+/// How far a counter's stamp may lead its capture time beyond the session's highest lead
+/// so far: the reorder window's default, within which a frame ahead makes no later frame
+/// late.
+pub const LEAD_SLACK_NS: i128 = 1_000_000;
 
 /// Sessions are 10-bit ids: one slot each, allocated once.
 const SESSIONS: usize = 1024;
@@ -40,6 +55,10 @@ struct SessionClock {
     ticks: i128,
     /// Nanoseconds at tick 0 (the first packet's capture time).
     anchor_ns: i128,
+    /// The highest lead (switch time less capture time) of a stamp believed; the lead of
+    /// the previous stamp if it passed that by more than [`LEAD_SLACK_NS`].
+    max_lead: i128,
+    suspect_lead: Option<i128>,
 }
 
 impl SessionClock {
@@ -52,6 +71,8 @@ impl SessionClock {
             last_capture_ns: capture_ns,
             ticks: 0,
             anchor_ns: i128::from(capture_ns),
+            max_lead: 0,
+            suspect_lead: None,
         }
     }
 }
@@ -125,6 +146,16 @@ impl MirrorClocks {
         c.last_raw = ticks;
         c.last_capture_ns = capture_ns;
         let ns = c.anchor_ns + c.ticks * i128::from(c.unit_ns);
+        let lead = ns - i128::from(capture_ns);
+        if lead > c.max_lead + LEAD_SLACK_NS {
+            let confirmed = c.suspect_lead.is_some_and(|s| (lead - s).abs() <= LEAD_SLACK_NS);
+            if !confirmed {
+                c.suspect_lead = Some(lead);
+                return None;
+            }
+        }
+        c.max_lead = c.max_lead.max(lead);
+        c.suspect_lead = None;
         Some(ns.clamp(0, i128::from(u64::MAX)) as u64)
     }
 }
@@ -214,6 +245,35 @@ mod tests {
         assert_eq!(c.time(4, t(5_000 + 2_000_000), base + 2_000_100), Some(base + 2_000_000));
         assert_eq!(c.time(4, t(9_000_000_000_000), base + 3_000_000), None);
         assert_eq!(c.time(4, t(9_000_000_500_000), base + 3_600_000), Some(base + 3_500_000));
+    }
+
+    #[test]
+    fn a_stamp_milliseconds_ahead_is_not_believed_unless_the_next_agrees() {
+        let mut c = MirrorClocks::default();
+        let base = 1_700_000_000_000_000_000;
+        // 100 ns ticks; every packet reaches the probe 4 µs after the switch stamped it.
+        assert_eq!(c.time(7, t32(1_000), base + 4_000), Some(base + 4_000));
+        assert_eq!(c.time(7, t32(1_010), base + 5_000), Some(base + 5_000));
+        // A stamp 5 ms ahead of its neighbours (50,000 ticks): timed by its capture.
+        assert_eq!(c.time(7, t32(51_020), base + 6_000), None);
+        // The next ones in step with the earlier stamps are believed, to the tick.
+        assert_eq!(c.time(7, t32(1_030), base + 7_000), Some(base + 7_000));
+        assert_eq!(c.time(7, t32(1_040), base + 8_000), Some(base + 8_000));
+        // The path 3 ms faster from here on (the session began behind a queue): the first
+        // stamp so far ahead is not believed, the second agreeing with it is, and so are the
+        // next.
+        assert_eq!(c.time(7, t32(31_050), base + 9_000), None);
+        assert_eq!(c.time(7, t32(31_060), base + 10_000), Some(base + 3_010_000));
+        assert_eq!(c.time(7, t32(31_070), base + 11_000), Some(base + 3_011_000));
+        // A switch counter running 200 ppm fast for 10 s, a packet every ms: its lead creeps
+        // up by 0.2 µs a packet, 2 ms in all, and every stamp is believed.
+        let mut c = MirrorClocks::default();
+        for k in 0..10_000u64 {
+            let capture = base + k * 1_000_000;
+            let ticks = k * 10_002; // 1 ms and 200 ns of the switch's 100 ns ticks
+            let got = c.time(8, t32(ticks as u32), capture);
+            assert_eq!(got, Some(base + ticks * 100), "packet {k}");
+        }
     }
 
     #[test]
