@@ -1686,3 +1686,33 @@ fn frames_at_the_ip_layers_edges_are_read_as_tshark_reads_them() {
         assert_eq!(s["packets"], 3, "{name}");
     }
 }
+
+/// EAL's informational lines (its multi-process socket's path, printed when EAL keeps
+/// shared config, that is without `--no-shconf`) are left out unless the operator gives a
+/// `--log-level`: with `--log-level=lib.eal:info` the line is there, as DPDK prints it.
+#[test]
+fn eal_informational_lines_only_when_asked_for() {
+    let c = capture("rdma_cm.pcap");
+    for (prefix, extra, shown) in
+        [("rp_quiet", None, false), ("rp_info", Some("--log-level=lib.eal:info"), true)]
+    {
+        let mut a: Vec<String> =
+            ["live", "-q", "--idle-exit", "300ms", "--"].iter().map(|s| s.to_string()).collect();
+        a.extend(["-l", "0", "--no-huge", "-m", "128", "--no-pci", "--no-telemetry"].map(String::from));
+        // A run-time directory of its own (EAL keeps its socket there without --no-shconf),
+        // removed afterwards (root's, or the user's).
+        let prefix = format!("{prefix}_{}", std::process::id());
+        a.extend(["--file-prefix".into(), prefix.clone()]);
+        a.extend(extra.map(String::from));
+        a.extend(["--vdev".into(), format!("net_pcap0,rx_pcap={}", c.display())]);
+        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+        let o = run(&refs);
+        let runtime = std::env::var("XDG_RUNTIME_DIR").unwrap_or_default();
+        for d in [format!("/var/run/dpdk/{prefix}"), format!("{runtime}/dpdk/{prefix}")] {
+            let _ = std::fs::remove_dir_all(d);
+        }
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let out = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert_eq!(out.contains("EAL: Multi-process socket"), shown, "{extra:?}: {out}");
+    }
+}

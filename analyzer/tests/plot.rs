@@ -140,8 +140,11 @@ fn plots_carry_the_csv_numbers() {
     let flows = read_csv(&csv.join("flows.csv"));
     let starts: BTreeSet<&str> = flows.iter().map(|r| r["interval_start"].as_str()).collect();
     assert!(starts.len() >= 5, "{} intervals", starts.len());
-    let name =
-        |r: &Row| format!("{} {}>{} qp {}", &r["vantage"][..1], r["src_ip"], r["dst_ip"], r["dst_qpn"]);
+    // The legend writes the QPN in hex, as the exit report does (27 is 0x00001b).
+    let name = |r: &Row| {
+        let qpn: u32 = r["dst_qpn"].parse().unwrap();
+        format!("{} {}>{} qp 0x{qpn:06x}", &r["vantage"][..1], r["src_ip"], r["dst_ip"])
+    };
     let mut bytes: BTreeMap<String, f64> = BTreeMap::new();
     for r in &flows {
         *bytes.entry(name(r)).or_default() += f(r, "bytes");

@@ -84,6 +84,12 @@ pub fn eal_init(args: &[String]) -> Result<()> {
     for a in args {
         owned.push(CString::new(a.as_str()).map_err(|_| anyhow!("EAL argument {a:?} contains a NUL byte"))?);
     }
+    // EAL's own informational lines (its multi-process socket's path, say, printed after
+    // start-up) are left out unless the operator sets EAL's log levels: its notices,
+    // warnings and errors stay.
+    if !args.iter().any(|a| a.starts_with("--log-level")) {
+        owned.push(CString::new("--log-level=lib.eal:notice").unwrap());
+    }
     let mut argv: Vec<*mut c_char> = owned.iter().map(|s| s.as_ptr() as *mut c_char).collect();
     // Asked for its usage (`-h`, `--help`), EAL prints it and ends the process: left on the
     // terminal, not captured (the operator would see nothing).

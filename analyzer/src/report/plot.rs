@@ -1071,12 +1071,14 @@ fn read_flows(p: &Path) -> Result<(FlowIntervals, Intervals)> {
     let mut per_flow = FlowIntervals::new();
     let mut intervals = Intervals::new();
     each_row(p, |row| {
+        // The QPN in hex, as the exit report and the dashboard write it.
+        let qpn = field(row, "dst_qpn", p)?;
         let name = format!(
             "{} {}>{} qp {}",
             field(row, "vantage", p)?.chars().next().unwrap_or('?'),
             field(row, "src_ip", p)?,
             field(row, "dst_ip", p)?,
-            field(row, "dst_qpn", p)?
+            qpn.parse::<u32>().map_or_else(|_| qpn.to_owned(), |q| format!("{q:#08x}"))
         );
         let (t, end) = (time(row, "interval_start", p)?, time(row, "interval_end", p)?);
         let last = intervals.entry(t).or_insert(end);
