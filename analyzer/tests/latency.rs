@@ -886,12 +886,13 @@ fn xrc_requests_await_their_answers_as_rcs_do() {
     }
 }
 
-/// A connection CM set up (REQ, REP: A's requests start at PSN 100), five WRITEs in order,
+/// A connection CM set up (REQ, REP: the REP's starting PSN, what B expects to receive,
+/// says A's requests start at PSN 100; the REQ's, 900, is B's), five WRITEs in order,
 /// then the ConnectRequest sent again (it crossed the reply) and the same reply again,
 /// then five more WRITEs in order. The repeated reply announces the connection already
 /// running, not a new one: no gap, no retransmission (restarted at PSN 100 again, the five
 /// after it were a gap of five). Then a new connection on the same QPs (new communication
-/// ids) starting at PSN 7: its WRITEs are in order too.
+/// ids) whose REP says PSN 7: A's WRITEs from 7 are in order too.
 #[test]
 fn a_repeated_connect_reply_restarts_nothing() {
     use roceprobe::wire::bth::opcode as op;
@@ -900,14 +901,14 @@ fn a_repeated_connect_reply_restarts_nothing() {
     let (a, b): (IpAddr, IpAddr) = ("10.11.0.1".parse().unwrap(), "10.11.0.2".parse().unwrap());
     let ips = [[10, 11, 0, 1], [10, 11, 0, 2]];
     let (req, rep) =
-        (cm_frame(a, b, &cm_req(0x51, 0x10, 100, ips, None)), cm_frame(b, a, &cm_rep(0x52, 0x51, 0x20, 900)));
+        (cm_frame(a, b, &cm_req(0x51, 0x10, 900, ips, None)), cm_frame(b, a, &cm_rep(0x52, 0x51, 0x20, 100)));
     let write = |psn| roce(a, b, op::WRITE_ONLY, 0x20, psn, ExtHeaders::default(), &[0u8; 64]);
     let mut frames = vec![req.clone(), rep.clone()];
     frames.extend((100..105).map(write));
     frames.extend([req, rep]);
     frames.extend((105..110).map(write));
-    frames.push(cm_frame(a, b, &cm_req(0x61, 0x10, 7, ips, None)));
-    frames.push(cm_frame(b, a, &cm_rep(0x62, 0x61, 0x20, 900)));
+    frames.push(cm_frame(a, b, &cm_req(0x61, 0x10, 900, ips, None)));
+    frames.push(cm_frame(b, a, &cm_rep(0x62, 0x61, 0x20, 7)));
     frames.extend((7..12).map(write));
     let timed = spaced(frames, 1_000);
     let dir = tempfile::tempdir().unwrap();

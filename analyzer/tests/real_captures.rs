@@ -139,3 +139,94 @@ fn every_real_roce_frame_carries_a_good_icrc() {
     }
     assert_eq!(checked, 236, "the RoCE frames tshark counts in the ten captures");
 }
+
+/// rdma_cm.pcap (a real RoCE stack's CM handshake, then SENDs both ways), and the same
+/// connection again 100 s later as a new connection on the same QPs: new communication ids,
+/// every PSN (the packets' and the REQ's and REP's starting PSNs) moved on by 0x500000.
+/// tshark reads the REQ's starting PSN as the first PSN of the responder's requests and the
+/// REP's as the requester's (what each sender expects to receive), so the second
+/// connection restarts each direction there, and every count of the run is twice the
+/// capture's alone. Before, the REQ's PSN restarted the requester's direction: a gap of
+/// 672,919 PSNs one way and 31 retransmissions the other.
+#[test]
+fn a_new_connection_restarts_each_direction_at_the_psn_cm_announced_for_it() {
+    use roceprobe::capture::pcap::{read_all_records, Writer};
+    const D: u32 = 0x50_0000;
+    let file = capture("rdma_cm.pcap");
+    let out = Command::new("tshark")
+        .args(["-r", file.to_str().unwrap(), "-T", "fields", "-E", "separator=,"])
+        .args(["-e", "ip.src", "-e", "ip.dst", "-e", "infiniband.bth.opcode", "-e", "infiniband.bth.psn"])
+        .args(["-e", "infiniband.cm.req.startpsn", "-e", "infiniband.cm.rep.startpsn"])
+        .output()
+        .expect("tshark");
+    let rows: Vec<Vec<String>> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.split(',').map(str::to_owned).collect())
+        .collect();
+    let hex = |s: &str| u32::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+    for column in [4, 5] {
+        let cm = rows.iter().find(|r| !r[column].is_empty()).expect("the REQ and the REP");
+        // The first request sent to the CM message's sender (not an RC response, 13-18,
+        // nor a CM MAD, 100).
+        let request = |r: &&Vec<String>| !matches!(r[2].parse::<u8>().unwrap(), 13..=18 | 100);
+        let first = rows.iter().filter(request).find(|r| r[1] == cm[0]).unwrap();
+        assert_eq!(hex(&cm[column]), first[3].parse::<u32>().unwrap(), "{cm:?} / {first:?}");
+    }
+    let records = read_all_records(&file).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let twice = dir.path().join("twice.pcap");
+    let mut w = Writer::new(std::fs::File::create(&twice).unwrap()).unwrap();
+    for (ts, len, f) in &records {
+        w.write(*ts, f, *len).unwrap();
+    }
+    let add = |b: &mut [u8], at: usize| {
+        let v = u32::from_be_bytes([0, b[at], b[at + 1], b[at + 2]]).wrapping_add(D) & 0xFF_FFFF;
+        b[at..at + 3].copy_from_slice(&v.to_be_bytes()[1..]);
+    };
+    for (ts, len, f) in &records {
+        let mut f = f.clone();
+        assert_eq!(&f[12..14], [0x08, 0x00], "plain IPv4 frames");
+        let bth = 14 + usize::from(f[14] & 0x0F) * 4 + 8;
+        add(&mut f, bth + 9);
+        if f[bth] == 100 && f[bth + 5..bth + 8] == [0, 0, 1] {
+            // A CM MAD after BTH and DETH; its message at 24 (communication ids first).
+            let mad = bth + 20;
+            let msg = mad + 24;
+            let attribute = u16::from_be_bytes([f[mad + 16], f[mad + 17]]);
+            f[mad + 15] ^= 0x5A; // a transaction of its own
+            f[msg] ^= 0x5A;
+            if attribute != 0x0010 {
+                f[msg + 4] ^= 0x5A;
+            }
+            match attribute {
+                0x0010 => add(&mut f, msg + 44),
+                0x0013 => add(&mut f, msg + 20),
+                _ => {}
+            }
+        }
+        w.write(ts + 100_000_000_000, &f, *len).unwrap();
+    }
+    drop(w);
+    let once = replay_summary(&[file.as_path()], &[]);
+    let both = replay_summary(&[twice.as_path()], &[]);
+    let fields = ["packets", "bytes", "messages", "retx_packets", "gap_psns", "out_of_window", "nak_seq"];
+    let view = |s: &Value| -> Vec<(String, Vec<u64>)> {
+        let mut v: Vec<_> = s["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                (
+                    format!("{}>{} {}", f["src_ip"], f["dst_ip"], f["dst_qpn"]),
+                    fields.map(|k| f[k].as_u64().unwrap()).to_vec(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let doubled: Vec<_> =
+        view(&once).into_iter().map(|(k, v)| (k, v.iter().map(|n| 2 * n).collect())).collect();
+    assert_eq!(view(&both), doubled);
+}

@@ -507,6 +507,9 @@ impl Analyzer {
         match CmMessage::parse(p.payload) {
             Some((_, CmMessage::Req(r))) => {
                 let mtu = r.path_mtu_bytes().unwrap_or(0);
+                // The REQ's starting PSN is the one its sender's receive queue expects (the
+                // first of the responder's requests; Linux's CM sets its rq_psn from it),
+                // kept here for the other end; the REP's is the requester's first.
                 let a = QpEnd { ip: p.ip.src, qpn: r.local_qpn, start_psn: Some(r.starting_psn) };
                 let req = CmRequest { a, b_ip: p.ip.dst, mtu, nvme_qid: r.nvme_qid };
                 self.cm_requests.insert((vantage, r.local_comm_id), req);
@@ -519,7 +522,8 @@ impl Analyzer {
                     // its data flowing, and starts nothing again.
                     if b_ip == p.ip.src && !self.cm_answered.contains_key(&key) {
                         self.cm_answered.insert(key, ());
-                        let b = QpEnd { ip: b_ip, qpn: r.local_qpn, start_psn: Some(r.starting_psn) };
+                        let b = QpEnd { ip: b_ip, qpn: r.local_qpn, start_psn: a.start_psn };
+                        let a = QpEnd { start_psn: Some(r.starting_psn), ..a };
                         self.flows.announce_pair(vantage, a, b, mtu);
                         // The queue is the admin queue or not, whatever an earlier
                         // connection on the QP was.

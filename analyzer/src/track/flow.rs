@@ -783,7 +783,8 @@ pub struct FlowTable {
 }
 
 /// One side of a connection CM announced: its address, its QPN, and the PSN its requests
-/// start at (the ConnectRequest's or ConnectReply's starting PSN; `None`: not said).
+/// start at (the starting PSN of the other side's message: a ConnectRequest or ConnectReply
+/// says what its sender expects to receive; `None`: not said).
 #[derive(Debug, Clone, Copy)]
 pub struct QpEnd {
     pub ip: IpAddr,

@@ -25,14 +25,17 @@ pub fn misc(seed: u64) -> Built {
     };
     let (host, target) = ("10.0.1.7", "10.0.2.7");
 
-    // A CM handshake for an NVMe-oF connection, then RC traffic on the QPs it names.
+    // A CM handshake for an NVMe-oF connection, then RC traffic on the QPs it names. Each
+    // message's starting PSN is the one its sender expects to receive (Linux's CM sets its
+    // receive queue's PSN from it): the REQ carries the target's first PSN, the REP the
+    // host's.
     let req = Req {
         local_comm_id: 0x1111_2222,
         service_id: Req::rdma_cm_service_id(NVME_OF_PORT),
         local_ca_guid: 0x0002_c903_00ab_cdef,
         local_qkey: 0,
         local_qpn: 0x0C01,
-        starting_psn: 4242,
+        starting_psn: 777,
         pkey: 0xFFFF,
         path_mtu: 3,
         ip: Some(RdmaCmIp { src_port: 51000, src: host.parse().unwrap(), dst: target.parse().unwrap() }),
@@ -44,7 +47,7 @@ pub fn misc(seed: u64) -> Built {
         remote_comm_id: 0x1111_2222,
         local_qkey: 0,
         local_qpn: 0x0D01,
-        starting_psn: 777,
+        starting_psn: 4242,
         local_ca_guid: 0x0002_c903_00fe_dcba,
     };
     let ud = |src: &str, dst: &str, mad: Vec<u8>, src_qp: u32, psn: u32| {
