@@ -133,15 +133,16 @@ fn assert_samples(s: &Value, op: &str, want: &[u64]) {
 /// The CM handshake (ConnectRequest, ConnectReply; communication ids `comm` and
 /// `comm + 0x100`) of NVMe/RDMA queue `qid` between `hosts` (host, target; IPv4) on QPs
 /// `qps` (the host's, the target's), the host's requests starting at PSN 100, the
-/// target's at 200.
+/// target's at 200 (each message's starting PSN is the one its sender expects to
+/// receive: the REQ's the target's, the REP's the host's).
 fn nvme_queue_connected(hosts: [std::net::IpAddr; 2], qid: u16, qps: [u32; 2], comm: u32) -> [Vec<u8>; 2] {
     let ip = |a: std::net::IpAddr| match a {
         std::net::IpAddr::V4(v4) => v4.octets(),
         std::net::IpAddr::V6(_) => panic!("IPv4 hosts"),
     };
     [
-        cm_frame(hosts[0], hosts[1], &cm_req(comm, qps[0], 100, [ip(hosts[0]), ip(hosts[1])], Some(qid))),
-        cm_frame(hosts[1], hosts[0], &cm_rep(comm + 0x100, comm, qps[1], 200)),
+        cm_frame(hosts[0], hosts[1], &cm_req(comm, qps[0], 200, [ip(hosts[0]), ip(hosts[1])], Some(qid))),
+        cm_frame(hosts[1], hosts[0], &cm_rep(comm + 0x100, comm, qps[1], 100)),
     ]
 }
 
@@ -1507,4 +1508,54 @@ fn a_data_write_sent_again_from_its_middle_marks_the_read_retransmitted() {
             pcap.display()
         );
     }
+}
+
+/// Two QPs between A and B without CM, both sending WRITE Only from PSN 100, each WRITE
+/// acknowledged 10 µs later: while both QPs' PSNs are alike an ACK cannot tell which QP it
+/// answers, and the pair is learned from the first ACK that can (QP 1's third, after QP 2
+/// stopped). By the definition (the first ACK covering a message) every sample is 10 µs
+/// (tshark's times and PSNs below); the messages the earlier ACKs covered give none, rather
+/// than one to the ACK that paired them (50 and 30 µs before). Times hand-set.
+#[test]
+fn an_ack_that_pairs_late_answers_only_what_no_earlier_ack_covered() {
+    use roceprobe::wire::bth::opcode as op;
+    use roceprobe::wire::ib_ext::{Aeth, ExtHeaders};
+    use std::net::IpAddr;
+    let (a, b): (IpAddr, IpAddr) = ("10.20.0.1".parse().unwrap(), "10.20.0.2".parse().unwrap());
+    let write = |qp, psn| roce(a, b, op::WRITE_ONLY, qp, psn, ExtHeaders::default(), &[0u8; 64]);
+    let ack = |qp, psn| {
+        roce(
+            b,
+            a,
+            op::ACKNOWLEDGE,
+            qp,
+            psn,
+            ExtHeaders { aeth: Some(Aeth::ack(31, 1)), ..Default::default() },
+            &[],
+        )
+    };
+    let us = 1_000u64;
+    let frames = vec![
+        (0, write(0x21, 100)),
+        (us, write(0x22, 100)),
+        (10 * us, ack(0x11, 100)),
+        (11 * us, ack(0x12, 100)),
+        (20 * us, write(0x21, 101)),
+        (21 * us, write(0x22, 101)),
+        (30 * us, ack(0x11, 101)),
+        (31 * us, ack(0x12, 101)),
+        (40 * us, write(0x21, 102)),
+        (50 * us, ack(0x11, 102)),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = write_pcap(dir.path(), "late_pair.pcap", &frames);
+    // tshark reads the WRITE Only (10) and ACK (17) packets and their PSNs as written.
+    let read: Vec<(u64, u64)> = tshark_packets(&pcap).iter().map(|p| (p.3, p.4)).collect();
+    let (w, k) = (10, 17);
+    assert_eq!(
+        read,
+        [(w, 100), (w, 100), (k, 100), (k, 100), (w, 101), (w, 101), (k, 101), (k, 101), (w, 102), (k, 102)]
+    );
+    let s = replay_summary(&[pcap.as_path()], &[]);
+    assert_samples(&s, "rc_ack", &[10_000]);
 }

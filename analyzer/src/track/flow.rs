@@ -38,6 +38,8 @@ const PAIR_SLOTS: usize = 8;
 /// An acknowledgement or READ response names a PSN at most this far behind the requester's
 /// next PSN.
 const ACK_WINDOW: u32 = 1 << 16;
+/// No PSN (PSNs have 24 bits).
+const NO_PSN: u32 = u32::MAX;
 
 /// One direction of one QP at one vantage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -525,6 +527,9 @@ struct Cold {
     reported: FlowCounts,
     /// Transmissions reported one by one since then.
     ended: u32,
+    /// While the flow's pair is not known: the highest PSN an ACK of it acknowledged that
+    /// could not tell the pair apart (see [`FlowTable::learn_pair`]); [`NO_PSN`] if none.
+    ambiguous_acked: u32,
 }
 
 /// Short transmissions ended since the last hand-over (see
@@ -552,6 +557,7 @@ impl Cold {
             tx_base: FlowCounts::default(),
             reported: FlowCounts::default(),
             ended: 0,
+            ambiguous_acked: NO_PSN,
         }
     }
 }
@@ -1420,7 +1426,11 @@ impl FlowTable {
 
     /// Learns the pair of a response flow from the PSN it acknowledges: the one request
     /// flow between the same hosts (the other way) whose next PSN is just past it.
-    fn learn_pair(&mut self, resp: u32, psn: u32) {
+    /// `acked`: the PSN up to which the response acknowledges messages. A response that
+    /// cannot tell the pair apart is remembered by it: once the pair is known, the message
+    /// ends it covered give no `rc_ack` sample (their first ACK may have been it, or one
+    /// before it), and those after it are answered as usual.
+    fn learn_pair(&mut self, resp: u32, psn: u32, acked: Option<u32>) {
         let k = self.key(resp);
         let Some(slots) = self.pairs.get(&(k.vantage, k.dst, k.src)) else { return };
         let mut found = NONE;
@@ -1428,13 +1438,38 @@ impl FlowTable {
             let Some(behind) = self.hot[c as usize].psn.before_next(psn) else { continue };
             if (1..=ACK_WINDOW).contains(&behind) {
                 if found != NONE {
-                    return; // ambiguous: wait for a later acknowledgement
+                    // Ambiguous: wait for a later acknowledgement.
+                    if let Some(a) = acked {
+                        self.cold[resp as usize].ambiguous_acked = a;
+                    }
+                    return;
                 }
                 found = c;
             }
         }
         if found != NONE {
+            let ambiguous = std::mem::replace(&mut self.cold[resp as usize].ambiguous_acked, NO_PSN);
+            if ambiguous != NO_PSN {
+                self.drop_acked_before_pairing(found, ambiguous);
+            }
             self.set_pair(resp, found);
+        }
+    }
+
+    /// The message ends of request flow `r` awaiting an ACK that an acknowledgement up to
+    /// `acked` covered before the flow's pair was known: answered, without a sample.
+    #[cold]
+    fn drop_acked_before_pairing(&mut self, r: u32, acked: u32) {
+        let (ring, live) = (&mut self.acks[r as usize].0, &mut self.hot[r as usize].acks_live);
+        let mut look = *live;
+        while look != 0 {
+            let k = look.trailing_zeros() as usize;
+            look &= look - 1;
+            let p = &mut ring[k % PENDING];
+            if p.live() && acked.wrapping_sub(p.psn()) & 0x00FF_FFFF < ACK_WINDOW {
+                p.answered();
+                *live &= !(1 << k);
+            }
         }
     }
 
@@ -1628,7 +1663,7 @@ impl FlowTable {
             }
             let acked = ack.map(|(psn, _)| psn).or_else(|| implied_ack(opcode, &p.exts, p.bth.psn()));
             if self.hot[i as usize].peer_qpn == NONE {
-                self.learn_pair(i, p.bth.psn());
+                self.learn_pair(i, p.bth.psn(), acked);
             }
             let low = opcode & 0x1F;
             let read_end =
