@@ -8,8 +8,10 @@
 //! Frames are copied into a ring of bytes allocated at start-up (the bytes the analysis
 //! reads, [`kept_len`]: a plain frame's headers and the largest payload a tracker reads,
 //! any other frame's first [`KEPT_BYTES`]; more for the evidence's snap length; whole frames
-//! when `--check-icrc` needs them); the held frames are a deque sorted by (time, arrival),
-//! which an in-order frame joins at the back in O(1). A
+//! when `--check-icrc` needs them); the held frames are ordered by (time, arrival): a deque
+//! that a frame in order joins at the back in O(1), and a heap for the frames that come
+//! behind its back (a second vantage's copies, say, a path's delay behind), which join it
+//! in O(log n) without moving the others; the oldest of the two fronts goes first. A
 //! frame older than what was already released is *late*: the caller analyses it at once and
 //! counts it. When the ring or the deque is full, the oldest held frame is released early
 //! (counted): the window shrinks rather than memory growing. Nothing here allocates after
@@ -17,7 +19,8 @@
 
 use crate::capture::Frame;
 use crate::wire::{Detached, RocePacket};
-use std::collections::VecDeque;
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
 
 /// Bytes of frames a worker can hold: a 1 ms window at 128 Gb/s of mirrored frames.
 pub const RING_BYTES: usize = 16 << 20;
@@ -72,6 +75,38 @@ pub struct Held {
     source: u16,
 }
 
+/// A held frame that came behind the deque's back, in [`Reorder::behind`]: the heap's top
+/// is the oldest (by time, then arrival).
+#[derive(Debug, Clone, Copy)]
+struct Behind(Held);
+
+impl Behind {
+    fn key(&self) -> (u64, u64) {
+        (self.0.ts, self.0.seq)
+    }
+}
+
+impl PartialEq for Behind {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Behind {}
+
+impl PartialOrd for Behind {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Behind {
+    /// Reversed: the oldest is the greatest, the max-heap's top.
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.key().cmp(&self.key())
+    }
+}
+
 /// What a frame took from the ring, in arrival order.
 #[derive(Debug, Clone, Copy)]
 struct Arrival {
@@ -95,8 +130,12 @@ pub struct Reorder {
     /// Where the next frame is written, and the bytes in use before it.
     write: usize,
     used: usize,
-    /// Held frames, by (time, arrival).
+    /// Held frames, by (time, arrival): those in order at the deque's back when they came,
+    /// and the heap of those that came behind it (see the module's comment); at most
+    /// `max_held` in all.
     held: VecDeque<Held>,
+    behind: BinaryHeap<Behind>,
+    max_held: usize,
     /// Every frame whose bytes are still in the ring, in arrival order from `first_seq`
     /// (a frame held long keeps the ones after it here, released or not).
     arrivals: VecDeque<Arrival>,
@@ -145,6 +184,8 @@ impl Reorder {
             write: 0,
             used: 0,
             held: VecDeque::with_capacity(frames.max(1)),
+            behind: BinaryHeap::with_capacity(frames.max(1)),
+            max_held: frames.max(1),
             // Room for frames released behind one held long, before that one must go.
             arrivals: VecDeque::with_capacity(2 * frames.max(1)),
             first_seq: 0,
@@ -216,7 +257,7 @@ impl Reorder {
 
     /// Starts afresh (nothing may be held): the next frame sets the time.
     pub fn restart(&mut self) {
-        debug_assert!(self.held.is_empty());
+        debug_assert!(self.held_none());
         self.latest = 0;
         self.floor = 0;
     }
@@ -245,9 +286,9 @@ impl Reorder {
                 continue;
             }
             let room = bytes
-                && self.held.len() < self.held.capacity()
+                && self.held.len() + self.behind.len() < self.max_held
                 && self.arrivals.len() < self.arrivals.capacity();
-            if room || self.held.is_empty() {
+            if room || self.held_none() {
                 break skip;
             }
             early(self);
@@ -283,17 +324,31 @@ impl Reorder {
         };
         self.next_seq += 1;
         self.arrivals.push_back(Arrival { span: span as u32, released: false, packet });
-        // In order: at the back. Out of order: after the last frame not younger.
+        // In order: at the deque's back. Behind it: in the heap.
         if self.held.back().is_none_or(|b| b.ts <= ts) {
             self.held.push_back(h);
         } else {
-            let mut at = self.held.len() - 1;
-            while at > 0 && self.held[at - 1].ts > ts {
-                at -= 1;
-            }
-            self.held.insert(at, h);
+            self.behind.push(Behind(h));
         }
         self.latest = self.latest.max(ts);
+    }
+
+    /// Whether no frame is held.
+    #[inline]
+    fn held_none(&self) -> bool {
+        self.held.is_empty() && self.behind.is_empty()
+    }
+
+    /// The oldest frame held, and whether it is the heap's (else the deque's front).
+    #[inline]
+    fn first_held(&self) -> Option<(&Held, bool)> {
+        match (self.held.front(), self.behind.peek()) {
+            // Nearly always nothing came behind: the deque's front.
+            (Some(d), None) => Some((d, false)),
+            (Some(d), Some(b)) if b.key() >= (d.ts, d.seq) => Some((d, false)),
+            (_, Some(b)) => Some((&b.0, true)),
+            (None, None) => None,
+        }
     }
 
     /// Grows the part of the ring in use (doubled, up to the whole ring) when it can and
@@ -353,11 +408,15 @@ impl Reorder {
     fn take(&mut self, out: &mut [Held], due: impl Fn(&Held) -> bool) -> usize {
         let mut n = 0;
         while n < out.len() {
-            match self.held.front() {
-                Some(h) if due(h) => {
+            match self.first_held() {
+                Some((h, behind)) if due(h) => {
                     out[n] = *h;
                     self.floor = self.floor.max(h.ts);
-                    self.held.pop_front();
+                    if behind {
+                        self.behind.pop();
+                    } else {
+                        self.held.pop_front();
+                    }
                     n += 1;
                 }
                 _ => break,
@@ -375,8 +434,8 @@ impl Reorder {
     /// analysis can be told has passed.
     pub fn watermark(&self) -> u64 {
         let until = self.passed_by_window();
-        match self.held.front() {
-            Some(h) if h.ts <= until => h.ts,
+        match self.first_held() {
+            Some((h, _)) if h.ts <= until => h.ts,
             _ => until,
         }
     }
@@ -484,7 +543,7 @@ mod tests {
         let f = Frame { data, wire_len: data.len() as u32, ts_ns: ts, source: 0 };
         let mut early = 0;
         r.push(&f, ts, false, 0, &mut |r| {
-            let mut out = [r.held[0]; 1];
+            let mut out = [Held::default(); 1];
             let n = r.oldest(&mut out);
             early += n as u64;
             for h in &out[..n] {
@@ -528,6 +587,29 @@ mod tests {
         assert!(!r.is_late(1100));
         drain(&mut r, true, &mut got);
         assert_eq!(&got[3..], [(1101, b'e'), (1200, b'd')]);
+    }
+
+    /// Two sources interleaved, the second's frames 0 to 900 behind the first's (pseudo-
+    /// random, ties among them): every frame comes out, by time and, for equal times, in
+    /// arrival order, as a stable sort of the arrivals by time puts them.
+    #[test]
+    fn frames_behind_come_out_as_a_stable_sort_by_time() {
+        let mut r = Reorder::with_room(1_000, 1 << 20, 4096);
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        for k in 0..3_000u64 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let ts = if k % 2 == 0 { 10_000 + k * 10 } else { 10_000 + k * 10 - (seed % 10) * 100 };
+            let tag = (k % 251) as u8;
+            want.push((ts, tag));
+            push(&mut r, &frame(tag, 60), ts, &mut got);
+            drain(&mut r, false, &mut got);
+        }
+        drain(&mut r, true, &mut got);
+        want.sort_by_key(|w| w.0);
+        assert_eq!(got, want);
     }
 
     /// A packet decoded as its frame arrived comes back with the frame when it is released
