@@ -715,6 +715,10 @@ struct Counts {
     keys: Vec<(IpAddr, IpAddr, Op)>,
     values: Vec<IoCounts>,
     places: HashMap<PairKey, u32, ahash::RandomState>,
+    /// The places counted in since the last hand-over (`dirty`: whether a place is in
+    /// `changed`), so that an interval visits those, not every place.
+    changed: Vec<u32>,
+    dirty: Vec<bool>,
 }
 
 /// The I/O tracker's hand-over state.
@@ -851,13 +855,21 @@ impl IoTracker {
     /// op) that counted something, and the slowest I/Os completed meanwhile.
     pub fn drain_interval(&mut self, pairs: &mut Vec<IoDelta>, slowest: &mut Vec<SlowIo>) {
         let reported = &mut self.report.reported;
-        reported.resize(self.counts.values.len(), IoCounts::default());
-        for ((k, c), before) in self.counts.keys.iter().zip(&self.counts.values).zip(reported) {
+        let counts = &mut self.counts;
+        reported.resize(counts.values.len(), IoCounts::default());
+        // The places counted in since the last hand-over, in place order (as a walk of
+        // every place would find them).
+        counts.changed.sort_unstable();
+        for &place in &counts.changed {
+            let p = place as usize;
+            counts.dirty[p] = false;
+            let (k, c, before) = (counts.keys[p], &counts.values[p], &mut reported[p]);
             if c != before {
                 pairs.push(IoDelta { initiator: k.0, target: k.1, op: k.2, counts: c.since(before) });
                 *before = *c;
             }
         }
+        counts.changed.clear();
         self.report.slowest.drain_into(slowest);
     }
 
@@ -960,7 +972,12 @@ impl IoTracker {
                 c
             }
         };
-        &mut self.counts.values[place as usize]
+        let c = &mut self.counts;
+        if !c.dirty[place as usize] {
+            c.dirty[place as usize] = true;
+            c.changed.push(place);
+        }
+        &mut c.values[place as usize]
     }
 
     /// Where (`pair`, `op`) is counted. One entry per (host pair, op): allocated once, when
@@ -975,6 +992,9 @@ impl IoTracker {
         *c.places.entry(k).or_insert_with(|| {
             c.keys.push((k.0, k.1, k.2));
             c.values.push(IoCounts::default());
+            c.dirty.push(false);
+            // Room for every place: marking one never allocates.
+            c.changed.reserve(c.keys.len() - c.changed.len());
             (c.keys.len() - 1) as u32
         })
     }
