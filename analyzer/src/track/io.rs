@@ -204,6 +204,13 @@ impl Linked for Io {
     }
 }
 
+/// How many PSNs after a message's first the packets of a message of `len` bytes may take
+/// (path MTU `mtu` if known): at most 2^16, the window within which an answer is taken for
+/// a request, however long the message says it is.
+fn answer_psns(len: u32, mtu: Option<u32>) -> u32 {
+    Span::read(len, mtu).max.min(1 << 16)
+}
+
 #[derive(Debug, Clone, Copy, Default)]
 struct RingEntry {
     psn: u32,
@@ -226,10 +233,8 @@ struct Conn {
     completions_live: u16,
     /// Reads' data phases: the PSN of the target's RDMA WRITE First into the host's buffer,
     /// whose Middle and Last packets take the PSNs after it (for a Middle or Last sent
-    /// again, which names no buffer). The read of each is in `write_ios` (`NO_REF` in a
-    /// place not taken yet).
-    write_psns: [u32; CONN_RING],
-    write_ios: [Ref; CONN_RING],
+    /// again, which names no buffer).
+    writes: [RingEntry; CONN_RING],
     next_read: u8,
     next_completion: u8,
     next_write: u8,
@@ -259,8 +264,7 @@ impl Default for Conn {
             read_lens: [0; CONN_RING],
             completions: [RingEntry::default(); CONN_RING],
             completions_live: 0,
-            write_psns: [0; CONN_RING],
-            write_ios: [NO_REF; CONN_RING],
+            writes: [RingEntry::default(); CONN_RING],
             next_read: 0,
             next_completion: 0,
             next_write: 0,
@@ -1646,9 +1650,9 @@ impl IoTracker {
         let Some(hint) = first else { return true };
         let me = Ref { slot: i as u32, generation: self.ios[i].generation };
         let c = self.conn(host, target, self.ios[i].target_qpn, hint);
-        if !c.write_psns.iter().zip(&c.write_ios).any(|(&p, &r)| p == psn && r == me) {
+        if !c.writes.iter().any(|e| e.io == Some(me) && e.psn == psn) {
             let n = usize::from(c.next_write);
-            (c.write_psns[n], c.write_ios[n]) = (psn, me);
+            c.writes[n] = RingEntry { psn, io: Some(me) };
             c.next_write = ((n + 1) % CONN_RING) as u8;
         }
         true
@@ -1668,11 +1672,10 @@ impl IoTracker {
         // The newest WRITE First whose PSNs it is one of (the WRITE it belongs to: the ring
         // holds them as they came, in PSN order; nearly always the newest).
         let newest = usize::from(c.next_write) + CONN_RING - 1;
-        let hit = (0..CONN_RING).map(|back| (newest - back) % CONN_RING).find_map(|k| {
-            let p = c.write_psns[k];
-            let i = self.get(c.write_ios[k])?;
-            let offset = psn.wrapping_sub(p) & 0x00FF_FFFF;
-            (offset > 0 && offset < Span::read(self.ios[i].bytes, mtu).max.min(1 << 16)).then_some(i)
+        let hit = (0..CONN_RING).map(|back| c.writes[(newest - back) % CONN_RING]).find_map(|e| {
+            let i = self.get(e.io?)?;
+            let offset = psn.wrapping_sub(e.psn) & 0x00FF_FFFF;
+            (offset > 0 && offset < answer_psns(self.ios[i].bytes, mtu)).then_some(i)
         });
         if let Some(i) = hit {
             if self.ios[i].data_write.at(v).is_some() {
@@ -1688,10 +1691,8 @@ impl IoTracker {
         let v = vi(v);
         let Some(c) = self.conns.get_hinted(&ConnKey(host, target, target_qpn), hint) else { return };
         // Responses of a QP come in order: the READ is the one that started closest below,
-        // if the response is one of its PSNs (else it answers a READ not followed), and at
-        // most 2^16 PSNs after it, the window within which an answer is taken for a request
-        // (however long the READ says it is).
-        let within = |n: u32| Span::read(n, mtu).max.min(1 << 16);
+        // if the response is one of its PSNs (else it answers a READ not followed).
+        let within = |n: u32| answer_psns(n, mtu);
         let hit = c
             .reads
             .iter()
