@@ -2,8 +2,10 @@
 //! to its completion and the host's acknowledgement of it, at both vantages at once, to
 //! give the latency each segment adds.
 //!
-//! An I/O is keyed by (host, target, CID), with the target's QP number telling apart the
-//! I/O queues (QPs) between the same two hosts, which reuse the same CIDs. Its data phase is
+//! An I/O is keyed by (host, target, CID, the target's QP number): the QP tells apart the
+//! I/O queues between the same two hosts, which reuse the same CIDs; a completion whose
+//! queue is not known yet (its flow not paired) looks among every queue's I/Os with its
+//! CID. Its data phase is
 //! found by the keyed SGL: a target's RDMA READ Request whose RETH names the command's R_Key
 //! and address is that write's READ phase; its READ Responses, and the ACK that covers its
 //! completion, are matched on the connection by PSN. Anchors are kept per vantage: a first
@@ -21,14 +23,15 @@ use crate::metrics::latency::{LatencyRecorder, Op, Segment, SeriesKey, SLOT_UNKN
 use crate::wire::nvme::{Command, CommandSet, Sgl, Sqe};
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 use std::net::IpAddr;
 
 const NONE: u32 = u32::MAX;
-/// I/Os between two hosts that one CID names at once (an initiator numbers commands per
-/// I/O queue, so every queue may use the same CIDs: as many as it has queues to the
-/// target): beyond this, the oldest ends (see [`IoTracker::command`]), so that a lookup by
-/// CID stays bounded whatever the traffic.
+/// I/Os of one queue that one CID names at once (one, unless a vantage missed the
+/// completion of the CID's last use and the other vantage still awaits its copy): beyond
+/// this, the oldest ends (see [`IoTracker::command`]), so that a lookup by CID stays
+/// bounded whatever the traffic. Also how many I/Os with its CID a completion whose queue
+/// is not known looks at (oldest first).
 const MAX_SAME_CID: usize = 256;
 /// Per connection: READ phases and completions awaiting their answer.
 const CONN_RING: usize = 16;
@@ -53,30 +56,31 @@ impl Kind {
     }
 }
 
-/// (host, target, CID): the I/Os that may use a CID between two hosts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct CidKey(IpAddr, IpAddr, u16);
+/// A map keyed by a hash computed already (see [`IoTracker::cid_key`]), which it takes as
+/// it is.
+type Hashed<V> = HashMap<u64, V, BuildHasherDefault<PassThrough>>;
 
-/// (host, rkey, address): the I/O whose data phase names this buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct BufferKey(IpAddr, u32, u64);
+/// The hasher of [`Hashed`]: a `u64` key is its own hash.
+#[derive(Default)]
+struct PassThrough(u64);
+
+impl Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
 
 /// (host, target, target QPN): an I/O queue's connection state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct ConnKey(IpAddr, IpAddr, u32);
-
-impl Hash for CidKey {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        hash_hosts(&self.0, &self.1, u64::from(self.2), h);
-    }
-}
-
-impl Hash for BufferKey {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        // The address stands in for the second host: it is as unlikely to be an IPv4 one.
-        hash_hosts(&self.0, &IpAddr::V4(self.1.into()), self.2, h);
-    }
-}
 
 /// (initiator, target, op): the latency series of an I/O's segments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +106,23 @@ struct Ref {
 }
 
 const NO_REF: Ref = Ref { slot: NONE, generation: 0 };
+
+/// The oldest and the newest live I/O with one (host, target, CID), of every queue.
+#[derive(Debug, Clone, Copy)]
+struct Chain {
+    first: Ref,
+    last: Ref,
+}
+
+/// Where a walk over the live I/Os with one CID between two hosts starts: the oldest of
+/// one queue's (`queue`, followed by `queue_next`), or of every queue's (followed by
+/// `cid_next`); `key` is the (host, target, CID)'s [`IoTracker::cid_key`].
+#[derive(Debug, Clone, Copy)]
+struct CidWalk {
+    first: Ref,
+    key: u64,
+    queue: bool,
+}
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Anchor([Option<u64>; 2]);
@@ -170,8 +191,14 @@ struct Io {
     waiting: bool,
     /// Place in the list of live I/Os, oldest first.
     links: Links,
-    /// The next live I/O, newer, with the same (host, target, CID) (see
+    /// The next live I/O, newer, with the same (host, target, CID) on the same queue (see
     /// [`IoTracker::same_cid`]); `NO_REF` for the newest.
+    queue_next: Ref,
+    /// The live I/O before it, older, with the same (host, target, CID) on any queue;
+    /// `NO_REF` for the oldest.
+    cid_prev: Ref,
+    /// The live I/O after it, newer, with the same (host, target, CID) on any queue;
+    /// `NO_REF` for the newest.
     cid_next: Ref,
     /// Its (initiator, target, op)'s place in `IoTracker::places`, where the slots of the
     /// latency series it records and its place in the outcome counts are kept once looked
@@ -647,9 +674,18 @@ pub struct Packet {
 pub struct IoTracker {
     ios: Vec<Io>,
     free: Vec<u32>,
-    /// The oldest live I/O of each (host, target, CID): the first of its chain (`cid_next`).
-    by_cid: HashMap<CidKey, Ref, ahash::RandomState>,
-    by_key: HashMap<BufferKey, Ref, ahash::RandomState>,
+    /// The oldest live I/O of each (host, target, CID, target QPN): the first of its
+    /// queue's chain (`queue_next`), by [`IoTracker::queue_key`].
+    by_queue: Hashed<Ref>,
+    /// The oldest and newest live I/O of each (host, target, CID), of every queue (the
+    /// chain of `cid_prev` and `cid_next`), for completions whose queue is not known, by
+    /// [`IoTracker::cid_key`].
+    by_cid: Hashed<Chain>,
+    /// The I/O whose data phase names a buffer (host, R_Key, address), by
+    /// [`IoTracker::buffer_key`].
+    by_key: Hashed<Ref>,
+    /// The hash of the three maps' keys, of seeds drawn at start (see `recent_hash`).
+    cid_hash: ahash::RandomState,
     conns: FifoMap<ConnKey, Conn>,
     /// The admin queues (host, target, the target's QPN) CM's ConnectRequest named (the
     /// NVMe/RDMA private data's QID 0): their commands are admin commands, whose opcodes
@@ -779,8 +815,10 @@ impl IoTracker {
             ios: Vec::with_capacity(max_ios),
             free: Vec::with_capacity(max_ios),
             // Twice the room (see FifoMap::new): I/Os come and go all the time.
-            by_cid: HashMap::with_capacity_and_hasher(2 * max_ios, h()),
-            by_key: HashMap::with_capacity_and_hasher(2 * max_ios, h()),
+            by_queue: Hashed::with_capacity_and_hasher(2 * max_ios, Default::default()),
+            by_cid: Hashed::with_capacity_and_hasher(2 * max_ios, Default::default()),
+            by_key: Hashed::with_capacity_and_hasher(2 * max_ios, Default::default()),
+            cid_hash: h(),
             conns: FifoMap::new((max_ios / 4).max(64)),
             admin_queues: FifoMap::new((max_ios / 4).max(64)),
             acks_lost: 0,
@@ -834,6 +872,31 @@ impl IoTracker {
 
     /// What a capsule is remembered by in [`IoTracker::recent`]: a hash of the host, the
     /// target, the CID, the PSN and whether it is the command or the completion.
+    /// What (host, target, CID) is found by in `by_cid`: a 64-bit hash of it, of seeds
+    /// drawn at start, taken for the key itself (as `recent` takes its capsules'): no
+    /// traffic can choose two keys that hash alike, and among the at most 2 × `--max-ios`
+    /// keys held at once, two alike by chance is less likely than 1 in 10^9.
+    fn cid_key(&self, host: IpAddr, target: IpAddr, cid: u16) -> u64 {
+        let mut h = self.cid_hash.build_hasher();
+        hash_hosts(&host, &target, u64::from(cid), &mut h);
+        h.finish()
+    }
+
+    /// What (host, R_Key, address) is found by in `by_key`: a hash of it, as
+    /// [`IoTracker::cid_key`] (the address stands in for a second host: it is as unlikely
+    /// to be an IPv4 one).
+    fn buffer_key(&self, host: IpAddr, rkey: u32, va: u64) -> u64 {
+        let mut h = self.cid_hash.build_hasher();
+        hash_hosts(&host, &IpAddr::V4(rkey.into()), va, &mut h);
+        h.finish()
+    }
+
+    /// What (host, target, CID, the target's QPN) is found by in `by_queue`, from its
+    /// (host, target, CID)'s [`IoTracker::cid_key`]: a different key for each QPN.
+    fn queue_key(cid_key: u64, qpn: u32) -> u64 {
+        (cid_key ^ u64::from(qpn)).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29)
+    }
+
     fn recent_key(&self, host: IpAddr, target: IpAddr, cid: u16, psn: u32, completion: bool) -> u64 {
         // The hosts as one word where both are IPv4 (see `hash_hosts`), the rest as another.
         let mut h = self.recent_hash.build_hasher();
@@ -1043,9 +1106,10 @@ impl IoTracker {
                 self.recent.remember(key, seen);
             }
         }
-        // One lookup each: the entry found is the one removed. Out of its CID's chain.
-        let next = self.ios[i].cid_next;
-        let first = match self.by_cid.entry(CidKey(host, target, cid)) {
+        // One lookup each: the entry found is the one removed. Out of its queue's chain.
+        let (qpn, next) = (self.ios[i].target_qpn, self.ios[i].queue_next);
+        let cid_key = self.cid_key(host, target, cid);
+        let first = match self.by_queue.entry(Self::queue_key(cid_key, qpn)) {
             Entry::Occupied(o) if *o.get() == me && next == NO_REF => {
                 o.remove();
                 None
@@ -1060,9 +1124,31 @@ impl IoTracker {
         if let Some(first) = first {
             self.relink(first, me, next);
         }
-        self.forget_key(BufferKey(host, rkey, va), me);
+        // Out of every queue's chain: its neighbours name each other; the ends in the map.
+        let (prev, next) = (self.ios[i].cid_prev, self.ios[i].cid_next);
+        if let Some(p) = self.get(prev) {
+            self.ios[p].cid_next = next;
+        }
+        if let Some(n) = self.get(next) {
+            self.ios[n].cid_prev = prev;
+        }
+        if prev == NO_REF || next == NO_REF {
+            if let Entry::Occupied(mut o) = self.by_cid.entry(cid_key) {
+                let c = o.get_mut();
+                if c.first == me {
+                    c.first = next;
+                }
+                if c.last == me {
+                    c.last = prev;
+                }
+                if c.first == NO_REF {
+                    o.remove();
+                }
+            }
+        }
+        self.forget_key(self.buffer_key(host, rkey, va), me);
         if let Some(next) = self.ios[i].next_va {
-            self.forget_key(BufferKey(host, rkey, next), me);
+            self.forget_key(self.buffer_key(host, rkey, next), me);
         }
         self.unlink(i as u32);
         self.free.push(i as u32);
@@ -1306,45 +1392,47 @@ impl IoTracker {
         }
     }
 
-    /// The oldest live I/O with this CID between the two hosts (one lookup), the first of
-    /// the chain [`IoTracker::same_cid`] follows.
-    fn cid_first(&self, host: IpAddr, target: IpAddr, cid: u16) -> Ref {
-        self.by_cid.get(&CidKey(host, target, cid)).copied().unwrap_or(NO_REF)
+    /// Where the live I/Os with this CID between the two hosts start (one lookup): those
+    /// of the target's QP `target_qpn` when known, else those of every queue (see
+    /// [`IoTracker::same_cid`]).
+    fn cid_first(&self, host: IpAddr, target: IpAddr, cid: u16, target_qpn: Option<u32>) -> CidWalk {
+        self.walk(self.cid_key(host, target, cid), target_qpn)
     }
 
-    /// In the CID chain from `first`, the link that names `from` names `to` instead: the
-    /// newest's `NO_REF` when an I/O joins at the end, an I/O when it leaves.
+    /// [`IoTracker::cid_first`] by the (host, target, CID)'s [`IoTracker::cid_key`].
+    fn walk(&self, key: u64, target_qpn: Option<u32>) -> CidWalk {
+        let first = match target_qpn {
+            Some(q) => self.by_queue.get(&Self::queue_key(key, q)).copied(),
+            None => self.by_cid.get(&key).map(|c| c.first),
+        };
+        CidWalk { first: first.unwrap_or(NO_REF), key, queue: target_qpn.is_some() }
+    }
+
+    /// In the queue's CID chain from `first`, the link that names `from` names `to`
+    /// instead: the newest's `NO_REF` when an I/O joins at the end, an I/O when it leaves.
     fn relink(&mut self, first: Ref, from: Ref, to: Ref) {
         let mut at = first;
         for _ in 0..MAX_SAME_CID {
             let Some(p) = self.ios.get_mut(at.slot as usize) else { return };
-            if p.cid_next == from {
-                p.cid_next = to;
+            if p.queue_next == from {
+                p.queue_next = to;
                 return;
             }
-            at = p.cid_next;
+            at = p.queue_next;
         }
     }
 
-    /// The live I/Os with the CID of `first` ([`IoTracker::cid_first`]) between the two
-    /// hosts, oldest first: one for each I/O queue that uses the CID now.
-    fn same_cid(&self, first: Ref) -> impl Iterator<Item = usize> + '_ {
-        let mut at = first;
+    /// The live I/Os with the CID from `walk` ([`IoTracker::cid_first`]) between the two
+    /// hosts, oldest first: on one queue (most often one I/O), or one for each queue that
+    /// uses the CID now (at most [`MAX_SAME_CID`] of them).
+    fn same_cid(&self, walk: CidWalk) -> impl Iterator<Item = usize> + '_ {
+        let mut at = walk.first;
         std::iter::from_fn(move || {
             let i = self.get(at)?;
-            at = self.ios[i].cid_next;
+            at = if walk.queue { self.ios[i].queue_next } else { self.ios[i].cid_next };
             Some(i)
         })
         .take(MAX_SAME_CID)
-    }
-
-    /// The I/Os of `same` ([`IoTracker::same_cid`]) on the target's QP, when known.
-    fn live<'a>(
-        &'a self,
-        same: impl Iterator<Item = usize> + 'a,
-        target_qpn: Option<u32>,
-    ) -> impl Iterator<Item = usize> + 'a {
-        same.filter(move |&i| target_qpn.is_none_or(|q| self.ios[i].target_qpn == q))
     }
 
     /// The I/O a completion at vantage `v` answers: the oldest with this CID that saw its
@@ -1358,7 +1446,7 @@ impl IoTracker {
         target_qpn: Option<u32>,
     ) -> Option<usize> {
         let eligible = |&i: &usize| self.ios[i].awaits_completion(v);
-        let mut candidates = self.live(same, target_qpn).filter(eligible);
+        let mut candidates = same.filter(eligible);
         let first = candidates.next()?;
         let mut best = first;
         for i in candidates {
@@ -1372,21 +1460,12 @@ impl IoTracker {
         Some(best)
     }
 
-    /// Vantage `v` sees a command use the CID of the chain at `first` on `target_qpn` (the
+    /// Vantage `v` sees a command use the CID of the queue's chain at `first` (the
     /// command's I/O `except`, if made already): an earlier I/O with it whose command `v`
     /// saw but whose completion `v` never saw lost that completion at `v`, and ends now
     /// with what it has (so that the new I/O's completion is not taken for its own).
-    fn end_stale(
-        &mut self,
-        first: Ref,
-        target_qpn: u32,
-        v: usize,
-        except: Option<usize>,
-        rec: &mut LatencyRecorder,
-    ) {
-        let stale = self
-            .live(self.same_cid(first), Some(target_qpn))
-            .find(|&o| Some(o) != except && self.ios[o].awaits_completion(v));
+    fn end_stale(&mut self, first: CidWalk, v: usize, except: Option<usize>, rec: &mut LatencyRecorder) {
+        let stale = self.same_cid(first).find(|&o| Some(o) != except && self.ios[o].awaits_completion(v));
         let Some(old) = stale else { return };
         // The other vantage saw its command and awaits its completion still: its copy may
         // be due yet (this vantage's clock behind the other's, by more than the host's
@@ -1404,8 +1483,8 @@ impl IoTracker {
         let At { vantage: v, ts, host, target } = at;
         let Sent { target_qpn, psn, whole, again } = sent;
         let v = vi(v);
-        let first = self.cid_first(host, target, sqe.cid);
-        let same = self.live(self.same_cid(first), Some(target_qpn)).find(|&i| self.ios[i].sqe_psn == psn);
+        let first = self.cid_first(host, target, sqe.cid, Some(target_qpn));
+        let same = self.same_cid(first).find(|&i| self.ios[i].sqe_psn == psn);
         let finished =
             if same.is_none() { self.finished_lately(host, target, sqe.cid, psn, false) } else { None };
         let i = match same {
@@ -1417,7 +1496,7 @@ impl IoTracker {
                     // This vantage sees the CID used again (the other saw it first, and
                     // made the I/O): an earlier command with it that this vantage saw but
                     // never saw complete lost its completion here, as below.
-                    self.end_stale(first, target_qpn, v, Some(i), rec);
+                    self.end_stale(first, v, Some(i), rec);
                 }
                 i
             }
@@ -1430,23 +1509,23 @@ impl IoTracker {
             None if finished.is_some_and(|seen| again || seen & (1 << v) == 0) => {
                 if !again {
                     self.copies_after_end[v] += 1;
-                    self.end_stale(first, target_qpn, v, None, rec);
+                    self.end_stale(first, v, None, rec);
                 }
                 return;
             }
             None => {
                 // The CID is used again. An earlier command with it that this vantage saw
                 // but never saw complete lost its completion here: it ends now.
-                self.end_stale(first, target_qpn, v, None, rec);
-                // As many I/Os with this CID live as the bound allows (each queue to the
-                // target may use it): the oldest ends, as when its CID is used again.
-                let first = self.cid_first(host, target, sqe.cid);
+                self.end_stale(first, v, None, rec);
+                // As many I/Os with this CID live on the queue as the bound allows: the
+                // oldest ends, as when its CID is used again.
+                let first = self.walk(first.key, Some(target_qpn));
                 if self.same_cid(first).count() >= MAX_SAME_CID {
-                    if let Some(old) = self.get(first) {
+                    if let Some(old) = self.get(first.first) {
                         self.finish(old, rec, self.ios[old].saw_completion());
                     }
                 }
-                match self.create(ts, host, target, target_qpn, psn, sqe) {
+                match self.create(ts, (host, target, first.key), target_qpn, psn, sqe) {
                     Some(i) => i,
                     None => return,
                 }
@@ -1466,11 +1545,12 @@ impl IoTracker {
         }
     }
 
+    /// A new I/O for command `sqe` from `host` to `target` (whose (host, target, CID) has
+    /// the [`IoTracker::cid_key`] `cid_key`).
     fn create(
         &mut self,
         ts: u64,
-        host: IpAddr,
-        target: IpAddr,
+        (host, target, cid_key): (IpAddr, IpAddr, u64),
         target_qpn: u32,
         psn: u32,
         sqe: &Sqe,
@@ -1535,6 +1615,8 @@ impl IoTracker {
             gave_up: 0,
             waiting: false,
             links: Links::default(),
+            queue_next: NO_REF,
+            cid_prev: NO_REF,
             cid_next: NO_REF,
             pair,
         };
@@ -1544,8 +1626,9 @@ impl IoTracker {
             self.ios.push(io);
         }
         let me = Ref { slot, generation };
-        // Last in its CID's chain (which holds live I/Os only: each leaves it as it ends).
-        let first = match self.by_cid.entry(CidKey(host, target, sqe.cid)) {
+        // Last in its CID's chains, its queue's and every queue's (which hold live I/Os
+        // only: each leaves them as it ends).
+        let first = match self.by_queue.entry(Self::queue_key(cid_key, target_qpn)) {
             Entry::Vacant(e) => {
                 e.insert(me);
                 None
@@ -1555,8 +1638,20 @@ impl IoTracker {
         if let Some(first) = first {
             self.relink(first, NO_REF, me);
         }
+        match self.by_cid.entry(cid_key) {
+            Entry::Vacant(e) => {
+                e.insert(Chain { first: me, last: me });
+            }
+            Entry::Occupied(mut e) => {
+                let before = std::mem::replace(&mut e.get_mut().last, me);
+                self.ios[slot as usize].cid_prev = before;
+                if let Some(b) = self.get(before) {
+                    self.ios[b].cid_next = me;
+                }
+            }
+        }
         if kind == Kind::Read || kind == Kind::Write {
-            self.by_key.insert(BufferKey(host, rkey, va), me);
+            self.by_key.insert(self.buffer_key(host, rkey, va), me);
         }
         self.link_tail(slot);
         Some(slot as usize)
@@ -1586,7 +1681,8 @@ impl IoTracker {
     pub fn read_request(&mut self, at: At, psn: u32, len: u32, rkey: u32, va: u64, hint: &mut u32) -> bool {
         let At { vantage: v, ts, host, target } = at;
         let v = vi(v);
-        let Some(i) = self.by_key.get(&BufferKey(host, rkey, va)).copied().and_then(|r| self.get(r)) else {
+        let Some(i) = self.by_key.get(&self.buffer_key(host, rkey, va)).copied().and_then(|r| self.get(r))
+        else {
             return false;
         };
         let me = Ref { slot: i as u32, generation: self.ios[i].generation };
@@ -1602,9 +1698,9 @@ impl IoTracker {
         if end > va && end < data_end && io.next_va.is_none_or(|n| n < end) {
             // The next part's READ starts where this one ends.
             if let Some(old) = io.next_va.replace(end) {
-                self.forget_key(BufferKey(host, rkey, old), me);
+                self.forget_key(self.buffer_key(host, rkey, old), me);
             }
-            self.by_key.insert(BufferKey(host, rkey, end), me);
+            self.by_key.insert(self.buffer_key(host, rkey, end), me);
         }
         let q = self.ios[i].target_qpn;
         let c = self.conn(host, target, q, hint);
@@ -1619,7 +1715,7 @@ impl IoTracker {
     }
 
     /// Removes `key` from the I/Os' buffer keys if it names `me`.
-    fn forget_key(&mut self, key: BufferKey, me: Ref) {
+    fn forget_key(&mut self, key: u64, me: Ref) {
         if let Entry::Occupied(o) = self.by_key.entry(key) {
             if *o.get() == me {
                 o.remove();
@@ -1635,7 +1731,8 @@ impl IoTracker {
     pub fn data_write(&mut self, at: At, psn: u32, rkey: u32, va: u64, first: Option<&mut u32>) -> bool {
         let At { vantage: v, ts, host, target } = at;
         let v = vi(v);
-        let Some(i) = self.by_key.get(&BufferKey(host, rkey, va)).copied().and_then(|r| self.get(r)) else {
+        let Some(i) = self.by_key.get(&self.buffer_key(host, rkey, va)).copied().and_then(|r| self.get(r))
+        else {
             return false;
         };
         if self.ios[i].kind != Kind::Read {
@@ -1729,8 +1826,8 @@ impl IoTracker {
         let vx = vi(v);
         // The same completion again (the target sent it twice), or the one it answers; a
         // copy sent again after its I/O finished answers none (see [`Packet`]).
-        let first = self.cid_first(host, target, cid);
-        let same = self.live(self.same_cid(first), target_qpn).find(|&i| self.ios[i].cqe_psn == Some(psn));
+        let first = self.cid_first(host, target, cid, target_qpn);
+        let same = self.same_cid(first).find(|&i| self.ios[i].cqe_psn == Some(psn));
         // Or, not seen here before, the copy of one whose I/O the other vantage's copies
         // ended already (see [`IoTracker::copies_after_end`]).
         let finished = self.finished_lately(host, target, cid, psn, true);
@@ -1953,27 +2050,62 @@ mod tests {
         assert_eq!((n.completed, n.timed_out, n.unfinished), (8, 0, 0));
     }
 
-    /// More I/Os with one CID than the bound: the oldest ends (timed out, no completion was
-    /// seen) as the next one begins, so that a lookup by CID stays bounded.
+    /// A host with 1,024 I/O queues to one target uses CID 3 on every one at once (as
+    /// Linux numbers each queue's commands from 0): each completion, on its queue, answers
+    /// its own I/O, in whatever order they come, and a completion on a queue not paired
+    /// yet answers none (every queue awaits one with that CID).
     #[test]
-    fn a_cid_used_by_more_queues_than_the_bound_ends_the_oldest() {
-        let mut t = IoTracker::new(2 * MAX_SAME_CID, 1_000_000);
+    fn a_cid_used_on_a_thousand_queues_at_once_follows_every_io() {
+        let queues = 1024u32;
+        let mut t = IoTracker::new(2 * queues as usize, 1_000_000_000);
         let mut rec = LatencyRecorder::new(16, 4);
         let mut h = NONE;
         let c = Vantage::Compute;
-        for q in 0..=MAX_SAME_CID as u32 {
-            let sent = Sent { target_qpn: 1000 + q, psn: 100, whole: true, again: false };
+        for q in 0..queues {
+            let sent = Sent { target_qpn: 1000 + q, psn: 100 + q, whole: true, again: false };
             t.command(at(c, u64::from(q)), sent, &read(3), &mut h, &mut rec);
         }
+        let (host, target) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let every = t.cid_first(host, target, 3, None);
+        assert_eq!(t.same_cid(every).count(), MAX_SAME_CID, "a walk over every queue is bounded");
+        let unpaired = Packet { psn: 600, again: false };
+        assert!(!t.completion(at(c, 5_000), None, 3, unpaired, &mut h, &mut rec));
+        // The completions in an order of their own: odd queues newest first, then even.
+        let order = (0..queues).rev().filter(|q| q % 2 == 1).chain((0..queues).filter(|q| q % 2 == 0));
+        for (k, q) in order.enumerate() {
+            let cqe = Packet { psn: 5_000 + q, again: false };
+            let ts = 10_000 + k as u64;
+            assert!(t.completion(at(c, ts), Some(1000 + q), 3, cqe, &mut h, &mut rec), "queue {q}");
+            t.ack(at(c, ts), 1000 + q, 5_000 + q, &mut h, &mut rec);
+        }
+        assert_eq!(t.same_cid(t.cid_first(host, target, 3, None)).count(), 0);
+        t.finish_all(&mut rec);
         let n = *t.counts().values().next().unwrap();
-        assert_eq!(n.timed_out, 1);
-        let first = t.cid_first("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap(), 3);
-        let live: Vec<u32> = t.same_cid(first).map(|i| t.ios[i].target_qpn).collect();
+        assert_eq!((n.completed, n.timed_out, n.unfinished), (1024, 0, 0));
+    }
+
+    /// More I/Os with one CID on one queue than the bound: each seen at the storage
+    /// vantage only, command and completion, waits for the compute vantage's copies; the
+    /// queue uses its CID again meanwhile. As the 257th begins, the oldest ends (with what
+    /// was seen: completed), so that a lookup by CID stays bounded.
+    #[test]
+    fn a_cid_used_again_on_a_queue_more_often_than_the_bound_ends_the_oldest() {
+        let mut t = IoTracker::new(2 * MAX_SAME_CID, 1_000_000_000).with_vantage_wait(1_000_000_000);
+        let mut rec = LatencyRecorder::new(16, 4);
+        let mut h = NONE;
+        let s = Vantage::Storage;
+        for k in 0..=MAX_SAME_CID as u32 {
+            let sent = Sent { target_qpn: 1000, psn: 100 + k, whole: true, again: false };
+            t.command(at(s, 10 * u64::from(k)), sent, &read(3), &mut h, &mut rec);
+            let cqe = Packet { psn: 600 + k, again: false };
+            assert!(t.completion(at(s, 10 * u64::from(k) + 5), Some(1000), 3, cqe, &mut h, &mut rec));
+        }
+        let n = *t.counts().values().next().unwrap();
+        assert_eq!((n.completed, n.timed_out), (1, 0));
+        let first = t.cid_first("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap(), 3, Some(1000));
+        let live: Vec<u32> = t.same_cid(first).map(|i| t.ios[i].sqe_psn).collect();
         assert_eq!(live.len(), MAX_SAME_CID);
-        assert_eq!((live[0], live[MAX_SAME_CID - 1]), (1001, 1000 + MAX_SAME_CID as u32), "oldest first");
-        // The newest's completion still finds it.
-        let cqe = Packet { psn: 600, again: false };
-        assert!(t.completion(at(c, 5_000), Some(1000 + MAX_SAME_CID as u32), 3, cqe, &mut h, &mut rec));
+        assert_eq!((live[0], live[MAX_SAME_CID - 1]), (101, 100 + MAX_SAME_CID as u32), "oldest first");
     }
 
     /// Seventeen reads on one QP see their completions before the host ACKs any: the ring
