@@ -1928,6 +1928,12 @@ impl FlowTable {
         } else {
             (&mut self.acks[r as usize].0, Op::RcAck, Some(ACK_WINDOW))
         };
+        // An answer more than `--flow-expire` after its request is no latency of it (the
+        // flow's state could have been forgotten meanwhile): the request is answered,
+        // without a sample. A transport retries long before that; a vantage that missed
+        // the request's ACKs sees the PSNs used again much later (a new connection on the
+        // QPs, a capture replayed) and would take that for the answer.
+        let max_age = self.expire_ns;
         // The requests answered, and their latencies, in ring order (kept in the table's
         // own array, not one zeroed on the stack for every response).
         let samples = &mut self.answered;
@@ -1951,8 +1957,10 @@ impl FlowTable {
                 }
                 // The ring has PENDING entries, so n < PENDING here: the modulo (a mask)
                 // only spares the bounds check.
-                samples[n % PENDING] = ts - p.ts;
-                n += 1;
+                if ts - p.ts <= max_age {
+                    samples[n % PENDING] = ts - p.ts;
+                    n += 1;
+                }
             }
         }
         if n == 0 || nvme {
@@ -2151,6 +2159,7 @@ mod size {
 #[cfg(test)]
 mod pairing {
     use super::*;
+    use crate::metrics::latency::LatencyBatch;
     use crate::wire::build::RoceFrame;
     use crate::wire::ib_ext::{Aeth, ExtHeaders, Reth};
     use crate::wire::{bth, decode_frame, Decoded};
@@ -2301,6 +2310,44 @@ mod pairing {
             feed(&mut t, &frame(A, B, 0x0A, 30, k, ExtHeaders::default(), 8), 1_000 + u64::from(k));
         }
         assert_eq!(t.requests_pushed_out, 8, "a flow never answered");
+    }
+
+    /// A message end whose ACK this vantage never saw, and an ACK covering its PSN 100 s
+    /// later (the PSNs used again, or the capture replayed): no sample of 100 s. An answer
+    /// within `--flow-expire` (60 s by default) is one: 30 s.
+    #[test]
+    fn an_answer_later_than_the_flow_expiry_gives_no_sample() {
+        let mut t = FlowTable::new(64, 1_000_000, None);
+        let mut rec = LatencyRecorder::new(16, 0);
+        let s = 1_000_000_000;
+        let mut at = |t: &mut FlowTable, f: Vec<u8>, ts: u64| {
+            let Decoded::Roce(p) = decode_frame(&f) else { panic!() };
+            let key =
+                FlowKey { vantage: Vantage::Compute, src: p.ip.src, dst: p.ip.dst, dst_qpn: p.bth.dest_qp() };
+            let seen = Seen {
+                source: 0,
+                wire_len: f.len() as u32,
+                ts,
+                switch_clock: false,
+                late: false,
+                flow: None,
+                hint: None,
+            };
+            t.record(|| key, &p, &seen, &mut rec, &mut |_| {});
+        };
+        at(&mut t, frame(A, B, 0x0A, 20, 99, ExtHeaders::default(), 8), 1);
+        at(&mut t, frame(B, A, 0x11, 1, 99, ack(), 0), 2);
+        at(&mut t, frame(A, B, 0x0A, 20, 100, ExtHeaders::default(), 8), 3);
+        at(&mut t, frame(B, A, 0x11, 1, 100, ack(), 0), 3 + 100 * s);
+        at(&mut t, frame(A, B, 0x0A, 20, 101, ExtHeaders::default(), 8), 4 + 100 * s);
+        at(&mut t, frame(B, A, 0x11, 1, 101, ack(), 0), 4 + 130 * s);
+        let mut batch = LatencyBatch::default();
+        rec.drain(&mut batch);
+        let samples: Vec<(u64, u64)> = batch.iter().flat_map(|(_, b)| b.iter().copied()).collect();
+        let n: u64 = samples.iter().map(|&(_, c)| c).sum();
+        let longest = samples.iter().map(|&(v, _)| v).max().unwrap();
+        assert_eq!(n, 2, "the first message's 1 ns and the third's 30 s: {samples:?}");
+        assert!(longest >= 29 * s && longest <= 31 * s, "{longest}");
     }
 
     /// NAKs by code, as the AETH carries them (syndrome 011, the code in the low five bits):
