@@ -546,6 +546,13 @@ fn merge_worker(
     }
 }
 
+/// The live views (dashboard, Prometheus) take at most about one part in this many of the
+/// stats side's time: each is built from the whole run's summary, which takes tens of ms
+/// with tens of thousands of flows, so after a build that took `d` the next interval is
+/// shown no sooner than `LIVE_VIEW_SHARE × d` later (a later one in its place; the last
+/// one always). Small tables build in microseconds: every interval is shown.
+const LIVE_VIEW_SHARE: u32 = 10;
+
 /// Messages from each worker the stats side holds at most in replay (see [`pipeline`]).
 const REPLAY_QUEUE: usize = 4;
 
@@ -624,6 +631,14 @@ fn pipeline(
         // and its receive counters (ports) have come, in whichever order: shown at the
         // snapshot alone, a page would count more frames analysed than received.
         let (mut viewed_to, mut analysed_to, mut received_to) = (0u64, 0u64, 0u64);
+        // An interval to show that is not shown yet, and the wall time before which the
+        // next is not built (see LIVE_VIEW_SHARE).
+        let (mut view_pending, mut view_due) = (false, std::time::Instant::now());
+        let show = |totals: &Totals, received: &[SourceStats], live: &mut Reports, to: u64| {
+            let mut summary = Summary::build(totals, received, &totals.ios);
+            summary.set_time_sources(&totals.time_use, &source_times);
+            live.publish(summary, (to.saturating_sub(interval_ns), to));
+        };
         for msg in rx {
             let written = match &msg {
                 ToStats::Interval(s) => {
@@ -702,9 +717,13 @@ fn pipeline(
             };
             if live_views && shown > viewed_to {
                 viewed_to = shown;
-                let mut summary = Summary::build(&totals, &received, &totals.ios);
-                summary.set_time_sources(&totals.time_use, &source_times);
-                live.publish(summary, (shown.saturating_sub(interval_ns), shown));
+                view_pending = true;
+            }
+            let now = std::time::Instant::now();
+            if view_pending && now >= view_due {
+                show(&totals, &received, &mut live, viewed_to);
+                view_pending = false;
+                view_due = now + now.elapsed() * LIVE_VIEW_SHARE;
             }
             let from = match &msg {
                 ToStats::Interval(s) => Some(s.worker),
@@ -714,6 +733,9 @@ fn pipeline(
             if let (Some(back), Some(r)) = (from.and_then(|w| backs_tx.get(w)), recycle(msg)) {
                 let _ = back.try_send(r);
             }
+        }
+        if view_pending {
+            show(&totals, &received, &mut live, viewed_to);
         }
         totals.steps.finish();
         let closed = totals.steps.take_closed();
