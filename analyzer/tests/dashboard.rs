@@ -153,6 +153,7 @@ fn totals_are_never_cut_at_80_columns() {
         lost,
         what: what.into(),
         needed: Some(needed),
+        needed_at_least: false,
     };
     v.summary.bounds = vec![
         bound("--max-ios", 8, 8, "NVMe commands not followed (ios.overflowed)", 16),

@@ -128,7 +128,8 @@ impl Forgotten {
 /// Per bounded table, the bound that would have lost nothing (so far, per worker): 0 while
 /// nothing was lost; `u64::MAX` when entries were forgotten but none of them was answered
 /// later, so that no larger bound would have kept more. The others are estimates from
-/// above (see `track::bounded`).
+/// above (see `track::bounded`), unless marked [`Needed::FLOOR`]: the estimator's own room
+/// filled, and the bound needed is at least that much.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Needed {
     pub max_flows: u64,
@@ -143,9 +144,30 @@ pub struct Needed {
 }
 
 impl Needed {
+    /// Marks a value that is a floor, not an estimate from above.
+    pub const FLOOR: u64 = 1 << 62;
+
     /// `u64::MAX` for "no bound would have helped".
     pub fn of(needed: Option<u64>) -> u64 {
         needed.unwrap_or(u64::MAX)
+    }
+
+    /// `needed` ([`Needed::of`]), marked a floor if `floor`.
+    pub fn at_least(needed: u64, floor: bool) -> u64 {
+        if floor && needed != u64::MAX {
+            needed | Self::FLOOR
+        } else {
+            needed
+        }
+    }
+
+    /// A value's number and whether it is a floor.
+    fn parts(v: u64) -> (u64, bool) {
+        if v == u64::MAX {
+            (v, false)
+        } else {
+            (v & !Self::FLOOR, v & Self::FLOOR != 0)
+        }
     }
 
     /// The larger of each (workers have a bound each).
@@ -156,7 +178,12 @@ impl Needed {
                 (u64::MAX, 0) | (0, u64::MAX) => u64::MAX,
                 (u64::MAX, b) => b,
                 (a, u64::MAX) => a,
-                (a, b) => a.max(b),
+                // The larger number; a floor if either was (what was needed is at least
+                // the floor, and at least the other's).
+                (a, b) => {
+                    let ((a, fa), (b, fb)) = (Self::parts(a), Self::parts(b));
+                    Self::at_least(a.max(b), fa || fb)
+                }
             }
         };
         m(&mut self.max_flows, o.max_flows);
@@ -184,6 +211,10 @@ pub struct BoundAdvice {
     /// The value that would have lost nothing (an estimate from above); absent when what
     /// was forgotten was never answered later, so that no value would have kept more.
     pub needed: Option<u64>,
+    /// `needed` is a floor, not an estimate from above: the estimate's own room filled
+    /// (many more entries were lost than it can count), and more would be needed.
+    #[serde(default)]
+    pub needed_at_least: bool,
 }
 
 impl BoundAdvice {
@@ -251,12 +282,16 @@ impl BoundAdvice {
         ]
         .into_iter()
         .filter(|&(_, _, _, lost, _)| lost > 0)
-        .map(|(option, limit, n, lost, what)| BoundAdvice {
-            option: option.into(),
-            limit,
-            lost,
-            what: what.into(),
-            needed: (n != u64::MAX).then_some(n.max(limit + 1)),
+        .map(|(option, limit, n, lost, what)| {
+            let (n, floor) = Needed::parts(n);
+            BoundAdvice {
+                option: option.into(),
+                limit,
+                lost,
+                what: what.into(),
+                needed: (n != u64::MAX).then_some(n.max(limit + 1)),
+                needed_at_least: floor && n != u64::MAX,
+            }
         })
         .collect()
     }
@@ -264,6 +299,10 @@ impl BoundAdvice {
     /// One line: what was lost and what to do.
     pub fn line(&self) -> String {
         match self.needed {
+            Some(n) if self.needed_at_least => format!(
+                "{} {}: {} {}; {} above {n} would be needed to keep them (more were lost than the estimate can count; docs/RELIABILITY.md has what each costs)",
+                self.option, self.limit, self.lost, self.what, self.option
+            ),
             Some(n) => format!(
                 "{} {}: {} {}; {} {n} would have kept them (docs/RELIABILITY.md has what each costs)",
                 self.option, self.limit, self.lost, self.what, self.option
@@ -326,5 +365,42 @@ impl TimeUse {
     pub fn merge(&mut self, o: &TimeUse) {
         self.switch_clock |= o.switch_clock;
         self.capture_sources |= o.capture_sources;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two workers' needs for `--max-cm-requests`: 19,457 as a floor (its estimate's room
+    /// filled) and 5,000 from above: at least 19,457, told as such; a floor of 3,000 and
+    /// 5,000 from above: at least 5,000. Neither helped and a floor: the floor.
+    #[test]
+    fn a_floor_stays_a_floor_through_the_workers_and_the_advice() {
+        let advice = |a: u64, b: u64| {
+            let mut n = Needed { max_cm_requests: a, ..Default::default() };
+            n.max(&Needed { max_cm_requests: b, ..Default::default() });
+            let limits = Needed { max_cm_requests: 1_024, ..Default::default() };
+            let f = Forgotten { cm_requests: 7, ..Default::default() };
+            let list = BoundAdvice::list(&limits, &n, 0, 0, 0, &f);
+            assert_eq!(list.len(), 1);
+            list[0].clone()
+        };
+        let b = advice(Needed::at_least(19_457, true), 5_000);
+        assert_eq!((b.needed, b.needed_at_least), (Some(19_457), true));
+        assert_eq!(
+            b.line(),
+            "--max-cm-requests 1024: 7 CM requests forgotten; --max-cm-requests above 19457 would be needed to keep them (more were lost than the estimate can count; docs/RELIABILITY.md has what each costs)"
+        );
+        let b = advice(Needed::at_least(3_000, true), 5_000);
+        assert_eq!((b.needed, b.needed_at_least), (Some(5_000), true));
+        let b = advice(u64::MAX, Needed::at_least(3_000, true));
+        assert_eq!((b.needed, b.needed_at_least), (Some(3_000), true));
+        let b = advice(u64::MAX, 5_000);
+        assert_eq!((b.needed, b.needed_at_least), (Some(5_000), false));
+        assert!(b.line().ends_with(
+            "--max-cm-requests 5000 would have kept them (docs/RELIABILITY.md has what each costs)"
+        ));
+        assert_eq!(Needed::at_least(u64::MAX, true), u64::MAX, "nothing would have helped stays so");
     }
 }

@@ -406,6 +406,7 @@ fn totals_items(s: &Summary) -> Vec<Vec<(String, Style)>> {
     }
     for b in &s.bounds {
         let raise = match b.needed {
+            Some(v) if b.needed_at_least => format!("raise above {v}"),
             Some(v) => format!("raise to {v}"),
             None => "(unanswered)".to_owned(),
         };

@@ -129,6 +129,12 @@ impl Refused {
     /// About how many distinct keys were turned away, from above: exact while they are a
     /// few hundred (the estimate's error is a fraction of one), with a thirty-second to
     /// spare beyond (ten times its error, about 0.3 %, up to 65,536 keys).
+    /// Whether [`Refused::estimate`] is a floor: nearly every bit is set (fewer than one in
+    /// a hundred left clear, past about 300,000 keys), and many more keys would set few more.
+    pub fn saturated(&self) -> bool {
+        u64::from(self.set) * 100 > REFUSED_BITS as u64 * 99
+    }
+
     pub fn estimate(&self) -> u64 {
         let m = REFUSED_BITS as f64;
         let zero = (m - self.set as f64).max(1.0);
@@ -180,6 +186,13 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
             ghosts: Ghosts::new(),
             inserted: 0,
         }
+    }
+
+    /// Whether [`FifoMap::needed`] is a floor: the ghosts filled most of their room at
+    /// once (more than half its places), so that ghosts took each other's places and were
+    /// not counted.
+    pub fn needed_is_floor(&self) -> bool {
+        self.forgotten > 0 && self.ghosts.answered > 0 && self.ghosts.peak as usize > GHOST_SLOTS / 2
     }
 
     /// The bound that would have kept every forgotten entry that was answered later:
@@ -506,6 +519,47 @@ mod tests {
         // An answer to something never seen is not one.
         assert_eq!(m.remove(&9), None);
         assert_eq!(m.needed(), Some(6));
+    }
+
+    /// A table of 2 forgets 100,000 keys, then the answers to every one come: its ghosts
+    /// (16,384 places) filled, so what it would have needed is a floor. A table that forgot
+    /// 1,000 gives an estimate from above, as before.
+    #[test]
+    fn a_forgetting_tables_estimate_is_a_floor_once_its_ghosts_fill() {
+        for (keys, floor) in [(1_000u32, false), (100_000, true)] {
+            let mut m = FifoMap::new(2);
+            for k in 0..keys {
+                m.insert(k, ());
+            }
+            assert!(!m.needed_is_floor(), "no answer yet: nothing would have helped");
+            for k in 0..keys {
+                m.remove(&k);
+            }
+            assert_eq!(m.needed_is_floor(), floor, "{keys} keys");
+            let n = m.needed().unwrap();
+            if floor {
+                assert!(n < u64::from(keys), "{n}: a floor below the 100,000 needed");
+            } else {
+                assert!(n > u64::from(keys), "{n}: above the 1,000 needed");
+            }
+        }
+    }
+
+    /// 1,000,000 keys refused: every bit of the estimate set, so the estimate (below a
+    /// million) is a floor; 100,000 (two bits in three set) is an estimate.
+    #[test]
+    fn a_refused_count_is_a_floor_once_its_bits_fill() {
+        let h = ahash::RandomState::with_seeds(1, 2, 3, 4);
+        for (keys, floor) in [(100_000u32, false), (1_000_000, true)] {
+            let mut r = Refused::default();
+            for k in 0..keys {
+                r.note(h.hash_one(k));
+            }
+            assert_eq!(r.saturated(), floor, "{keys} keys: estimate {}", r.estimate());
+            if floor {
+                assert!(r.estimate() < u64::from(keys));
+            }
+        }
     }
 
     #[test]

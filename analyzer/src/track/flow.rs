@@ -913,6 +913,16 @@ impl FlowTable {
         }
     }
 
+    /// Whether [`FlowTable::needed`] is a floor (see [`Refused::saturated`]).
+    pub fn needed_is_floor(&self) -> bool {
+        self.untracked_flows.saturated()
+    }
+
+    /// Whether [`FlowTable::announced_needed`] is a floor (see [`FifoMap::needed_is_floor`]).
+    pub fn announced_needed_is_floor(&self) -> bool {
+        self.announced.needed_is_floor()
+    }
+
     /// The `--max-announced-flows` that would have kept every announced flow that came
     /// (see [`FifoMap::needed`]).
     pub fn announced_needed(&self) -> Option<u64> {

@@ -1026,6 +1026,11 @@ impl IoTracker {
         self.conns.needed().map(|n| 4 * n)
     }
 
+    /// Whether [`IoTracker::connections_needed`] is a floor (see [`FifoMap::needed_is_floor`]).
+    pub fn connections_needed_is_floor(&self) -> bool {
+        self.conns.needed_is_floor()
+    }
+
     /// The outcomes of (`pair`, `op`); `at` is the pair's place in `places` (`NONE` if it
     /// has none), where the place in `counts` is kept once found.
     fn count(&mut self, at: u32, pair: Pair, op: Op) -> &mut IoCounts {

@@ -102,6 +102,11 @@ impl NvmeRecognizer {
         self.pending.forgotten + self.forgotten_with_others
     }
 
+    /// Whether [`NvmeRecognizer::needed`] is a floor (see [`FifoMap::needed_is_floor`]).
+    pub fn needed_is_floor(&self) -> bool {
+        self.pending.needed_is_floor()
+    }
+
     /// The bound that would have kept every forgotten command whose completion came (see
     /// [`FifoMap::needed`]).
     pub fn needed(&self) -> Option<u64> {
