@@ -194,14 +194,15 @@ pub struct Straggling {
 const EXACT_DURATIONS: usize = 1_024;
 
 /// A job's step durations: exactly while it has at most [`EXACT_DURATIONS`] steps (8 KiB),
-/// then in a histogram to three significant digits (about 270 KiB). A histogram from the
-/// first step made each job of a fabric of many small ones cost that much: 40,000 host
-/// pairs took 8.9 GB.
+/// then in a histogram to three significant digits, 1 ns to an hour, with 32-bit counts
+/// (about 135 KiB; a count stops at 4,294,967,295 steps in one bucket). A histogram from
+/// the first step made each job of a fabric of many small ones cost that much: 40,000 host
+/// pairs took 8.9 GB (with 64-bit counts).
 #[derive(Debug, Clone)]
 pub enum StepDurations {
     /// Kept in order, so that a quantile is a place in the list.
     Exact(Vec<u64>),
-    Histogram(Box<Histogram<u64>>),
+    Histogram(Box<Histogram<u32>>),
 }
 
 impl StepDurations {
