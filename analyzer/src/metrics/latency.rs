@@ -435,12 +435,12 @@ impl LatencyRecorder {
         Some(i)
     }
 
-    /// The bound on series that would have kept every series: 0 when none was turned away.
     /// Whether [`LatencyRecorder::needed`] is a floor (see `Refused::saturated`).
     pub fn needed_is_floor(&self) -> bool {
         self.refused.saturated()
     }
 
+    /// The bound on series that would have kept every series: 0 when none was turned away.
     pub fn needed(&self) -> u64 {
         match self.refused.estimate() {
             0 => 0,

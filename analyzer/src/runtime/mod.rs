@@ -639,7 +639,27 @@ fn pipeline(
             summary.set_time_sources(&totals.time_use, &source_times);
             live.publish(summary, (to.saturating_sub(interval_ns), to));
         };
-        for msg in rx {
+        loop {
+            // A view held back is shown when its time comes, whether or not a message comes
+            // (a link gone quiet), as long as no snapshot of a later interval was taken in
+            // since (its frames' receive counters may not be in yet).
+            let held = view_pending && analysed_to <= viewed_to;
+            let next = if held {
+                rx.recv_timeout(view_due.saturating_duration_since(std::time::Instant::now()))
+            } else {
+                rx.recv().map_err(|_| crossbeam_channel::RecvTimeoutError::Disconnected)
+            };
+            let msg = match next {
+                Ok(msg) => msg,
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    let now = std::time::Instant::now();
+                    show(&totals, &received, &mut live, viewed_to);
+                    view_pending = false;
+                    view_due = now + now.elapsed() * LIVE_VIEW_SHARE;
+                    continue;
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+            };
             let written = match &msg {
                 ToStats::Interval(s) => {
                     totals.add(s);
@@ -715,12 +735,15 @@ fn pipeline(
             } else {
                 analysed_to.min(received_to)
             };
-            if live_views && shown > viewed_to {
+            // Shown as it closes (as its page was before views were held back), or later
+            // while still all that was analysed.
+            let advanced = live_views && shown > viewed_to;
+            if advanced {
                 viewed_to = shown;
                 view_pending = true;
             }
             let now = std::time::Instant::now();
-            if view_pending && now >= view_due {
+            if view_pending && now >= view_due && (advanced || analysed_to <= viewed_to) {
                 show(&totals, &received, &mut live, viewed_to);
                 view_pending = false;
                 view_due = now + now.elapsed() * LIVE_VIEW_SHARE;

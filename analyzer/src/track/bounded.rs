@@ -126,15 +126,15 @@ impl Refused {
         self.note(fixed_hasher().hash_one(key));
     }
 
-    /// About how many distinct keys were turned away, from above: exact while they are a
-    /// few hundred (the estimate's error is a fraction of one), with a thirty-second to
-    /// spare beyond (ten times its error, about 0.3 %, up to 65,536 keys).
     /// Whether [`Refused::estimate`] is a floor: nearly every bit is set (fewer than one in
     /// a hundred left clear, past about 300,000 keys), and many more keys would set few more.
     pub fn saturated(&self) -> bool {
         u64::from(self.set) * 100 > REFUSED_BITS as u64 * 99
     }
 
+    /// About how many distinct keys were turned away, from above: exact while they are a
+    /// few hundred (the estimate's error is a fraction of one), with a thirty-second to
+    /// spare beyond (ten times its error, about 0.3 %, up to 65,536 keys).
     pub fn estimate(&self) -> u64 {
         let m = REFUSED_BITS as f64;
         let zero = (m - self.set as f64).max(1.0);
@@ -546,7 +546,7 @@ mod tests {
     }
 
     /// 1,000,000 keys refused: every bit of the estimate set, so the estimate (below a
-    /// million) is a floor; 100,000 (two bits in three set) is an estimate.
+    /// million) is a floor; 100,000 (about four bits in five set) is an estimate.
     #[test]
     fn a_refused_count_is_a_floor_once_its_bits_fill() {
         let h = ahash::RandomState::with_seeds(1, 2, 3, 4);

@@ -2198,6 +2198,11 @@ mod pairing {
     }
 
     fn feed(t: &mut FlowTable, f: &[u8], ts: u64) {
+        feed_recording(t, f, ts, &mut LatencyRecorder::new(16, 0));
+    }
+
+    /// [`feed`], the latency samples going to `rec`.
+    fn feed_recording(t: &mut FlowTable, f: &[u8], ts: u64, rec: &mut LatencyRecorder) {
         let Decoded::Roce(p) = decode_frame(f) else { panic!() };
         let key =
             FlowKey { vantage: Vantage::Compute, src: p.ip.src, dst: p.ip.dst, dst_qpn: p.bth.dest_qp() };
@@ -2210,7 +2215,7 @@ mod pairing {
             flow: None,
             hint: None,
         };
-        t.record(|| key, &p, &seen, &mut LatencyRecorder::new(16, 0), &mut |_| {});
+        t.record(|| key, &p, &seen, rec, &mut |_| {});
     }
 
     fn counts(t: &FlowTable, src: &str, dst: &str, qpn: u32) -> FlowCounts {
@@ -2330,21 +2335,7 @@ mod pairing {
         let mut t = FlowTable::new(64, 1_000_000, None);
         let mut rec = LatencyRecorder::new(16, 0);
         let s = 1_000_000_000;
-        let mut at = |t: &mut FlowTable, f: Vec<u8>, ts: u64| {
-            let Decoded::Roce(p) = decode_frame(&f) else { panic!() };
-            let key =
-                FlowKey { vantage: Vantage::Compute, src: p.ip.src, dst: p.ip.dst, dst_qpn: p.bth.dest_qp() };
-            let seen = Seen {
-                source: 0,
-                wire_len: f.len() as u32,
-                ts,
-                switch_clock: false,
-                late: false,
-                flow: None,
-                hint: None,
-            };
-            t.record(|| key, &p, &seen, &mut rec, &mut |_| {});
-        };
+        let mut at = |t: &mut FlowTable, f: Vec<u8>, ts: u64| feed_recording(t, &f, ts, &mut rec);
         at(&mut t, frame(A, B, 0x0A, 20, 99, ExtHeaders::default(), 8), 1);
         at(&mut t, frame(B, A, 0x11, 1, 99, ack(), 0), 2);
         at(&mut t, frame(A, B, 0x0A, 20, 100, ExtHeaders::default(), 8), 3);

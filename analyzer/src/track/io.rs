@@ -870,12 +870,12 @@ impl IoTracker {
         self.recent.get(self.recent_key(host, target, cid, psn, completion))
     }
 
-    /// What a capsule is remembered by in [`IoTracker::recent`]: a hash of the host, the
-    /// target, the CID, the PSN and whether it is the command or the completion.
     /// What (host, target, CID) is found by in `by_cid`: a 64-bit hash of it, of seeds
     /// drawn at start, taken for the key itself (as `recent` takes its capsules'): no
-    /// traffic can choose two keys that hash alike, and among the at most 2 × `--max-ios`
-    /// keys held at once, two alike by chance is less likely than 1 in 10^9.
+    /// traffic can choose two keys that hash alike, and a new key meets one of the at most
+    /// 2 × `--max-ios` held by chance with odds of 2 × `--max-ios` in 2^64 (1 in 7·10^13 at
+    /// the default), which would join its I/Os to that key's (a wrong match, never a
+    /// broken chain).
     fn cid_key(&self, host: IpAddr, target: IpAddr, cid: u16) -> u64 {
         let mut h = self.cid_hash.build_hasher();
         hash_hosts(&host, &target, u64::from(cid), &mut h);
@@ -897,6 +897,8 @@ impl IoTracker {
         (cid_key ^ u64::from(qpn)).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29)
     }
 
+    /// What a capsule is remembered by in [`IoTracker::recent`]: a hash of the host, the
+    /// target, the CID, the PSN and whether it is the command or the completion.
     fn recent_key(&self, host: IpAddr, target: IpAddr, cid: u16, psn: u32, completion: bool) -> u64 {
         // The hosts as one word where both are IPv4 (see `hash_hosts`), the rest as another.
         let mut h = self.recent_hash.build_hasher();
@@ -1431,27 +1433,31 @@ impl IoTracker {
     /// hosts, oldest first: on one queue (most often one I/O), or one for each queue that
     /// uses the CID now (at most [`MAX_SAME_CID`] of them).
     fn same_cid(&self, walk: CidWalk) -> impl Iterator<Item = usize> + '_ {
+        self.chain(walk).take(MAX_SAME_CID)
+    }
+
+    /// The whole chain [`IoTracker::same_cid`] walks the first [`MAX_SAME_CID`] of.
+    fn chain(&self, walk: CidWalk) -> impl Iterator<Item = usize> + '_ {
         let mut at = walk.first;
         std::iter::from_fn(move || {
             let i = self.get(at)?;
             at = if walk.queue { self.ios[i].queue_next } else { self.ios[i].cid_next };
             Some(i)
         })
-        .take(MAX_SAME_CID)
     }
 
     /// The I/O a completion at vantage `v` answers: the oldest with this CID that saw its
     /// command at `v` and no completion there yet. Mirrors with different delays can show
     /// the next command reusing a CID before the previous completion, so both may be live.
-    /// Without the target's QP, the candidates must all be on one QP.
-    fn for_completion(
-        &self,
-        v: usize,
-        same: impl Iterator<Item = usize>,
-        target_qpn: Option<u32>,
-    ) -> Option<usize> {
+    /// Without the target's QP, the candidates must all be on one QP, and all among the
+    /// [`MAX_SAME_CID`] I/Os looked at: with more I/Os using the CID, one beyond them may
+    /// be on another queue.
+    fn for_completion(&self, v: usize, walk: CidWalk, target_qpn: Option<u32>) -> Option<usize> {
+        if target_qpn.is_none() && self.chain(walk).nth(MAX_SAME_CID).is_some() {
+            return None;
+        }
         let eligible = |&i: &usize| self.ios[i].awaits_completion(v);
-        let mut candidates = same.filter(eligible);
+        let mut candidates = self.same_cid(walk).filter(eligible);
         let first = candidates.next()?;
         let mut best = first;
         for i in candidates {
@@ -1841,7 +1847,7 @@ impl IoTracker {
         if after_end && same.is_none() {
             self.copies_after_end[vx] += 1;
         }
-        let answers = || if stale { None } else { self.for_completion(vx, self.same_cid(first), target_qpn) };
+        let answers = || if stale { None } else { self.for_completion(vx, first, target_qpn) };
         let Some(i) = same.or_else(answers) else {
             return false;
         };
@@ -2087,6 +2093,29 @@ mod tests {
         t.finish_all(&mut rec);
         let n = *t.counts().values().next().unwrap();
         assert_eq!((n.completed, n.timed_out, n.unfinished), (1024, 0, 0));
+    }
+
+    /// 255 reads with CID 3 on as many queues saw their completions and await the host's
+    /// ACK; then two more queues' commands with CID 3 await their completions. A completion
+    /// on a queue not paired yet could be either's: it answers neither, though the first
+    /// of the two is the only one among the 256 oldest I/Os with the CID that awaits one.
+    #[test]
+    fn a_completion_of_an_unknown_queue_beyond_the_walk_answers_none() {
+        let mut t = IoTracker::new(1024, 1_000_000_000);
+        let mut rec = LatencyRecorder::new(16, 4);
+        let mut h = NONE;
+        let c = Vantage::Compute;
+        for q in 0..257u32 {
+            let sent = Sent { target_qpn: 1000 + q, psn: 100, whole: true, again: false };
+            t.command(at(c, u64::from(q)), sent, &read(3), &mut h, &mut rec);
+            if q < 255 {
+                let cqe = Packet { psn: 600, again: false };
+                assert!(t.completion(at(c, 1_000 + u64::from(q)), Some(1000 + q), 3, cqe, &mut h, &mut rec));
+            }
+        }
+        let cqe = Packet { psn: 700, again: false };
+        assert!(!t.completion(at(c, 5_000), None, 3, cqe, &mut h, &mut rec), "ambiguous");
+        assert!(t.completion(at(c, 5_001), Some(1256), 3, cqe, &mut h, &mut rec), "its own queue's");
     }
 
     /// More I/Os with one CID on one queue than the bound: each seen at the storage
