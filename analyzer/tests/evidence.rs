@@ -48,15 +48,6 @@ fn tshark(args: &[&str]) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
-/// tshark's fields of every frame of a file, tab-separated.
-fn fields(file: &Path, names: &[&str]) -> Vec<Vec<String>> {
-    let mut a = vec!["-r", file.to_str().unwrap(), "-T", "fields", "-E", "occurrence=f"];
-    for n in names {
-        a.extend(["-e", n]);
-    }
-    tshark(&a).lines().map(|l| l.split('\t').map(str::to_owned).collect()).collect()
-}
-
 /// An evidence file's packets as tshark reads them, written back as a nanosecond pcap.
 fn packets_of(file: &Path, scratch: &Path) -> Vec<Rec> {
     let out = scratch.join(format!("{}.pcap", file.file_name().unwrap().to_string_lossy()));
@@ -67,7 +58,7 @@ fn packets_of(file: &Path, scratch: &Path) -> Vec<Rec> {
 /// The packets of an evidence file that carry a comment: their time (ns, as tshark reads it)
 /// and the comment.
 fn commented(file: &Path) -> Vec<(u64, String)> {
-    fields(file, &["frame.time_epoch", "frame.comment"])
+    tshark_fields(file, &["frame.time_epoch", "frame.comment"])
         .into_iter()
         .filter(|r| r.len() == 2 && !r[1].is_empty())
         .map(|r| {
@@ -162,9 +153,10 @@ fn listed(events: &[Row], kind: &str) -> BTreeMap<(String, String), u64> {
 fn congestion_bursts(files: &[PathBuf]) -> BTreeMap<(String, String), u64> {
     let mut times: BTreeMap<(String, String), Vec<u64>> = BTreeMap::new();
     for f in files {
-        for r in
-            fields(f, &["frame.time_epoch", "ip.src", "ip.dst", "infiniband.bth.opcode", "ip.dsfield.ecn"])
-        {
+        for r in tshark_fields(
+            f,
+            &["frame.time_epoch", "ip.src", "ip.dst", "infiniband.bth.opcode", "ip.dsfield.ecn"],
+        ) {
             if r[3].is_empty() || !(r[3] == "129" || r[4] == "3") {
                 continue;
             }
@@ -242,7 +234,7 @@ fn losses_naks_and_congestion(name: &str) {
     // The NAK sequence errors of the originals (tshark), by the requester they go to.
     let mut naks: BTreeSet<(String, u64)> = BTreeSet::new();
     for f in &files {
-        for r in fields(f, &["ip.dst", "infiniband.bth.psn", "infiniband.aeth.syndrome"]) {
+        for r in tshark_fields(f, &["ip.dst", "infiniband.bth.psn", "infiniband.aeth.syndrome"]) {
             if r[2] == "96" {
                 naks.insert((r[0].clone(), r[1].parse().unwrap()));
             }
@@ -251,7 +243,7 @@ fn losses_naks_and_congestion(name: &str) {
     let mut covered = BTreeSet::new();
     for r in &run.events {
         let file = run.evidence().join(&r["file"]);
-        let f = fields(
+        let f = tshark_fields(
             &file,
             &["ip.src", "ip.dst", "infiniband.bth.opcode", "infiniband.bth.psn", "infiniband.aeth.syndrome"],
         );
@@ -402,7 +394,7 @@ fn an_io_timeout_gives_a_file_with_its_command_marked() {
         assert_eq!(c.len(), 1, "{}: {c:?}", r["file"]);
         assert_eq!(c[0].1, "roceprobe: the command of this io_timeout event");
         assert_eq!(rfc3339(c[0].0 + 500_000), r["time"], "{}", r["file"]);
-        let sent = fields(&file, &["frame.time_epoch", "infiniband.bth.opcode", "frame.comment"]);
+        let sent = tshark_fields(&file, &["frame.time_epoch", "infiniband.bth.opcode", "frame.comment"]);
         let marked = sent.iter().find(|x| x.len() == 3 && !x[2].is_empty()).unwrap();
         assert_eq!(marked[1], "4", "{}", r["file"]);
     }
@@ -590,7 +582,7 @@ fn a_uc_qps_congestion_file_holds_the_cnp_that_raised_it() {
     assert_eq!(cnp_flow["cnp"], 1);
     let cnps: Vec<Vec<String>> = files
         .iter()
-        .flat_map(|f| fields(f, &["frame.time_epoch", "ip.src", "ip.dst", "infiniband.bth.opcode"]))
+        .flat_map(|f| tshark_fields(f, &["frame.time_epoch", "ip.src", "ip.dst", "infiniband.bth.opcode"]))
         .filter(|r| r[1] == "10.0.2.9" && r[2] == "10.0.1.9" && r[3] == "129")
         .collect();
     let cnp_time = &cnps[0][0];
@@ -600,7 +592,7 @@ fn a_uc_qps_congestion_file_holds_the_cnp_that_raised_it() {
         .map(|e| e.unwrap().path())
         .find(|p| p.to_string_lossy().contains("congestion_10.0.1.9_10.0.2.9_qp4865"))
         .expect("the QP's congestion file");
-    let rows = fields(&file, &["frame.time_epoch", "infiniband.bth.opcode", "frame.comment"]);
+    let rows = tshark_fields(&file, &["frame.time_epoch", "infiniband.bth.opcode", "frame.comment"]);
     let cnp = rows.iter().find(|r| &r[0] == cnp_time).expect("the CNP is in the file");
     assert_eq!(cnp[1], "129");
     assert!(cnp[2].contains("raised this congestion event"), "the comment is on the CNP: {rows:?}");
@@ -608,7 +600,7 @@ fn a_uc_qps_congestion_file_holds_the_cnp_that_raised_it() {
     // No verdict counts a CNP its file does not hold (tshark's CNPs in each file).
     for e in std::fs::read_dir(run.evidence()).unwrap() {
         let p = e.unwrap().path();
-        let held = fields(&p, &["infiniband.bth.opcode"]).iter().filter(|r| r[0] == "129").count();
+        let held = tshark_fields(&p, &["infiniband.bth.opcode"]).iter().filter(|r| r[0] == "129").count();
         let listed = run_cmd(&["evidence", run.evidence().to_str().unwrap()]);
         let name = p.file_name().unwrap().to_string_lossy().to_string();
         let line = listed.lines().find(|l| l.ends_with(&name)).unwrap().to_owned();
@@ -625,7 +617,7 @@ fn a_packet_seen_at_both_vantages_counts_once_in_a_verdict() {
     // NAK (sequence error and RNR) is one per VLAN, one PSN is missing per VLAN in each
     // loss, and each CNP one per VLAN: the verdicts said x2 and "2 PSN(s)" for one.
     let (files, args, _) = scenario("rc_loss_vlan");
-    let naks = fields(&files[0], &["vlan.id", "infiniband.bth.psn", "infiniband.aeth.syndrome"]);
+    let naks = tshark_fields(&files[0], &["vlan.id", "infiniband.bth.psn", "infiniband.aeth.syndrome"]);
     let mut per_vlan: BTreeMap<(String, String), usize> = BTreeMap::new();
     for r in naks.iter().filter(|r| r[2].parse::<u8>().is_ok_and(|s| s >> 5 == 1 || s >> 5 == 3)) {
         *per_vlan.entry((r[1].clone(), r[0].clone())).or_default() += 1;

@@ -9,18 +9,6 @@ mod common;
 use common::*;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
-
-/// tshark's fields of the frames `filter` selects, tab-separated, one line each.
-fn tshark_fields(file: &Path, filter: &str, fields: &[&str]) -> Vec<Vec<String>> {
-    let mut a = vec!["-r", file.to_str().unwrap(), "-Y", filter, "-T", "fields", "-E", "occurrence=f"];
-    for f in fields {
-        a.extend(["-e", f]);
-    }
-    let o = Command::new("tshark").args(&a).output().expect("tshark (scripts/setup installs it)");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout).unwrap().lines().map(|l| l.split('\t').map(str::to_owned).collect()).collect()
-}
 
 fn replay_csv(files: &[&Path], args: &[&str], workers: usize, dir: &Path) -> std::path::PathBuf {
     let csv = dir.join(format!("w{workers}"));
@@ -45,7 +33,9 @@ fn a_transmission_ends_in_the_interval_in_which_it_went_idle() {
     let idle = 1_000_000u64;
     let second = 1_000_000_000u64;
     let mut times: BTreeMap<(String, String), Vec<u64>> = BTreeMap::new();
-    for f in tshark_fields(&file, "infiniband.bth.destqp == 1", &["frame.time_epoch", "ip.src", "ip.dst"]) {
+    for f in
+        tshark_fields_where(&file, "infiniband.bth.destqp == 1", &["frame.time_epoch", "ip.src", "ip.dst"])
+    {
         times.entry((f[1].clone(), f[2].clone())).or_default().push(epoch_ns(&f[0]));
     }
     // (interval start, src, dst) -> short transmissions ending in it.
@@ -95,7 +85,7 @@ fn an_io_times_out_in_the_interval_of_its_timeout_though_no_frame_comes_then() {
     let timeout = 500_000u64;
     let interval = 100_000u64;
     let mut commands: Vec<(String, u64)> = Vec::new();
-    for f in tshark_fields(
+    for f in tshark_fields_where(
         &files[0],
         "infiniband.bth.opcode == 4 && infiniband.bth.destqp == 0x401",
         &["frame.time_epoch", "infiniband.bth.psn"],
@@ -138,7 +128,7 @@ fn ports_csv_counts_a_file_s_frames_in_the_interval_of_their_time() {
         let t = scenario_truth(name);
         let files = scenario_files(name, &t);
         let mut expected: BTreeMap<u64, u64> = BTreeMap::new();
-        for f in tshark_fields(&files[0], "frame", &["frame.time_epoch"]) {
+        for f in tshark_fields_where(&files[0], "frame", &["frame.time_epoch"]) {
             let ts = epoch_ns(&f[0]);
             *expected.entry(ts - ts % interval).or_default() += 1;
         }
@@ -168,7 +158,7 @@ fn fabric_loss_per_interval_only_for_a_flow_the_other_vantage_has_seen() {
     // one vantage, and has no fabric loss (empty in every row, as the summary's is null);
     // before, its gaps were all counted as lost between the taps.
     let flows_in = |file: &Path| -> std::collections::BTreeSet<(String, String, u64)> {
-        tshark_fields(file, "infiniband", &["ip.src", "ip.dst", "infiniband.bth.destqp"])
+        tshark_fields_where(file, "infiniband", &["ip.src", "ip.dst", "infiniband.bth.destqp"])
             .into_iter()
             .map(|f| {
                 (f[0].clone(), f[1].clone(), u64::from_str_radix(f[2].trim_start_matches("0x"), 16).unwrap())

@@ -399,16 +399,8 @@ fn a_command_first_seen_behind_its_flows_psn_is_taken() {
     let fs = files("nvme_split", &t);
     let storage = &fs[1];
     // (src, dst, destination QP, opcode) of every frame, by tshark, in file order.
-    let out = Command::new("tshark")
-        .args(["-r", storage.to_str().unwrap(), "-T", "fields", "-e", "ip.src", "-e", "ip.dst"])
-        .args(["-e", "infiniband.bth.destqp", "-e", "infiniband.bth.opcode"])
-        .output()
-        .expect("tshark (scripts/setup installs it)");
-    let rows: Vec<Vec<String>> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| l.split('\t').map(str::to_owned).collect())
-        .collect();
+    let rows =
+        tshark_fields(storage, &["ip.src", "ip.dst", "infiniband.bth.destqp", "infiniband.bth.opcode"]);
     let mut frames: Vec<(u64, Vec<u8>)> = Vec::new();
     let mut r = roceprobe::capture::pcap::Replay::open(std::slice::from_ref(storage)).unwrap();
     while let roceprobe::capture::Poll::Frames(_) =

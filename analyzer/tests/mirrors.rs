@@ -6,23 +6,6 @@ mod common;
 use common::*;
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::process::Command;
-
-/// Every frame of a capture as tshark decodes it: the given fields, tab-separated.
-fn tshark_fields(pcap: &std::path::Path, fields: &[&str]) -> Vec<Vec<String>> {
-    let mut cmd = Command::new("tshark");
-    cmd.args(["-r", pcap.to_str().unwrap(), "-T", "fields", "-E", "separator=/t", "-E", "occurrence=f"]);
-    for f in fields {
-        cmd.args(["-e", f]);
-    }
-    let out = cmd.output().expect("tshark (scripts/setup installs it)");
-    assert!(out.status.success(), "tshark: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| l.split('\t').map(str::to_owned).collect())
-        .collect()
-}
 
 #[test]
 fn erspan_iii_nanosecond_stamps_keep_time_across_a_ten_second_silence() {

@@ -153,17 +153,17 @@ fn a_new_connection_restarts_each_direction_at_the_psn_cm_announced_for_it() {
     use roceprobe::capture::pcap::{read_all_records, Writer};
     const D: u32 = 0x50_0000;
     let file = capture("rdma_cm.pcap");
-    let out = Command::new("tshark")
-        .args(["-r", file.to_str().unwrap(), "-T", "fields", "-E", "separator=,"])
-        .args(["-e", "ip.src", "-e", "ip.dst", "-e", "infiniband.bth.opcode", "-e", "infiniband.bth.psn"])
-        .args(["-e", "infiniband.cm.req.startpsn", "-e", "infiniband.cm.rep.startpsn"])
-        .output()
-        .expect("tshark");
-    let rows: Vec<Vec<String>> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| l.split(',').map(str::to_owned).collect())
-        .collect();
+    let rows = tshark_fields(
+        &file,
+        &[
+            "ip.src",
+            "ip.dst",
+            "infiniband.bth.opcode",
+            "infiniband.bth.psn",
+            "infiniband.cm.req.startpsn",
+            "infiniband.cm.rep.startpsn",
+        ],
+    );
     let hex = |s: &str| u32::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
     for column in [4, 5] {
         let cm = rows.iter().find(|r| !r[column].is_empty()).expect("the REQ and the REP");

@@ -128,6 +128,30 @@ pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// tshark's fields (the first occurrence of each) of every frame of `file`, one row a
+/// frame in file order.
+pub fn tshark_fields(file: &Path, fields: &[&str]) -> Vec<Vec<String>> {
+    tshark_rows(file, None, fields)
+}
+
+/// [`tshark_fields`] of the frames the display filter `filter` selects.
+pub fn tshark_fields_where(file: &Path, filter: &str, fields: &[&str]) -> Vec<Vec<String>> {
+    tshark_rows(file, Some(filter), fields)
+}
+
+fn tshark_rows(file: &Path, filter: Option<&str>, fields: &[&str]) -> Vec<Vec<String>> {
+    let mut a = vec!["-r", file.to_str().unwrap(), "-T", "fields", "-E", "occurrence=f"];
+    if let Some(f) = filter {
+        a.extend(["-Y", f]);
+    }
+    for f in fields {
+        a.extend(["-e", f]);
+    }
+    let o = Command::new("tshark").args(&a).output().expect("tshark (scripts/setup installs it)");
+    assert!(o.status.success(), "tshark {a:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap().lines().map(|l| l.split('\t').map(str::to_owned).collect()).collect()
+}
+
 pub fn run(args: &[&str]) -> Output {
     Command::new(bin()).args(args).output().expect("running roceprobe")
 }
