@@ -570,10 +570,10 @@ fn pipeline(
     // both sides busy, and a stats side that falls behind holds few intervals (one can
     // carry tens of MB of flows: a replay of 8M new flows peaked at 1.8 GB with 256 queued,
     // 470 MB with 4, in the same time).
-    let depth = if cfg.never_wait { 256 } else { REPLAY_QUEUE * cfg.workers.max(1) };
+    let workers = cfg.workers.max(1);
+    let depth = if cfg.never_wait { 256 } else { REPLAY_QUEUE * workers };
     let (tx, rx) = crossbeam_channel::bounded::<ToStats>(depth);
     // Each worker gets its buffers back on its own channel.
-    let workers = cfg.workers.max(1);
     let (backs_tx, backs_rx): (Vec<_>, Vec<_>) =
         (0..workers).map(|_| crossbeam_channel::bounded::<Recycled>(64)).unzip();
     let two_vantages = cfg.vantages.maps_storage();

@@ -540,25 +540,18 @@ impl Analyzer {
 
     /// The bounds that would have lost nothing so far (see [`Needed`]).
     pub fn needed(&self) -> Needed {
+        // A table that forgets: `None` when nothing forgotten was answered.
+        let forgetting = |n: Option<u64>, floor| Needed::at_least(Needed::of(n), floor);
         Needed {
             max_flows: Needed::at_least(self.flows.needed(), self.flows.needed_is_floor()),
             max_latency_series: Needed::at_least(self.latency.needed(), self.latency.needed_is_floor()),
-            max_pending_commands: Needed::at_least(
-                Needed::of(self.nvme.needed()),
-                self.nvme.needed_is_floor(),
-            ),
-            max_cm_requests: Needed::at_least(
-                Needed::of(self.cm_requests.needed()),
-                self.cm_requests.needed_is_floor(),
-            ),
-            max_announced_flows: Needed::at_least(
-                Needed::of(self.flows.announced_needed()),
+            max_pending_commands: forgetting(self.nvme.needed(), self.nvme.needed_is_floor()),
+            max_cm_requests: forgetting(self.cm_requests.needed(), self.cm_requests.needed_is_floor()),
+            max_announced_flows: forgetting(
+                self.flows.announced_needed(),
                 self.flows.announced_needed_is_floor(),
             ),
-            max_ios: Needed::at_least(
-                Needed::of(self.ios.connections_needed()),
-                self.ios.connections_needed_is_floor(),
-            ),
+            max_ios: forgetting(self.ios.connections_needed(), self.ios.connections_needed_is_floor()),
             max_ios_commands: self.ios.commands_needed(),
         }
     }
