@@ -179,6 +179,60 @@ fn steps_csv_is_the_same_file_whatever_the_workers_and_interval() {
 }
 
 #[test]
+fn nvme_between_the_rings_hosts_on_other_qps_changes_no_step() {
+    // The NVMe scenario's five hosts renamed to five of the ring's (its initiators to
+    // 10.1.0.1, .3 and .5, its targets to .2 and .4, the ring's neighbours), its QPNs but
+    // CM's moved up by 4,096 and its times by 25.3 ms, into the ring's fifth step: the ring's
+    // WRITEs run on other QPs, so its steps are still the collective truth's, and the I/Os
+    // still the NVMe truth's.
+    let t = scenario_truth("collective_vlan");
+    let nvme = scenario_truth("nvme_vlan");
+    let dir = tempfile::tempdir().unwrap();
+    let moved = dir.path().join("nvme.pcap");
+    let rename = |a: [u8; 4]| match a {
+        [10, 0, 1, h] => [10, 1, 0, 2 * h - 1],
+        [10, 0, 2, h] => [10, 1, 0, 2 * h],
+        a => a,
+    };
+    let records = roceprobe::capture::pcap::read_all_records(&scenario_files("nvme_vlan", &nvme)[0]).unwrap();
+    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&moved).unwrap()).unwrap();
+    for (ts, len, f) in &records {
+        let mut f = f.clone();
+        // Ethernet with one 802.1Q tag (the scenario's), IPv4 without options, UDP.
+        assert_eq!((&f[12..14], &f[16..18], f[18]), (&[0x81, 0x00][..], &[0x08, 0x00][..], 0x45));
+        let ip = 18;
+        for at in [ip + 12, ip + 16] {
+            let a: [u8; 4] = f[at..at + 4].try_into().unwrap();
+            f[at..at + 4].copy_from_slice(&rename(a));
+        }
+        // BTH's destination QP (bytes 5..8), but CM's (QP1).
+        let bth = ip + 20 + 8;
+        let qpn = u32::from_be_bytes([0, f[bth + 5], f[bth + 6], f[bth + 7]]);
+        if qpn != 1 {
+            f[bth + 5..bth + 8].copy_from_slice(&(qpn + 4096).to_be_bytes()[1..]);
+        }
+        // The IPv4 header checksum again (the ICRC is not checked by default).
+        f[ip + 10..ip + 12].fill(0);
+        let sum: u32 = f[ip..ip + 20].chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c[1]]))).sum();
+        let sum = (sum & 0xFFFF) + (sum >> 16);
+        f[ip + 10..ip + 12].copy_from_slice(&(!((sum & 0xFFFF) + (sum >> 16)) as u16).to_be_bytes());
+        w.write(ts + 25_300_000, &f, *len).unwrap();
+    }
+    drop(w);
+    let mut files = scenario_files("collective_vlan", &t);
+    files.push(moved);
+    for interval in ["1s", "1ms"] {
+        let mut args = scenario_args(&t);
+        args.extend(["--interval".into(), interval.into()]);
+        let (s, rows) = replay(&files, &args);
+        assert_eq!(our_steps(&rows), truth_steps(&t, &BTreeMap::new()), "--interval {interval}");
+        assert_eq!(s["step_transmissions_outside_jobs"], 0);
+        let ios = nvme["ios"].as_array().unwrap().len();
+        assert_eq!((s["ios"]["completed"].as_u64(), ios), (Some(120), 120));
+    }
+}
+
+#[test]
 fn the_storage_vantages_copies_change_nothing() {
     // The same capture without its storage VLAN (20): one vantage, the same steps.
     let t = scenario_truth("collective_vlan");

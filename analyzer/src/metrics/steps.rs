@@ -3,7 +3,7 @@
 //!
 //! - a **job** is the hosts of a `--job NAME=CIDR[,CIDR…]` rule, with the request flows
 //!   between them; the hosts no rule names are grouped by their own RC request traffic
-//!   (not NVMe), one job per connected group, named once, by the lowest address among the
+//!   (not on a connection that carries NVMe), one job per connected group, named once, by the lowest address among the
 //!   hosts of its first step, whenever that step closes (`Steps::record`); two named groups
 //!   that a flow joins are one job under the name of the earlier first step
 //!   (`Steps::join`). A flow between a rule's host and a host outside that rule is in no
@@ -70,6 +70,10 @@ impl std::str::FromStr for JobRule {
         if name.is_empty() || name.len() > 64 || name.chars().any(|c| c.is_control() || c == ',') {
             return Err(format!("'{name}' is not a job name (1 to 64 printable characters, no comma)"));
         }
+        // `llm ` and `llm` would be two jobs that look like one.
+        if name.trim() != name {
+            return Err(format!("'{name}' is not a job name (it begins or ends with a space)"));
+        }
         // A job found by itself is named by one of its addresses: a rule of that name would
         // be taken for it (and merged with it).
         if name.parse::<IpAddr>().is_ok() {
@@ -83,6 +87,14 @@ impl std::str::FromStr for JobRule {
                     None => (n, None),
                 };
                 let ip: IpAddr = ip.parse().map_err(|_| format!("'{n}' is not an address or CIDR"))?;
+                // Packets carry IPv4 addresses as IPv4: a mapped range would match none.
+                if let IpAddr::V6(v6) = ip {
+                    if let Some(v4) = v6.to_ipv4_mapped() {
+                        return Err(format!(
+                            "'{n}' is an IPv4-mapped IPv6 range: write it as IPv4 ({v4}/...)"
+                        ));
+                    }
+                }
                 let max = if ip.is_ipv4() { 32 } else { 128 };
                 let len = match len {
                     None => max,
@@ -320,6 +332,8 @@ impl JobTotals {
 #[derive(Debug, Clone, Copy)]
 struct Member {
     key: FlowKey,
+    /// The QPN that sends the flow's packets, once paired.
+    peer_qpn: Option<u32>,
     start_ns: u64,
     end_ns: u64,
     /// Wire bytes and packets.
@@ -342,6 +356,7 @@ impl Member {
         let c = &t.counts;
         Self {
             key: t.key,
+            peer_qpn: t.peer_qpn,
             start_ns: t.start_ns,
             // The flow finished with its last message, not with ACKs it carried for the
             // QP's other direction after it.
@@ -384,15 +399,17 @@ pub struct Steps {
     /// Request flows' transmissions whose step has not closed.
     pending: Vec<Member>,
     /// How many of the first `pending` a close left waiting. They have joined their hosts'
-    /// groups, were checked against `nvme_pairs` as it was then (`nvme_checked` pairs), and
+    /// groups, were checked against `nvme_qps` as it was then (`nvme_checked` QPs), and
     /// are in their job's order: a close joins and sorts only those after them, and checks
-    /// the waiting ones again only if a pair has been found carrying NVMe since.
+    /// the waiting ones again only if a QP has been found carrying NVMe since.
     joined: usize,
     nvme_checked: usize,
     /// Transmissions that carried NAKs, in the order they came.
     naks: VecDeque<Nak>,
-    /// Host pairs (lower address first) that carried NVMe capsules: storage, not a job.
-    nvme_pairs: HashSet<(IpAddr, IpAddr), ahash::RandomState>,
+    /// The QPs (address, QPN) of connections that carried NVMe capsules: storage, not a
+    /// job. By QP, not by host pair: two hosts may run a collective beside an NVMe
+    /// connection between them.
+    nvme_qps: HashSet<(IpAddr, u32), ahash::RandomState>,
     /// Steps closed since the last [`Steps::take_closed`].
     closed: Vec<Step>,
     /// What closing a step works in, kept from one step to the next.
@@ -453,7 +470,7 @@ impl Steps {
             joined: 0,
             nvme_checked: 0,
             naks: VecDeque::new(),
-            nvme_pairs: HashSet::default(),
+            nvme_qps: HashSet::default(),
             closed: Vec::new(),
             scratch: Scratch::default(),
             jobs,
@@ -496,9 +513,16 @@ impl Steps {
         }
         let c = &t.counts;
         if c.nvme_commands + c.nvme_completions > 0 {
-            // The whole connection is storage traffic, its data transfers too.
-            if self.nvme_pairs.len() < MAX_HOSTS {
-                self.nvme_pairs.insert(pair(&t.key));
+            // The whole connection is storage traffic, its data transfers too: the QP it
+            // sends to, and the one it sends from once paired. Each direction's capsules
+            // (commands one way, completions the other) name its own destination QP, so
+            // both are found even unpaired.
+            for qp in
+                [Some((t.key.dst, t.key.dst_qpn)), t.peer_qpn.map(|q| (t.key.src, q))].into_iter().flatten()
+            {
+                if self.nvme_qps.len() < MAX_HOSTS {
+                    self.nvme_qps.insert(qp);
+                }
             }
             return;
         }
@@ -599,7 +623,14 @@ impl Steps {
         self.rule_of[t.src_host as usize] == self.rule_of[t.dst_host as usize]
     }
 
-    /// The pending transmissions by job, each job's in start order. Those of host pairs
+    /// Whether a transmission is on a connection found carrying NVMe: the QP it sends to,
+    /// or the one it sends from.
+    fn storage(&self, t: &Member) -> bool {
+        self.nvme_qps.contains(&(t.key.dst, t.key.dst_qpn))
+            || t.peer_qpn.is_some_and(|q| self.nvme_qps.contains(&(t.key.src, q)))
+    }
+
+    /// The pending transmissions by job, each job's in start order. Those of connections
     /// found carrying NVMe meanwhile are dropped here (storage traffic is no job). Each
     /// host's job is named once (not once per transmission) and found for a transmission by
     /// its source host's place (not looked up by address), the transmissions are moved
@@ -609,14 +640,14 @@ impl Steps {
     fn by_job(&mut self) -> BTreeMap<Owner, Vec<Member>> {
         let mut ts = std::mem::take(&mut self.pending);
         let old = std::mem::take(&mut self.joined);
-        // The waiting ones need checking again only against pairs found since.
-        let recheck = self.nvme_pairs.len() != self.nvme_checked;
-        self.nvme_checked = self.nvme_pairs.len();
+        // The waiting ones need checking again only against QPs found since.
+        let recheck = self.nvme_qps.len() != self.nvme_checked;
+        self.nvme_checked = self.nvme_qps.len();
         let (mut dropped, mut k, mut kept_old) = (0, 0, 0);
         ts.retain_mut(|t| {
             k += 1;
             let waiting = k <= old;
-            if (!waiting || recheck) && self.nvme_pairs.contains(&pair(&t.key)) {
+            if (!waiting || recheck) && self.storage(t) {
                 return false;
             }
             // Joining again would change nothing (a waiting one has its host's place).
@@ -635,7 +666,7 @@ impl Steps {
         let mut by_owner: HashMap<Owner, usize, ahash::RandomState> = HashMap::default();
         let mut jobs: Vec<(Owner, usize, usize)> = Vec::new();
         // A flow between a rule's host and a host outside it waits as the others do (its
-        // pair may yet be found carrying NVMe), in a list of its own, counted as it closes.
+        // connection may yet be found carrying NVMe), in a list of its own, counted as it closes.
         let mut outside = usize::MAX;
         for (i, t) in ts.iter().enumerate() {
             let h = t.src_host as usize;
@@ -696,7 +727,7 @@ impl Steps {
             let mut closed = 0;
             if owner == Owner::Outside {
                 // The flows of no job make no step: each waits for its own end only (its
-                // pair may yet be found carrying NVMe), not for a pause of them all, which
+                // connection may yet be found carrying NVMe), not for a pause of them all, which
                 // a busy fabric may never make.
                 let n = ts.len();
                 ts.retain(|t| !due(t.end_ns, 0.0));
@@ -825,11 +856,6 @@ impl Scratch {
             self.hosts = Vec::new();
         }
     }
-}
-
-/// The unordered host pair of a flow, lower address first.
-fn pair(k: &FlowKey) -> (IpAddr, IpAddr) {
-    (k.src.min(k.dst), k.src.max(k.dst))
 }
 
 /// Puts a job's list in its order, given that its first `waited` members are the ones a
@@ -1015,6 +1041,18 @@ mod tests {
     }
 
     fn tx(src: &str, dst: &str, start: u64, end: u64, f: impl Fn(&mut FlowCounts)) -> Transmission {
+        tx_qp(src, dst, 7, start, end, f)
+    }
+
+    /// [`tx`] to QP `dst_qpn`.
+    fn tx_qp(
+        src: &str,
+        dst: &str,
+        dst_qpn: u32,
+        start: u64,
+        end: u64,
+        f: impl Fn(&mut FlowCounts),
+    ) -> Transmission {
         let mut counts = FlowCounts {
             packets: 10,
             bytes: 10_000,
@@ -1024,7 +1062,7 @@ mod tests {
         };
         f(&mut counts);
         Transmission {
-            key: FlowKey { vantage: Vantage::Compute, src: ip(src), dst: ip(dst), dst_qpn: 7 },
+            key: FlowKey { vantage: Vantage::Compute, src: ip(src), dst: ip(dst), dst_qpn },
             transport: Transport::Rc,
             start_ns: start,
             end_ns: end,
@@ -1040,6 +1078,10 @@ mod tests {
         assert_eq!(r.name, "train");
         assert!(r.contains(ip("10.1.2.3")) && r.contains(ip("fd00::1")) && !r.contains(ip("10.2.0.1")));
         assert!("x".parse::<JobRule>().is_err());
+        assert!("llm =10.1.0.0/16".parse::<JobRule>().is_err(), "a name ending with a space");
+        assert!(" llm=10.1.0.0/16".parse::<JobRule>().is_err(), "a name beginning with a space");
+        assert!("a=::ffff:10.1.0.0/112".parse::<JobRule>().is_err(), "an IPv4-mapped range");
+        assert!("a b=10.1.0.0/16".parse::<JobRule>().is_ok(), "a space inside a name");
         assert!("a=10.0.0.0/33".parse::<JobRule>().is_err());
         assert!("a=nonsense".parse::<JobRule>().is_err());
         // A '/' without a length is a mistake, not a single address.
@@ -1427,16 +1469,21 @@ mod tests {
     }
 
     #[test]
-    fn a_waiting_transmission_of_a_pair_later_found_carrying_nvme_is_no_step() {
+    fn a_waiting_transmission_of_a_connection_later_found_carrying_nvme_is_no_step() {
         let mut s = Steps::new(Vec::new(), 2_000_000, 1_000_000);
-        s.offer(&tx("10.0.0.1", "10.0.0.2", 0, 1_000, |_| {}));
+        // The host's QP 0x10 sends to the target's QP 0x20 (paired).
+        s.offer(&Transmission {
+            peer_qpn: Some(0x10),
+            ..tx_qp("10.0.0.1", "10.0.0.2", 0x20, 0, 1_000, |_| {})
+        });
         s.offer(&tx("10.0.0.3", "10.0.0.4", 0, 1_000, |_| {}));
         // Not settled yet: both wait, joined to their hosts' groups.
         s.advance(500_000);
         assert!(s.take_closed().is_empty());
         assert_eq!(s.pending.len(), 2);
-        // The first pair's capsules show up afterwards: its waiting transmission is storage.
-        s.offer(&tx("10.0.0.2", "10.0.0.1", 2_000, 3_000, |c| c.nvme_completions = 1));
+        // The connection's completions show up afterwards, sent to the host's QP (unpaired):
+        // its waiting transmission is storage.
+        s.offer(&tx_qp("10.0.0.2", "10.0.0.1", 0x10, 2_000, 3_000, |c| c.nvme_completions = 1));
         s.offer(&tx("10.0.0.3", "10.0.0.4", 5_000, 6_000, |_| {}));
         s.finish();
         let closed = s.take_closed();
@@ -1448,14 +1495,43 @@ mod tests {
     #[test]
     fn acks_nvme_and_the_storage_vantage_are_not_steps() {
         let mut s = Steps::new(Vec::new(), 2_000_000, 0);
-        s.offer(&tx("10.0.0.1", "10.0.0.2", 0, 1_000, |c| c.nvme_commands = 1));
-        // The target's RDMA WRITE of read data on the same connection: storage too.
-        s.offer(&tx("10.0.0.2", "10.0.0.1", 500, 900, |_| {}));
+        // Commands from the host's QP 0x10 (paired) to the target's 0x20.
+        s.offer(&Transmission {
+            peer_qpn: Some(0x10),
+            ..tx_qp("10.0.0.1", "10.0.0.2", 0x20, 0, 1_000, |c| c.nvme_commands = 1)
+        });
+        // The target's RDMA WRITE of read data on the same connection (to the host's QP,
+        // not paired): storage too; and the host's READ responses to the target's QP.
+        s.offer(&tx_qp("10.0.0.2", "10.0.0.1", 0x10, 500, 900, |_| {}));
+        s.offer(&tx_qp("10.0.0.1", "10.0.0.2", 0x20, 2_000, 2_500, |_| {}));
         s.offer(&tx("10.0.0.1", "10.0.0.2", 0, 1_000, |c| c.messages = 0));
         let mut storage = tx("10.0.0.1", "10.0.0.2", 0, 1_000, |_| {});
         storage.key.vantage = Vantage::Storage;
         s.offer(&storage);
         s.finish();
         assert!(s.take_closed().is_empty());
+    }
+
+    #[test]
+    fn a_collective_beside_an_nvme_connection_between_the_same_hosts_is_a_step() {
+        let mut s = Steps::new(Vec::new(), 2_000_000, 0);
+        // NVMe between the two hosts, on QPs 0x1100 (host) and 0x1200 (target), both ways.
+        s.offer(&tx_qp("10.0.0.1", "10.0.0.2", 0x1200, 0, 1_000, |c| c.nvme_commands = 1));
+        s.offer(&tx_qp("10.0.0.2", "10.0.0.1", 0x1100, 0, 1_000, |c| c.nvme_completions = 1));
+        // The ring's WRITEs on other QPs (0x180 and 0x181, paired with each other), the
+        // same hosts, the same time: one step of two flows, ending at the later one.
+        s.offer(&Transmission {
+            peer_qpn: Some(0x181),
+            ..tx_qp("10.0.0.1", "10.0.0.2", 0x180, 0, 1_000, |_| {})
+        });
+        s.offer(&Transmission {
+            peer_qpn: Some(0x180),
+            ..tx_qp("10.0.0.2", "10.0.0.1", 0x181, 100, 1_500, |_| {})
+        });
+        s.finish();
+        let closed = s.take_closed();
+        assert_eq!(closed.len(), 1, "{closed:?}");
+        assert_eq!((closed[0].flows, closed[0].start_ns, closed[0].end_ns), (2, 0, 1_500));
+        assert_eq!(s.dropped, 0);
     }
 }
