@@ -200,7 +200,7 @@ pub struct CommonArgs {
     /// step (kept for the run).
     #[arg(long = "job", value_name = "NAME=CIDRS")]
     pub jobs: Vec<crate::metrics::steps::JobRule>,
-    /// A job's step ends when none of its flows has sent for this long. At most 10s
+    /// A job's step ends when none of its flows has sent for this long. 1us to 10s
     #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = defaults::STEP_GAP, value_parser = parse_step_gap)]
     pub step_gap: Duration,
     /// Rows of each flow table in the exit report (flows with problems, busiest flows); the
@@ -229,7 +229,7 @@ pub struct CommonArgs {
     #[arg(long, requires = "evidence_dir", allow_hyphen_values = true, value_name = "DUR", default_value = defaults::EVIDENCE_SLOW_IO, value_parser = parse_interval)]
     pub evidence_slow_io: Duration,
     /// Evidence: at most N files per event kind and minute of packet time; the other events
-    /// are counted and listed (capped_per_minute).
+    /// are counted and listed (capped_per_minute). 0: every event listed, no file written.
     #[arg(long, requires = "evidence_dir", allow_hyphen_values = true, value_name = "N", default_value_t = defaults::EVIDENCE_MAX_PER_MINUTE)]
     pub evidence_max_per_minute: u32,
     /// Evidence: the files in --evidence-dir take at most SIZE bytes (suffixes K, M, G; at
@@ -556,14 +556,6 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
                 );
                 return 2;
             }
-            // An option given without the one it refines: named with it (clap names only the
-            // one missing).
-            if e.kind() == ErrorKind::MissingRequiredArgument {
-                if let Some((given, needs)) = needs_another(&args) {
-                    crate::note!("roceprobe: error: {given} needs {needs} (see roceprobe --help)");
-                    return 2;
-                }
-            }
             // clap names the problem in its first paragraph (a missing argument on the lines
             // after), then adds tips and usage: the first paragraph, on one line.
             let text = e.render().to_string();
@@ -576,6 +568,14 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
                 Some(sub @ ("replay" | "live" | "plot" | "evidence")) => format!("roceprobe {sub} --help"),
                 _ => "roceprobe --help".to_owned(),
             };
+            // An option given without the one it refines: named with it (clap names only the
+            // one missing).
+            if e.kind() == ErrorKind::MissingRequiredArgument {
+                if let Some((given, needs)) = needs_another(&args) {
+                    crate::note!("roceprobe: error: {given} needs {needs} (see {help})");
+                    return 2;
+                }
+            }
             let eal = sub == Some("live")
                 && e.kind() == ErrorKind::UnknownArgument
                 && !args.iter().any(|a| a == "--");
@@ -1161,7 +1161,11 @@ fn parse_evidence_after(s: &str) -> Result<crate::track::evidence::After, String
             _ => Err(format!("'{s}' is not a number of packets (1 to 512) or a duration (e.g. 2ms)")),
         };
     }
+    // As with packets, at least something after the event: `0s` would keep none.
     match parse_duration(s)? {
+        d if d.is_zero() => {
+            Err(format!("'{s}' keeps nothing after the event (a duration above 0, at most 10s)"))
+        }
         d if d <= Duration::from_secs(10) => Ok(After::Time(d.as_nanos() as u64)),
         _ => Err(format!("'{s}' is too long (at most 10s)")),
     }

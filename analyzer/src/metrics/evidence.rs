@@ -33,6 +33,10 @@ pub struct EvidenceTotals {
     /// Evidence files in the directory now and their bytes.
     pub files_on_disk: u64,
     pub bytes_on_disk: u64,
+    /// Times the directory was made again, having been removed under the running probe
+    /// (what was in it went with it).
+    #[serde(default)]
+    pub dir_recreated: u64,
     /// Packets of events that did not fit in their file.
     pub packets_truncated: u64,
     /// Events whose record the stats side had no room for, and signals beyond a packet's

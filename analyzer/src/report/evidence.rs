@@ -240,9 +240,13 @@ pub struct EvidenceWriter {
     out: EvidenceOutput,
     max_per_minute: u32,
     snaplen: u32,
-    /// Files in the directory, oldest first, with their sizes.
-    files: VecDeque<(PathBuf, u64)>,
+    /// Files in the directory, oldest first, with their sizes and whether removing them
+    /// failed.
+    files: VecDeque<(PathBuf, u64, bool)>,
     on_disk: u64,
+    /// The bytes of the files whose removal failed, and why the first failed.
+    stuck_bytes: u64,
+    stuck_why: Option<String>,
     /// Files per (kind, minute of packet time).
     minutes: HashMap<(EventKind, u64), u32>,
     told: bool,
@@ -260,8 +264,14 @@ impl EvidenceWriter {
             .flatten()
             .filter_map(|e| {
                 let name = e.file_name().to_string_lossy().into_owned();
-                let size = e.metadata().ok()?.len();
-                is_evidence_file(&name).then(|| (name, e.path(), size))
+                // Only a regular file (not a link) under an evidence name whose first block
+                // names its event is roceprobe's to count and to remove: anything else a
+                // user keeps there is left alone.
+                if !is_evidence_file(&name) || !e.file_type().ok()?.is_file() {
+                    return None;
+                }
+                describe_file(&e.path()).ok().filter(|d| d.1 != "?")?;
+                Some((name, e.path(), e.metadata().ok()?.len()))
             })
             .collect();
         found.sort();
@@ -275,8 +285,10 @@ impl EvidenceWriter {
             out,
             max_per_minute: settings.track.max_per_minute,
             snaplen: settings.track.snaplen,
-            files: found.into_iter().map(|(_, p, s)| (p, s)).collect(),
+            files: found.into_iter().map(|(_, p, s)| (p, s, false)).collect(),
             on_disk,
+            stuck_bytes: 0,
+            stuck_why: None,
             minutes: HashMap::new(),
             told: false,
         };
@@ -291,32 +303,43 @@ impl EvidenceWriter {
     /// Removes the oldest files until `need` more bytes fit.
     /// A file that cannot be removed stays counted (it is still on disk) and the next
     /// oldest is tried; if that leaves too little room, what needs it is refused.
+    /// A file whose removal failed is tried again each time (the cause may pass), but no
+    /// other file is removed while those alone leave too little room: that would lose
+    /// evidence and still not make room.
     fn make_room(&mut self, need: u64, t: &mut EvidenceTotals) -> Result<()> {
-        let mut stuck: Option<anyhow::Error> = None;
+        let max = self.out.max_bytes;
         let mut i = 0;
-        while self.on_disk + need > self.out.max_bytes && i < self.files.len() {
-            let (path, size) = &self.files[i];
-            match std::fs::remove_file(path) {
+        while self.on_disk + need > max && i < self.files.len() {
+            let (path, size, was_stuck) = &mut self.files[i];
+            if !*was_stuck && self.stuck_bytes + need > max {
+                break;
+            }
+            match std::fs::remove_file(&*path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
-                    stuck.get_or_insert_with(|| {
-                        anyhow::anyhow!(
-                            "cannot remove {} to stay within --evidence-max-bytes: {e}",
-                            path.display()
-                        )
-                    });
+                    if !*was_stuck {
+                        *was_stuck = true;
+                        self.stuck_bytes += *size;
+                    }
+                    let why = || {
+                        format!("cannot remove {} to stay within --evidence-max-bytes: {e}", path.display())
+                    };
+                    self.stuck_why.get_or_insert_with(why);
                     i += 1;
                     continue;
                 }
             }
+            if *was_stuck {
+                self.stuck_bytes -= *size;
+            }
             t.files_removed += 1;
-            t.bytes_removed += size;
-            self.on_disk -= size;
+            t.bytes_removed += *size;
+            self.on_disk -= *size;
             self.files.remove(i);
         }
-        match stuck {
-            Some(e) if self.on_disk + need > self.out.max_bytes => Err(e),
+        match &self.stuck_why {
+            Some(why) if self.on_disk + need > max => Err(anyhow::anyhow!("{why}")),
             _ => Ok(()),
         }
     }
@@ -417,6 +440,15 @@ impl EvidenceWriter {
             bail!("a file of {size} bytes is larger than --evidence-max-bytes");
         }
         self.make_room(size, t)?;
+        if !self.out.dir.is_dir() {
+            // Removed under the running probe (a clean-up job, say): made again, as the CSV
+            // reports' folder is; what was in it went with it.
+            std::fs::create_dir_all(&self.out.dir)
+                .with_context(|| format!("cannot create {}", self.out.dir.display()))?;
+            self.files.clear();
+            (self.on_disk, self.stuck_bytes) = (0, 0);
+            t.dir_recreated += 1;
+        }
         let mut name = file_name(&rec.event);
         let mut n = 1;
         // Taken names (a link too, even one that leads nowhere) are left alone.
@@ -437,7 +469,7 @@ impl EvidenceWriter {
             }
             return Err(e).with_context(|| format!("cannot write {}", path.display()));
         }
-        self.files.push_back((path, size));
+        self.files.push_back((path, size, false));
         self.on_disk += size;
         Ok((name, size))
     }
@@ -709,41 +741,109 @@ mod tests {
 
     #[test]
     fn a_file_that_cannot_be_removed_stays_counted_and_the_bound_holds() {
-        // An earlier run's file that cannot be removed (here a directory under an evidence
-        // file's name, which `remove_file` refuses even to root; an immutable file or a
-        // read-only file system alike): it stays counted, the next oldest goes instead, and
-        // when none can make room the file that needs it is not written.
+        // A file of the run that cannot be removed (here turned into a directory under its
+        // name, which `remove_file` refuses even to root; an immutable file or a read-only
+        // file system alike): it stays counted, the next oldest goes instead, and when none
+        // can make room the file that needs it is not written.
         let dir = tempfile::tempdir().unwrap();
-        let stuck = dir.path().join("20261203T000000.000000000Z_loss_10.0.0.1_10.0.0.2_qp1.pcapng");
-        std::fs::create_dir(&stuck).unwrap();
-        std::fs::write(stuck.join("x"), b"x").unwrap();
-        let held = std::fs::metadata(&stuck).unwrap().len();
-        let one = pcapng(&record(EventKind::Loss, 1_000_000_000, 4), 256);
-        let size = one.len() as u64;
-        let older = dir.path().join("20261203T000001.000000000Z_loss_10.0.0.1_10.0.0.2_qp1.pcapng");
-        std::fs::write(&older, &one).unwrap();
+        let size = pcapng(&record(EventKind::Loss, 1_000_000_000, 4), 256).len() as u64;
         let mut settings = EvidenceSettings::with_defaults(dir.path().to_owned());
-        // Room for the stuck one and one file: a second needs the removable one's room.
-        settings.output.max_bytes = held + 2 * size - 1;
+        // Room for two files.
+        settings.output.max_bytes = 3 * size - 1;
         let (mut w, mut t) = EvidenceWriter::new(&settings);
-        assert_eq!((t.files_on_disk, t.bytes_on_disk), (2, held + size));
-        let row = w.take(&record(EventKind::Loss, 2_000_000_000, 4), &mut t);
-        assert_eq!(row.status, "written");
-        assert!(stuck.exists() && !older.exists());
-        assert_eq!((t.files_written, t.files_removed), (1, 1));
-        assert_eq!((t.files_on_disk, t.bytes_on_disk), (2, held + size));
+        let stick = |name: &str| {
+            let p = dir.path().join(name);
+            std::fs::remove_file(&p).unwrap();
+            std::fs::create_dir(&p).unwrap();
+            std::fs::write(p.join("x"), b"x").unwrap();
+            p
+        };
+        let first = w.take(&record(EventKind::Loss, 1_000_000_000, 4), &mut t);
+        let second = w.take(&record(EventKind::Loss, 2_000_000_000, 4), &mut t);
+        let stuck = stick(&first.file);
+        let third = w.take(&record(EventKind::Loss, 3_000_000_000, 4), &mut t);
+        assert_eq!(third.status, "written");
+        assert!(stuck.exists() && !dir.path().join(&second.file).exists());
+        assert_eq!((t.files_written, t.files_removed), (3, 1));
+        assert_eq!((t.files_on_disk, t.bytes_on_disk), (2, 2 * size));
 
-        // Only the stuck one, and no room beside it: nothing is written.
-        std::fs::remove_file(dir.path().join(&row.file)).unwrap();
-        settings.output.max_bytes = held + size - 1;
+        // Both left stuck, and no room beside them: nothing is written.
+        stick(&third.file);
+        let row = w.take(&record(EventKind::Loss, 4_000_000_000, 4), &mut t);
+        assert_eq!(row.status, "write_failed");
+        assert_eq!((t.kind(EventKind::Loss).write_failed, t.files_written, t.files_removed), (1, 3, 1));
+        assert_eq!((t.files_on_disk, t.bytes_on_disk), (2, 2 * size));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    }
+
+    #[test]
+    fn no_file_is_removed_for_room_that_the_stuck_ones_leave_too_little_of() {
+        let dir = tempfile::tempdir().unwrap();
+        let size = pcapng(&record(EventKind::Loss, 1_000_000_000, 4), 256).len() as u64;
+        let mut settings = EvidenceSettings::with_defaults(dir.path().to_owned());
+        settings.output.max_bytes = 3 * size - 1;
         let (mut w, mut t) = EvidenceWriter::new(&settings);
-        assert_eq!((t.files_on_disk, t.bytes_on_disk), (1, held));
+        let first = w.take(&record(EventKind::Loss, 1_000_000_000, 4), &mut t);
+        let second = w.take(&record(EventKind::Loss, 2_000_000_000, 4), &mut t);
+        let p = dir.path().join(&first.file);
+        std::fs::remove_file(&p).unwrap();
+        std::fs::create_dir(&p).unwrap();
+        std::fs::write(p.join("x"), b"x").unwrap();
+        // Room for one file now: the first, which cannot go, takes it; the second stays.
+        w.out.max_bytes = 2 * size - 1;
         let row = w.take(&record(EventKind::Loss, 3_000_000_000, 4), &mut t);
         assert_eq!(row.status, "write_failed");
-        assert_eq!((t.kind(EventKind::Loss).write_failed, t.files_written, t.files_removed), (1, 0, 0));
-        assert_eq!((t.files_on_disk, t.bytes_on_disk), (1, held));
-        assert!(stuck.exists());
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        assert!(dir.path().join(&second.file).is_file());
+        assert_eq!((t.files_removed, t.files_on_disk), (0, 2));
+    }
+
+    #[test]
+    fn only_roceprobes_own_files_count_and_are_removed() {
+        // Under evidence names: an earlier run's file (counted, and removed first to make
+        // room), a text file, a capture without roceprobe's event comment, and a link to an
+        // earlier file (each left alone, not counted).
+        let dir = tempfile::tempdir().unwrap();
+        let name = |s: u32| format!("20261203T00000{s}.000000000Z_loss_10.0.0.1_10.0.0.2_qp1.pcapng");
+        let one = pcapng(&record(EventKind::Loss, 1_000_000_000, 4), 256);
+        let size = one.len() as u64;
+        std::fs::write(dir.path().join(name(0)), &one).unwrap();
+        std::fs::write(dir.path().join(name(1)), b"hello").unwrap();
+        let mut other = one.clone();
+        // The section header's comment names no event.
+        let at = one.windows(7).position(|w| w == b"event: ").unwrap();
+        other[at..at + 7].copy_from_slice(b"xxxxx: ");
+        std::fs::write(dir.path().join(name(2)), &other).unwrap();
+        std::os::unix::fs::symlink(dir.path().join(name(0)), dir.path().join(name(3))).unwrap();
+        let mut settings = EvidenceSettings::with_defaults(dir.path().to_owned());
+        settings.output.max_bytes = 2 * size - 1;
+        let (mut w, mut t) = EvidenceWriter::new(&settings);
+        assert_eq!((t.files_on_disk, t.bytes_on_disk), (1, size));
+        for i in 0..5 {
+            assert_eq!(
+                w.take(&record(EventKind::Loss, (i + 2) * 1_000_000_000, 4), &mut t).status,
+                "written"
+            );
+        }
+        assert_eq!((t.files_written, t.files_removed, t.files_on_disk), (5, 5, 1));
+        assert!(!dir.path().join(name(0)).exists());
+        for s in 1..=3 {
+            assert!(std::fs::symlink_metadata(dir.path().join(name(s))).is_ok(), "{} left alone", name(s));
+        }
+    }
+
+    #[test]
+    fn a_directory_removed_under_the_run_is_made_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let ev = dir.path().join("evidence");
+        let settings = EvidenceSettings::with_defaults(ev.clone());
+        settings.output.check().unwrap();
+        let (mut w, mut t) = EvidenceWriter::new(&settings);
+        assert_eq!(w.take(&record(EventKind::Loss, 1_000_000_000, 4), &mut t).status, "written");
+        std::fs::remove_dir_all(&ev).unwrap();
+        let row = w.take(&record(EventKind::Loss, 2_000_000_000, 4), &mut t);
+        assert_eq!(row.status, "written");
+        assert!(ev.join(&row.file).is_file());
+        assert_eq!((t.files_written, t.files_removed, t.files_on_disk, t.dir_recreated), (2, 0, 1, 1));
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub fn render(s: &Summary, top: usize) -> String {
     malformed_kinds(&mut out, s);
     sources(&mut out, s);
     collective_jobs(&mut out, s, top);
+    evidence(&mut out, s);
     if s.flows.is_empty() {
         let _ = writeln!(out, "no RoCEv2 flows");
         return out;
@@ -238,6 +239,35 @@ fn collective_jobs(out: &mut String, s: &Summary, top: usize) {
             s.step_transmissions_outside_jobs
         );
     }
+}
+
+/// With `--evidence-dir`: the events, the files kept for them and why the others have
+/// none, the files removed to stay within the disk bound (`roceprobe evidence DIR` lists
+/// the files).
+fn evidence(out: &mut String, s: &Summary) {
+    let Some(e) = &s.evidence else { return };
+    let (mut events, mut files, mut capped, mut no_room, mut failed) = (0, 0, 0, 0, 0);
+    for k in e.kinds.values() {
+        (events, files) = (events + k.events, files + k.files);
+        (capped, no_room, failed) =
+            (capped + k.capped_per_minute, no_room + k.no_room, failed + k.write_failed);
+    }
+    let mut why = Vec::new();
+    for (n, what) in [(capped, "capped_per_minute"), (no_room, "no_room"), (failed, "write_failed")] {
+        if n > 0 {
+            why.push(format!("{n} {what}"));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "evidence: {events} events, {files} files written{}; {} files removed for --evidence-max-bytes; {} files ({} bytes) in {}{}",
+        if why.is_empty() { String::new() } else { format!(", without a file: {}", why.join(", ")) },
+        e.files_removed,
+        e.files_on_disk,
+        e.bytes_on_disk,
+        e.dir,
+        if e.dir_recreated > 0 { format!(" (made again {} times: removed while running)", e.dir_recreated) } else { String::new() },
+    );
 }
 
 /// The first line: frames by kind, RoCEv2 packets of untracked flows if any, and the
