@@ -179,6 +179,40 @@ fn steps_csv_is_the_same_file_whatever_the_workers_and_interval() {
 }
 
 #[test]
+fn a_step_the_input_ends_in_is_marked_so() {
+    // The capture cut at its 2,500th frame, in the middle of the ring's fifth step: that
+    // step ends less than --step-gap (2 ms by default) before the last frame, so it is
+    // written as closed by the input's end; every other step as closed by a pause. Uncut,
+    // each job's last step ends within 2 ms of the capture's end.
+    let t = scenario_truth("collective_vlan");
+    let files = scenario_files("collective_vlan", &t);
+    let dir = tempfile::tempdir().unwrap();
+    let cut = dir.path().join("cut.pcap");
+    let mut n = 0;
+    copy_capture(&files[0], &cut, |ts, _| {
+        n += 1;
+        (n <= 2_500).then_some(ts)
+    });
+    for (file, steps_at_end) in [(cut, 1), (files[0].clone(), 2)] {
+        let last =
+            roceprobe::capture::pcap::read_all_records(&file).unwrap().iter().map(|r| r.0).max().unwrap();
+        let (s, rows) = replay(std::slice::from_ref(&file), &scenario_args(&t));
+        let mut at_end = 0;
+        for r in &rows {
+            let want = if rfc3339_ns(&r["end"]) + 2_000_000 > last { "input_end" } else { "pause" };
+            assert_eq!(r["closed_by"], want, "{r:?}");
+            at_end += usize::from(want == "input_end");
+        }
+        assert_eq!(at_end, steps_at_end);
+        // The summary's last step of each job says the same as its last row.
+        for j in s["jobs"].as_array().unwrap() {
+            let last = rows.iter().rfind(|r| r["job"] == j["name"].as_str().unwrap()).unwrap();
+            assert_eq!(j["last_step"]["closed_by"], last["closed_by"].as_str(), "{}", j["name"]);
+        }
+    }
+}
+
+#[test]
 fn nvme_between_the_rings_hosts_on_other_qps_changes_no_step() {
     // The NVMe scenario's five hosts renamed to five of the ring's (its initiators to
     // 10.1.0.1, .3 and .5, its targets to .2 and .4, the ring's neighbours), its QPNs but

@@ -183,9 +183,21 @@ pub struct Step {
     /// Gbit/s (payload bytes × 8 / (finish − step start)).
     pub straggler_gbps: f64,
     pub median_gbps: f64,
+    /// The input ended before the job paused for `--step-gap` after the step (a capture
+    /// cut in the middle of it, or a run stopped): it may have gone on.
+    pub at_input_end: bool,
 }
 
 impl Step {
+    /// How the step closed, as the reports write it: `pause` or `input_end`.
+    pub fn closed_by(&self) -> &'static str {
+        if self.at_input_end {
+            "input_end"
+        } else {
+            "pause"
+        }
+    }
+
     pub fn duration_ns(&self) -> u64 {
         self.end_ns - self.start_ns
     }
@@ -404,6 +416,8 @@ pub struct Steps {
     /// the waiting ones again only if a QP has been found carrying NVMe since.
     joined: usize,
     nvme_checked: usize,
+    /// The last packet's time, once the run has ended (see [`Steps::finish`]).
+    input_end_ns: Option<u64>,
     /// Transmissions that carried NAKs, in the order they came.
     naks: VecDeque<Nak>,
     /// The QPs (address, QPN) of connections that carried NVMe capsules: storage, not a
@@ -469,6 +483,7 @@ impl Steps {
             pending: Vec::new(),
             joined: 0,
             nvme_checked: 0,
+            input_end_ns: None,
             naks: VecDeque::new(),
             nvme_qps: HashSet::default(),
             closed: Vec::new(),
@@ -557,8 +572,10 @@ impl Steps {
         self.naks.retain(|n| n.end_ns.saturating_add(gap) >= horizon);
     }
 
-    /// The end of the run: every step closes.
-    pub fn finish(&mut self) {
+    /// The end of the run, whose last packet came at `input_end_ns`: every step closes,
+    /// those that end less than `--step-gap` before it marked as such.
+    pub fn finish(&mut self, input_end_ns: Option<u64>) {
+        self.input_end_ns = input_end_ns;
         self.close(|_, _| true);
         self.naks.clear();
     }
@@ -807,7 +824,8 @@ impl Steps {
             // The flows of no job make no step (`close` takes them apart).
             Owner::Outside => return,
         };
-        let step = step_of(&job, group, &self.naks, &mut self.scratch);
+        let mut step = step_of(&job, group, &self.naks, &mut self.scratch);
+        step.at_input_end = self.input_end_ns.is_some_and(|e| step.end_ns.saturating_add(self.gap_ns) > e);
         let j = self.jobs.entry(job).or_insert_with(JobTotals::new);
         j.steps += 1;
         j.durations.record(step.duration_ns());
@@ -1027,6 +1045,7 @@ fn step_of(job: &str, group: &[Member], naks: &VecDeque<Nak>, scratch: &mut Scra
         reason,
         straggler_gbps: gbps(f),
         median_gbps: rates[(rates.len() - 1) / 2],
+        at_input_end: false,
     }
 }
 
@@ -1111,7 +1130,7 @@ mod tests {
         s.advance(5_000_000);
         // Those ending at 1.5, 2.5, 3.5 and 4.5 ms.
         assert_eq!((s.outside_jobs, s.pending.len()), (4, 6));
-        s.finish();
+        s.finish(None);
         assert_eq!((s.outside_jobs, s.take_closed().len()), (10, 0));
     }
 
@@ -1131,7 +1150,7 @@ mod tests {
         }
         s.offer(&tx("10.5.0.1", "10.5.0.2", 1_000, 40_000, |_| {}));
         s.offer(&tx("10.5.0.2", "10.5.0.1", 1_000, 45_000, |_| {}));
-        s.finish();
+        s.finish(None);
         let steps = s.take_closed();
         // Job a: the two flows between its hosts; the two to and from 10.1.0.4 are in no
         // job (not in a job of 10.1.0.4's own either).
@@ -1179,7 +1198,7 @@ mod tests {
         // Another job beside it, one step.
         s.offer(&tx("10.9.0.1", "10.9.0.2", 5_000, 60_000, |c| c.ecn_ce = 2));
         s.offer(&tx("10.9.0.2", "10.9.0.1", 5_000, 40_000, |_| {}));
-        s.finish();
+        s.finish(None);
         let steps = s.take_closed();
         assert_eq!(steps.len(), 3);
         let a: Vec<&Step> = steps.iter().filter(|x| x.job == "10.0.0.1").collect();
@@ -1214,7 +1233,7 @@ mod tests {
                 }
                 s.offer(t);
             }
-            s.finish();
+            s.finish(None);
             let names: Vec<String> = s.take_closed().into_iter().map(|x| x.job).collect();
             (names, s)
         };
@@ -1280,7 +1299,7 @@ mod tests {
         s.offer(&tx("10.0.0.1", "10.0.0.2", 5_000, 5_000, |c| {
             (c.packets, c.bytes, c.payload_bytes, c.messages) = (1, 4_200, 4_096, 1)
         }));
-        s.finish();
+        s.finish(None);
         let step = &s.take_closed()[0];
         assert_eq!(step.straggler_gbps, 4_096.0 * 8.0 / 336.0);
         assert_eq!(step.median_gbps, step.straggler_gbps);
@@ -1345,7 +1364,7 @@ mod tests {
             s.offer(&on(0x301, tx("10.0.0.1", "10.0.0.2", 1_000, 40_000, |_| {})));
             s.offer(&on(0x302, tx("10.0.0.2", "10.0.0.1", 1_000, 30_000, |_| {})));
             s.offer(&nak(answers));
-            s.finish();
+            s.finish(None);
             let step = &s.take_closed()[0];
             assert_eq!((step.straggler.dst_qpn, step.reason), (0x300, reason), "{answers:?}");
         }
@@ -1356,7 +1375,7 @@ mod tests {
         let mut both = tx("10.0.0.2", "10.0.0.1", 1_000, 30_000, |c| c.nak_seq = 1);
         both.peer_qpn = Some(0x300);
         s.offer(&both);
-        s.finish();
+        s.finish(None);
         assert_eq!(s.take_closed()[0].reason, Reason::Nak);
     }
 
@@ -1429,7 +1448,7 @@ mod tests {
         // one 5 ms after it (the next step).
         s.offer(&tx("10.0.0.2", "10.0.0.1", 5_000, 30_000, |_| {}));
         s.offer(&tx("10.0.0.1", "10.0.0.2", 5_020_000, 5_030_000, |_| {}));
-        s.finish();
+        s.finish(None);
         let a: Vec<(u64, u64, usize)> = s
             .take_closed()
             .iter()
@@ -1485,7 +1504,7 @@ mod tests {
         // its waiting transmission is storage.
         s.offer(&tx_qp("10.0.0.2", "10.0.0.1", 0x10, 2_000, 3_000, |c| c.nvme_completions = 1));
         s.offer(&tx("10.0.0.3", "10.0.0.4", 5_000, 6_000, |_| {}));
-        s.finish();
+        s.finish(None);
         let closed = s.take_closed();
         assert_eq!(closed.len(), 1, "{closed:?}");
         assert_eq!((closed[0].job.as_str(), closed[0].flows, closed[0].end_ns), ("10.0.0.3", 1, 6_000));
@@ -1508,7 +1527,7 @@ mod tests {
         let mut storage = tx("10.0.0.1", "10.0.0.2", 0, 1_000, |_| {});
         storage.key.vantage = Vantage::Storage;
         s.offer(&storage);
-        s.finish();
+        s.finish(None);
         assert!(s.take_closed().is_empty());
     }
 
@@ -1528,7 +1547,7 @@ mod tests {
             peer_qpn: Some(0x180),
             ..tx_qp("10.0.0.2", "10.0.0.1", 0x181, 100, 1_500, |_| {})
         });
-        s.finish();
+        s.finish(None);
         let closed = s.take_closed();
         assert_eq!(closed.len(), 1, "{closed:?}");
         assert_eq!((closed[0].flows, closed[0].start_ns, closed[0].end_ns), (2, 0, 1_500));

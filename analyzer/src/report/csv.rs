@@ -32,7 +32,7 @@ pub const LATENCY_HEADER: &str =
     "interval_start,interval_end,initiator_ip,target_ip,op,segment,count,min_us,mean_us,p50_us,p90_us,p99_us,p999_us,max_us";
 
 pub const IO_HEADER: &str = "interval_start,interval_end,initiator_ip,target_ip,op,completed,timed_out,retransmitted,overflowed,unfinished,bytes,iops,mb_per_s,mean_size_bytes";
-pub const STEPS_HEADER: &str = "start,end,job,duration_s,flows,bytes,straggler_src_ip,straggler_dst_ip,straggler_dst_qpn,straggler_host,lag_us,reason,straggler_gbps,median_gbps";
+pub const STEPS_HEADER: &str = "start,end,job,duration_s,flows,bytes,straggler_src_ip,straggler_dst_ip,straggler_dst_qpn,straggler_host,lag_us,reason,straggler_gbps,median_gbps,closed_by";
 pub const STRAGGLERS_HEADER: &str = "interval_start,interval_end,job,host,reason,steps,lag_us";
 pub const EVENTS_HEADER: &str = "time,event,vantage,src_ip,dst_ip,dst_qpn,verdict,status,file,packets";
 pub const SLOW_IOS_HEADER: &str = "interval_start,interval_end,rank,completed_at,initiator_ip,target_ip,op,qpn,cid,bytes,io_us,io_compute_us,io_storage_us,compute_us,network_us,storage_us";
@@ -416,7 +416,7 @@ impl CsvWriter {
             field(l, &s.job);
             let _ = write!(
                 l,
-                ",{}.{:09},{},{},{},{},{},{},{:.3},{},{:.6},{:.6}\r\n",
+                ",{}.{:09},{},{},{},{},{},{},{:.3},{},{:.6},{:.6},{}\r\n",
                 d / 1_000_000_000,
                 d % 1_000_000_000,
                 s.flows,
@@ -428,7 +428,8 @@ impl CsvWriter {
                 s.lag_ns() as f64 / 1e3,
                 s.reason.as_str(),
                 s.straggler_gbps,
-                s.median_gbps
+                s.median_gbps,
+                s.closed_by()
             );
             self.steps.rows.push_str(l);
             let at = s.end_ns - s.end_ns % self.interval_ns;

@@ -162,6 +162,10 @@ pub struct LastStep {
     pub straggler_host: String,
     pub lag_us: f64,
     pub reason: String,
+    /// `pause` (the job paused for `--step-gap` after it) or `input_end` (the input ended
+    /// first: the step may have gone on).
+    #[serde(default)]
+    pub closed_by: String,
 }
 
 /// A host that held a job's steps back: how often, by how much in all, and why.
@@ -212,6 +216,7 @@ fn jobs(steps: &crate::metrics::steps::Steps) -> Vec<JobSummary> {
                     straggler_host: l.straggler.src.to_string(),
                     lag_us: us(l.lag_ns()),
                     reason: l.reason.as_str().to_owned(),
+                    closed_by: l.closed_by().to_owned(),
                 }),
             }
         })

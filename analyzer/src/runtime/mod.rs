@@ -760,7 +760,7 @@ fn pipeline(
         if view_pending {
             show(&totals, &received, &mut live, viewed_to);
         }
-        totals.steps.finish();
+        totals.steps.finish(totals.last_ts_ns);
         let closed = totals.steps.take_closed();
         let csv = csv.map(|mut w| {
             // Told once per run, as during it.
