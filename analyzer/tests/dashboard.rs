@@ -156,7 +156,7 @@ fn totals_are_never_cut_at_80_columns() {
         needed_at_least: false,
     };
     v.summary.bounds = vec![
-        bound("--max-ios", 8, 8, "NVMe commands not followed (ios.overflowed)", 16),
+        bound("--max-ios", 8, 8, "NVMe command sightings not followed (ios.overflowed)", 16),
         // Wider than an 80-column line: it goes on word by word.
         bound("--max-flows", 65_536, 1_234_567, "RoCE packets of flows not tracked", 131_072),
     ];
@@ -169,7 +169,7 @@ fn totals_are_never_cut_at_80_columns() {
             "late 12,345/0",
             "dup 370/0",
             "drops: rx missed 0  errors 0  no mbuf 0  reports 0",
-            "limits: --max-ios 8: 8 NVMe commands not followed, raise to 16",
+            "limits: --max-ios 8: 8 NVMe command sightings not followed, raise to 16",
         ] {
             assert!(all.contains(item), "{w}x{h}: {item:?} cut:\n{all}");
         }
@@ -265,12 +265,15 @@ fn notes_wait_until_the_dashboard_gives_the_terminal_back() {
     let term = Tmux::start(dir.path(), &command);
     let screen = term.wait_for_still("roceprobe finished", "the dashboard did not finish");
     assert!(!screen.contains("warning"), "{screen}");
-    assert!(screen.contains("--max-ios 8: 8 NVMe commands not followed, raise to 16"), "{screen}");
+    assert!(screen.contains("--max-ios 8: 8 NVMe command sightings not followed, raise to 16"), "{screen}");
     assert_eq!(std::fs::read_to_string(&err).unwrap(), "", "nothing written while the dashboard is on");
     term.keys("q");
     term.wait_for("EXIT=0", "q did not end the run");
     let told = std::fs::read_to_string(&err).unwrap();
-    assert!(told.starts_with("roceprobe: warning: --max-ios 8: 8 NVMe commands not followed"), "{told}");
+    assert!(
+        told.starts_with("roceprobe: warning: --max-ios 8: 8 NVMe command sightings not followed"),
+        "{told}"
+    );
 }
 
 #[test]

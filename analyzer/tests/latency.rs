@@ -254,6 +254,42 @@ fn one_vantage_reports_only_what_it_can_measure() {
     }
 }
 
+#[test]
+fn a_network_segment_below_zero_is_recorded_as_zero_and_counted() {
+    // The storage mirror's copies of every completion (SEND Only and SEND Only with
+    // Invalidate from a target, 10.0.2.x) stamped 6 µs later, as a mirror path that
+    // queued them would: each I/O's storage part grows by 6 µs, so every one whose network
+    // segment the truth puts under 6 µs (the reads' and in-capsule writes' 4 and 4.668 µs;
+    // not the other writes' 8 µs) comes out below zero.
+    let t = truth("nvme_split");
+    let fs = files("nvme_split", &t);
+    let below: usize = t["ios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|io| io["network_ns"].as_u64().is_some_and(|n| n < 6_000))
+        .count();
+    assert_eq!(below, 89);
+    let dir = tempfile::tempdir().unwrap();
+    let late = dir.path().join("storage.pcap");
+    let mut cqes = 0;
+    copy_capture(&fs[1], &late, |ts, f| {
+        // Ethernet, IPv4 without options, UDP to 4791, then the BTH's opcode.
+        let roce = f.len() > 42 && f[23] == 17 && f[36..38] == [0x12, 0xB7];
+        let cqe = roce && f[26..29] == [10, 0, 2] && [4, 23].contains(&f[42]);
+        cqes += usize::from(cqe);
+        Some(if cqe { ts + 6_000 } else { ts })
+    });
+    assert_eq!(cqes, 120, "one completion an I/O (tshark: 92 SEND Only, 28 with Invalidate)");
+    let s = replay_summary(&[&fs[0], &late], &["--vantage", "storage=file:1"]);
+    let ios = &s["ios"];
+    assert_eq!(ios["completed"].as_u64(), Some(t["ios"].as_array().unwrap().len() as u64));
+    assert_eq!(ios["network_below_zero"].as_u64(), Some(below as u64));
+    // As given, none.
+    let s = replay_summary(&[&fs[0], &fs[1]], &["--vantage", "storage=file:1"]);
+    assert_eq!(s["ios"]["network_below_zero"].as_u64(), Some(0));
+}
+
 /// (time ns, src, dst, opcode, psn, DMA length) of the RoCE frames of a capture, by tshark.
 fn tshark_packets(path: &Path) -> Vec<(u64, String, String, u64, u64, u64)> {
     let out = Command::new("tshark")

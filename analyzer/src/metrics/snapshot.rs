@@ -277,7 +277,7 @@ impl BoundAdvice {
                 limits.max_ios_commands,
                 needed.max_ios_commands,
                 overflowed,
-                "NVMe commands not followed (ios.overflowed)",
+                "NVMe command sightings not followed (ios.overflowed)",
             ),
         ]
         .into_iter()

@@ -331,6 +331,11 @@ pub struct IoCounts {
     pub overflowed: u64,
     /// Still waiting for their completion when the run ended.
     pub unfinished: u64,
+    /// Completed I/Os whose network segment came out below zero (the storage vantage's
+    /// part longer than the compute vantage's I/O: the mirrors' delays moved, or a clock
+    /// stepped, between the I/O's packets), recorded as 0.
+    #[serde(default)]
+    pub network_below_zero: u64,
     /// Data moved by the completed I/Os (their commands' SGL lengths).
     pub bytes: u64,
     /// Completed I/Os that moved data, per size class (see [`SIZE_CLASS_BOUNDS`]).
@@ -484,6 +489,7 @@ impl IoCounts {
         self.retransmitted += o.retransmitted;
         self.overflowed += o.overflowed;
         self.unfinished += o.unfinished;
+        self.network_below_zero += o.network_below_zero;
         self.bytes += o.bytes;
         for (a, b) in self.size_classes.iter_mut().zip(&o.size_classes) {
             *a += b;
@@ -499,6 +505,7 @@ impl IoCounts {
             retransmitted: self.retransmitted - earlier.retransmitted,
             overflowed: self.overflowed - earlier.overflowed,
             unfinished: self.unfinished - earlier.unfinished,
+            network_below_zero: self.network_below_zero - earlier.network_below_zero,
             bytes: self.bytes - earlier.bytes,
             size_classes: self.size_classes,
             opcodes: self.opcodes.since(&earlier.opcodes),
@@ -1169,18 +1176,25 @@ impl IoTracker {
         let io_c = d(io.cqe.at(c), io.sqe_first.at(c));
         let io_s = d(io.cqe.at(s), io.sqe_last.at(s));
         let mut samples: [Option<(Segment, u64)>; 5] = [None; 5];
+        // The network segment is the compute vantage's time less the rest: below zero it
+        // is recorded as 0, and counted.
+        let mut below_zero = false;
+        let mut network = |a: u64, rest: u64| {
+            below_zero = a < rest;
+            (Segment::Network, a.saturating_sub(rest))
+        };
         samples[0] = io_c.map(|v| (Segment::IoCompute, v));
         samples[1] = io_s.map(|v| (Segment::IoStorage, v));
         match io.kind {
             Kind::Read => {
                 samples[2] = d(io.ack.at(c), io.cqe.at(c)).map(|v| (Segment::Compute, v));
                 samples[3] = io_s.map(|v| (Segment::Storage, v));
-                samples[4] = io_c.zip(io_s).map(|(a, b)| (Segment::Network, a.saturating_sub(b)));
+                samples[4] = io_c.zip(io_s).map(|(a, b)| network(a, b));
             }
             Kind::InCapsule => {
                 samples[2] = io_c.map(|_| (Segment::Compute, 0));
                 samples[3] = io_s.map(|v| (Segment::Storage, v));
-                samples[4] = io_c.zip(io_s).map(|(a, b)| (Segment::Network, a.saturating_sub(b)));
+                samples[4] = io_c.zip(io_s).map(|(a, b)| network(a, b));
             }
             Kind::Write => {
                 let compute = d(io.last_read_response.at(c), io.read_request.at(c));
@@ -1196,9 +1210,7 @@ impl IoTracker {
                 samples[2] = compute.map(|v| (Segment::Compute, v));
                 samples[3] = storage.map(|v| (Segment::Storage, v));
                 samples[4] = match (io_c, compute, storage) {
-                    (Some(a), Some(b), Some(c)) => {
-                        Some((Segment::Network, a.saturating_sub(b.saturating_add(c))))
-                    }
+                    (Some(a), Some(b), Some(c)) => Some(network(a, b.saturating_add(c))),
                     _ => None,
                 };
             }
@@ -1255,6 +1267,7 @@ impl IoTracker {
         let n = self.count(at, pair, op);
         if completed {
             n.completed += 1;
+            n.network_below_zero += u64::from(below_zero);
             n.bytes += u64::from(bytes);
             if bytes > 0 {
                 n.size_classes[size_class(u64::from(bytes))] += 1;
