@@ -611,16 +611,18 @@ fn needs_another(args: &[std::ffi::OsString]) -> Option<(String, &'static str)> 
     })
 }
 
-/// Set by SIGINT / SIGTERM, from the first call on: made before EAL and the ports start, so
-/// that a signal while they do ends the run as one during it does (with its summary and a
-/// zero exit), not the process.
+/// Set by SIGINT / SIGTERM / SIGHUP, from the first call on: made before EAL and the ports
+/// start, so that a signal while they do ends the run as one during it does (with its
+/// summary and a zero exit), not the process. SIGHUP is a terminal that went away (an SSH
+/// connection that dropped under the dashboard, its tmux session closed): the run ends and
+/// writes everything, as on SIGTERM (run it under nohup or systemd to keep it going).
 fn stop_flag() -> Result<Arc<AtomicBool>> {
     static STOP: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
     if let Some(stop) = STOP.get() {
         return Ok(Arc::clone(stop));
     }
     let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
     crate::capture::pcap::stop_streams_with(Arc::clone(&stop));
@@ -1003,10 +1005,21 @@ fn live(a: LiveArgs) -> Result<()> {
     // Every worker (and the analysis with --rx-core) on an lcore of its own.
     let needed = if a.rss || a.rx_core || a.common.workers > 1 { a.common.workers } else { 0 };
     if cpus.len() < needed {
+        // Named as given: `--rx-core` alone runs one worker without the user saying so.
+        let mode = if a.rx_core {
+            "--rx-core"
+        } else if a.rss {
+            "--rss"
+        } else {
+            ""
+        };
+        let asked = match (a.common.workers, mode) {
+            (1, m) if !m.is_empty() => m.to_owned(),
+            (w, "") => format!("--workers {w}"),
+            (w, m) => format!("--workers {w} {m}"),
+        };
         bail!(
-            "--workers {}{} needs {} EAL lcores (the capture thread's and one per worker), EAL was given {}: e.g. -l 0-{needed}, or --lcores to map several onto one CPU",
-            a.common.workers,
-            if a.rx_core { " --rx-core" } else if a.rss { " --rss" } else { "" },
+            "{asked} needs {} EAL lcores (the capture thread's and one per worker), EAL was given {}: e.g. -l 0-{needed}, or --lcores to map several onto one CPU",
             needed + 1,
             cpus.len() + 1
         );

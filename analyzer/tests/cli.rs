@@ -843,7 +843,8 @@ fn rss_options_that_cannot_work() {
         "--workers 2 --rss needs 3 EAL lcores (the capture thread's and one per worker), EAL was given 2",
     );
     live(&["--workers", "3"], 1, "--workers 3 needs 4 EAL lcores");
-    live(&["--rx-core"], 1, "--workers 1 --rx-core needs 2 EAL lcores");
+    live(&["--rx-core"], 1, "--rx-core needs 2 EAL lcores");
+    live(&["--rx-core", "--workers", "2"], 2, "--workers 2 --rx-core needs 3 EAL lcores");
     // The control threads' CPUs must not be an lcore's.
     live(&["--control-cpus", "0"], 1, "--control-cpus 0 is an EAL lcore's CPU");
 }

@@ -149,6 +149,26 @@ fn the_dashboards_q_mid_capture_writes_every_report_whole() {
     reports_are_whole(&csv, &summary);
 }
 
+/// A terminal that goes away under the dashboard (an SSH connection that dropped; here
+/// its tmux server killed, which hangs up the terminal: SIGHUP) ends the capture as SIGTERM
+/// does: every report written whole, nothing lost.
+#[test]
+fn a_terminal_that_goes_away_under_the_dashboard_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, summary) = (dir.path().join("csv"), dir.path().join("summary.json"));
+    let args = live_args(&csv, &summary, &["--dashboard"]);
+    let term = Tmux::start(dir.path(), &format!("{} {}", bin(), args.join(" ")));
+    wait_for(&csv.join("flows.csv"), "the probe did not start");
+    term.wait_for("RoCEv2", "the dashboard did not show");
+    std::thread::sleep(Duration::from_millis(500));
+    drop(term);
+    // The summary is renamed into place last, once the CSV reports are written.
+    wait_for(&summary, "no summary after the terminal went away");
+    reports_are_whole(&csv, &summary);
+    let s: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    assert_eq!(s["ended"], "stopped");
+}
+
 /// Every line of code (comments cut off) of the library's sources: (path under src/, line
 /// number, code).
 fn source_lines() -> Vec<(String, usize, String)> {

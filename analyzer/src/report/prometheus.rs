@@ -634,7 +634,11 @@ const FLOW_COUNTERS: [(&str, &str, FlowCounter); 10] = [
     ("roceprobe_flow_bytes_total", "Frame bytes of the flow.", |c| c.bytes),
     ("roceprobe_flow_payload_bytes_total", "RDMA payload bytes of the flow.", |c| c.payload_bytes),
     ("roceprobe_flow_retransmitted_packets_total", "Retransmitted packets.", |c| c.retx_packets),
-    ("roceprobe_flow_gap_psns_total", "PSNs never seen (loss before this tap).", |c| c.gap_psns),
+    (
+        "roceprobe_flow_gap_psns_total",
+        "PSNs skipped: packets lost upstream of this vantage (a later resend does not undo it).",
+        |c| c.gap_psns,
+    ),
     ("roceprobe_flow_nak_sequence_total", "NAK sequence errors.", |c| c.nak_seq),
     ("roceprobe_flow_nak_rnr_total", "RNR NAKs.", |c| c.nak_rnr),
     ("roceprobe_flow_cnp_total", "Congestion notification packets for the flow.", |c| c.cnp),

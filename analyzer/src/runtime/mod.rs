@@ -631,6 +631,9 @@ fn pipeline(
         // and its receive counters (ports) have come, in whichever order: shown at the
         // snapshot alone, a page would count more frames analysed than received.
         let (mut viewed_to, mut analysed_to, mut received_to) = (0u64, 0u64, 0u64);
+        // The end of the first interval analysed: before any counters came, what a source
+        // whose counters stopped coming is judged against.
+        let mut first_analysed = None;
         // An interval to show that is not shown yet, and the wall time before which the
         // next is not built (see LIVE_VIEW_SHARE).
         let (mut view_pending, mut view_due) = (false, std::time::Instant::now());
@@ -723,14 +726,19 @@ fn pipeline(
                 }
             }
             match &msg {
-                ToStats::Interval(s) => analysed_to = analysed_to.max(s.end_ns),
+                ToStats::Interval(s) => {
+                    analysed_to = analysed_to.max(s.end_ns);
+                    first_analysed.get_or_insert(s.end_ns);
+                }
                 ToStats::Ports { end_ns, .. } => received_to = received_to.max(*end_ns),
                 _ => {}
             }
             // The live outputs (dashboard, Prometheus), once per interval: when its snapshot
             // and its receive counters are both in, or when the snapshots have gone an
-            // interval past the last counters (a source whose counters stopped coming).
-            let shown = if analysed_to > received_to.saturating_add(interval_ns) {
+            // interval past the last counters (a source whose counters stopped coming; before
+            // any came, past the first interval analysed: the first page waits for them too).
+            let counted_to = if received_to == 0 { first_analysed.unwrap_or(0) } else { received_to };
+            let shown = if analysed_to > counted_to.saturating_add(interval_ns) {
                 analysed_to
             } else {
                 analysed_to.min(received_to)
