@@ -649,6 +649,8 @@ impl Outputs {
         crate::metrics::steps::check_job_rules(&common.jobs).map_err(anyhow::Error::msg)?;
         csv_rotation(common)?;
         let place = |option: &str, path: &Path, dir: bool, what: &str| {
+            // A folder that is there already is used, not made.
+            let what = if dir && path.is_dir() { "use" } else { what };
             can_make(path, dir)
                 .map_err(|why| anyhow::anyhow!("{option}: cannot {what} {} ({why})", path.display()))
         };
