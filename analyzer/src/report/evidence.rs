@@ -739,11 +739,20 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// Turns the file `name` in `dir` into a directory under its name, which `remove_file`
+    /// refuses even to root (as it would an immutable file, or one on a read-only file
+    /// system).
+    fn stick(dir: &Path, name: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::remove_file(&p).unwrap();
+        std::fs::create_dir(&p).unwrap();
+        std::fs::write(p.join("x"), b"x").unwrap();
+        p
+    }
+
     #[test]
     fn a_file_that_cannot_be_removed_stays_counted_and_the_bound_holds() {
-        // A file of the run that cannot be removed (here turned into a directory under its
-        // name, which `remove_file` refuses even to root; an immutable file or a read-only
-        // file system alike): it stays counted, the next oldest goes instead, and when none
+        // A file of the run that cannot be removed ([`stick`]): it stays counted, the next oldest goes instead, and when none
         // can make room the file that needs it is not written.
         let dir = tempfile::tempdir().unwrap();
         let size = pcapng(&record(EventKind::Loss, 1_000_000_000, 4), 256).len() as u64;
@@ -751,16 +760,9 @@ mod tests {
         // Room for two files.
         settings.output.max_bytes = 3 * size - 1;
         let (mut w, mut t) = EvidenceWriter::new(&settings);
-        let stick = |name: &str| {
-            let p = dir.path().join(name);
-            std::fs::remove_file(&p).unwrap();
-            std::fs::create_dir(&p).unwrap();
-            std::fs::write(p.join("x"), b"x").unwrap();
-            p
-        };
         let first = w.take(&record(EventKind::Loss, 1_000_000_000, 4), &mut t);
         let second = w.take(&record(EventKind::Loss, 2_000_000_000, 4), &mut t);
-        let stuck = stick(&first.file);
+        let stuck = stick(dir.path(), &first.file);
         let third = w.take(&record(EventKind::Loss, 3_000_000_000, 4), &mut t);
         assert_eq!(third.status, "written");
         assert!(stuck.exists() && !dir.path().join(&second.file).exists());
@@ -768,7 +770,7 @@ mod tests {
         assert_eq!((t.files_on_disk, t.bytes_on_disk), (2, 2 * size));
 
         // Both left stuck, and no room beside them: nothing is written.
-        stick(&third.file);
+        stick(dir.path(), &third.file);
         let row = w.take(&record(EventKind::Loss, 4_000_000_000, 4), &mut t);
         assert_eq!(row.status, "write_failed");
         assert_eq!((t.kind(EventKind::Loss).write_failed, t.files_written, t.files_removed), (1, 3, 1));
@@ -785,10 +787,7 @@ mod tests {
         let (mut w, mut t) = EvidenceWriter::new(&settings);
         let first = w.take(&record(EventKind::Loss, 1_000_000_000, 4), &mut t);
         let second = w.take(&record(EventKind::Loss, 2_000_000_000, 4), &mut t);
-        let p = dir.path().join(&first.file);
-        std::fs::remove_file(&p).unwrap();
-        std::fs::create_dir(&p).unwrap();
-        std::fs::write(p.join("x"), b"x").unwrap();
+        stick(dir.path(), &first.file);
         // Room for one file now: the first, which cannot go, takes it; the second stays.
         w.out.max_bytes = 2 * size - 1;
         let row = w.take(&record(EventKind::Loss, 3_000_000_000, 4), &mut t);
