@@ -625,8 +625,17 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(hung_up()))?;
     crate::capture::pcap::stop_streams_with(Arc::clone(&stop));
     Ok(Arc::clone(STOP.get_or_init(|| stop)))
+}
+
+/// Set by SIGHUP: the terminal is gone. The dashboard's thread is then not waited for: its
+/// terminal library polls a terminal that went away without end (and without returning),
+/// and there is nothing left to restore.
+fn hung_up() -> &'static Arc<AtomicBool> {
+    static HUNG_UP: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
+    HUNG_UP.get_or_init(|| Arc::new(AtomicBool::new(false)))
 }
 
 /// Where the results go, opened (and checked) before any work starts.
@@ -1261,14 +1270,33 @@ impl LiveOutputs {
         let Some((tx, rx, h)) = self.ui else { return Ok(()) };
         drop(rx);
         let mut written = Ok(());
+        let gone = || hung_up().load(std::sync::atomic::Ordering::Relaxed);
         if let Ok(f) = &*summary {
             if let Some(SummarySink::File(..)) = sink {
                 written = sink.take().map_or(Ok(()), |s| s.write(&f.summary));
             }
-            let _ =
-                tx.send(ViewBuilder::over_run(f.first_ts_ns).build(f.summary.clone(), f.last_ts_ns, true));
+            // No screen takes a view after a hangup: it would wait for room for ever.
+            let mut view = ViewBuilder::over_run(f.first_ts_ns).build(f.summary.clone(), f.last_ts_ns, true);
+            while let Err(crossbeam_channel::SendTimeoutError::Timeout(v)) =
+                tx.send_timeout(view, std::time::Duration::from_millis(20))
+            {
+                if gone() {
+                    break;
+                }
+                view = v;
+            }
         }
         drop(tx);
+        // The screen ends with `q` (a finished replay's waits for it) or a signal; a hangup,
+        // now or while it waits, leaves it: everything is written, and the process ends
+        // without the screen's thread.
+        while !h.is_finished() {
+            if gone() {
+                crate::release_notes();
+                return written;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         // The terminal is restored before any error is told.
         let closed = h.join().map_err(|_| anyhow::anyhow!("the dashboard thread panicked"));
         crate::release_notes();

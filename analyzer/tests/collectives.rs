@@ -180,30 +180,51 @@ fn steps_csv_is_the_same_file_whatever_the_workers_and_interval() {
 
 #[test]
 fn a_step_the_input_ends_in_is_marked_so() {
-    // The capture cut at its 2,500th frame, in the middle of the ring's fifth step: that
-    // step ends less than --step-gap (2 ms by default) before the last frame, so it is
-    // written as closed by the input's end; every other step as closed by a pause. Uncut,
-    // each job's last step ends within 2 ms of the capture's end.
+    // The capture cut at its 2,500th frame, in the middle of the ring's fifth step (by the
+    // truth's times): that step is written as closed by the input's end, every other step as
+    // closed by a pause. Uncut, the truth's last step of each job ends less than 2 ms (the
+    // default --step-gap) before the capture's last frame: those two.
     let t = scenario_truth("collective_vlan");
     let files = scenario_files("collective_vlan", &t);
     let dir = tempfile::tempdir().unwrap();
     let cut = dir.path().join("cut.pcap");
     let mut n = 0;
+    let mut cut_at = 0;
     copy_capture(&files[0], &cut, |ts, _| {
         n += 1;
+        cut_at = if n <= 2_500 { ts } else { cut_at };
         (n <= 2_500).then_some(ts)
     });
-    for (file, steps_at_end) in [(cut, 1), (files[0].clone(), 2)] {
-        let last =
-            roceprobe::capture::pcap::read_all_records(&file).unwrap().iter().map(|r| r.0).max().unwrap();
+    let steps = |job: &str| -> Vec<(u64, u64)> {
+        let j = t["jobs"].as_array().unwrap().iter().find(|j| j["name"] == job).unwrap();
+        j["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["start_ns"].as_u64().unwrap(), s["end_ns"].as_u64().unwrap()))
+            .collect()
+    };
+    let (ring8, ring4) = (steps("10.1.0.1"), steps("10.2.0.1"));
+    // The cut falls inside the ring's fifth step, long after the other job's last before it.
+    assert!(ring8[4].0 < cut_at && cut_at < ring8[4].1, "{cut_at} in {:?}", ring8[4]);
+    let before: Vec<_> = ring4.iter().filter(|s| s.1 < cut_at).collect();
+    assert!(before.last().unwrap().1 + 2_000_000 < cut_at);
+    let last = *ring8.iter().chain(&ring4).map(|(_, e)| e).max().unwrap();
+    assert!(ring4.last().unwrap().1 + 2_000_000 > last);
+    let cases = [
+        (cut, vec![("10.1.0.1", ring8[4].0)]),
+        (
+            files[0].clone(),
+            vec![("10.1.0.1", ring8.last().unwrap().0), ("10.2.0.1", ring4.last().unwrap().0)],
+        ),
+    ];
+    for (file, at_end) in cases {
         let (s, rows) = replay(std::slice::from_ref(&file), &scenario_args(&t));
-        let mut at_end = 0;
         for r in &rows {
-            let want = if rfc3339_ns(&r["end"]) + 2_000_000 > last { "input_end" } else { "pause" };
-            assert_eq!(r["closed_by"], want, "{r:?}");
-            at_end += usize::from(want == "input_end");
+            let here = at_end.contains(&(r["job"].as_str(), rfc3339_ns(&r["start"])));
+            assert_eq!(r["closed_by"], if here { "input_end" } else { "pause" }, "{r:?}");
         }
-        assert_eq!(at_end, steps_at_end);
+        assert_eq!(rows.iter().filter(|r| r["closed_by"] == "input_end").count(), at_end.len());
         // The summary's last step of each job says the same as its last row.
         for j in s["jobs"].as_array().unwrap() {
             let last = rows.iter().rfind(|r| r["job"] == j["name"].as_str().unwrap()).unwrap();

@@ -167,6 +167,19 @@ fn a_terminal_that_goes_away_under_the_dashboard_loses_nothing() {
     reports_are_whole(&csv, &summary);
     let s: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
     assert_eq!(s["ended"], "stopped");
+    // And the process is gone (its screen's thread, polling a terminal that went away,
+    // is not waited for): found by its CSV folder, a path of this test's own.
+    let running = || {
+        let mine = csv.to_str().unwrap().as_bytes();
+        std::fs::read_dir("/proc").unwrap().flatten().any(|p| {
+            std::fs::read(p.path().join("cmdline")).is_ok_and(|c| c.windows(mine.len()).any(|w| w == mine))
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while running() {
+        assert!(Instant::now() < deadline, "the probe still runs after its terminal went away");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Every line of code (comments cut off) of the library's sources: (path under src/, line

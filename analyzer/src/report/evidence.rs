@@ -264,13 +264,12 @@ impl EvidenceWriter {
             .flatten()
             .filter_map(|e| {
                 let name = e.file_name().to_string_lossy().into_owned();
-                // Only a regular file (not a link) under an evidence name whose first block
-                // names its event is roceprobe's to count and to remove: anything else a
-                // user keeps there is left alone.
-                if !is_evidence_file(&name) || !e.file_type().ok()?.is_file() {
+                // Only a regular file (not a link) under an evidence name that roceprobe
+                // wrote is its to count and to remove: anything else a user keeps there is
+                // left alone.
+                if !is_evidence_file(&name) || !e.file_type().ok()?.is_file() || !written_here(&e.path()) {
                     return None;
                 }
-                describe_file(&e.path()).ok().filter(|d| d.1 != "?")?;
                 Some((name, e.path(), e.metadata().ok()?.len()))
             })
             .collect();
@@ -314,9 +313,11 @@ impl EvidenceWriter {
             if !*was_stuck && self.stuck_bytes + need > max {
                 break;
             }
-            match std::fs::remove_file(&*path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            // A file found gone already (removed by someone else) leaves the count as it
+            // is: only what this run removed is `files_removed`.
+            let removed = match std::fs::remove_file(&*path) {
+                Ok(()) => true,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
                 Err(e) => {
                     if !*was_stuck {
                         *was_stuck = true;
@@ -329,12 +330,17 @@ impl EvidenceWriter {
                     i += 1;
                     continue;
                 }
-            }
+            };
             if *was_stuck {
                 self.stuck_bytes -= *size;
+                if self.stuck_bytes == 0 {
+                    self.stuck_why = None;
+                }
             }
-            t.files_removed += 1;
-            t.bytes_removed += *size;
+            if removed {
+                t.files_removed += 1;
+                t.bytes_removed += *size;
+            }
             self.on_disk -= *size;
             self.files.remove(i);
         }
@@ -439,16 +445,16 @@ impl EvidenceWriter {
         if size > self.out.max_bytes {
             bail!("a file of {size} bytes is larger than --evidence-max-bytes");
         }
-        self.make_room(size, t)?;
         if !self.out.dir.is_dir() {
             // Removed under the running probe (a clean-up job, say): made again, as the CSV
-            // reports' folder is; what was in it went with it.
+            // reports' folder is; what was in it went with it (none of it removed here).
             std::fs::create_dir_all(&self.out.dir)
                 .with_context(|| format!("cannot create {}", self.out.dir.display()))?;
             self.files.clear();
-            (self.on_disk, self.stuck_bytes) = (0, 0);
+            (self.on_disk, self.stuck_bytes, self.stuck_why) = (0, 0, None);
             t.dir_recreated += 1;
         }
+        self.make_room(size, t)?;
         let mut name = file_name(&rec.event);
         let mut n = 1;
         // Taken names (a link too, even one that leads nowhere) are left alone.
@@ -481,6 +487,55 @@ impl EvidenceWriter {
 /// a longer header is read as far as this.
 const SECTION_HEADER_READ: u64 = 64 << 10;
 
+/// The comment of a pcapng section header block `b` (as far as it was read), empty if
+/// none. A file cut short (a run killed while writing it) claims more than it holds.
+fn section_comment(b: &[u8]) -> String {
+    let shb_len = b.get(4..8).map_or(0, |l| u32::from_le_bytes(l.try_into().unwrap()) as usize).min(b.len());
+    let mut comment = String::new();
+    let mut o = 24;
+    while o + 4 <= shb_len.saturating_sub(4) {
+        let code = u16::from_le_bytes([b[o], b[o + 1]]);
+        let len = u16::from_le_bytes([b[o + 2], b[o + 3]]) as usize;
+        if code == 0 {
+            break;
+        }
+        if code == 1 {
+            comment = String::from_utf8_lossy(b.get(o + 4..o + 4 + len).unwrap_or_default()).into_owned();
+        }
+        o += 4 + len.next_multiple_of(4);
+    }
+    comment
+}
+
+/// Whether roceprobe wrote the regular file at `path` (an evidence file of this run or an
+/// earlier one): its section header's comment names an event, or it is cut short before
+/// that comment could be read (empty, or a pcapng section header longer than the file: a
+/// run killed while writing it). Only the section header is read (a few hundred bytes).
+fn written_here(path: &Path) -> bool {
+    use std::io::Read;
+    let Ok(mut file) = std::fs::File::open(path) else { return false };
+    let Ok(len) = file.metadata().map(|m| m.len()) else { return false };
+    let mut b = Vec::new();
+    if (&mut file).take(8).read_to_end(&mut b).is_err() {
+        return false;
+    }
+    let word = |b: &[u8], o: usize| b.get(o..o + 4).map(|w| u32::from_le_bytes(w.try_into().unwrap()));
+    match (len, word(&b, 0), word(&b, 4)) {
+        (0, ..) => true,
+        (_, Some(0x0A0D_0D0A), None) => true,
+        (_, Some(0x0A0D_0D0A), Some(shb)) if u64::from(shb) > len => true,
+        (_, Some(0x0A0D_0D0A), Some(shb)) => {
+            // The rest of the section header, as far as a listing reads it.
+            let rest = u64::from(shb).min(SECTION_HEADER_READ).saturating_sub(8);
+            (&mut file).take(rest).read_to_end(&mut b).is_ok()
+                && section_comment(&b).lines().any(|l| l.starts_with("event: "))
+        }
+        // Cut within its first 4 bytes, or not a pcapng file.
+        (_, None, _) => [0x0A, 0x0D, 0x0D, 0x0A][..].starts_with(&b),
+        _ => false,
+    }
+}
+
 /// What a file says of itself: (time, event, flow, verdict) from its comment, and its
 /// packets.
 pub fn describe_file(path: &Path) -> Result<(String, String, String, String, String)> {
@@ -502,21 +557,7 @@ pub fn describe_file(path: &Path) -> Result<(String, String, String, String, Str
     if b.get(12..14) != Some(&[1, 0][..]) {
         bail!("{}: not pcapng version 1", path.display());
     }
-    // A file cut short (a run killed while writing it) claims more than it holds.
-    let shb_len = (u32_at(4).unwrap_or(0) as usize).min(b.len());
-    let mut comment = String::new();
-    let mut o = 24;
-    while o + 4 <= shb_len.saturating_sub(4) {
-        let code = u16::from_le_bytes([b[o], b[o + 1]]);
-        let len = u16::from_le_bytes([b[o + 2], b[o + 3]]) as usize;
-        if code == 0 {
-            break;
-        }
-        if code == 1 {
-            comment = String::from_utf8_lossy(b.get(o + 4..o + 4 + len).unwrap_or_default()).into_owned();
-        }
-        o += 4 + len.next_multiple_of(4);
-    }
+    let comment = section_comment(&b);
     let field = |name: &str| {
         comment
             .lines()
@@ -800,7 +841,7 @@ mod tests {
     fn only_roceprobes_own_files_count_and_are_removed() {
         // Under evidence names: an earlier run's file (counted, and removed first to make
         // room), a text file, a capture without roceprobe's event comment, and a link to an
-        // earlier file (each left alone, not counted).
+        // earlier file (each left alone, not counted), and two of roceprobe's cut short.
         let dir = tempfile::tempdir().unwrap();
         let name = |s: u32| format!("20261203T00000{s}.000000000Z_loss_10.0.0.1_10.0.0.2_qp1.pcapng");
         let one = pcapng(&record(EventKind::Loss, 1_000_000_000, 4), 256);
@@ -813,18 +854,26 @@ mod tests {
         other[at..at + 7].copy_from_slice(b"xxxxx: ");
         std::fs::write(dir.path().join(name(2)), &other).unwrap();
         std::os::unix::fs::symlink(dir.path().join(name(0)), dir.path().join(name(3))).unwrap();
+        // roceprobe's own, cut short by a run killed while writing them: empty, and within
+        // the section header (counted, and removed in their turn).
+        std::fs::write(dir.path().join(name(4)), b"").unwrap();
+        std::fs::write(dir.path().join(name(5)), &one[..20]).unwrap();
         let mut settings = EvidenceSettings::with_defaults(dir.path().to_owned());
         settings.output.max_bytes = 2 * size - 1;
         let (mut w, mut t) = EvidenceWriter::new(&settings);
-        assert_eq!((t.files_on_disk, t.bytes_on_disk), (1, size));
+        assert_eq!((t.files_on_disk, t.bytes_on_disk), (3, size + 20));
         for i in 0..5 {
             assert_eq!(
                 w.take(&record(EventKind::Loss, (i + 2) * 1_000_000_000, 4), &mut t).status,
                 "written"
             );
         }
-        assert_eq!((t.files_written, t.files_removed, t.files_on_disk), (5, 5, 1));
-        assert!(!dir.path().join(name(0)).exists());
+        // The first write removes the earlier run's file; the second the two cut short and
+        // the first's; each later one the one before it.
+        assert_eq!((t.files_written, t.files_removed, t.files_on_disk), (5, 7, 1));
+        for s in [0, 4, 5] {
+            assert!(!dir.path().join(name(s)).exists(), "{} removed", name(s));
+        }
         for s in 1..=3 {
             assert!(std::fs::symlink_metadata(dir.path().join(name(s))).is_ok(), "{} left alone", name(s));
         }
@@ -834,7 +883,11 @@ mod tests {
     fn a_directory_removed_under_the_run_is_made_again() {
         let dir = tempfile::tempdir().unwrap();
         let ev = dir.path().join("evidence");
-        let settings = EvidenceSettings::with_defaults(ev.clone());
+        let mut settings = EvidenceSettings::with_defaults(ev.clone());
+        // Room for one file: the second would remove the first, had it not gone with the
+        // directory (it is not counted as removed).
+        settings.output.max_bytes =
+            2 * pcapng(&record(EventKind::Loss, 1_000_000_000, 4), 256).len() as u64 - 1;
         settings.output.check().unwrap();
         let (mut w, mut t) = EvidenceWriter::new(&settings);
         assert_eq!(w.take(&record(EventKind::Loss, 1_000_000_000, 4), &mut t).status, "written");

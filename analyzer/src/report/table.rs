@@ -266,7 +266,11 @@ fn evidence(out: &mut String, s: &Summary) {
         e.files_on_disk,
         e.bytes_on_disk,
         e.dir,
-        if e.dir_recreated > 0 { format!(" (made again {} times: removed while running)", e.dir_recreated) } else { String::new() },
+        if e.dir_recreated > 0 {
+            format!(" (removed while running, made again: {})", e.dir_recreated)
+        } else {
+            String::new()
+        },
     );
 }
 
