@@ -122,7 +122,7 @@ fn the_dashboard_shows_the_truth_of_a_fixture() {
     assert_shows_truth(&screen, &t);
     assert!(screen.iter().any(|l| l.contains("drops: rx missed 0  errors 0  no mbuf 0  reports 0")));
     // The final view's rates are over the run's packets, not an interval: its title says so.
-    assert!(screen.iter().any(|l| l.contains("(Gbit/s over the run's packets, counts whole")), "{screen:#?}");
+    assert!(screen.iter().any(|l| l.contains("(Gbit/s and counts: run)")), "{screen:#?}");
 }
 
 #[test]
@@ -241,7 +241,7 @@ fn the_real_binary_in_an_80x24_terminal() {
     assert_eq!(s["packets"], t["packets"]);
     // `s` re-sorts, `q` quits with success.
     term.keys("s");
-    term.wait_for_still("by retransmission rate", "s did not change the order");
+    term.wait_for_still("by retx rate", "s did not change the order");
     term.keys("q");
     term.wait_for("EXIT=0", "q did not end the run");
 }

@@ -157,7 +157,7 @@ impl SortBy {
     fn label(self) -> &'static str {
         match self {
             SortBy::Throughput => "throughput",
-            SortBy::Retransmissions => "retransmission rate",
+            SortBy::Retransmissions => "retx rate",
             SortBy::Congestion => "CNP+ECN",
         }
     }
@@ -703,9 +703,9 @@ fn draw_flows(f: &mut Frame<'_>, area: Rect, v: &View, sort: SortBy) {
     constraints[0] = Constraint::Min(first);
     // Gbit/s is the last interval's (the final view's: the run's, first to last packet),
     // the counters the run's: the title says so.
-    let over = if v.finished { "Gbit/s over the run's packets" } else { "Gbit/s last interval" };
-    let title =
-        format!(" top flows of {} by {} ({over}, counts whole run) ", v.summary.flows.len(), sort.label());
+    // Whole in 80 columns: at most 73 characters with a million flows.
+    let over = if v.finished { "Gbit/s and counts: run" } else { "Gbit/s: last interval, counts: run" };
+    let title = format!(" top flows of {} by {} ({over}) ", v.summary.flows.len(), sort.label());
     f.render_widget(table(rows, constraints, &header[..shown], title), area);
 }
 
