@@ -37,6 +37,11 @@ fn option_errors_point_at_the_subcommands_help() {
         &["plot", "--csv-dir", missing.to_str().unwrap(), "--out", out.to_str().unwrap()],
         &format!("--csv-dir {}: no such directory", missing.display()),
     );
+    let file = capture("rdma_cm.pcap");
+    assert_one_line_error(
+        &["plot", "--csv-dir", file.to_str().unwrap(), "--out", out.to_str().unwrap()],
+        &format!("--csv-dir {}: not a directory", file.display()),
+    );
 }
 
 /// A size past 64 bits of bytes is a size, too large; not "not a size".

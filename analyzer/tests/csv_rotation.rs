@@ -288,6 +288,7 @@ fn retention_keeps_the_newest_rows_under_the_bound() {
         assert_eq!(c["bytes_removed"].as_u64().unwrap(), removed_bytes, "{mode}: {c}");
         assert!(removed.len() >= 5, "{mode}: only {} files removed", removed.len());
         assert_eq!((c["failed_writes"].as_u64(), c["rows_lost"].as_u64()), (Some(0), Some(0)), "{c}");
+        assert_eq!(c["over_retain"].as_u64(), Some(0), "{mode}: the bound held");
         let stamp = |n: &str| n.split_once('-').unwrap().1.split(".csv").next().unwrap().to_owned();
         let newest_removed = removed.iter().map(|n| stamp(n)).max().unwrap();
         for n in left.keys().filter(|n| n.contains('-')) {
@@ -314,6 +315,44 @@ fn retention_keeps_the_newest_rows_under_the_bound() {
         // The plots draw what is left.
         assert!(plot(&kept, &dir.path().join(format!("{mode}-plots"))).contains_key("flow_throughput.svg"));
     }
+}
+
+/// A bound the current files alone do not fit under (the collective scenario's 1 ms
+/// intervals of flows rows beside the smallest `--csv-retain`): the rotated files all go,
+/// the directory still ends over the bound, and the writes that took it there are counted
+/// and told.
+#[test]
+fn a_bound_the_current_files_alone_pass_is_counted_and_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, summary) = (dir.path().join("csv"), dir.path().join("s.json"));
+    let pcap = fixtures().join("scenarios/collective_vlan/collective_vlan.pcap");
+    let o = run(&[
+        "replay",
+        "--interval",
+        "1ms",
+        "--vantage",
+        "compute=vlan:10",
+        "--vantage",
+        "storage=vlan:20",
+        "--csv-compress",
+        "none",
+        "--csv-retain",
+        "16K",
+        "--csv-dir",
+        csv.to_str().unwrap(),
+        "--summary",
+        summary.to_str().unwrap(),
+        pcap.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let total: u64 = sizes(&csv).values().sum();
+    assert!(total > 16 << 10, "{total} bytes: the current files alone pass the bound");
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    let c = &s["csv_output"];
+    assert!(c["over_retain"].as_u64().unwrap() > 0, "{c}");
+    assert!(c["files_removed"].as_u64().unwrap() > 0, "{c}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("writes took the directory past --csv-retain"), "{out}");
 }
 
 /// Rotated files of an earlier run count towards the bound, oldest removed first; a

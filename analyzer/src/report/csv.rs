@@ -172,6 +172,11 @@ pub struct CsvHealth {
     /// the time each report's rows begin on).
     #[serde(default)]
     pub files_replaced: u64,
+    /// Writes that took the directory past `--csv-retain`: the current files alone did not
+    /// fit under it (a tiny `--csv-retain`, an interval of many rows), or a rotated file
+    /// could not be removed.
+    #[serde(default)]
+    pub over_retain: u64,
 }
 
 impl CsvHealth {
@@ -182,6 +187,7 @@ impl CsvHealth {
         self.files_removed += o.files_removed;
         self.bytes_removed += o.bytes_removed;
         self.files_replaced += o.files_replaced;
+        self.over_retain += o.over_retain;
     }
 }
 

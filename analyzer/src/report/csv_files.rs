@@ -611,7 +611,9 @@ impl Writer {
             }
         }
         let outside = self.current_bytes();
-        self.retained.make_room(rot.retain_bytes, outside, rows.len() as u64, &mut self.health);
+        if !self.retained.make_room(rot.retain_bytes, outside, rows.len() as u64, &mut self.health) {
+            self.health.over_retain += 1;
+        }
         let r = &mut self.reports[id];
         if let Err(e) = r.file.write_all(rows.as_bytes()) {
             // A short write (disk full) would leave half a row: cut the file back to its

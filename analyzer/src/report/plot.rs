@@ -841,7 +841,8 @@ fn report_paths(csv_dir: &Path) -> Result<(PathBuf, PathBuf)> {
     let latency_path = csv_dir.join("latency.csv");
     let flows_path = csv_dir.join("flows.csv");
     if !csv_dir.is_dir() {
-        bail!("--csv-dir {}: no such directory", csv_dir.display());
+        let what = if csv_dir.exists() { "not a directory" } else { "no such directory" };
+        bail!("--csv-dir {}: {what}", csv_dir.display());
     }
     if !latency_path.is_file() || !flows_path.is_file() {
         bail!(

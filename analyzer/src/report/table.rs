@@ -353,6 +353,13 @@ fn report_losses(out: &mut String, s: &Summary) {
             c.failed_writes, c.rows_lost, c.files_recreated
         );
     }
+    if let Some(c) = s.csv_output.filter(|c| c.over_retain > 0) {
+        let _ = writeln!(
+            out,
+            "  CSV: {} writes took the directory past --csv-retain (the current files alone did not fit under it, or a file could not be removed)",
+            c.over_retain
+        );
+    }
     if let Some(p) = s.prometheus.filter(|p| p.failed > 0) {
         let _ = writeln!(
             out,
