@@ -183,6 +183,9 @@ fn comment(e: &Event, truncated: u32) -> String {
 /// The record as a pcapng file: a section header with the comment, an interface per
 /// vantage (Ethernet, nanosecond times), a packet block per packet (the event's own with a
 /// comment).
+/// A pcapng section header block's type, the first word of every pcapng file.
+const SECTION_HEADER: u32 = 0x0A0D_0D0A;
+
 pub fn pcapng(rec: &EvidenceRecord, snaplen: u32) -> Vec<u8> {
     let e = &rec.event;
     let mut out = Vec::with_capacity(rec.bytes.len() + 64 * rec.packets.len() + 1024);
@@ -194,7 +197,7 @@ pub fn pcapng(rec: &EvidenceRecord, snaplen: u32) -> Vec<u8> {
     option(&mut body, 1, comment(e, rec.truncated).as_bytes());
     option(&mut body, 4, format!("roceprobe {}", env!("CARGO_PKG_VERSION")).as_bytes());
     option(&mut body, 0, &[]);
-    block(&mut out, 0x0A0D_0D0A, &body);
+    block(&mut out, SECTION_HEADER, &body);
     for v in [Vantage::Compute, Vantage::Storage] {
         body.clear();
         body.extend_from_slice(&1u16.to_le_bytes()); // LINKTYPE_ETHERNET
@@ -267,10 +270,10 @@ impl EvidenceWriter {
                 // Only a regular file (not a link) under an evidence name that roceprobe
                 // wrote is its to count and to remove: anything else a user keeps there is
                 // left alone.
-                if !is_evidence_file(&name) || !e.file_type().ok()?.is_file() || !written_here(&e.path()) {
+                if !is_evidence_file(&name) || !e.file_type().ok()?.is_file() {
                     return None;
                 }
-                Some((name, e.path(), e.metadata().ok()?.len()))
+                Some((name, e.path(), written_here(&e.path())?))
             })
             .collect();
         found.sort();
@@ -507,33 +510,38 @@ fn section_comment(b: &[u8]) -> String {
     comment
 }
 
-/// Whether roceprobe wrote the regular file at `path` (an evidence file of this run or an
-/// earlier one): its section header's comment names an event, or it is cut short before
-/// that comment could be read (empty, or a pcapng section header longer than the file: a
-/// run killed while writing it). Only the section header is read (a few hundred bytes).
-fn written_here(path: &Path) -> bool {
+/// The value of the comment's line `name: value`, empty if it has none.
+fn comment_field<'c>(comment: &'c str, name: &str) -> &'c str {
+    comment.lines().find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(": "))).unwrap_or("")
+}
+
+/// The length of the regular file at `path` if roceprobe wrote it (an evidence file of
+/// this run or an earlier one): its section header's comment names an event, or it is cut
+/// short before that comment could be read (empty, or a pcapng section header longer than
+/// the file: a run killed while writing it). Only the section header is read (a few
+/// hundred bytes).
+fn written_here(path: &Path) -> Option<u64> {
     use std::io::Read;
-    let Ok(mut file) = std::fs::File::open(path) else { return false };
-    let Ok(len) = file.metadata().map(|m| m.len()) else { return false };
+    let mut file = std::fs::File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
     let mut b = Vec::new();
-    if (&mut file).take(8).read_to_end(&mut b).is_err() {
-        return false;
-    }
+    (&mut file).take(8).read_to_end(&mut b).ok()?;
     let word = |b: &[u8], o: usize| b.get(o..o + 4).map(|w| u32::from_le_bytes(w.try_into().unwrap()));
-    match (len, word(&b, 0), word(&b, 4)) {
+    let ours = match (len, word(&b, 0), word(&b, 4)) {
         (0, ..) => true,
-        (_, Some(0x0A0D_0D0A), None) => true,
-        (_, Some(0x0A0D_0D0A), Some(shb)) if u64::from(shb) > len => true,
-        (_, Some(0x0A0D_0D0A), Some(shb)) => {
+        (_, Some(SECTION_HEADER), None) => true,
+        (_, Some(SECTION_HEADER), Some(shb)) if u64::from(shb) > len => true,
+        (_, Some(SECTION_HEADER), Some(shb)) => {
             // The rest of the section header, as far as a listing reads it.
             let rest = u64::from(shb).min(SECTION_HEADER_READ).saturating_sub(8);
             (&mut file).take(rest).read_to_end(&mut b).is_ok()
-                && section_comment(&b).lines().any(|l| l.starts_with("event: "))
+                && !comment_field(&section_comment(&b), "event").is_empty()
         }
         // Cut within its first 4 bytes, or not a pcapng file.
-        (_, None, _) => [0x0A, 0x0D, 0x0D, 0x0A][..].starts_with(&b),
+        (_, None, _) => SECTION_HEADER.to_le_bytes().starts_with(&b),
         _ => false,
-    }
+    };
+    ours.then_some(len)
 }
 
 /// What a file says of itself: (time, event, flow, verdict) from its comment, and its
@@ -551,20 +559,14 @@ pub fn describe_file(path: &Path) -> Result<(String, String, String, String, Str
     let mut b = Vec::new();
     (&mut file).take(SECTION_HEADER_READ).read_to_end(&mut b).with_context(what)?;
     let u32_at = |o: usize| -> Option<u32> { Some(u32::from_le_bytes(b.get(o..o + 4)?.try_into().ok()?)) };
-    if u32_at(0) != Some(0x0A0D_0D0A) || u32_at(8) != Some(0x1A2B_3C4D) {
+    if u32_at(0) != Some(SECTION_HEADER) || u32_at(8) != Some(0x1A2B_3C4D) {
         bail!("{}: not a pcapng file written little-endian", path.display());
     }
     if b.get(12..14) != Some(&[1, 0][..]) {
         bail!("{}: not pcapng version 1", path.display());
     }
     let comment = section_comment(&b);
-    let field = |name: &str| {
-        comment
-            .lines()
-            .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(": ")))
-            .unwrap_or("")
-            .to_owned()
-    };
+    let field = |name: &str| comment_field(&comment, name).to_owned();
     let mut packets = 0;
     // The blocks start where the section header says it ends (past what was read, if it
     // says so; a file cut short ends the count).
