@@ -1466,22 +1466,24 @@ impl IoTracker {
     /// [`MAX_SAME_CID`] I/Os looked at: with more I/Os using the CID, one beyond them may
     /// be on another queue.
     fn for_completion(&self, v: usize, walk: CidWalk, target_qpn: Option<u32>) -> Option<usize> {
-        if target_qpn.is_none() && self.chain(walk).nth(MAX_SAME_CID).is_some() {
-            return None;
-        }
-        let eligible = |&i: &usize| self.ios[i].awaits_completion(v);
-        let mut candidates = self.same_cid(walk).filter(eligible);
-        let first = candidates.next()?;
-        let mut best = first;
-        for i in candidates {
-            if target_qpn.is_none() && self.ios[i].target_qpn != self.ios[first].target_qpn {
+        // One walk: the first MAX_SAME_CID I/Os, and whether there are more.
+        let (mut best, mut queue) = (None, None);
+        for (n, i) in self.chain(walk).enumerate() {
+            if n == MAX_SAME_CID {
+                return if target_qpn.is_none() { None } else { best };
+            }
+            if !self.ios[i].awaits_completion(v) {
+                continue;
+            }
+            let q = self.ios[i].target_qpn;
+            if target_qpn.is_none() && *queue.get_or_insert(q) != q {
                 return None; // two queues use this CID: ambiguous without the QP
             }
-            if self.ios[i].created < self.ios[best].created {
-                best = i;
+            if best.is_none_or(|b: usize| self.ios[i].created < self.ios[b].created) {
+                best = Some(i);
             }
         }
-        Some(best)
+        best
     }
 
     /// Vantage `v` sees a command use the CID of the queue's chain at `first` (the
