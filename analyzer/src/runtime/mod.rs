@@ -637,10 +637,13 @@ fn pipeline(
         // An interval to show that is not shown yet, and the wall time before which the
         // next is not built (see LIVE_VIEW_SHARE).
         let (mut view_pending, mut view_due) = (false, std::time::Instant::now());
+        // Shows the views up to `to`; returns when the next may be built.
         let show = |totals: &Totals, received: &[SourceStats], live: &mut Reports, to: u64| {
+            let now = std::time::Instant::now();
             let mut summary = Summary::build(totals, received, &totals.ios);
             summary.set_time_sources(&totals.time_use, &source_times);
             live.publish(summary, (to.saturating_sub(interval_ns), to));
+            now + now.elapsed() * LIVE_VIEW_SHARE
         };
         loop {
             // A view held back is shown when its time comes, whether or not a message comes
@@ -655,10 +658,7 @@ fn pipeline(
             let msg = match next {
                 Ok(msg) => msg,
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                    let now = std::time::Instant::now();
-                    show(&totals, &received, &mut live, viewed_to);
-                    view_pending = false;
-                    view_due = now + now.elapsed() * LIVE_VIEW_SHARE;
+                    (view_due, view_pending) = (show(&totals, &received, &mut live, viewed_to), false);
                     continue;
                 }
                 Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
@@ -750,11 +750,8 @@ fn pipeline(
                 viewed_to = shown;
                 view_pending = true;
             }
-            let now = std::time::Instant::now();
-            if view_pending && now >= view_due && (advanced || analysed_to <= viewed_to) {
-                show(&totals, &received, &mut live, viewed_to);
-                view_pending = false;
-                view_due = now + now.elapsed() * LIVE_VIEW_SHARE;
+            if view_pending && std::time::Instant::now() >= view_due && (advanced || analysed_to <= viewed_to) {
+                (view_due, view_pending) = (show(&totals, &received, &mut live, viewed_to), false);
             }
             let from = match &msg {
                 ToStats::Interval(s) => Some(s.worker),
