@@ -203,6 +203,11 @@ pub struct CommonArgs {
     /// A job's step ends when none of its flows has sent for this long. 1us to 10s
     #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = defaults::STEP_GAP, value_parser = parse_step_gap)]
     pub step_gap: Duration,
+    /// Most collective jobs with run totals (the summary's jobs, the dashboard's job panel,
+    /// Prometheus' per-job series); the steps of further jobs are still written to
+    /// steps.csv and stragglers.csv (summary: bounds). At least the --job names given.
+    #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = defaults::MAX_JOBS, value_parser = parse_table_bound)]
+    pub max_jobs: usize,
     /// Rows of each flow table in the exit report (flows with problems, busiest flows); the
     /// rest are in the summary and the CSV files.
     #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = defaults::TOP)]
@@ -656,6 +661,15 @@ impl Outputs {
         }
         check_flow_memory(common)?;
         crate::metrics::steps::check_job_rules(&common.jobs).map_err(anyhow::Error::msg)?;
+        let names: std::collections::BTreeSet<&str> = common.jobs.iter().map(|r| r.name.as_str()).collect();
+        if names.len() > common.max_jobs {
+            bail!(
+                "--job names {} jobs, more than --max-jobs {}: raise --max-jobs to at least {}",
+                names.len(),
+                common.max_jobs,
+                names.len()
+            );
+        }
         csv_rotation(common)?;
         let place = |option: &str, path: &Path, dir: bool, what: &str| {
             // A folder that is there already is used, not made.
@@ -1142,6 +1156,7 @@ fn pipeline_config(
         slow_ios: common.slow_ios,
         jobs: common.jobs.clone(),
         step_gap: common.step_gap,
+        max_jobs: common.max_jobs,
         workers: common.workers,
         dedicated_rx: false,
         worker_cpus,

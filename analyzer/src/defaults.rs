@@ -69,6 +69,12 @@ pub const MAX_CM_REQUESTS: usize = 1024;
 pub const STEP_GAP: &str = "2ms";
 pub const STEP_GAP_NS: u64 = 2_000_000;
 
+/// `--max-jobs`: collective jobs with run totals (the summary's `jobs`, the dashboard's
+/// and Prometheus' per-job figures). A job takes a few hundred bytes and its step
+/// durations: 8 bytes a step up to 1,024 steps, then a histogram of about 135 KiB; 1,024
+/// jobs take at most about 150 MB. A cluster's training jobs are tens to hundreds.
+pub const MAX_JOBS: usize = 1024;
+
 /// `--slow-ios`: the slowest NVMe I/Os listed per interval (slow_ios.csv) and kept for the
 /// run (the summary).
 pub const SLOW_IOS: usize = 10;

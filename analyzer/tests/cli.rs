@@ -570,6 +570,25 @@ fn only_the_ports_captured_from_are_reported() {
     assert!(table.contains(&format!("source 1: {frames} frames received")), "{table}");
 }
 
+/// More `--job` names than `--max-jobs` (each named job always has its run totals): refused
+/// before any work, with the value that would do; as many is fine.
+#[test]
+fn more_job_names_than_max_jobs_are_refused() {
+    let c = capture("rdma_cm.pcap");
+    let c = c.to_str().unwrap();
+    let jobs = ["--job", "a=10.1.0.0/16", "--job", "b=10.2.0.0/16", "--job", "a=10.3.0.0/16"];
+    let mut args = vec!["replay", "-q", "--max-jobs", "1"];
+    args.extend(jobs);
+    args.push(c);
+    assert_one_line_error(
+        &args,
+        "--job names 2 jobs, more than --max-jobs 1: raise --max-jobs to at least 2",
+    );
+    args[3] = "2";
+    let out = run(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// Every option with a value, given a bad one: a one-line error that names the option,
 /// before any work (no EAL output, nothing on stdout).
 #[test]
@@ -608,6 +627,7 @@ fn every_option_refuses_bad_values() {
         ("--top", "many"),
         ("--job", "nonsense"),
         ("--step-gap", "0"),
+        ("--max-jobs", "0"),
         ("--evidence-dir", "/proc/version/evidence"),
         ("--evidence-before", "257"),
         ("--evidence-after", "0"),

@@ -126,6 +126,32 @@ fn named_jobs_are_the_same_steps_under_their_names() {
     assert_eq!(names, ["ring4", "ring8"]);
 }
 
+/// `--max-jobs 1`: one of the two rings has run totals (the one whose first step closed
+/// first), the other none; steps.csv still has every step of both, and the summary's bounds
+/// count the other's steps and say that 2 would have kept them.
+#[test]
+fn beyond_max_jobs_a_job_has_no_totals_but_every_step_is_written() {
+    let t = scenario_truth("collective_vlan");
+    let files = scenario_files("collective_vlan", &t);
+    let mut args = scenario_args(&t);
+    args.extend(["--max-jobs", "1"].map(String::from));
+    let (s, rows) = replay(&files, &args);
+    assert_eq!(our_steps(&rows), truth_steps(&t, &BTreeMap::new()));
+    let jobs = s["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 1);
+    let steps_of = |name: &Value| {
+        let j = t["jobs"].as_array().unwrap().iter().find(|j| j["name"] == *name).unwrap();
+        j["steps"].as_array().unwrap().len() as u64
+    };
+    assert_eq!(jobs[0]["steps"], steps_of(&jobs[0]["name"]));
+    let other = if jobs[0]["name"] == "10.1.0.1" { "10.2.0.1" } else { "10.1.0.1" };
+    let bounds = s["bounds"].as_array().unwrap();
+    assert_eq!(bounds.len(), 1, "{bounds:?}");
+    assert_eq!(bounds[0]["option"], "--max-jobs");
+    assert_eq!(bounds[0]["lost"], steps_of(&Value::from(other)));
+    assert_eq!(bounds[0]["needed"], 2);
+}
+
 #[test]
 fn a_rule_short_of_its_ring_keeps_to_its_hosts() {
     // 10.1.0.0/29 names seven of the eight-host ring (10.1.0.8 is outside it); a second

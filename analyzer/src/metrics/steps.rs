@@ -429,6 +429,17 @@ pub struct Steps {
     /// What closing a step works in, kept from one step to the next.
     scratch: Scratch,
     pub jobs: BTreeMap<String, JobTotals>,
+    /// `--max-jobs`: the most jobs with run totals (each up to about 143 KiB).
+    max_jobs: usize,
+    /// Found jobs named without room under `--max-jobs`, still apart (not joined with one
+    /// that has totals): their steps are written (steps.csv, stragglers.csv) but have no
+    /// run totals.
+    jobs_not_kept: usize,
+    /// The most jobs there were at once, with totals or not: the `--max-jobs` that would
+    /// have kept them all.
+    pub jobs_peak: usize,
+    /// Steps closed without run totals (of jobs beyond `--max-jobs`).
+    pub steps_not_kept: u64,
     /// Transmissions not analysed: beyond the bound on hosts, or pending.
     pub dropped: u64,
     /// Transmissions between a rule's host and a host outside that rule: in no job.
@@ -447,6 +458,9 @@ struct Name {
     ip: IpAddr,
     /// That step's start: of two named groups joined, the one named first keeps its name.
     first_ns: u64,
+    /// The job has run totals (`Steps::jobs`): there was room for it under `--max-jobs`
+    /// when it was named, or it was joined with a job that had.
+    kept: bool,
 }
 
 /// Whose a list of pending transmissions is while a close splits them ([`Steps::by_job`]).
@@ -462,16 +476,23 @@ enum Owner {
 
 impl Default for Steps {
     fn default() -> Self {
-        Self::new(Vec::new(), crate::defaults::STEP_GAP_NS, 0)
+        Self::new(Vec::new(), crate::defaults::STEP_GAP_NS, 0, crate::defaults::MAX_JOBS)
     }
 }
 
 impl Steps {
-    pub fn new(rules: Vec<JobRule>, gap_ns: u64, settle_ns: u64) -> Self {
+    /// `max_jobs` bounds the jobs with run totals; the jobs of `rules` always have theirs
+    /// (the command line refuses more names than the bound: [`check_job_rules`]).
+    pub fn new(rules: Vec<JobRule>, gap_ns: u64, settle_ns: u64, max_jobs: usize) -> Self {
         // Every named job is reported, with no step if no traffic of its hosts came: a
         // rule that matched nothing shows as such.
-        let jobs = rules.iter().map(|r| (r.name.clone(), JobTotals::new())).collect();
+        let jobs: BTreeMap<String, JobTotals> =
+            rules.iter().map(|r| (r.name.clone(), JobTotals::new())).collect();
         Self {
+            max_jobs,
+            jobs_not_kept: 0,
+            jobs_peak: jobs.len(),
+            steps_not_kept: 0,
             rules,
             gap_ns,
             settle_ns,
@@ -580,6 +601,20 @@ impl Steps {
         self.naks.clear();
     }
 
+    /// `--max-jobs`, if it left steps out of their job's run totals: how many, and the
+    /// value that would have kept them.
+    pub fn bound(&self) -> Option<super::snapshot::BoundAdvice> {
+        (self.steps_not_kept > 0).then(|| super::snapshot::BoundAdvice {
+            option: "--max-jobs".into(),
+            limit: self.max_jobs as u64,
+            lost: self.steps_not_kept,
+            what: "collective steps of jobs without run totals (steps.csv and stragglers.csv have them)"
+                .into(),
+            needed: Some(self.jobs_peak as u64),
+            needed_at_least: false,
+        })
+    }
+
     /// The steps closed since the last call (steps.csv writes them by end).
     pub fn take_closed(&mut self) -> Vec<Step> {
         std::mem::take(&mut self.closed)
@@ -620,11 +655,20 @@ impl Steps {
                 let name = match (self.named[root].take(), self.named[other].take()) {
                     (Some(x), Some(y)) => {
                         let first = (x.first_ns, x.ip) <= (y.first_ns, y.ip);
-                        let (kept, gone) = if first { (x, y) } else { (y, x) };
+                        let (stays, gone) = if first { (x, y) } else { (y, x) };
+                        // One job of the two: if either had run totals, the joined job has
+                        // them (the steps of one without stay uncounted in them), and no
+                        // more jobs have totals than before.
+                        let kept = x.kept || y.kept;
+                        self.jobs_not_kept -=
+                            usize::from(!x.kept) + usize::from(!y.kept) - usize::from(!kept);
                         if let Some(totals) = self.jobs.remove(&gone.ip.to_string()) {
-                            self.jobs.entry(kept.ip.to_string()).or_insert_with(JobTotals::new).merge(totals);
+                            self.jobs
+                                .entry(stays.ip.to_string())
+                                .or_insert_with(JobTotals::new)
+                                .merge(totals);
                         }
-                        Some(kept)
+                        Some(Name { kept, ..stays })
                     }
                     (x, y) => x.or(y),
                 };
@@ -814,18 +858,36 @@ impl Steps {
         }
         hosts.sort_unstable();
         hosts.dedup();
-        let job = match owner {
-            Owner::Rule(k) => self.rules[k as usize].name.clone(),
+        let (job, kept) = match owner {
+            Owner::Rule(k) => (self.rules[k as usize].name.clone(), true),
             Owner::Group(root) => {
                 let start_ns = group.iter().map(|t| t.start_ns).min().unwrap_or(0);
                 let Some(&ip) = self.scratch.hosts.first() else { return };
-                self.named[root].get_or_insert(Name { ip, first_ns: start_ns }).ip.to_string()
+                let name = match self.named[root] {
+                    Some(name) => name,
+                    None => {
+                        // A job found: run totals if there is room for them.
+                        let kept = self.jobs.len() < self.max_jobs;
+                        self.jobs_not_kept += usize::from(!kept);
+                        self.jobs_peak =
+                            self.jobs_peak.max(self.jobs.len() + usize::from(kept) + self.jobs_not_kept);
+                        *self.named[root].insert(Name { ip, first_ns: start_ns, kept })
+                    }
+                };
+                (name.ip.to_string(), name.kept)
             }
             // The flows of no job make no step (`close` takes them apart).
             Owner::Outside => return,
         };
         let mut step = step_of(&job, group, &self.naks, &mut self.scratch);
         step.at_input_end = self.input_end_ns.is_some_and(|e| step.end_ns.saturating_add(self.gap_ns) > e);
+        if !kept {
+            // Written as every step is (steps.csv, stragglers.csv), without run totals.
+            self.steps_not_kept += 1;
+            self.closed.push(step);
+            self.scratch.trim();
+            return;
+        }
         let j = self.jobs.entry(job).or_insert_with(JobTotals::new);
         j.steps += 1;
         j.durations.record(step.duration_ns());
@@ -1123,7 +1185,7 @@ mod tests {
         // A rule's host sending to a host outside it without a pause (each transmission
         // overlapping the next): counted as each ends, not held until they all pause.
         let rules = vec!["a=10.1.0.0/30".parse::<JobRule>().unwrap()];
-        let mut s = Steps::new(rules, 2_000_000, 0);
+        let mut s = Steps::new(rules, 2_000_000, 0, crate::defaults::MAX_JOBS);
         for i in 0..10u64 {
             s.offer(&tx("10.1.0.1", "10.9.9.9", i * 1_000_000, i * 1_000_000 + 1_500_000, |_| {}));
         }
@@ -1139,7 +1201,7 @@ mod tests {
         // A ring of 10.1.0.1-4 whose rule names three of them (10.1.0.0/30: .0-.3), and a
         // pair of hosts no rule names; a second rule that matches nothing.
         let rules = ["a=10.1.0.0/30", "idle=10.9.0.0/16"].map(|r| r.parse::<JobRule>().unwrap()).to_vec();
-        let mut s = Steps::new(rules, 2_000_000, 0);
+        let mut s = Steps::new(rules, 2_000_000, 0, crate::defaults::MAX_JOBS);
         for (a, b) in [
             ("10.1.0.1", "10.1.0.2"),
             ("10.1.0.2", "10.1.0.3"),
@@ -1182,7 +1244,7 @@ mod tests {
 
     #[test]
     fn a_ring_step_its_straggler_and_the_other_job() {
-        let mut s = Steps::new(Vec::new(), 2_000_000, 0);
+        let mut s = Steps::new(Vec::new(), 2_000_000, 0, crate::defaults::MAX_JOBS);
         // Job of 10.0.0.1-3, two steps; the second's straggler lost a packet.
         for (i, (a, b)) in
             [("10.0.0.1", "10.0.0.2"), ("10.0.0.2", "10.0.0.3"), ("10.0.0.3", "10.0.0.1")].iter().enumerate()
@@ -1220,13 +1282,45 @@ mod tests {
     }
 
     #[test]
+    fn jobs_beyond_max_jobs_write_their_steps_without_run_totals() {
+        // Room for two jobs: a rule's job and the first job found. Three pairs found, one
+        // step each, closed one at a time (10.0.1.x, then 10.0.2.x, then 10.0.3.x): the
+        // second and third have no totals, their steps are written all the same.
+        let rules = vec!["llm=10.5.0.0/16".parse().unwrap()];
+        let mut s = Steps::new(rules, 2_000_000, 0, 2);
+        for (k, net) in ["10.0.1", "10.0.2", "10.0.3"].iter().enumerate() {
+            let t0 = k as u64 * 10_000_000;
+            s.offer(&tx(&format!("{net}.1"), &format!("{net}.2"), t0 + 1_000, t0 + 50_000, |_| {}));
+            s.advance(t0 + 5_000_000);
+        }
+        let names: Vec<String> = s.take_closed().into_iter().map(|x| x.job).collect();
+        assert_eq!(names, ["10.0.1.1", "10.0.2.1", "10.0.3.1"]);
+        assert_eq!(s.jobs.keys().collect::<Vec<_>>(), ["10.0.1.1", "llm"]);
+        let b = s.bound().unwrap();
+        // All four at once would have needed 4.
+        assert_eq!((b.option.as_str(), b.limit, b.lost, b.needed), ("--max-jobs", 2, 2, Some(4)));
+        // A flow joins 10.0.3.x (no totals) to 10.0.1.x (totals): one job, named by the
+        // first, with totals; its later steps count in them. 10.0.2.x stays without.
+        s.offer(&tx("10.0.3.2", "10.0.1.2", 40_000_000, 40_050_000, |_| {}));
+        s.offer(&tx("10.0.2.1", "10.0.2.2", 40_000_000, 40_050_000, |_| {}));
+        s.finish(None);
+        let names: Vec<String> = s.take_closed().into_iter().map(|x| x.job).collect();
+        assert_eq!(names, ["10.0.1.1", "10.0.2.1"]);
+        assert_eq!(s.jobs["10.0.1.1"].steps, 2);
+        assert_eq!(s.jobs.len(), 2);
+        assert_eq!(s.jobs_not_kept, 1);
+        let b = s.bound().unwrap();
+        assert_eq!((b.lost, b.needed), (3, Some(4)));
+    }
+
+    #[test]
     fn a_found_job_keeps_the_name_of_its_first_step_whatever_the_interval() {
         // Each case run twice: its first steps closed before the last transmissions come
         // (a short --interval), and every step closed at the end (a long one). A job used
         // to be named by its lowest address when each step closed: it changed name mid-run
         // when a lower host joined, and the two runs differed.
         let run = |ts: &[Transmission], close_before: usize, early: bool| {
-            let mut s = Steps::new(Vec::new(), 2_000_000, 0);
+            let mut s = Steps::new(Vec::new(), 2_000_000, 0, crate::defaults::MAX_JOBS);
             for (k, t) in ts.iter().enumerate() {
                 if early && k == close_before {
                     s.advance(5_000_000);
@@ -1295,7 +1389,7 @@ mod tests {
     fn a_step_of_one_packet_has_a_rate_a_link_can_carry() {
         // It was divided by 1 ns: 32,768 Gbit/s for one 4 KiB packet. Now by one packet's
         // time at 100 Gb/s: 4,200 bytes are 336 ns; 4,096 payload bytes over it.
-        let mut s = Steps::new(Vec::new(), 2_000_000, 0);
+        let mut s = Steps::new(Vec::new(), 2_000_000, 0, crate::defaults::MAX_JOBS);
         s.offer(&tx("10.0.0.1", "10.0.0.2", 5_000, 5_000, |c| {
             (c.packets, c.bytes, c.payload_bytes, c.messages) = (1, 4_200, 4_096, 1)
         }));
@@ -1359,7 +1453,7 @@ mod tests {
         for (answers, reason) in
             [(Some(0x301), Reason::None), (Some(0x300), Reason::Nak), (None, Reason::Nak)]
         {
-            let mut s = Steps::new(Vec::new(), 2_000_000, 0);
+            let mut s = Steps::new(Vec::new(), 2_000_000, 0, crate::defaults::MAX_JOBS);
             s.offer(&on(0x300, tx("10.0.0.1", "10.0.0.2", 1_000, 90_000, |_| {})));
             s.offer(&on(0x301, tx("10.0.0.1", "10.0.0.2", 1_000, 40_000, |_| {})));
             s.offer(&on(0x302, tx("10.0.0.2", "10.0.0.1", 1_000, 30_000, |_| {})));
@@ -1370,7 +1464,7 @@ mod tests {
         }
         // A NAK sent by a flow that sends messages of its own (both sides of the QP send)
         // counts too: it was left out.
-        let mut s = Steps::new(Vec::new(), 2_000_000, 0);
+        let mut s = Steps::new(Vec::new(), 2_000_000, 0, crate::defaults::MAX_JOBS);
         s.offer(&on(0x300, tx("10.0.0.1", "10.0.0.2", 1_000, 90_000, |_| {})));
         let mut both = tx("10.0.0.2", "10.0.0.1", 1_000, 30_000, |c| c.nak_seq = 1);
         both.peer_qpn = Some(0x300);
@@ -1382,7 +1476,7 @@ mod tests {
     #[test]
     fn a_step_waits_until_every_worker_is_past_it() {
         let mut progress = crate::metrics::totals::Progress::new(2);
-        let mut s = Steps::new(Vec::new(), 2_000_000, 1_000_000);
+        let mut s = Steps::new(Vec::new(), 2_000_000, 1_000_000, crate::defaults::MAX_JOBS);
         s.offer(&tx("10.0.0.1", "10.0.0.2", 0, 50_000, |_| {}));
         progress.note(0, 5_000_000);
         s.advance(progress.done());
@@ -1401,7 +1495,7 @@ mod tests {
 
     #[test]
     fn a_job_that_never_pauses_stays_within_the_bound() {
-        let mut s = Steps::new(Vec::new(), 2_000_000, 0);
+        let mut s = Steps::new(Vec::new(), 2_000_000, 0, crate::defaults::MAX_JOBS);
         // Transmissions overlapping one another without end: one step that never closes.
         for k in 0..(MAX_PENDING as u64 + 10) {
             s.offer(&tx("10.0.0.1", "10.0.0.2", k * 1_000, k * 1_000 + 5_000, |_| {}));
@@ -1414,7 +1508,7 @@ mod tests {
 
     #[test]
     fn a_job_of_short_steps_at_the_bound_closes_a_quarter_at_once() {
-        let mut s = Steps::new(Vec::new(), 2_000_000, 0);
+        let mut s = Steps::new(Vec::new(), 2_000_000, 0, crate::defaults::MAX_JOBS);
         // Steps of four flows each, 3 ms apart (a gap longer than --step-gap): 65,536 steps
         // fill the bound; the next transmission closes the oldest 16,384 of them (a quarter
         // of the 262,144 pending), not one.
@@ -1439,7 +1533,7 @@ mod tests {
 
     #[test]
     fn transmissions_that_come_after_a_close_are_put_in_order_among_those_waiting() {
-        let mut s = Steps::new(Vec::new(), 2_000_000, 1_000_000);
+        let mut s = Steps::new(Vec::new(), 2_000_000, 1_000_000, crate::defaults::MAX_JOBS);
         s.offer(&tx("10.0.0.1", "10.0.0.2", 10_000, 20_000, |_| {}));
         s.offer(&tx("10.9.0.1", "10.9.0.2", 10_000, 20_000, |_| {}));
         s.advance(500_000);
@@ -1489,7 +1583,7 @@ mod tests {
 
     #[test]
     fn a_waiting_transmission_of_a_connection_later_found_carrying_nvme_is_no_step() {
-        let mut s = Steps::new(Vec::new(), 2_000_000, 1_000_000);
+        let mut s = Steps::new(Vec::new(), 2_000_000, 1_000_000, crate::defaults::MAX_JOBS);
         // The host's QP 0x10 sends to the target's QP 0x20 (paired).
         s.offer(&Transmission {
             peer_qpn: Some(0x10),
@@ -1513,7 +1607,7 @@ mod tests {
 
     #[test]
     fn acks_nvme_and_the_storage_vantage_are_not_steps() {
-        let mut s = Steps::new(Vec::new(), 2_000_000, 0);
+        let mut s = Steps::new(Vec::new(), 2_000_000, 0, crate::defaults::MAX_JOBS);
         // Commands from the host's QP 0x10 (paired) to the target's 0x20.
         s.offer(&Transmission {
             peer_qpn: Some(0x10),
@@ -1533,7 +1627,7 @@ mod tests {
 
     #[test]
     fn a_collective_beside_an_nvme_connection_between_the_same_hosts_is_a_step() {
-        let mut s = Steps::new(Vec::new(), 2_000_000, 0);
+        let mut s = Steps::new(Vec::new(), 2_000_000, 0, crate::defaults::MAX_JOBS);
         // NVMe between the two hosts, on QPs 0x1100 (host) and 0x1200 (target), both ways.
         s.offer(&tx_qp("10.0.0.1", "10.0.0.2", 0x1200, 0, 1_000, |c| c.nvme_commands = 1));
         s.offer(&tx_qp("10.0.0.2", "10.0.0.1", 0x1100, 0, 1_000, |c| c.nvme_completions = 1));

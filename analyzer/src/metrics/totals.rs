@@ -229,14 +229,16 @@ impl Totals {
 
     /// The bounds that lost something so far, each with the value that would not have.
     pub fn bounds(&self) -> Vec<super::snapshot::BoundAdvice> {
-        super::snapshot::BoundAdvice::list(
+        let mut v = super::snapshot::BoundAdvice::list(
             &self.limits,
             &self.needed,
             self.untracked_packets,
             self.dropped_latency_samples,
             self.ios.values().map(|c| c.overflowed).sum(),
             &self.forgotten,
-        )
+        );
+        v.extend(self.steps.bound());
+        v
     }
 
     /// Fabric loss of a flow over the whole run (see [`fabric_loss`]).

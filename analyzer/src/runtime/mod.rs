@@ -71,6 +71,8 @@ pub struct PipelineConfig {
     pub jobs: Vec<JobRule>,
     /// A job's step ends after this long without any of its flows sending (`--step-gap`).
     pub step_gap: Duration,
+    /// Bound on the collective jobs with run totals (`--max-jobs`).
+    pub max_jobs: usize,
     /// Bound on flows announced by CM awaiting their first packet (`--max-announced-flows`).
     pub max_announced_flows: usize,
     /// Worker threads (`--workers`): 1 analyses on the capture thread; more dispatch by
@@ -152,6 +154,7 @@ impl PipelineConfig {
             slow_ios: defaults::SLOW_IOS,
             jobs: Vec::new(),
             step_gap: Duration::from_nanos(defaults::STEP_GAP_NS),
+            max_jobs: defaults::MAX_JOBS,
             max_announced_flows: defaults::MAX_ANNOUNCED_FLOWS,
             workers: 1,
             dedicated_rx: false,
@@ -585,7 +588,7 @@ fn pipeline(
     // the step's end.
     let gap_ns = cfg.step_gap.as_nanos() as u64;
     let settle_ns = gap_ns + 2 * cfg.flow_idle.as_nanos() as u64 + 2 * interval_ns;
-    let steps = Steps::new(cfg.jobs.clone(), gap_ns, settle_ns);
+    let steps = Steps::new(cfg.jobs.clone(), gap_ns, settle_ns, cfg.max_jobs);
     let mut live = Reports { csv: None, live };
     let live_views = !live.live.is_empty();
     let source_times = cfg.source_times.clone();
