@@ -193,3 +193,75 @@ fn an_erspan_iii_stamp_milliseconds_ahead_makes_no_frame_late() {
         }
     }
 }
+
+/// A switch whose IEEE 1588 clock runs 5 ms behind the probe's (ERSPAN III, platform
+/// sub-header 5: absolute time) mirrors 2,000 RC SEND Only packets of one QP, PSNs 0 to
+/// 1,999, 10 µs apart; every 100th packet the same session also carries a mirrored ARP, and
+/// the probe's port an unmirrored one, at the same capture time. Every frame without a
+/// switch time stands where the mirrored traffic does, and a mirror of a frame that is no
+/// RoCE packet is timed by its switch: no packet is late and no PSN is missing (by the
+/// construction: 2,000 messages, 40 frames that are not RoCE). Before, each ARP was timed
+/// by its capture, 5 ms ahead of the switch's time, and the next 5 ms of the QP's packets
+/// were late (left out of the PSN analysis, counted as gaps). The same with two workers.
+#[test]
+fn frames_without_a_switch_time_stand_where_the_mirrored_traffic_does() {
+    use roceprobe::capture::pcap::Writer;
+    use roceprobe::wire::bth;
+    use roceprobe::wire::build::{arp_frame, erspan_wrap, RoceFrame};
+    use roceprobe::wire::erspan::{Granularity, Repr};
+    use std::net::Ipv4Addr;
+    let (switch, probe) = (Ipv4Addr::new(192, 168, 0, 1), Ipv4Addr::new(192, 168, 0, 9));
+    let capture0 = 1_800_000_000_000_000_000u64;
+    let behind = 5_000_000u64;
+    let mirror = |inner: &[u8], switch_ns: u64, seq: u32| {
+        let h = Repr {
+            erspan_type: 3,
+            vlan: 0,
+            cos: 0,
+            session: 7,
+            index: 0,
+            timestamp: (switch_ns % 1_000_000_000) as u32,
+            granularity: Granularity::Ieee1588,
+            hw_id: 0,
+            platform: Some((5, 0, (switch_ns / 1_000_000_000) as u32)),
+        };
+        erspan_wrap(inner, &h, switch, probe, seq)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("behind.pcap");
+    let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+    let arp = arp_frame(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+    let mut seq = 0;
+    for k in 0..2_000u32 {
+        let capture = capture0 + u64::from(k) * 10_000;
+        // Stamped 1 µs before it reaches the probe, on a clock 5 ms behind.
+        let stamped = capture - 1_000 - behind;
+        let inner = RoceFrame::new(
+            "10.0.0.1".parse().unwrap(),
+            "10.0.0.2".parse().unwrap(),
+            bth::Repr { opcode: 0x04, dest_qp: 7, psn: k, ..Default::default() },
+        )
+        .emit();
+        let f = mirror(&inner, stamped, seq);
+        seq += 1;
+        w.write(capture, &f, f.len() as u32).unwrap();
+        if k % 100 == 50 {
+            let f = mirror(&arp, stamped, seq);
+            seq += 1;
+            w.write(capture, &f, f.len() as u32).unwrap();
+            w.write(capture, &arp, arp.len() as u32).unwrap();
+        }
+    }
+    drop(w);
+    for workers in ["1", "2"] {
+        let s = replay_summary(&[path.as_path()], &["--workers", workers]);
+        assert_eq!(s["non_roce_packets"], 40, "workers {workers}");
+        assert_eq!(s["erspan_untimed_packets"], 0, "workers {workers}");
+        assert_eq!(s["reorder"]["late_packets"]["compute"], 0, "workers {workers}");
+        let f = s["flows"].as_array().unwrap().iter().find(|f| f["dst_qpn"] == 7).unwrap();
+        assert_eq!(
+            (&f["messages"], &f["gap_psns"], &f["late_packets"]),
+            (&2000.into(), &0.into(), &0.into())
+        );
+    }
+}

@@ -18,7 +18,7 @@ use crate::capture::dpdk::prefetch;
 use crate::capture::{Capture, Frame, Poll};
 use crate::track::clock::MirrorClocks;
 use crate::track::io::IoCountsByPair;
-use crate::wire::{could_be_mirrored, decode_frame, plain_roce_pair, Decoded};
+use crate::wire::{could_be_mirrored, decode_frame, mirror_of, plain_roce_pair, Decoded};
 use anyhow::Result;
 use crossbeam_channel::{bounded, Receiver, Sender};
 use std::collections::BTreeMap;
@@ -374,28 +374,30 @@ impl Dispatcher {
     #[inline]
     fn route(&mut self, f: &Frame<'_>) -> (usize, u64, bool) {
         let workers = self.lanes.len();
+        // A frame without a switch time it could use stands where the switch-timed frames
+        // do (`MirrorClocks::unstamped`), as with one worker.
         if workers == 1 && !could_be_mirrored(f.data) {
             // One worker (a dedicated receive lcore) and a frame that cannot carry a
             // switch's time: nothing to decode here, the worker does it.
-            return (0, f.ts_ns, false);
+            return (0, self.clocks.unstamped(f.ts_ns), false);
         }
         if let Some(pair) = plain_roce_pair(f.data) {
             // Nearly every frame: its pair read at fixed offsets, the rest left to the worker.
-            return (owner(pair, workers), f.ts_ns, false);
+            return (owner(pair, workers), self.clocks.unstamped(f.ts_ns), false);
         }
-        match decode_frame(f.data) {
-            Decoded::Roce(p) => {
-                let lane = owner((p.ip.src, p.ip.dst), workers);
-                match p.mirror.and_then(|m| m.timed()).and_then(|(s, t)| self.clocks.time(s, t, f.ts_ns)) {
-                    Some(ts) => {
-                        self.switch_clock = true;
-                        (lane, ts, true)
-                    }
-                    None => (lane, f.ts_ns, false),
-                }
+        // Frames that are not RoCE are counted by worker 0; a mirror is timed by its switch
+        // whatever it carries.
+        let (lane, mirror) = match decode_frame(f.data) {
+            Decoded::Roce(p) => (owner((p.ip.src, p.ip.dst), workers), p.mirror),
+            _ if could_be_mirrored(f.data) => (0, mirror_of(f.data)),
+            _ => (0, None),
+        };
+        match mirror.and_then(|m| m.timed()).and_then(|(s, t)| self.clocks.time(s, t, f.ts_ns)) {
+            Some(ts) => {
+                self.switch_clock = true;
+                (lane, ts, true)
             }
-            // Frames that are not RoCE are counted by worker 0.
-            _ => (0, f.ts_ns, false),
+            None => (lane, self.clocks.unstamped(f.ts_ns), false),
         }
     }
 

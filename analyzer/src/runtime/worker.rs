@@ -474,8 +474,9 @@ impl Worker {
             let (ts, switch, packet) = match i.stamped {
                 Some(sw) => (i.f.ts_ns, sw, 0),
                 None if could_be_mirrored(i.f.data) => self.mirror_time(&mut r, &i.f),
-                // Any other frame is timed by its capture.
-                None => (i.f.ts_ns, false, 0),
+                // Any other frame is timed by its capture (where the switch-timed frames
+                // stand, if any were).
+                None => (self.analyzer.unstamped_time(i.f.ts_ns), false, 0),
             };
             if !r.is_armed() && r.pass(ts) {
                 let f = Frame { ts_ns: ts, ..i.f };
@@ -524,7 +525,7 @@ impl Worker {
     fn mirror_time(&mut self, r: &mut Reorder, f: &Frame<'_>) -> (u64, bool, u32) {
         let mut d = Decoded::NotRoce(NotRoce::NotIp);
         decode_frame_into(f.data, &mut d);
-        let (ts, switch) = self.analyzer.packet_time(&d, f.ts_ns);
+        let (ts, switch) = self.analyzer.packet_time(&d, f.data, f.ts_ns);
         let packet = match &d {
             Decoded::Roce(p) if r.is_armed() => r.keep_packet(p, f.data),
             _ => 0,
@@ -728,7 +729,7 @@ impl Worker {
         }
         (s.seen.ts, s.seen.switch_clock) = match stamped {
             Some(sw) => (f.ts_ns, sw),
-            None => self.analyzer.packet_time(&s.decoded, f.ts_ns),
+            None => self.analyzer.packet_time(&s.decoded, f.data, f.ts_ns),
         };
         if let Decoded::Roce(p) = &s.decoded {
             // A mirrored frame counts as long as the frame the monitored link carried.

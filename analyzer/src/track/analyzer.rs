@@ -203,16 +203,37 @@ impl Analyzer {
     }
 
     /// A frame's time, and whether it is an ERSPAN III switch timestamp (the packet's time:
-    /// it was taken at the mirror). `capture_ns` is the time the capture gave it.
+    /// it was taken at the mirror). `frame` was decoded to `decoded`; `capture_ns` is the
+    /// time the capture gave it. A mirror of a frame that is no RoCE packet is timed by its
+    /// switch too; any frame without a switch time it could use stands where the
+    /// switch-timed frames do ([`MirrorClocks::unstamped`]).
     #[inline]
-    pub fn packet_time(&mut self, decoded: &Decoded<'_>, capture_ns: u64) -> (u64, bool) {
+    pub fn packet_time(&mut self, decoded: &Decoded<'_>, frame: &[u8], capture_ns: u64) -> (u64, bool) {
         let switch = match decoded {
             Decoded::Roce(RocePacket { mirror: Some(m), .. }) if !self.stamped => {
                 m.timed().and_then(|(session, t)| self.clocks.time(session, t, capture_ns))
             }
+            Decoded::Roce(_) => None,
+            _ if !self.stamped && crate::wire::could_be_mirrored(frame) => crate::wire::mirror_of(frame)
+                .and_then(|m| m.timed())
+                .and_then(|(session, t)| self.clocks.time(session, t, capture_ns)),
             _ => None,
         };
-        (switch.unwrap_or(capture_ns), switch.is_some())
+        match switch {
+            Some(ts) => (ts, true),
+            None => (self.unstamped_time(capture_ns), false),
+        }
+    }
+
+    /// The time of a frame without a switch time, captured at `capture_ns` (see
+    /// [`MirrorClocks::unstamped`]); as given when a dispatcher in front timed it.
+    #[inline]
+    pub fn unstamped_time(&self, capture_ns: u64) -> u64 {
+        if self.stamped {
+            capture_ns
+        } else {
+            self.clocks.unstamped(capture_ns)
+        }
     }
 
     /// A RoCE packet's vantage.

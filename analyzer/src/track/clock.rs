@@ -79,11 +79,14 @@ impl SessionClock {
 
 pub struct MirrorClocks {
     sessions: Box<[Option<SessionClock>]>,
+    /// The lead (switch time less capture time) of the latest stamp believed, if any: what
+    /// [`MirrorClocks::unstamped`] adds to a capture time.
+    lead: Option<i64>,
 }
 
 impl Default for MirrorClocks {
     fn default() -> Self {
-        Self { sessions: vec![None; SESSIONS].into_boxed_slice() }
+        Self { sessions: vec![None; SESSIONS].into_boxed_slice(), lead: None }
     }
 }
 
@@ -92,6 +95,30 @@ impl MirrorClocks {
     /// `None` if the stamp is not believed (see the module's comment).
     #[inline]
     pub fn time(&mut self, session: u16, t: SwitchTime, capture_ns: u64) -> Option<u64> {
+        let ns = self.session_time(session, t, capture_ns)?;
+        // Within a second of the capture time (a stamp further off is not believed).
+        self.lead = Some(ns.wrapping_sub(capture_ns) as i64);
+        Some(ns)
+    }
+
+    /// The time of a frame without a switch time it could use (not mirrored, not a RoCE
+    /// packet, a stamp not believed) captured at `capture_ns`: where the switch-timed frames
+    /// around it stand, by the lead of the latest stamp believed; its capture time while no
+    /// stamp was. A switch clock behind the probe's (absolute time from a clock of its own, a
+    /// counter that drifts) would otherwise put every such frame that far ahead of the
+    /// mirrored traffic, moving the analysis's time on, and the mirrored frames after it
+    /// would be late.
+    #[inline]
+    pub fn unstamped(&self, capture_ns: u64) -> u64 {
+        match self.lead {
+            None => capture_ns,
+            Some(lead) => capture_ns.saturating_add_signed(lead),
+        }
+    }
+
+    /// [`MirrorClocks::time`] of one session.
+    #[inline]
+    fn session_time(&mut self, session: u16, t: SwitchTime, capture_ns: u64) -> Option<u64> {
         let in_step = |moved: i128, c: &SessionClock| {
             (moved - (i128::from(capture_ns) - i128::from(c.last_capture_ns))).abs()
                 <= i128::from(CLOCK_STEP_NS)
@@ -208,6 +235,21 @@ mod tests {
             expect += 1_500_000_000 * 100;
             assert_eq!(c.time(1, t32(raw), expect + 3_000), Some(expect));
         }
+    }
+
+    #[test]
+    fn a_frame_without_a_switch_time_takes_the_latest_stamps_lead() {
+        let mut c = MirrorClocks::default();
+        // No stamp believed yet: its capture time.
+        assert_eq!(c.unstamped(10_000_000), 10_000_000);
+        // A switch clock 5 ms behind (absolute time): 5 ms less, either way of the stamp.
+        let abs = |ns| SwitchTime::Absolute { ns };
+        assert_eq!(c.time(1, abs(5_000_000_000), 5_005_000_000), Some(5_000_000_000));
+        assert_eq!(c.unstamped(5_006_000_000), 5_001_000_000);
+        assert_eq!(c.unstamped(5_004_000_000), 4_999_000_000);
+        // A stamp not believed (10 s off) leaves the lead as it was.
+        assert_eq!(c.time(1, abs(15_000_000_000), 5_007_000_000), None);
+        assert_eq!(c.unstamped(5_008_000_000), 5_003_000_000);
     }
 
     #[test]

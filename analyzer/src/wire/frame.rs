@@ -322,6 +322,20 @@ pub fn plain_roce_pair(frame: &[u8]) -> Option<(IpAddr, IpAddr)> {
     (u16::from_be_bytes([port[0], port[1]]) == ROCEV2_UDP_PORT).then_some((n.ip.src, n.ip.dst))
 }
 
+/// The ERSPAN encapsulation of a frame that is a mirror, whatever the mirrored frame holds
+/// (the switch time of a mirrored frame that is no RoCE packet, or does not decode, still
+/// tells the time). Not on the common path: for frames that [`decode_frame`] found no RoCE
+/// packet in.
+#[inline(never)]
+pub fn mirror_of(frame: &[u8]) -> Option<Mirror> {
+    let l2 = link(frame).ok()?;
+    let n = network(frame.get(l2.l3_offset..)?, l2.ethertype).ok()?;
+    if n.protocol != ipv4::PROTO_GRE {
+        return None;
+    }
+    mirrored(&n, false).ok().map(|(_, m)| m)
+}
+
 /// Whether a frame may be an ERSPAN mirror (IP carrying GRE, or IPv6 whose next header is
 /// not UDP): only such a frame can carry a switch's timestamp. A glance at two bytes, for
 /// timing frames before they are decoded; `false` is certain, `true` is a maybe.
