@@ -679,6 +679,7 @@ impl Outputs {
         };
         if let Some(d) = &common.csv_dir {
             place("--csv-dir", d, true, "create")?;
+            crate::report::csv::check_dir(d)?;
         }
         if let Some(d) = &common.evidence_dir {
             place("--evidence-dir", d, true, "create")?;

@@ -1355,6 +1355,20 @@ pub fn set_blocking(f: &std::fs::File) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Takes an exclusive advisory lock (`flock`) on an open file or folder without waiting:
+/// false if another open file description holds it.
+pub fn try_lock(f: &std::fs::File) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor the file owns, with no pointer argument.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    match std::io::Error::last_os_error() {
+        e if e.kind() == std::io::ErrorKind::WouldBlock => Ok(false),
+        e => Err(e),
+    }
+}
+
 /// A file mapped read-only into memory, for replay to read frames in place.
 pub struct Mapping {
     ptr: NonNull<u8>,

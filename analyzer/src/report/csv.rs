@@ -195,6 +195,12 @@ impl CsvHealth {
 const STEMS: [&str; 9] =
     ["flows", "transmissions", "latency", "io", "slow_ios", "steps", "stragglers", "ports", "events"];
 
+/// Before any work: that no other run writes reports in `dir` and that every report file
+/// an earlier run left there can be written (see [`super::csv_files::check_dir`]).
+pub fn check_dir(dir: &Path) -> Result<()> {
+    super::csv_files::check_dir(dir, STEMS)
+}
+
 pub struct CsvWriter {
     dir: PathBuf,
     rotation: Rotation,

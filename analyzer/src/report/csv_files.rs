@@ -9,7 +9,7 @@
 
 use super::csv::CsvHealth;
 use super::time::rfc3339_nanos;
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -183,28 +183,58 @@ struct Report {
     /// This run has written no row of the report yet: before its first, the rotated files
     /// an earlier run left of it from that row's time on are removed ([`Writer::write`]).
     fresh: bool,
+    /// The open file's device and inode: a file at the report's name that is another (one
+    /// renamed over it, a second run's) is not the one the rows go to.
+    inode: (u64, u64),
 }
 
 impl Report {
     /// Creates (or replaces) `<stem>.csv` with its header.
     fn create(dir: &Path, stem: &'static str, header: String) -> Result<Self> {
-        let (file, bytes) = start(dir, stem, &header)?;
-        Ok(Self { stem, header, file, bytes, first_ns: None, unstarted: false, fresh: true })
+        let Started { file, bytes, inode } = start(dir, stem, &header)?;
+        Ok(Self { stem, header, file, bytes, first_ns: None, unstarted: false, fresh: true, inode })
     }
+
+    /// Writes on into `s`, a file just started.
+    fn started(&mut self, s: Started) {
+        (self.file, self.bytes, self.inode) = (s.file, s.bytes, s.inode);
+        self.first_ns = None;
+    }
+}
+
+/// A report file just started: its header written.
+struct Started {
+    file: File,
+    bytes: u64,
+    inode: (u64, u64),
 }
 
 /// Creates (or replaces) `<stem>.csv` with its header. A header that cannot be written
 /// whole (a full disk) leaves no file: every report file starts with its header.
-fn start(dir: &Path, stem: &str, header: &str) -> Result<(File, u64)> {
+fn start(dir: &Path, stem: &str, header: &str) -> Result<Started> {
+    use std::os::unix::fs::MetadataExt;
     let path = dir.join(format!("{stem}.csv"));
     let mut f = super::create_regular(&path, false)
         .with_context(|| format!("--csv-dir: cannot write {}", path.display()))?;
     let head = format!("{header}\r\n");
-    if let Err(e) = f.write_all(head.as_bytes()) {
-        let _ = std::fs::remove_file(&path);
-        return Err(e).with_context(|| format!("--csv-dir: cannot write {}", path.display()));
+    match f.write_all(head.as_bytes()).and_then(|()| f.metadata()) {
+        Ok(m) => Ok(Started { file: f, bytes: head.len() as u64, inode: (m.dev(), m.ino()) }),
+        Err(e) => {
+            let _ = std::fs::remove_file(&path);
+            Err(e).with_context(|| format!("--csv-dir: cannot write {}", path.display()))
+        }
     }
-    Ok((f, head.len() as u64))
+}
+
+/// Whether the file at `path` is still the one a report writes into (`inode`) and holds
+/// what was written to it (`bytes`): not when it was removed, another file was renamed over
+/// it or made in its place, or it was cut short under the probe (`truncate`, logrotate's
+/// `copytruncate`), whose rows written on at the old offset would follow a hole of zero
+/// bytes and no header.
+fn is_current(path: &Path, inode: (u64, u64), bytes: u64) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .is_ok_and(|m| m.is_file() && (m.dev(), m.ino()) == inode && m.len() >= bytes)
 }
 
 /// A rotated file's name: `<stem>-<time of its first row>[-<n>].csv[.gz|.zst]`, the time
@@ -428,6 +458,36 @@ pub(super) struct Writer {
     /// This run replaces an earlier run's rotated files from its first rows on (a replay).
     replace_earlier: bool,
     pool: Sender<String>,
+    /// The folder's lock (see [`super::lock_dir`]), released as the writer ends.
+    _lock: File,
+}
+
+/// The refusal of a folder another run writes its reports into.
+pub fn in_use(dir: &Path) -> String {
+    format!(
+        "--csv-dir: another roceprobe run is writing its reports in {} (two runs would empty and interleave each other's files)",
+        dir.display()
+    )
+}
+
+/// Before any work: that the reports `stems` can all be written in `dir` if it exists (no
+/// other run writes there, and no report file there is one this process may not write),
+/// so that a run refused for one of them empties none of an earlier run's.
+pub fn check_dir<'a>(dir: &Path, stems: impl IntoIterator<Item = &'a str>) -> Result<()> {
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    match super::lock_dir(dir) {
+        Ok(Some(_)) => {}
+        Ok(None) => bail!("{}", in_use(dir)),
+        Err(e) => return Err(e).with_context(|| format!("--csv-dir: cannot lock {}", dir.display())),
+    }
+    for stem in stems {
+        let path = dir.join(format!("{stem}.csv"));
+        super::check_writable(&path)
+            .with_context(|| format!("--csv-dir: cannot write {}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// The writer thread's state before the thread runs (see [`prepare_writer`]).
@@ -465,10 +525,16 @@ pub(super) fn prepare_writer(
     reports: Vec<(&'static str, String)>,
     known: &'static [&'static str],
 ) -> Result<(Link, Unstarted)> {
-    // Every name checked before the first file is made: a refused one empties none.
+    // The folder is this run's alone while it writes (the lock goes with the writer).
+    let lock = match super::lock_dir(dir) {
+        Ok(Some(lock)) => lock,
+        Ok(None) => bail!("{}", in_use(dir)),
+        Err(e) => return Err(e).with_context(|| format!("--csv-dir: cannot lock {}", dir.display())),
+    };
+    // Every name checked before the first file is emptied: a refused one empties none.
     for (stem, _) in &reports {
         let path = dir.join(format!("{stem}.csv"));
-        super::refuse_irregular(&path)
+        super::check_writable(&path)
             .with_context(|| format!("--csv-dir: cannot write {}", path.display()))?;
     }
     let reports =
@@ -486,6 +552,7 @@ pub(super) fn prepare_writer(
         told_replaced: false,
         replace_earlier: false,
         pool: pool_tx,
+        _lock: lock,
     };
     Ok((Link { jobs: jobs_tx, pool: pool_rx }, Unstarted { writer, jobs: jobs_rx }))
 }
@@ -575,17 +642,17 @@ impl Writer {
         let path = self.dir.join(format!("{}.csv", self.reports[id].stem));
         // A report whose rotation could not start its new file has none: it is started
         // below, not taken for one removed.
-        if !path.exists() && !self.reports[id].unstarted {
-            // Removed (with its folder, perhaps) while open: rows written to the open file
-            // would vanish with it, so start the report again, and with it every other
-            // report that went with the folder (one without rows since would otherwise
-            // stay away until its next row).
+        let r = &self.reports[id];
+        if !r.unstarted && !is_current(&path, r.inode, r.bytes) {
+            // Removed (with its folder, perhaps), replaced or cut short while open: rows
+            // written to the open file would vanish with it, or follow a hole, so start the
+            // report again, and with it every other report that went with the folder (one
+            // without rows since would otherwise stay away until its next row).
             std::fs::create_dir_all(&self.dir)
                 .with_context(|| format!("cannot create {}", self.dir.display()))?;
             for (k, r) in self.reports.iter_mut().enumerate() {
                 if k == id || !self.dir.join(format!("{}.csv", r.stem)).exists() {
-                    (r.file, r.bytes) = start(&self.dir, r.stem, &r.header)?;
-                    r.first_ns = None;
+                    r.started(start(&self.dir, r.stem, &r.header)?);
                     if !std::mem::take(&mut r.unstarted) {
                         self.health.files_recreated += 1;
                     }
@@ -596,7 +663,7 @@ impl Writer {
         }
         if self.reports[id].unstarted {
             let r = &mut self.reports[id];
-            (r.file, r.bytes) = start(&self.dir, r.stem, &r.header)?;
+            r.started(start(&self.dir, r.stem, &r.header)?);
             r.unstarted = false;
         }
         if std::mem::take(&mut self.reports[id].fresh) && self.replace_earlier {
@@ -657,8 +724,9 @@ impl Writer {
         // which must get no more rows; the next rows start the report again. Started, its
         // header counts as the current file's while the full one is compressed.
         let started = match started {
-            Ok((file, bytes)) => {
-                (r.file, r.bytes, r.unstarted) = (file, bytes, false);
+            Ok(s) => {
+                r.started(s);
+                r.unstarted = false;
                 Ok(())
             }
             Err(e) => {
@@ -866,6 +934,79 @@ mod tests {
         prepare_writer(dir, rotation, vec![("r", "a,b".into())], &["r"]).unwrap().1.writer
     }
 
+    /// A report file replaced under the probe (another file renamed over it) or cut short
+    /// (logrotate's `copytruncate`) is started again, header first, and counted: rows
+    /// written on into the old file would be lost with it, or follow a hole of zero bytes.
+    #[test]
+    fn a_report_replaced_or_cut_short_under_the_probe_starts_again_with_its_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = small_files(dir.path());
+        let path = dir.path().join("r.csv");
+        w.write(0, 1, &row(1)).unwrap();
+        let other = dir.path().join("other");
+        std::fs::write(&other, "x\r\n").unwrap();
+        std::fs::rename(&other, &path).unwrap();
+        w.write(0, 2, &row(2)).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("a,b\r\n{}", row(2)));
+        assert_eq!(w.health.files_recreated, 1);
+        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(0).unwrap();
+        w.write(0, 3, &row(3)).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("a,b\r\n{}", row(3)));
+        assert_eq!(w.health.files_recreated, 2);
+    }
+
+    /// While a run writes its reports in a folder, another run is refused there before it
+    /// empties anything; once the first has ended, the folder is free again.
+    #[test]
+    fn a_second_run_is_refused_the_folder_the_first_writes_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = small_files(dir.path());
+        w.write(0, 1, &row(1)).unwrap();
+        let refused = check_dir(dir.path(), ["r"]).unwrap_err().to_string();
+        assert_eq!(refused, in_use(dir.path()));
+        let again = prepare_writer(dir.path(), Rotation::default(), vec![("r", "a,b".into())], &["r"]);
+        assert_eq!(again.err().unwrap().to_string(), in_use(dir.path()));
+        assert_eq!(std::fs::read_to_string(dir.path().join("r.csv")).unwrap(), format!("a,b\r\n{}", row(1)));
+        drop(w);
+        check_dir(dir.path(), ["r"]).unwrap();
+    }
+
+    /// An earlier run's report this process may not write (here a file bind-mounted
+    /// read-only over itself; the permissions would not stop root, as CI runs) refuses the
+    /// run before any report is emptied: the one before it in the order too. (Before, the
+    /// reports were emptied one by one until the one that could not be opened.)
+    #[test]
+    fn a_report_that_cannot_be_written_refuses_the_run_before_any_is_emptied() {
+        let root = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0;
+        if !root {
+            eprintln!("skipped: a read-only bind mount needs root (CI runs as root)");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (r, s) = (dir.path().join("r.csv"), dir.path().join("s.csv"));
+        for p in [&r, &s] {
+            std::fs::write(p, "a,b\r\n1,2\r\n").unwrap();
+        }
+        let mount = |args: &[&str]| {
+            std::process::Command::new("mount").args(args).arg(&s).arg(&s).status().is_ok_and(|x| x.success())
+        };
+        assert!(mount(&["--bind"]) && mount(&["-o", "remount,bind,ro"]), "a read-only bind mount");
+        let e = check_dir(dir.path(), ["r", "s"]).unwrap_err();
+        let e2 = prepare_writer(
+            dir.path(),
+            Rotation::default(),
+            vec![("r", "a,b".into()), ("s", "a,b".into())],
+            &["r", "s"],
+        )
+        .err()
+        .map(|e| format!("{e:#}"));
+        let (r_now, s_now) = (std::fs::read_to_string(&r).unwrap(), std::fs::read_to_string(&s).unwrap());
+        let _ = std::process::Command::new("umount").arg(&s).status();
+        assert!(format!("{e:#}").contains("cannot write"), "{e:#}");
+        assert!(e2.is_some_and(|e| e.contains("s.csv")));
+        assert_eq!((r_now.as_str(), s_now.as_str()), ("a,b\r\n1,2\r\n", "a,b\r\n1,2\r\n"));
+    }
+
     /// A --csv-dir this run makes, on a disk with room for the folder and two files: the
     /// third report cannot be made, the run is refused, and the folder is not left behind
     /// with reports cut short in it.
@@ -999,6 +1140,8 @@ mod tests {
             .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("r-2025-12-01"))
             .count();
         assert_eq!(ours, 2);
+        // That run ends (its folder lock goes with it).
+        drop(w);
         // Live (replacing off): a probe started again keeps every earlier file, whatever
         // its first row's time.
         let kept = path("r-2025-12-01T000000.000000300Z.csv");

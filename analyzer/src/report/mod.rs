@@ -62,6 +62,28 @@ pub fn refuse_irregular(path: &std::path::Path) -> std::io::Result<()> {
     }
 }
 
+/// An existing file the probe would empty and write (a report of an earlier run), opened
+/// for writing without emptying it: a file this process may not write (its permissions, an
+/// immutable file, a read-only mount) is refused before any of a set is emptied. Nothing
+/// there is fine.
+pub fn check_writable(path: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    refuse_irregular(path)?;
+    match std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path)
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        r => r.map(drop),
+    }
+}
+
+/// The lock that keeps two runs from writing their reports into one folder at once (an
+/// advisory `flock` on the folder, held while the returned file stays open): `None` if
+/// another process holds it.
+pub fn lock_dir(dir: &std::path::Path) -> std::io::Result<Option<std::fs::File>> {
+    let f = std::fs::File::open(dir)?;
+    Ok(crate::capture::dpdk::try_lock(&f)?.then_some(f))
+}
+
 /// Whether `path` is a symbolic link to nothing (creating a folder there fails with "File
 /// exists", which names no problem).
 pub fn dangling_link(path: &std::path::Path) -> bool {
