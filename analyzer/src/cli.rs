@@ -89,7 +89,7 @@ pub struct CommonArgs {
     pub max_flows: usize,
     /// Write the CSV reports here, every interval: flows, transmissions, latency, io,
     /// slow_ios, steps, stragglers and ports.csv, and events.csv with --evidence-dir (the
-    /// directory is created if needed; an earlier run's current files are replaced, and its rotated files from the time this run's rows begin).
+    /// directory is created if needed; replay replaces an earlier run's current files, and its rotated files from the time this run's rows begin; live keeps an earlier run's current files as rotated files).
     #[arg(long, value_name = "DIR")]
     pub csv_dir: Option<PathBuf>,
     /// Start a new CSV file before one would grow past SIZE bytes (suffixes K, M, G); the
@@ -693,7 +693,9 @@ impl Outputs {
 
     /// Opens them once the inputs are checked too: the evidence folder, the summary
     /// (written in its place at the end) and the CSV files, which replace an earlier run's.
-    fn open(common: &CommonArgs, prometheus: Option<std::net::TcpListener>) -> Result<Self> {
+    /// `live`: an earlier run's current CSV files are kept as rotated files (a probe
+    /// restarted loses none of its rows), where a replay replaces them.
+    fn open(common: &CommonArgs, prometheus: Option<std::net::TcpListener>, live: bool) -> Result<Self> {
         if let Some(e) = evidence_settings(common) {
             e.output.check()?;
         }
@@ -701,7 +703,9 @@ impl Outputs {
         let csv = common
             .csv_dir
             .as_deref()
-            .map(|d| CsvWriter::create_with_events(d, csv_rotation(common)?, common.evidence_dir.is_some()))
+            .map(|d| {
+                CsvWriter::create_with_events(d, csv_rotation(common)?, common.evidence_dir.is_some(), live)
+            })
             .transpose()?;
         Ok(Self { sink, csv, prometheus })
     }
@@ -898,7 +902,7 @@ fn replay(a: ReplayArgs) -> Result<()> {
     let vantages = VantageMap::new(&a.common.vantages, SourceKind::File, &ids)?;
     check_distinct_inputs(&a.files, &vantages)?;
     let mut replay = Replay::open(&a.files)?;
-    let out = Outputs::open(&a.common, prometheus)?;
+    let out = Outputs::open(&a.common, prometheus, false)?;
     let times = replay.time_sources();
     execute(&a.common, vantages, out, Mode::Replay, times, |cfg, stop, reports| {
         runtime::run(&mut replay, cfg, stop, reports)
@@ -1098,7 +1102,7 @@ fn live(a: LiveArgs) -> Result<()> {
         setup,
     )?;
     let vantages = vantages.unwrap_or_default();
-    let out = Outputs::open(&a.common, prometheus)?;
+    let out = Outputs::open(&a.common, prometheus, true)?;
     if a.duration.is_none() && a.idle_exit.is_none() && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         // Fine for a service; noted so a script that forgot a stop condition is not a mystery.
         crate::note!("roceprobe: capturing until SIGINT / SIGTERM");

@@ -254,11 +254,18 @@ impl CsvWriter {
     /// Creates the directory if needed and the files with their headers (replacing files
     /// of an earlier run), so an unwritable place is an error before any work starts.
     pub fn create(dir: &Path, rotation: Rotation) -> Result<Self> {
-        Self::create_with_events(dir, rotation, false)
+        Self::create_with_events(dir, rotation, false, false)
     }
 
-    /// As [`CsvWriter::create`], with events.csv too when `events` (`--evidence-dir`).
-    pub fn create_with_events(dir: &Path, rotation: Rotation, events: bool) -> Result<Self> {
+    /// As [`CsvWriter::create`], with events.csv too when `events` (`--evidence-dir`); with
+    /// `keep_earlier` (a live probe), an earlier run's current files with rows become
+    /// rotated files instead of being replaced.
+    pub fn create_with_events(
+        dir: &Path,
+        rotation: Rotation,
+        events: bool,
+        keep_earlier: bool,
+    ) -> Result<Self> {
         let made_dir = !dir.exists();
         std::fs::create_dir_all(dir)
             .with_context(|| format!("--csv-dir: cannot create {}", dir.display()))?;
@@ -280,6 +287,7 @@ impl CsvWriter {
             rotation,
             STEMS.into_iter().zip(headers).take(reports).collect(),
             &STEMS,
+            keep_earlier,
         );
         let (link, unstarted) = match prepared {
             Ok(p) => p,

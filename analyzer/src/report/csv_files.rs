@@ -226,6 +226,50 @@ fn start(dir: &Path, stem: &str, header: &str) -> Result<Started> {
     }
 }
 
+/// A live probe started again: the current file of `stem` that an earlier run left with
+/// rows in it becomes a rotated file (named by the time of its first row, else by when it
+/// was last written, which is after every row in it), so that a restart loses none of its
+/// rows; it is compressed no further and counts towards `--csv-retain`. A file with its
+/// header only is replaced, as before.
+fn set_aside(dir: &Path, stem: &str) -> Result<()> {
+    use std::io::BufRead;
+    let path = dir.join(format!("{stem}.csv"));
+    let Ok(f) = File::open(&path) else { return Ok(()) };
+    let mut lines = io::BufReader::new(f.take(4096)).lines();
+    let (Some(Ok(_header)), Some(Ok(row))) = (lines.next(), lines.next()) else { return Ok(()) };
+    let first = row.split(',').next().unwrap_or_default();
+    let stamp = if is_rfc3339_nanos(first) {
+        first.replace(':', "")
+    } else {
+        let written = std::fs::metadata(&path)?.modified()?;
+        let ns = written.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        rfc3339_nanos(ns).replace(':', "")
+    };
+    let mut name = Rotated { stamp, n: 1, stem: stem.to_owned(), compression: Compression::None };
+    while [Compression::None, Compression::Gzip, Compression::Zstd]
+        .iter()
+        .any(|c| dir.join(name.file_name(*c)).exists())
+    {
+        name.n += 1;
+    }
+    std::fs::rename(&path, dir.join(name.file_name(Compression::None)))?;
+    Ok(())
+}
+
+/// Whether `s` is a time as the reports write it (RFC 3339, UTC, nanoseconds: fixed width).
+fn is_rfc3339_nanos(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 30
+        && b.iter().enumerate().all(|(i, &c)| match i {
+            4 | 7 => c == b'-',
+            10 => c == b'T',
+            13 | 16 => c == b':',
+            19 => c == b'.',
+            29 => c == b'Z',
+            _ => c.is_ascii_digit(),
+        })
+}
+
 /// Whether the file at `path` is still the one a report writes into (`inode`) and holds
 /// what was written to it (`bytes`): not when it was removed, another file was renamed over
 /// it or made in its place, or it was cut short under the probe (`truncate`, logrotate's
@@ -524,6 +568,7 @@ pub(super) fn prepare_writer(
     rotation: Rotation,
     reports: Vec<(&'static str, String)>,
     known: &'static [&'static str],
+    keep_earlier: bool,
 ) -> Result<(Link, Unstarted)> {
     // The folder is this run's alone while it writes (the lock goes with the writer).
     let lock = match super::lock_dir(dir) {
@@ -536,6 +581,13 @@ pub(super) fn prepare_writer(
         let path = dir.join(format!("{stem}.csv"));
         super::check_writable(&path)
             .with_context(|| format!("--csv-dir: cannot write {}", path.display()))?;
+    }
+    if keep_earlier {
+        for (stem, _) in &reports {
+            set_aside(dir, stem).with_context(|| {
+                format!("--csv-dir: cannot keep {}", dir.join(format!("{stem}.csv")).display())
+            })?;
+        }
     }
     let reports =
         reports.into_iter().map(|(stem, header)| Report::create(dir, stem, header)).collect::<Result<_>>()?;
@@ -844,7 +896,8 @@ mod tests {
     fn rows_go_to_the_writer_thread_and_their_buffers_come_back() {
         let dir = tempfile::tempdir().unwrap();
         let (link, writer) =
-            prepare_writer(dir.path(), Rotation::default(), vec![("r", "a,b".into())], &["r"]).unwrap();
+            prepare_writer(dir.path(), Rotation::default(), vec![("r", "a,b".into())], &["r"], false)
+                .unwrap();
         let writer = writer.spawn().unwrap();
         let mut rows = String::new();
         let mut want = String::from("a,b\r\n");
@@ -931,7 +984,7 @@ mod tests {
             compression: Compression::None,
             retain_bytes: None,
         };
-        prepare_writer(dir, rotation, vec![("r", "a,b".into())], &["r"]).unwrap().1.writer
+        prepare_writer(dir, rotation, vec![("r", "a,b".into())], &["r"], false).unwrap().1.writer
     }
 
     /// A report file replaced under the probe (another file renamed over it) or cut short
@@ -955,6 +1008,35 @@ mod tests {
         assert_eq!(w.health.files_recreated, 2);
     }
 
+    /// A live probe started again keeps the current file an earlier run left with rows in
+    /// it, as a rotated file named by its first row's time (a second of that time gets
+    /// `-2`); one with its header only is replaced. A replay replaces it.
+    #[test]
+    fn a_live_probe_started_again_keeps_the_earlier_runs_current_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = "a,b\r\n2026-12-01T00:00:00.500000000Z,1\r\n2026-12-01T00:00:01.000000000Z,2\r\n";
+        let taken = dir.path().join("r-2026-12-01T000000.500000000Z.csv");
+        std::fs::write(&taken, "a,b\r\n").unwrap();
+        std::fs::write(dir.path().join("r.csv"), rows).unwrap();
+        std::fs::write(dir.path().join("s.csv"), "a,b\r\n").unwrap();
+        let reports = || vec![("r", "a,b".to_owned()), ("s", "a,b".to_owned())];
+        let w = prepare_writer(dir.path(), Rotation::default(), reports(), &["r", "s"], true).unwrap();
+        drop(w);
+        let kept = dir.path().join("r-2026-12-01T000000.500000000Z-2.csv");
+        assert_eq!(std::fs::read_to_string(&kept).unwrap(), rows);
+        assert_eq!(std::fs::read_to_string(&taken).unwrap(), "a,b\r\n");
+        for stem in ["r", "s"] {
+            assert_eq!(std::fs::read_to_string(dir.path().join(format!("{stem}.csv"))).unwrap(), "a,b\r\n");
+        }
+        let names = std::fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(names, 4, "r.csv, s.csv and two rotated files of r");
+        // A replay into it replaces the current file as it is.
+        std::fs::write(dir.path().join("r.csv"), rows).unwrap();
+        drop(prepare_writer(dir.path(), Rotation::default(), reports(), &["r", "s"], false).unwrap());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 4);
+        assert_eq!(std::fs::read_to_string(dir.path().join("r.csv")).unwrap(), "a,b\r\n");
+    }
+
     /// While a run writes its reports in a folder, another run is refused there before it
     /// empties anything; once the first has ended, the folder is free again.
     #[test]
@@ -964,7 +1046,7 @@ mod tests {
         w.write(0, 1, &row(1)).unwrap();
         let refused = check_dir(dir.path(), ["r"]).unwrap_err().to_string();
         assert_eq!(refused, in_use(dir.path()));
-        let again = prepare_writer(dir.path(), Rotation::default(), vec![("r", "a,b".into())], &["r"]);
+        let again = prepare_writer(dir.path(), Rotation::default(), vec![("r", "a,b".into())], &["r"], false);
         assert_eq!(again.err().unwrap().to_string(), in_use(dir.path()));
         assert_eq!(std::fs::read_to_string(dir.path().join("r.csv")).unwrap(), format!("a,b\r\n{}", row(1)));
         drop(w);
@@ -997,6 +1079,7 @@ mod tests {
             Rotation::default(),
             vec![("r", "a,b".into()), ("s", "a,b".into())],
             &["r", "s"],
+            false,
         )
         .err()
         .map(|e| format!("{e:#}"));
@@ -1021,7 +1104,7 @@ mod tests {
             compression: Compression::None,
             retain_bytes: None,
         };
-        let Err(e) = crate::report::csv::CsvWriter::create_with_events(&dir, rotation, false) else {
+        let Err(e) = crate::report::csv::CsvWriter::create_with_events(&dir, rotation, false, false) else {
             panic!("the reports were all made");
         };
         let e = format!("{e:#}");
@@ -1124,8 +1207,10 @@ mod tests {
             compression: Compression::None,
             retain_bytes: None,
         };
-        let mut w =
-            prepare_writer(dir.path(), rotation, vec![("r", "a,b".into())], &["r", "s"]).unwrap().1.writer;
+        let mut w = prepare_writer(dir.path(), rotation, vec![("r", "a,b".into())], &["r", "s"], false)
+            .unwrap()
+            .1
+            .writer;
         w.replace_earlier = true;
         w.scan(true);
         for i in 0..25 {
@@ -1146,8 +1231,10 @@ mod tests {
         // its first row's time.
         let kept = path("r-2025-12-01T000000.000000300Z.csv");
         std::fs::write(&kept, "a,b\r\n").unwrap();
-        let mut w =
-            prepare_writer(dir.path(), rotation, vec![("r", "a,b".into())], &["r", "s"]).unwrap().1.writer;
+        let mut w = prepare_writer(dir.path(), rotation, vec![("r", "a,b".into())], &["r", "s"], false)
+            .unwrap()
+            .1
+            .writer;
         w.scan(true);
         w.write(0, t, &row(0)).unwrap();
         assert!(kept.exists());
