@@ -185,10 +185,19 @@ impl CmMessage {
         }
     }
 
-    /// Parses a CM MAD (the UD payload). `None` if it is not a CM MAD or is truncated.
+    /// Parses a CM MAD (the UD payload). `None` if it is not a CM MAD or is truncated, or
+    /// is not one a CM sends: every CM message is a Send (method 0x03) of class version 2
+    /// with status 0; any other (a response method, another version, an error status) is
+    /// not acted on, so that it cannot start a connection's PSN analysis again.
     pub fn parse(mad: &[u8]) -> Option<(MadHeader, CmMessage)> {
         let h = MadHeader::parse(mad)?;
-        if h.base_version != 1 || h.mgmt_class != MGMT_CLASS_CM || mad.len() < MAD_LEN {
+        if h.base_version != 1
+            || h.mgmt_class != MGMT_CLASS_CM
+            || h.class_version != 2
+            || h.method != METHOD_SEND
+            || h.status != 0
+            || mad.len() < MAD_LEN
+        {
             return None;
         }
         let m = &mad[MAD_HEADER_LEN..MAD_LEN];
@@ -321,10 +330,15 @@ mod tests {
 
     /// The CM MAD of a real rdma_cm.pcap frame (UD SEND Only: BTH, DETH, MAD).
     fn mad_of(index: usize) -> (MadHeader, CmMessage) {
+        CmMessage::parse(&mad_bytes(index)).expect("a CM MAD")
+    }
+
+    /// The MAD of the real capture's frame `index`.
+    fn mad_bytes(index: usize) -> Vec<u8> {
         let f = crate::wire::frame::tests::real_frame("rdma_cm.pcap", index);
         let Decoded::Roce(p) = decode_frame(&f) else { panic!() };
         assert_eq!((p.bth.opcode(), p.bth.dest_qp()), (0x64, GSI_QPN));
-        CmMessage::parse(p.payload).expect("a CM MAD")
+        p.payload.to_vec()
     }
 
     #[test]
@@ -362,6 +376,20 @@ mod tests {
         let (h, m) = mad_of(92);
         assert_eq!(h.attribute_id, attr::DREP);
         assert!(matches!(m, CmMessage::Drep { .. }));
+    }
+
+    /// The real handshake's REQ with its header changed in one field at a time (the
+    /// class version to 9, the method to 0x83, the status to 1): not a CM message a CM
+    /// sends, so none is taken (IBTA: CM MADs are Sends of class version 2, status 0).
+    #[test]
+    fn a_mad_that_is_no_cm_send_is_not_taken() {
+        let mad = mad_bytes(0);
+        assert!(CmMessage::parse(&mad).is_some());
+        for (at, value) in [(2, 9u8), (3, 0x83), (5, 1)] {
+            let mut m = mad.clone();
+            m[at] = value;
+            assert!(CmMessage::parse(&m).is_none(), "byte {at} = {value:#x}");
+        }
     }
 
     #[test]
