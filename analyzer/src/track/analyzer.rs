@@ -214,10 +214,7 @@ impl Analyzer {
                 m.timed().and_then(|(session, t)| self.clocks.time(session, t, capture_ns))
             }
             Decoded::Roce(_) => None,
-            _ if !self.stamped && crate::wire::could_be_mirrored(frame) => crate::wire::mirror_of(frame)
-                .and_then(|m| m.timed())
-                .and_then(|(session, t)| self.clocks.time(session, t, capture_ns)),
-            _ => None,
+            _ => self.not_roce_time(frame, capture_ns),
         };
         match switch {
             Some(ts) => (ts, true),
@@ -225,15 +222,24 @@ impl Analyzer {
         }
     }
 
+    /// The switch time of a frame that is no RoCE packet (or does not decode), if it is an
+    /// ERSPAN III mirror whose stamp is believed. Out of the packets' path.
+    #[cold]
+    #[inline(never)]
+    fn not_roce_time(&mut self, frame: &[u8], capture_ns: u64) -> Option<u64> {
+        if self.stamped || !crate::wire::could_be_mirrored(frame) {
+            return None;
+        }
+        let (session, t) = crate::wire::mirror_of(frame)?.timed()?;
+        self.clocks.time(session, t, capture_ns)
+    }
+
     /// The time of a frame without a switch time, captured at `capture_ns` (see
-    /// [`MirrorClocks::unstamped`]); as given when a dispatcher in front timed it.
+    /// [`MirrorClocks::unstamped`]); as given when a dispatcher in front timed it (this
+    /// worker's clocks then see no stamp, and add nothing).
     #[inline]
     pub fn unstamped_time(&self, capture_ns: u64) -> u64 {
-        if self.stamped {
-            capture_ns
-        } else {
-            self.clocks.unstamped(capture_ns)
-        }
+        self.clocks.unstamped(capture_ns)
     }
 
     /// A RoCE packet's vantage.

@@ -79,14 +79,14 @@ impl SessionClock {
 
 pub struct MirrorClocks {
     sessions: Box<[Option<SessionClock>]>,
-    /// The lead (switch time less capture time) of the latest stamp believed, if any: what
-    /// [`MirrorClocks::unstamped`] adds to a capture time.
-    lead: Option<i64>,
+    /// The lead (switch time less capture time) of the latest stamp believed, 0 while none
+    /// was: what [`MirrorClocks::unstamped`] adds to a capture time.
+    lead: i64,
 }
 
 impl Default for MirrorClocks {
     fn default() -> Self {
-        Self { sessions: vec![None; SESSIONS].into_boxed_slice(), lead: None }
+        Self { sessions: vec![None; SESSIONS].into_boxed_slice(), lead: 0 }
     }
 }
 
@@ -97,7 +97,7 @@ impl MirrorClocks {
     pub fn time(&mut self, session: u16, t: SwitchTime, capture_ns: u64) -> Option<u64> {
         let ns = self.session_time(session, t, capture_ns)?;
         // Within a second of the capture time (a stamp further off is not believed).
-        self.lead = Some(ns.wrapping_sub(capture_ns) as i64);
+        self.lead = ns.wrapping_sub(capture_ns) as i64;
         Some(ns)
     }
 
@@ -110,9 +110,11 @@ impl MirrorClocks {
     /// would be late.
     #[inline]
     pub fn unstamped(&self, capture_ns: u64) -> u64 {
-        match self.lead {
-            None => capture_ns,
-            Some(lead) => capture_ns.saturating_add_signed(lead),
+        // Every plain frame comes here: without a switch clock, one compare.
+        if self.lead == 0 {
+            capture_ns
+        } else {
+            capture_ns.saturating_add_signed(self.lead)
         }
     }
 
