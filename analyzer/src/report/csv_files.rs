@@ -518,20 +518,26 @@ pub fn in_use(dir: &Path) -> String {
 /// other run writes there, and no report file there is one this process may not write),
 /// so that a run refused for one of them empties none of an earlier run's.
 pub fn check_dir<'a>(dir: &Path, stems: impl IntoIterator<Item = &'a str>) -> Result<()> {
-    if !dir.is_dir() {
-        return Ok(());
+    if dir.is_dir() {
+        lock_for(dir, stems)?;
     }
-    match super::lock_dir(dir) {
-        Ok(Some(_)) => {}
+    Ok(())
+}
+
+/// The folder's lock for this run, taken once every report of `stems` there is known to
+/// be writable (none is emptied yet): see [`check_dir`].
+fn lock_for<'a>(dir: &Path, stems: impl IntoIterator<Item = &'a str>) -> Result<File> {
+    let lock = match super::lock_dir(dir) {
+        Ok(Some(lock)) => lock,
         Ok(None) => bail!("{}", in_use(dir)),
         Err(e) => return Err(e).with_context(|| format!("--csv-dir: cannot lock {}", dir.display())),
-    }
+    };
     for stem in stems {
         let path = dir.join(format!("{stem}.csv"));
         super::check_writable(&path)
             .with_context(|| format!("--csv-dir: cannot write {}", path.display()))?;
     }
-    Ok(())
+    Ok(lock)
 }
 
 /// The writer thread's state before the thread runs (see [`prepare_writer`]).
@@ -570,18 +576,9 @@ pub(super) fn prepare_writer(
     known: &'static [&'static str],
     keep_earlier: bool,
 ) -> Result<(Link, Unstarted)> {
-    // The folder is this run's alone while it writes (the lock goes with the writer).
-    let lock = match super::lock_dir(dir) {
-        Ok(Some(lock)) => lock,
-        Ok(None) => bail!("{}", in_use(dir)),
-        Err(e) => return Err(e).with_context(|| format!("--csv-dir: cannot lock {}", dir.display())),
-    };
-    // Every name checked before the first file is emptied: a refused one empties none.
-    for (stem, _) in &reports {
-        let path = dir.join(format!("{stem}.csv"));
-        super::check_writable(&path)
-            .with_context(|| format!("--csv-dir: cannot write {}", path.display()))?;
-    }
+    // The folder is this run's alone while it writes (the lock goes with the writer), and
+    // every name is checked before the first file is emptied: a refused one empties none.
+    let lock = lock_for(dir, reports.iter().map(|(stem, _)| *stem))?;
     if keep_earlier {
         for (stem, _) in &reports {
             set_aside(dir, stem).with_context(|| {
