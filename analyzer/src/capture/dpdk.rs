@@ -1369,6 +1369,17 @@ pub fn try_lock(f: &std::fs::File) -> std::io::Result<bool> {
     }
 }
 
+/// Releases a lock [`try_lock`] took: from the open file description, so also from a
+/// process forked meanwhile that still holds a copy of the descriptor.
+pub fn unlock(f: &std::fs::File) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor the file owns, with no pointer argument.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_UN) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// A file mapped read-only into memory, for replay to read frames in place.
 pub struct Mapping {
     ptr: NonNull<u8>,

@@ -503,7 +503,7 @@ pub(super) struct Writer {
     replace_earlier: bool,
     pool: Sender<String>,
     /// The folder's lock (see [`super::lock_dir`]), released as the writer ends.
-    _lock: File,
+    _lock: super::DirLock,
 }
 
 /// The refusal of a folder another run writes its reports into.
@@ -526,7 +526,7 @@ pub fn check_dir<'a>(dir: &Path, stems: impl IntoIterator<Item = &'a str>) -> Re
 
 /// The folder's lock for this run, taken once every report of `stems` there is known to
 /// be writable (none is emptied yet): see [`check_dir`].
-fn lock_for<'a>(dir: &Path, stems: impl IntoIterator<Item = &'a str>) -> Result<File> {
+fn lock_for<'a>(dir: &Path, stems: impl IntoIterator<Item = &'a str>) -> Result<super::DirLock> {
     let lock = match super::lock_dir(dir) {
         Ok(Some(lock)) => lock,
         Ok(None) => bail!("{}", in_use(dir)),

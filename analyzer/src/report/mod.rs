@@ -77,11 +77,22 @@ pub fn check_writable(path: &std::path::Path) -> std::io::Result<()> {
 }
 
 /// The lock that keeps two runs from writing their reports into one folder at once (an
-/// advisory `flock` on the folder, held while the returned file stays open): `None` if
-/// another process holds it.
-pub fn lock_dir(dir: &std::path::Path) -> std::io::Result<Option<std::fs::File>> {
+/// advisory `flock` on the folder, held until the returned lock is dropped): `None` if
+/// another holds it.
+pub fn lock_dir(dir: &std::path::Path) -> std::io::Result<Option<DirLock>> {
     let f = std::fs::File::open(dir)?;
-    Ok(crate::capture::dpdk::try_lock(&f)?.then_some(f))
+    Ok(crate::capture::dpdk::try_lock(&f)?.then_some(DirLock(f)))
+}
+
+/// A folder locked by [`lock_dir`]. Released when dropped, explicitly: a process forked
+/// meanwhile (to run a command) holds a copy of the descriptor until it execs, and closing
+/// this one alone would leave the folder locked until then.
+pub struct DirLock(std::fs::File);
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        let _ = crate::capture::dpdk::unlock(&self.0);
+    }
 }
 
 /// Whether `path` is a symbolic link to nothing (creating a folder there fails with "File

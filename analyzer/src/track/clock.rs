@@ -82,11 +82,13 @@ pub struct MirrorClocks {
     /// The lead (switch time less capture time) of the latest stamp believed, 0 while none
     /// was: what [`MirrorClocks::unstamped`] adds to a capture time.
     lead: i64,
+    /// Some stamp was believed (`lead` is one).
+    led: bool,
 }
 
 impl Default for MirrorClocks {
     fn default() -> Self {
-        Self { sessions: vec![None; SESSIONS].into_boxed_slice(), lead: 0 }
+        Self { sessions: vec![None; SESSIONS].into_boxed_slice(), lead: 0, led: false }
     }
 }
 
@@ -98,6 +100,7 @@ impl MirrorClocks {
         let ns = self.session_time(session, t, capture_ns)?;
         // Within a second of the capture time (a stamp further off is not believed).
         self.lead = ns.wrapping_sub(capture_ns) as i64;
+        self.led = true;
         Some(ns)
     }
 
@@ -125,12 +128,21 @@ impl MirrorClocks {
             (moved - (i128::from(capture_ns) - i128::from(c.last_capture_ns))).abs()
                 <= i128::from(CLOCK_STEP_NS)
         };
+        // How far ahead of the switch-timed traffic so far a session's first absolute stamp
+        // may lead (see below).
+        let latest = self.led.then_some(i128::from(self.lead) + LEAD_SLACK_NS);
         let slot = &mut self.sessions[usize::from(session) % SESSIONS];
         let (ticks, bits, unit_ns) = match t {
             SwitchTime::Absolute { ns } => {
+                // A session's first stamp: within a second of its capture, and no further
+                // ahead of the latest stamp believed than the reorder window's default (a
+                // lone packet of a session of its own, a millisecond or more ahead, would
+                // move every flow's time and make the next frames late). Otherwise the next
+                // stamp in step with it is believed.
+                let lead = i128::from(ns) - i128::from(capture_ns);
                 let believed = match slot {
                     Some(c) if c.bits == ABSOLUTE => in_step(i128::from(ns) - i128::from(c.last_raw), c),
-                    _ => ns.abs_diff(capture_ns) <= CLOCK_STEP_NS,
+                    _ => ns.abs_diff(capture_ns) <= CLOCK_STEP_NS && latest.is_none_or(|l| lead <= l),
                 };
                 *slot = Some(SessionClock::at(1, ABSOLUTE, ns, capture_ns));
                 return believed.then_some(ns);
@@ -289,6 +301,21 @@ mod tests {
         assert_eq!(c.time(4, t(5_000 + 2_000_000), base + 2_000_100), Some(base + 2_000_000));
         assert_eq!(c.time(4, t(9_000_000_000_000), base + 3_000_000), None);
         assert_eq!(c.time(4, t(9_000_000_500_000), base + 3_600_000), Some(base + 3_500_000));
+    }
+
+    /// A switch's IEEE 1588 clock 2 ms behind the probe's (session 5), then a lone packet of
+    /// a session of its own (77) stamped 5 ms ahead of its capture: not believed (it would
+    /// move the time 7 ms ahead of the mirrored traffic); the next in step with it is. A new
+    /// session in step with the others (6, 2 ms behind too) is believed at once.
+    #[test]
+    fn a_new_sessions_first_stamp_ahead_of_the_others_waits_for_the_next() {
+        let mut c = MirrorClocks::default();
+        let base = 1_700_000_000_000_000_000;
+        let abs = |ns| SwitchTime::Absolute { ns };
+        assert_eq!(c.time(5, abs(base - 2_000_000), base), Some(base - 2_000_000));
+        assert_eq!(c.time(77, abs(base + 5_010_000), base + 10_000), None);
+        assert_eq!(c.time(77, abs(base + 5_020_000), base + 20_000), Some(base + 5_020_000));
+        assert_eq!(c.time(6, abs(base - 1_970_000), base + 30_000), Some(base - 1_970_000));
     }
 
     #[test]
