@@ -98,7 +98,7 @@ impl MirrorClocks {
     #[inline]
     pub fn time(&mut self, session: u16, t: SwitchTime, capture_ns: u64) -> Option<u64> {
         let ns = self.session_time(session, t, capture_ns)?;
-        // Within a second of the capture time (a stamp further off is not believed).
+        // Signed 64 bits hold any lead a clock can have (292 years either way).
         self.lead = ns.wrapping_sub(capture_ns) as i64;
         self.led = true;
         Some(ns)
