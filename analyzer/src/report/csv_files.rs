@@ -245,13 +245,7 @@ fn set_aside(dir: &Path, stem: &str) -> Result<()> {
         let ns = written.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         rfc3339_nanos(ns).replace(':', "")
     };
-    let mut name = Rotated { stamp, n: 1, stem: stem.to_owned(), compression: Compression::None };
-    while [Compression::None, Compression::Gzip, Compression::Zstd]
-        .iter()
-        .any(|c| dir.join(name.file_name(*c)).exists())
-    {
-        name.n += 1;
-    }
+    let name = Rotated::unused(dir, stamp, stem);
     std::fs::rename(&path, dir.join(name.file_name(Compression::None)))?;
     Ok(())
 }
@@ -316,6 +310,19 @@ impl Rotated {
             let shape = b.len() == 28 && b[10] == b'T' && b[17] == b'.' && digits(0..4) && digits(18..27);
             shape.then(|| Self { stamp: stamp.to_owned(), n, stem: stem.to_owned(), compression })
         })
+    }
+
+    /// The name for a file of `stem` rotated in `dir` with its first row at `stamp` that no
+    /// file there has, compressed or not (`-2`, `-3`... after the first of that time).
+    fn unused(dir: &Path, stamp: String, stem: &str) -> Self {
+        let mut name = Self { stamp, n: 1, stem: stem.to_owned(), compression: Compression::None };
+        while [Compression::None, Compression::Gzip, Compression::Zstd]
+            .iter()
+            .any(|c| dir.join(name.file_name(*c)).exists())
+        {
+            name.n += 1;
+        }
+        name
     }
 
     fn file_name(&self, compression: Compression) -> String {
@@ -749,15 +756,7 @@ impl Writer {
     /// one retention may remove.
     fn rotate(&mut self, id: usize, first_ns: u64) -> Result<()> {
         let stem = self.reports[id].stem;
-        let stamp = rfc3339_nanos(first_ns).replace(':', "");
-        let mut name = Rotated { stamp, n: 1, stem: stem.to_owned(), compression: Compression::None };
-        // A name no file of that time has, compressed or not.
-        while [Compression::None, Compression::Gzip, Compression::Zstd]
-            .iter()
-            .any(|c| self.dir.join(name.file_name(*c)).exists())
-        {
-            name.n += 1;
-        }
+        let name = Rotated::unused(&self.dir, rfc3339_nanos(first_ns).replace(':', ""), stem);
         let (from, to) =
             (self.dir.join(format!("{stem}.csv")), self.dir.join(name.file_name(Compression::None)));
         std::fs::rename(&from, &to)
