@@ -1052,6 +1052,7 @@ fn erspan_iii_switch_time_is_the_packet_time() {
             vlan: 0,
             cos: 0,
             session: 9,
+            truncated: false,
             index: 0,
             timestamp: ticks,
             granularity: Granularity::Nanos100,

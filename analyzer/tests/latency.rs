@@ -360,6 +360,28 @@ fn rdma_read_and_rc_ack_of_the_real_captures_agree_with_their_timestamps() {
     }
 }
 
+/// The READs of the real captures cut at 60 bytes a frame (`editcap -s 60`): the READ
+/// Requests' RETH, with the DMA length, is gone, yet each READ is answered by its last
+/// response, with the latency the whole capture's frame times give (tshark).
+#[test]
+fn reads_whose_reth_was_cut_off_take_the_latency_of_the_whole_capture() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["rdma_read_lat.pcap", "rdma_read_bw.pcap"] {
+        let want = read_latencies(&tshark_packets(&capture(name)));
+        assert_eq!(want.len(), 5, "{name}: five READs");
+        let cut = cut_capture(&capture(name), 60, dir.path());
+        let s = replay_summary(&[&cut], &[]);
+        let series: Vec<&Value> =
+            s["latency"].as_array().unwrap().iter().filter(|l| l["op"] == "rdma_read").collect();
+        assert_eq!(series.len(), 1, "{name}: one rdma_read series");
+        assert_eq!(series[0]["count"].as_u64().unwrap(), 5, "{name}");
+        for (field, expect) in [("min_us", want[0]), ("p50_us", pct(&want, 0.5)), ("max_us", want[4])] {
+            let us = series[0][field].as_f64().unwrap();
+            assert!(close(us, expect), "{name}: {field} {us} µs, from the timestamps {expect} ns");
+        }
+    }
+}
+
 #[test]
 fn timed_out_retransmitted_and_overflowed_ios_are_counted_as_the_truth_says() {
     let t = truth("nvme_faults");

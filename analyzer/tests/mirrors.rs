@@ -219,6 +219,7 @@ fn frames_without_a_switch_time_stand_where_the_mirrored_traffic_does() {
             vlan: 0,
             cos: 0,
             session: 7,
+            truncated: false,
             index: 0,
             timestamp: (switch_ns % 1_000_000_000) as u32,
             granularity: Granularity::Ieee1588,
@@ -263,5 +264,132 @@ fn frames_without_a_switch_time_stand_where_the_mirrored_traffic_does() {
             (&f["messages"], &f["gap_psns"], &f["late_packets"]),
             (&2000.into(), &0.into(), &0.into())
         );
+    }
+}
+
+/// A mirror session that cuts each frame (a truncation size of 60 bytes: the BTH ends at 54,
+/// a READ Request's RETH is cut off) and says so in the ERSPAN header's T bit (tshark reads
+/// `erspan.truncated` 1 on every frame): each mirrored packet counts in its flow as tshark
+/// counts the whole capture, with one worker and two. Without the T bit the same frames are
+/// broken: the five READ Requests (tshark's opcode 12 count) are `ext_headers_truncated`.
+#[test]
+fn a_mirror_that_cuts_frames_and_says_so_loses_no_packet() {
+    use roceprobe::capture::pcap::{read_all_records, Writer};
+    use roceprobe::wire::build::erspan_wrap;
+    use roceprobe::wire::erspan::{Granularity, Repr};
+    let name = "rdma_read_bw.pcap";
+    let t = &pinned_truth()["captures"][name];
+    let dir = tempfile::tempdir().unwrap();
+    let write = |truncated: bool| {
+        let path = dir.path().join(format!("cut_{truncated}.pcap"));
+        let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+        let h = Repr {
+            erspan_type: 2,
+            vlan: 0,
+            cos: 0,
+            session: 3,
+            truncated,
+            index: 1,
+            timestamp: 0,
+            granularity: Granularity::Micros100,
+            hw_id: 0,
+            platform: None,
+        };
+        let (switch, probe) = ("192.168.0.1".parse().unwrap(), "192.168.0.9".parse().unwrap());
+        for (seq, (ts, _, f)) in read_all_records(&capture(name)).unwrap().iter().enumerate() {
+            let m = erspan_wrap(&f[..f.len().min(60)], &h, switch, probe, seq as u32);
+            w.write(*ts, &m, m.len() as u32).unwrap();
+        }
+        path
+    };
+    let cut = write(true);
+    let frames =
+        tshark_fields(&cut, &["erspan.truncated", "infiniband.bth.opcode", "infiniband.reth.dmalen"]);
+    assert_eq!(frames.len() as u64, t["packets"].as_u64().unwrap());
+    assert!(frames.iter().all(|f| f[0] == "1" && f[2].is_empty()), "every frame cut and marked");
+    assert_eq!(
+        frames.iter().filter(|f| !f[1].is_empty()).count() as u64,
+        t["roce_packets"].as_u64().unwrap()
+    );
+    for workers in ["1", "2"] {
+        let s = replay_summary(&[cut.as_path()], &["--workers", workers]);
+        assert_eq!(s["roce_packets"], t["roce_packets"], "workers {workers}");
+        assert_eq!(flow_view(&s["flows"]), flow_view(&t["flows"]), "workers {workers}: flows");
+        for f in s["flows"].as_array().unwrap() {
+            assert_eq!((&f["gap_psns"], &f["retx_packets"]), (&0.into(), &0.into()), "workers {workers}");
+        }
+    }
+    let reads =
+        t["flows"].as_array().unwrap().iter().map(|f| f["opcodes"]["12"].as_u64().unwrap_or(0)).sum::<u64>();
+    assert_eq!(reads, 5);
+    let s = replay_summary(&[write(false).as_path()], &[]);
+    assert_eq!(s["decode_errors"]["ext_headers_truncated"], reads);
+    assert_eq!(s["roce_packets"].as_u64().unwrap(), t["roce_packets"].as_u64().unwrap() - reads);
+}
+
+/// Two switches mirroring under the same ERSPAN III session id (1, as two switches
+/// configured alike do; tshark: one `erspan.spanid`, two tunnel sources), each stamping
+/// with its own free-running 32-bit counter in 100 ns units, 2^31 ticks apart, their
+/// packets interleaved 10 µs apart. Each switch is a clock of its own: every packet is timed
+/// by its switch (none untimed), at its capture time (both paths take the same time), and
+/// nothing is late or lost. Kept as one clock, the two counters contradicted each other at
+/// every packet.
+#[test]
+fn two_switches_mirroring_under_one_session_id_keep_their_own_clocks() {
+    use roceprobe::capture::pcap::Writer;
+    use roceprobe::wire::bth;
+    use roceprobe::wire::build::{erspan_wrap, RoceFrame};
+    use roceprobe::wire::erspan::{Granularity, Repr};
+    use std::net::Ipv4Addr;
+    let base = 1_800_000_000_000_000_000u64;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("two_switches.pcap");
+    let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+    let probe = Ipv4Addr::new(192, 168, 0, 9);
+    for k in 0..2_000u32 {
+        let (switch, offset, src, dst, qp) = if k % 2 == 0 {
+            (Ipv4Addr::new(192, 168, 0, 1), 0u32, "10.0.0.1", "10.0.0.2", 7)
+        } else {
+            (Ipv4Addr::new(192, 168, 0, 2), 1 << 31, "10.0.1.1", "10.0.1.2", 8)
+        };
+        let h = Repr {
+            erspan_type: 3,
+            vlan: 0,
+            cos: 0,
+            session: 1,
+            truncated: false,
+            index: 0,
+            timestamp: offset.wrapping_add(k * 100),
+            granularity: Granularity::Nanos100,
+            hw_id: 0,
+            platform: None,
+        };
+        let inner = RoceFrame::new(
+            src.parse().unwrap(),
+            dst.parse().unwrap(),
+            bth::Repr { opcode: 0x04, dest_qp: qp, psn: k / 2, ..Default::default() },
+        )
+        .emit();
+        let f = erspan_wrap(&inner, &h, switch, probe, k);
+        w.write(base + u64::from(k) * 10_000, &f, f.len() as u32).unwrap();
+    }
+    drop(w);
+    let frames = tshark_fields(&path, &["ip.src", "erspan.spanid", "erspan.gra", "erspan.timestamp"]);
+    assert!(frames.iter().all(|f| f[0].starts_with("192.168.0.") && f[1].starts_with('1') && f[2] == "1"));
+    assert_eq!(frames[1][3], (1u64 << 31 | 100).to_string(), "tshark: switch b's counter");
+    for workers in ["1", "2"] {
+        let s = replay_summary(&[path.as_path()], &["--workers", workers]);
+        assert_eq!(s["erspan_untimed_packets"], 0, "workers {workers}");
+        assert_eq!(s["time_sources"]["compute"], serde_json::json!(["erspan"]), "workers {workers}");
+        assert_eq!(s["reorder"]["late_packets"]["compute"], 0, "workers {workers}");
+        assert_eq!(rfc3339_ns(s["first_packet"].as_str().unwrap()), base, "workers {workers}");
+        assert_eq!(
+            rfc3339_ns(s["last_packet"].as_str().unwrap()),
+            base + 1_999 * 10_000,
+            "workers {workers}"
+        );
+        for f in s["flows"].as_array().unwrap() {
+            assert_eq!((&f["messages"], &f["gap_psns"]), (&1000.into(), &0.into()), "workers {workers}");
+        }
     }
 }

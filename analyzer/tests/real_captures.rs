@@ -14,29 +14,6 @@ fn rfc3339(epoch: &Value) -> String {
     roceprobe::report::time::rfc3339_nanos(ns)
 }
 
-fn pinned_truth() -> Value {
-    let text = std::fs::read_to_string(fixtures().join("captures/tshark-truth.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
-/// The summary's flows with the fields tshark reports, in a stable order.
-fn flow_view(flows: &Value) -> Vec<Value> {
-    let mut v: Vec<Value> = flows
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            serde_json::json!({
-                "src_ip": f["src_ip"], "dst_ip": f["dst_ip"], "dst_qpn": f["dst_qpn"],
-                "packets": f["packets"], "bytes": f["bytes"], "payload_bytes": f["payload_bytes"],
-                "opcodes": f["opcodes"],
-            })
-        })
-        .collect();
-    v.sort_by_key(|f| (f["src_ip"].to_string(), f["dst_ip"].to_string(), f["dst_qpn"].as_u64()));
-    v
-}
-
 #[test]
 fn replay_counts_equal_tshark_on_every_real_capture() {
     let truth = pinned_truth();
@@ -61,6 +38,34 @@ fn replay_counts_equal_tshark_on_every_real_capture() {
             assert_eq!(f["icrc_errors"], 0, "{name}: every real packet's ICRC checks out");
             // perftest's SEND exchange is not NVMe, though two of its messages have a CQE's shape.
             assert_eq!((&f["nvme_commands"], &f["nvme_completions"]), (&0.into(), &0.into()), "{name}");
+        }
+    }
+}
+
+/// Every real capture as a capture taking 60 bytes of each frame writes it (`editcap -s
+/// 60`, as `tcpdump -s 60`): the BTH ends at byte 54, so the RETH of every RDMA WRITE First
+/// and READ Request, the AtomicETH, the DETH and every payload are cut off (tshark: no
+/// `infiniband.reth` left). Every packet still counts in its flow as tshark counts the whole
+/// frames (packets, bytes on the wire, payload bytes, opcodes), and no PSN is taken for
+/// lost or sent again: each READ Request, its length unknown, reserves no fixed span.
+#[test]
+fn a_capture_cut_inside_the_extension_headers_counts_every_packet_as_tshark_does_whole() {
+    let truth = pinned_truth();
+    let dir = tempfile::tempdir().unwrap();
+    for name in REAL_CAPTURES {
+        let t = &truth["captures"][name];
+        let cut = cut_capture(&capture(name), 60, dir.path());
+        let reth = tshark_fields(&cut, &["infiniband.reth.dmalen"]);
+        assert!(reth.iter().all(|f| f[0].is_empty()), "{name}: a RETH left whole");
+        let s = replay_summary(&[&cut], &[]);
+        assert_eq!((&s["packets"], &s["roce_packets"]), (&t["packets"], &t["roce_packets"]), "{name}");
+        let errors: u64 = s["decode_errors"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+        assert_eq!(errors, 0, "{name}: decode errors");
+        assert_eq!(flow_view(&s["flows"]), flow_view(&t["flows"]), "{name}: flows");
+        for f in s["flows"].as_array().unwrap() {
+            for k in ["gap_psns", "retx_packets", "out_of_window"] {
+                assert_eq!(f[k], 0, "{name}: {k} of {} -> {} QP {}", f["src_ip"], f["dst_ip"], f["dst_qpn"]);
+            }
         }
     }
 }
@@ -229,4 +234,64 @@ fn a_new_connection_restarts_each_direction_at_the_psn_cm_announced_for_it() {
     let doubled: Vec<_> =
         view(&once).into_iter().map(|(k, v)| (k, v.iter().map(|n| 2 * n).collect())).collect();
     assert_eq!(view(&both), doubled);
+}
+
+/// `rdma_cm.pcap` without the first request of each direction of its connection (tshark:
+/// the first frame to each CM message's sender that is neither an RC response nor a CM
+/// MAD, its PSN the message's starting PSN). Each direction's PSN analysis starts at the
+/// PSN CM announced for it, so the lost request is a gap of one PSN there, before any
+/// packet of the flow was seen; nothing else moves. Before, the first packet seen started
+/// the analysis and the loss went unseen.
+#[test]
+fn a_first_request_lost_right_after_cm_announced_its_psn_is_a_gap() {
+    use roceprobe::capture::pcap::{read_all_records, Writer};
+    let file = capture("rdma_cm.pcap");
+    let rows = tshark_fields(
+        &file,
+        &[
+            "frame.number",
+            "ip.src",
+            "ip.dst",
+            "infiniband.bth.opcode",
+            "infiniband.bth.psn",
+            "infiniband.bth.destqp",
+            "infiniband.cm.req.startpsn",
+            "infiniband.cm.rep.startpsn",
+        ],
+    );
+    let hex = |s: &str| u32::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+    let request =
+        |r: &&Vec<String>| !r[3].is_empty() && !matches!(r[3].parse::<u8>().unwrap(), 13..=18 | 100);
+    let mut lost = Vec::new();
+    for column in [6, 7] {
+        let cm = rows.iter().find(|r| !r[column].is_empty()).expect("the REQ and the REP");
+        let first = rows.iter().filter(request).find(|r| r[2] == cm[1]).unwrap();
+        assert_eq!(hex(&cm[column]), first[4].parse::<u32>().unwrap());
+        lost.push((
+            first[0].parse::<usize>().unwrap() - 1,
+            first[1].clone(),
+            first[2].clone(),
+            hex(&first[5]),
+        ));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cut = dir.path().join("first_lost.pcap");
+    let mut w = Writer::new(std::fs::File::create(&cut).unwrap()).unwrap();
+    for (k, (ts, len, f)) in read_all_records(&file).unwrap().iter().enumerate() {
+        if !lost.iter().any(|l| l.0 == k) {
+            w.write(*ts, f, *len).unwrap();
+        }
+    }
+    drop(w);
+    let s = replay_summary(&[cut.as_path()], &[]);
+    for f in s["flows"].as_array().unwrap() {
+        let gap = lost.iter().any(|l| f["src_ip"] == l.1 && f["dst_ip"] == l.2 && f["dst_qpn"] == l.3);
+        let at = format!("{} -> {} QP {}", f["src_ip"], f["dst_ip"], f["dst_qpn"]);
+        assert_eq!(f["gap_psns"], u64::from(gap), "{at}");
+        assert_eq!((&f["retx_packets"], &f["out_of_window"]), (&0.into(), &0.into()), "{at}");
+    }
+    assert_eq!(
+        s["flows"].as_array().unwrap().iter().map(|f| f["gap_psns"].as_u64().unwrap()).sum::<u64>(),
+        2
+    );
 }

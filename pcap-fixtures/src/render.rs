@@ -246,12 +246,13 @@ impl Delivery {
                     Delivery::ComputeOnly | Delivery::RoutedHop { .. } => (0, t, frame, t, t),
                     Delivery::Erspan { erspan_type, sessions, clock_offset_ns, mirror, granularity } => {
                         let switch_ns = t + clock_offset_ns[tap];
-                        let unit_ns = granularity.unit_ns().expect("a granularity of fixed units");
+                        let unit_ns = u64::from(granularity.unit_ns().expect("a granularity of fixed units"));
                         let h = erspan::Repr {
                             erspan_type,
                             vlan: 0,
                             cos: 0,
                             session: sessions[tap],
+                            truncated: false,
                             index: tap as u32,
                             timestamp: (switch_ns / unit_ns) as u32,
                             granularity,

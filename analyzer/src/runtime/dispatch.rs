@@ -18,7 +18,9 @@ use crate::capture::dpdk::prefetch;
 use crate::capture::{Capture, Frame, Poll};
 use crate::track::clock::MirrorClocks;
 use crate::track::io::IoCountsByPair;
-use crate::wire::{could_be_mirrored, decode_frame, mirror_of, plain_roce_pair, Decoded};
+use crate::wire::{
+    could_be_mirrored, decode_again_if_cut, decode_frame, mirror_of, plain_roce_pair, Decoded,
+};
 use anyhow::Result;
 use crossbeam_channel::{bounded, Receiver, Sender};
 use std::collections::BTreeMap;
@@ -387,7 +389,11 @@ impl Dispatcher {
         }
         // Frames that are not RoCE are counted by worker 0; a mirror is timed by its switch
         // whatever it carries.
-        let (lane, mirror) = match decode_frame(f.data) {
+        let mut d = decode_frame(f.data);
+        if !matches!(d, Decoded::Roce(_)) {
+            decode_again_if_cut(f.data, f.wire_len, &mut d);
+        }
+        let (lane, mirror) = match d {
             Decoded::Roce(p) => (owner((p.ip.src, p.ip.dst), workers), p.mirror),
             _ if could_be_mirrored(f.data) => (0, mirror_of(f.data)),
             _ => (0, None),

@@ -11,7 +11,10 @@ use crate::track::evidence::NoFile;
 use crate::track::flow::{FlowDelta, FlowEvent, Transmission};
 use crate::track::io::{IoBatch, IoCountsByPair};
 use crate::track::{Analyzer, Seen};
-use crate::wire::{could_be_mirrored, decode_frame_into, Decoded, Detached, NotRoce, PLAIN_HEADERS_LEN};
+use crate::wire::{
+    could_be_mirrored, decode_cut_frame, decode_frame_into, DecodeError, Decoded, Detached, NotRoce,
+    RocePacket, PLAIN_HEADERS_LEN,
+};
 use crossbeam_channel::{Receiver, Sender};
 
 /// Asks for the cache lines of a frame's headers (see [`PLAIN_HEADERS_LEN`]) ahead of its
@@ -826,24 +829,51 @@ impl Worker {
         self.advance_time(seen.ts);
         self.counters.packets += 1;
         match &s.decoded {
-            Decoded::Roce(p) => {
-                self.counters.roce_packets += 1;
-                // Without a switch time it could use: none, or one not believed.
-                if let Some(m) = p.mirror {
-                    self.counters.erspan += 1;
-                    if m.erspan_type == 3 && !seen.switch_clock {
-                        self.counters.erspan_untimed += 1;
-                    }
-                }
-                if seen.late {
-                    let v = self.analyzer.vantage_of(p, f.source);
-                    self.counters.late_packets[v as usize] += 1;
-                }
-                let out = &mut self.out;
-                self.analyzer.track(p, seen, &mut |e| out.event(e));
-            }
+            Decoded::Roce(p) => self.roce(p, f, seen),
             Decoded::NotRoce(_) => self.counters.non_roce_packets += 1,
+            Decoded::Error(DecodeError::ExtHeadersTruncated) if f.wire_len as usize > f.data.len() => {
+                self.cut(s)
+            }
             Decoded::Error(e) => self.counters.decode_errors[e.index()] += 1,
+        }
+    }
+
+    /// A RoCE packet counted and tracked.
+    #[inline(always)]
+    fn roce(&mut self, p: &RocePacket<'_>, f: &Frame<'_>, seen: &Seen) {
+        self.counters.roce_packets += 1;
+        // Without a switch time it could use: none, or one not believed.
+        if let Some(m) = p.mirror {
+            self.counters.erspan += 1;
+            if m.erspan_type == 3 && !seen.switch_clock {
+                self.counters.erspan_untimed += 1;
+            }
+        }
+        if seen.late {
+            let v = self.analyzer.vantage_of(p, f.source);
+            self.counters.late_packets[v as usize] += 1;
+        }
+        let out = &mut self.out;
+        self.analyzer.track(p, seen, &mut |e| out.event(e));
+    }
+
+    /// A frame its capture cut inside the extension headers (fewer bytes captured than the
+    /// wire carried): still its RoCE packet ([`decode_cut_frame`]), timed as it was (by its
+    /// capture, or its mirror's switch: the same whichever way it decodes), its flow looked
+    /// up here (it was staged as no RoCE packet). Out of the packets' path.
+    #[cold]
+    #[inline(never)]
+    fn cut(&mut self, s: &Staged<'_>) {
+        let f = &s.f;
+        let Decoded::Roce(p) = decode_cut_frame(f.data) else {
+            self.counters.decode_errors[DecodeError::ExtHeadersTruncated.index()] += 1;
+            return;
+        };
+        let wire_len = p.inner_frame_len.unwrap_or(s.seen.wire_len);
+        self.roce(&p, f, &Seen { wire_len, ..s.seen });
+        if self.evidence {
+            let out = &mut self.out;
+            self.analyzer.keep_evidence(f.data, f.wire_len, s.seen.ts, &mut |e| out.event(e));
         }
     }
 

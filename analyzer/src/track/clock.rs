@@ -26,7 +26,8 @@
 //! goes up then, and one packet lost its switch time). A lead that creeps up, as drift
 //! makes it, moves the highest along.
 
-use crate::wire::erspan::SwitchTime;
+use super::bounded::FifoMap;
+use crate::wire::erspan::{SessionKey, SwitchTime};
 
 /// A frame this far from the latest time (either way) is no late mirror copy but a clock
 /// that stepped (or a bogus timestamp); a switch time this far from its frame's capture
@@ -38,8 +39,14 @@ pub const CLOCK_STEP_NS: u64 = 1_000_000_000;
 /// late.
 pub const LEAD_SLACK_NS: i128 = 1_000_000;
 
-/// Sessions are 10-bit ids: one slot each, allocated once.
+/// Sessions are 10-bit ids: one slot each, allocated once, for the first switch that
+/// mirrors under the id.
 const SESSIONS: usize = 1024;
+
+/// The clocks of sessions whose id another switch took first (switches configured alike,
+/// each mirroring under session 1): at most this many, the least recently used forgotten
+/// (its next stamp anchors it again).
+const SHARED_IDS: usize = 1024;
 
 /// `SessionClock::bits` of a session that stamps absolute time (counters have 16 to 64).
 const ABSOLUTE: u8 = 0;
@@ -78,7 +85,11 @@ impl SessionClock {
 }
 
 pub struct MirrorClocks {
+    /// By session id, for the first switch that used it (`origins`).
     sessions: Box<[Option<SessionClock>]>,
+    origins: Box<[u32]>,
+    /// The other switches' sessions under ids taken.
+    shared: FifoMap<SessionKey, Option<SessionClock>>,
     /// The lead (switch time less capture time) of the latest stamp believed, 0 while none
     /// was: what [`MirrorClocks::unstamped`] adds to a capture time.
     lead: i64,
@@ -88,7 +99,13 @@ pub struct MirrorClocks {
 
 impl Default for MirrorClocks {
     fn default() -> Self {
-        Self { sessions: vec![None; SESSIONS].into_boxed_slice(), lead: 0, led: false }
+        Self {
+            sessions: vec![None; SESSIONS].into_boxed_slice(),
+            origins: vec![0; SESSIONS].into_boxed_slice(),
+            shared: FifoMap::new(SHARED_IDS),
+            lead: 0,
+            led: false,
+        }
     }
 }
 
@@ -96,7 +113,7 @@ impl MirrorClocks {
     /// The packet's time from its switch timestamp; `capture_ns` anchors a new session.
     /// `None` if the stamp is not believed (see the module's comment).
     #[inline]
-    pub fn time(&mut self, session: u16, t: SwitchTime, capture_ns: u64) -> Option<u64> {
+    pub fn time(&mut self, session: SessionKey, t: SwitchTime, capture_ns: u64) -> Option<u64> {
         let ns = self.session_time(session, t, capture_ns)?;
         // Signed 64 bits hold any lead a clock can have (292 years either way).
         self.lead = ns.wrapping_sub(capture_ns) as i64;
@@ -121,9 +138,30 @@ impl MirrorClocks {
         }
     }
 
+    /// The clock of a session: in its id's slot if the slot is free or the session's switch
+    /// took it first (one compare, nearly always); else among the shared ids' (out of line).
+    #[inline]
+    fn clock_of(&mut self, session: SessionKey) -> &mut Option<SessionClock> {
+        let at = usize::from(session.id) % SESSIONS;
+        if self.sessions[at].is_none() {
+            self.origins[at] = session.origin;
+        }
+        if self.origins[at] == session.origin {
+            &mut self.sessions[at]
+        } else {
+            self.shared_clock(session)
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn shared_clock(&mut self, session: SessionKey) -> &mut Option<SessionClock> {
+        self.shared.get_or_insert_recent(session, || None)
+    }
+
     /// [`MirrorClocks::time`] of one session.
     #[inline]
-    fn session_time(&mut self, session: u16, t: SwitchTime, capture_ns: u64) -> Option<u64> {
+    fn session_time(&mut self, session: SessionKey, t: SwitchTime, capture_ns: u64) -> Option<u64> {
         let in_step = |moved: i128, c: &SessionClock| {
             (moved - (i128::from(capture_ns) - i128::from(c.last_capture_ns))).abs()
                 <= i128::from(CLOCK_STEP_NS)
@@ -131,7 +169,7 @@ impl MirrorClocks {
         // How far ahead of the switch-timed traffic so far a session's first absolute stamp
         // may lead (see below).
         let latest = self.led.then_some(i128::from(self.lead) + LEAD_SLACK_NS);
-        let slot = &mut self.sessions[usize::from(session) % SESSIONS];
+        let slot = self.clock_of(session);
         let (ticks, bits, unit_ns) = match t {
             SwitchTime::Absolute { ns } => {
                 // A session's first stamp: within a second of its capture, and no further
@@ -147,7 +185,7 @@ impl MirrorClocks {
                 *slot = Some(SessionClock::at(1, ABSOLUTE, ns, capture_ns));
                 return believed.then_some(ns);
             }
-            SwitchTime::Counter { ticks, bits, unit_ns } => (ticks, bits, unit_ns),
+            SwitchTime::Counter { ticks, bits, unit_ns } => (ticks, bits, u64::from(unit_ns)),
         };
         let anchor = |slot: &mut Option<SessionClock>| {
             *slot = Some(SessionClock::at(unit_ns, bits, ticks, capture_ns))
@@ -205,6 +243,11 @@ impl MirrorClocks {
 mod tests {
     use super::*;
 
+    /// Session `id` of one switch.
+    fn s(id: u16) -> SessionKey {
+        SessionKey { origin: 0xC0A8_0001, id }
+    }
+
     fn t32(ticks: u32) -> SwitchTime {
         SwitchTime::Counter { ticks: u64::from(ticks), bits: 32, unit_ns: 100 }
     }
@@ -213,14 +256,14 @@ mod tests {
     fn unwraps_a_32_bit_counter_and_keeps_differences_exact() {
         let mut c = MirrorClocks::default();
         let base = 1_700_000_000_000_000_000;
-        assert_eq!(c.time(5, t32(u32::MAX - 10), base), Some(base));
+        assert_eq!(c.time(s(5), t32(u32::MAX - 10), base), Some(base));
         // 20 ticks later, across the wrap: 2 µs.
-        assert_eq!(c.time(5, t32(9), base + 999_999), Some(base + 2_000));
+        assert_eq!(c.time(s(5), t32(9), base + 999_999), Some(base + 2_000));
         // A reordered packet 5 ticks earlier.
-        assert_eq!(c.time(5, t32(4), base + 999_999), Some(base + 1_500));
+        assert_eq!(c.time(s(5), t32(4), base + 999_999), Some(base + 1_500));
         // Another session is anchored on its own capture time.
-        assert_eq!(c.time(6, t32(7), base + 42), Some(base + 42));
-        assert_eq!(c.time(6, t32(8), base + 150), Some(base + 142));
+        assert_eq!(c.time(s(6), t32(7), base + 42), Some(base + 42));
+        assert_eq!(c.time(s(6), t32(8), base + 150), Some(base + 142));
     }
 
     #[test]
@@ -230,9 +273,9 @@ mod tests {
         // 2,061,584,425 (worked out with Python's integers): the same time, to the tick.
         let mut c = MirrorClocks::default();
         let base = 1_000_000_000_000_000_000_u64;
-        assert_eq!(c.time(3, t32(0), base), Some(base));
+        assert_eq!(c.time(s(3), t32(0), base), Some(base));
         assert_eq!(
-            c.time(3, t32(2_061_584_425), base + (1 << 63) + 12_345),
+            c.time(s(3), t32(2_061_584_425), base + (1 << 63) + 12_345),
             Some(10_223_372_036_854_788_100)
         );
     }
@@ -240,14 +283,14 @@ mod tests {
     #[test]
     fn many_wraps_forward() {
         let mut c = MirrorClocks::default();
-        assert_eq!(c.time(1, t32(0), 1_000), Some(1_000));
+        assert_eq!(c.time(s(1), t32(0), 1_000), Some(1_000));
         let mut raw: u32 = 0;
         let mut expect: u64 = 1_000;
         for _ in 0..10 {
             // 1.5e9 ticks (150 s) per step.
             raw = raw.wrapping_add(3_000_000_000 / 2);
             expect += 1_500_000_000 * 100;
-            assert_eq!(c.time(1, t32(raw), expect + 3_000), Some(expect));
+            assert_eq!(c.time(s(1), t32(raw), expect + 3_000), Some(expect));
         }
     }
 
@@ -258,21 +301,21 @@ mod tests {
         assert_eq!(c.unstamped(10_000_000), 10_000_000);
         // A switch clock 5 ms behind (absolute time): 5 ms less, either way of the stamp.
         let abs = |ns| SwitchTime::Absolute { ns };
-        assert_eq!(c.time(1, abs(5_000_000_000), 5_005_000_000), Some(5_000_000_000));
+        assert_eq!(c.time(s(1), abs(5_000_000_000), 5_005_000_000), Some(5_000_000_000));
         assert_eq!(c.unstamped(5_006_000_000), 5_001_000_000);
         assert_eq!(c.unstamped(5_004_000_000), 4_999_000_000);
         // A stamp not believed (10 s off) leaves the lead as it was.
-        assert_eq!(c.time(1, abs(15_000_000_000), 5_007_000_000), None);
+        assert_eq!(c.time(s(1), abs(15_000_000_000), 5_007_000_000), None);
         assert_eq!(c.unstamped(5_008_000_000), 5_003_000_000);
     }
 
     #[test]
     fn absolute_and_64_bit_times() {
         let mut c = MirrorClocks::default();
-        assert_eq!(c.time(1, SwitchTime::Absolute { ns: 77 }, 5), Some(77));
+        assert_eq!(c.time(s(1), SwitchTime::Absolute { ns: 77 }, 5), Some(77));
         let t = |ticks| SwitchTime::Counter { ticks, bits: 64, unit_ns: 100_000 };
-        assert_eq!(c.time(2, t(1 << 40), 9_000), Some(9_000));
-        assert_eq!(c.time(2, t((1 << 40) + 3), 0), Some(309_000));
+        assert_eq!(c.time(s(2), t(1 << 40), 9_000), Some(9_000));
+        assert_eq!(c.time(s(2), t((1 << 40) + 3), 0), Some(309_000));
     }
 
     #[test]
@@ -281,26 +324,26 @@ mod tests {
         let base = 1_700_000_000_000_000_000;
         let abs = |ns| SwitchTime::Absolute { ns };
         // A lone packet of a session of its own, 10 s ahead of its capture: not believed.
-        assert_eq!(c.time(1, abs(base + 10_000_000_000), base), None);
+        assert_eq!(c.time(s(1), abs(base + 10_000_000_000), base), None);
         // A switch clock 37 s ahead of the probe's (TAI against UTC): its first packet is
         // timed by the capture, the next in step with it by the switch.
-        assert_eq!(c.time(2, abs(base + 37_000_000_000), base), None);
-        assert_eq!(c.time(2, abs(base + 37_000_001_000), base + 1_200), Some(base + 37_000_001_000));
+        assert_eq!(c.time(s(2), abs(base + 37_000_000_000), base), None);
+        assert_eq!(c.time(s(2), abs(base + 37_000_001_000), base + 1_200), Some(base + 37_000_001_000));
         // Within a second of its capture, a session's first absolute stamp is believed; a
         // stamp 10 s out of step is not, nor the next (out of step with that one), and the
         // one after goes on.
-        assert_eq!(c.time(3, abs(base - 1_000_000_000), base), Some(base - 1_000_000_000));
-        assert_eq!(c.time(3, abs(base + 10_000_000_000), base + 1_000), None);
-        assert_eq!(c.time(3, abs(base - 999_998_000), base + 2_000), None);
-        assert_eq!(c.time(3, abs(base - 999_997_000), base + 3_000), Some(base - 999_997_000));
+        assert_eq!(c.time(s(3), abs(base - 1_000_000_000), base), Some(base - 1_000_000_000));
+        assert_eq!(c.time(s(3), abs(base + 10_000_000_000), base + 1_000), None);
+        assert_eq!(c.time(s(3), abs(base - 999_998_000), base + 2_000), None);
+        assert_eq!(c.time(s(3), abs(base - 999_997_000), base + 3_000), Some(base - 999_997_000));
         // A counter that jumps 10 s in 1 ms of capture time (a bogus stamp, or a switch that
         // restarted its counter): timed by the capture and anchored there; the stamps in
         // step with it are timed from it.
         let t = |ticks| SwitchTime::Counter { ticks, bits: 64, unit_ns: 1 };
-        assert_eq!(c.time(4, t(5_000), base), Some(base));
-        assert_eq!(c.time(4, t(5_000 + 2_000_000), base + 2_000_100), Some(base + 2_000_000));
-        assert_eq!(c.time(4, t(9_000_000_000_000), base + 3_000_000), None);
-        assert_eq!(c.time(4, t(9_000_000_500_000), base + 3_600_000), Some(base + 3_500_000));
+        assert_eq!(c.time(s(4), t(5_000), base), Some(base));
+        assert_eq!(c.time(s(4), t(5_000 + 2_000_000), base + 2_000_100), Some(base + 2_000_000));
+        assert_eq!(c.time(s(4), t(9_000_000_000_000), base + 3_000_000), None);
+        assert_eq!(c.time(s(4), t(9_000_000_500_000), base + 3_600_000), Some(base + 3_500_000));
     }
 
     /// A switch's IEEE 1588 clock 2 ms behind the probe's (session 5), then a lone packet of
@@ -312,10 +355,10 @@ mod tests {
         let mut c = MirrorClocks::default();
         let base = 1_700_000_000_000_000_000;
         let abs = |ns| SwitchTime::Absolute { ns };
-        assert_eq!(c.time(5, abs(base - 2_000_000), base), Some(base - 2_000_000));
-        assert_eq!(c.time(77, abs(base + 5_010_000), base + 10_000), None);
-        assert_eq!(c.time(77, abs(base + 5_020_000), base + 20_000), Some(base + 5_020_000));
-        assert_eq!(c.time(6, abs(base - 1_970_000), base + 30_000), Some(base - 1_970_000));
+        assert_eq!(c.time(s(5), abs(base - 2_000_000), base), Some(base - 2_000_000));
+        assert_eq!(c.time(s(77), abs(base + 5_010_000), base + 10_000), None);
+        assert_eq!(c.time(s(77), abs(base + 5_020_000), base + 20_000), Some(base + 5_020_000));
+        assert_eq!(c.time(s(6), abs(base - 1_970_000), base + 30_000), Some(base - 1_970_000));
     }
 
     #[test]
@@ -323,26 +366,26 @@ mod tests {
         let mut c = MirrorClocks::default();
         let base = 1_700_000_000_000_000_000;
         // 100 ns ticks; every packet reaches the probe 4 µs after the switch stamped it.
-        assert_eq!(c.time(7, t32(1_000), base + 4_000), Some(base + 4_000));
-        assert_eq!(c.time(7, t32(1_010), base + 5_000), Some(base + 5_000));
+        assert_eq!(c.time(s(7), t32(1_000), base + 4_000), Some(base + 4_000));
+        assert_eq!(c.time(s(7), t32(1_010), base + 5_000), Some(base + 5_000));
         // A stamp 5 ms ahead of its neighbours (50,000 ticks): timed by its capture.
-        assert_eq!(c.time(7, t32(51_020), base + 6_000), None);
+        assert_eq!(c.time(s(7), t32(51_020), base + 6_000), None);
         // The next ones in step with the earlier stamps are believed, to the tick.
-        assert_eq!(c.time(7, t32(1_030), base + 7_000), Some(base + 7_000));
-        assert_eq!(c.time(7, t32(1_040), base + 8_000), Some(base + 8_000));
+        assert_eq!(c.time(s(7), t32(1_030), base + 7_000), Some(base + 7_000));
+        assert_eq!(c.time(s(7), t32(1_040), base + 8_000), Some(base + 8_000));
         // The path 3 ms faster from here on (the session began behind a queue): the first
         // stamp so far ahead is not believed, the second agreeing with it is, and so are the
         // next.
-        assert_eq!(c.time(7, t32(31_050), base + 9_000), None);
-        assert_eq!(c.time(7, t32(31_060), base + 10_000), Some(base + 3_010_000));
-        assert_eq!(c.time(7, t32(31_070), base + 11_000), Some(base + 3_011_000));
+        assert_eq!(c.time(s(7), t32(31_050), base + 9_000), None);
+        assert_eq!(c.time(s(7), t32(31_060), base + 10_000), Some(base + 3_010_000));
+        assert_eq!(c.time(s(7), t32(31_070), base + 11_000), Some(base + 3_011_000));
         // A switch counter running 200 ppm fast for 10 s, a packet every ms: its lead creeps
         // up by 0.2 µs a packet, 2 ms in all, and every stamp is believed.
         let mut c = MirrorClocks::default();
         for k in 0..10_000u64 {
             let capture = base + k * 1_000_000;
             let ticks = k * 10_002; // 1 ms and 200 ns of the switch's 100 ns ticks
-            let got = c.time(8, t32(ticks as u32), capture);
+            let got = c.time(s(8), t32(ticks as u32), capture);
             assert_eq!(got, Some(base + ticks * 100), "packet {k}");
         }
     }
@@ -352,7 +395,7 @@ mod tests {
         let ns = |ticks: u64| SwitchTime::Counter { ticks: ticks & 0xFFFF_FFFF, bits: 32, unit_ns: 1 };
         let mut c = MirrorClocks::default();
         let (switch0, capture0) = (123_456_789_u64, 1_700_000_000_000_000_000_u64);
-        assert_eq!(c.time(9, ns(switch0), capture0), Some(capture0));
+        assert_eq!(c.time(s(9), ns(switch0), capture0), Some(capture0));
         // Silences of 10 s (two turns and 1.41 s: the shortest way round says 1.41 s),
         // 2.5 s, 4.3 s and 100 s, each packet reaching the probe 2 to 900 µs after the
         // switch stamped it.
@@ -366,13 +409,33 @@ mod tests {
             switch += silence;
             let capture = capture0 + (switch - switch0) + path;
             assert_eq!(
-                c.time(9, ns(switch), capture),
+                c.time(s(9), ns(switch), capture),
                 Some(capture0 + (switch - switch0)),
                 "after {silence} ns"
             );
             // And the next packet 300 ns later, captured a little earlier (less queueing).
             switch += 300;
-            assert_eq!(c.time(9, ns(switch), capture - 1_000), Some(capture0 + (switch - switch0)));
+            assert_eq!(c.time(s(9), ns(switch), capture - 1_000), Some(capture0 + (switch - switch0)));
+        }
+    }
+
+    /// Two switches mirroring under one session id, their 32-bit counters 2^31 ticks apart,
+    /// their packets interleaved: each switch's counter is its own clock, anchored at its
+    /// first packet (both paths take 1 µs: every packet at its capture time).
+    #[test]
+    fn two_switches_under_one_id_keep_two_clocks() {
+        let mut c = MirrorClocks::default();
+        let (a, b) = (SessionKey { origin: 1, id: 1 }, SessionKey { origin: 2, id: 1 });
+        let base = 1_700_000_000_000_000_000u64;
+        for k in 0..100u32 {
+            let capture = base + u64::from(k) * 10_000;
+            assert_eq!(c.time(a, t32(k * 100), capture), Some(capture), "switch a, packet {k}");
+            let b_ticks = (1u32 << 31).wrapping_add(k * 100);
+            assert_eq!(
+                c.time(b, t32(b_ticks), capture + 5_000),
+                Some(capture + 5_000),
+                "switch b, packet {k}"
+            );
         }
     }
 }

@@ -737,9 +737,9 @@ pub struct FlowTable {
     forced_mtu: Option<u32>,
     /// Request flows from one host to another, for learning QP pairs.
     pairs: HashMap<(Vantage, IpAddr, IpAddr), [u32; PAIR_SLOTS], ahash::RandomState>,
-    /// QP pairs (and path MTU) announced by CM, for flows not seen yet: the peer's QPN
-    /// and the MTU, per direction.
-    announced: FifoMap<FlowKey, (u32, u32)>,
+    /// QP pairs (and path MTU) announced by CM, for flows not seen yet: the peer's QPN,
+    /// the MTU and the PSN the flow's requests start at (if CM said), per direction.
+    announced: FifoMap<FlowKey, (u32, u32, Option<u32>)>,
     /// Flows whose transmission was still open at the last hand-over (they may have had no
     /// packet since), and the spare list the next hand-over fills (each has room for every
     /// flow).
@@ -1303,8 +1303,12 @@ impl FlowTable {
                 }
             }
         };
-        let (peer_qpn, mtu) = self.announced.remove(&key).unwrap_or((NONE, 0));
-        let (hot, cold) = (Hot::new(&key, transport, opcode, peer_qpn, mtu), Cold::new(key, opcode));
+        let (peer_qpn, mtu, start) = self.announced.remove(&key).unwrap_or((NONE, 0, None));
+        let (mut hot, cold) = (Hot::new(&key, transport, opcode, peer_qpn, mtu), Cold::new(key, opcode));
+        // Its requests start where CM said: a first request lost upstream is a gap.
+        if let Some(psn) = start {
+            hot.psn.restart_at(psn);
+        }
         let i = match reuse {
             Some(i) => {
                 self.hot[i as usize] = hot;
@@ -1701,8 +1705,10 @@ impl FlowTable {
     fn request(&mut self, i: u32, p: &RocePacket<'_>, opcode: u8, ts: u64) {
         let low = opcode & 0x1F;
         let span = if low == op::READ_REQUEST {
-            let len = p.exts.reth.map_or(0, |r| r.dma_len);
-            Span::read(len, self.path_mtu(i))
+            match p.exts.reth {
+                Some(r) => Span::read(r.dma_len, self.path_mtu(i)),
+                None => Span::UNKNOWN_READ,
+            }
         } else {
             Span::ONE
         };
@@ -2040,7 +2046,7 @@ impl FlowTable {
                         e.mtu_log2 = mtu_log2(mtu);
                     }
                 }
-                None => self.announced.insert(k, (peer, mtu)),
+                None => self.announced.insert(k, (peer, mtu, start)),
             }
         }
         if let (Some(a), Some(b)) = (ia, ib) {

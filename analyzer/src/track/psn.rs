@@ -12,6 +12,12 @@ const MASK: u32 = PSN_MOD - 1;
 /// QP (or a QPN reused by a new connection).
 const WINDOW: u32 = 1 << 22;
 
+/// The most PSNs a READ Request whose length is unknown is taken to reserve: 32 MiB at a
+/// path MTU of 1,024 bytes, 128 MiB at 4,096. Its responses are then at most this far
+/// behind the PSN expected after it, well within the window in which an answer is matched
+/// to its request (2^16 PSNs).
+pub const UNKNOWN_READ_SPAN: u32 = 1 << 15;
+
 /// How many PSNs a request packet occupies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Span {
@@ -30,6 +36,11 @@ impl Span {
             None => Span { min: n(4096), max: n(256) },
         }
     }
+
+    /// The span of a READ Request whose DMA length was not captured (the capture or the
+    /// mirror cut its RETH off): one PSN up to [`UNKNOWN_READ_SPAN`], so that the PSN after
+    /// it is not taken for a gap unless the READ was longer than that.
+    pub const UNKNOWN_READ: Span = Span { min: 1, max: UNKNOWN_READ_SPAN };
 }
 
 /// What a request packet's PSN says.
@@ -190,6 +201,18 @@ mod tests {
         // Unknown MTU: a READ of 3000 bytes is 1 to 12 PSNs.
         t.observe(0, Span::read(3000, None));
         assert!(t.expects(1) && t.expects(12) && !t.expects(13));
+    }
+
+    #[test]
+    fn a_read_of_unknown_length_reserves_one_psn_up_to_the_largest_read() {
+        let mut t = PsnTracker::default();
+        t.observe(100, Span::ONE);
+        t.observe(101, Span::UNKNOWN_READ);
+        assert!(t.expects(102) && t.expects(101 + 32_768) && !t.expects(102 + 32_768));
+        assert_eq!(t.before_next(103), Some(32_768 - 2), "a response to it, 2 PSNs in");
+        assert_eq!(t.observe(104, Span::ONE), Outcome::InOrder, "a READ of three packets");
+        assert_eq!(t.observe(107, Span::ONE), Outcome::Gap { skipped: 2 });
+        assert_eq!(t.observe(101, Span::ONE), Outcome::Retransmission { episode: true });
     }
 
     #[test]

@@ -284,6 +284,7 @@ mod tests {
             vlan: 0,
             cos: 0,
             session: 12,
+            truncated: false,
             index: 0,
             timestamp: 1000,
             granularity: erspan::Granularity::Nanos100,
@@ -319,7 +320,10 @@ mod tests {
         assert_eq!(&f[38..], &inner[..]);
         let Decoded::Roce(p) = decode_frame(&f) else { panic!() };
         assert_eq!((p.bth.opcode(), p.bth.dest_qp()), (0x0A, 0x77));
-        assert_eq!(p.mirror, Some(Mirror { erspan_type: 1, session: None, time: None }));
+        assert_eq!(
+            p.mirror,
+            Some(Mirror { erspan_type: 1, session: None, time: None, truncated: false, origin: 0x0A00_0001 })
+        );
         assert_eq!(p.inner_frame_len, Some(inner.len() as u32));
     }
 

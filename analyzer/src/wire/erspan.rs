@@ -36,7 +36,7 @@ impl Granularity {
         self as u8
     }
     /// Nanoseconds per timestamp unit, where the unit is fixed.
-    pub fn unit_ns(self) -> Option<u64> {
+    pub fn unit_ns(self) -> Option<u32> {
         match self {
             Self::Micros100 => Some(100_000),
             Self::Nanos100 => Some(100),
@@ -52,9 +52,18 @@ pub enum SwitchTime {
     /// A counter in `unit_ns` units, `bits` wide (32 alone, 64 with the platform ID 3
     /// sub-header's upper half): relative, and wrapping when 32 bits wide (every 4.29 s in
     /// nanoseconds, every 7 minutes in 100 ns units).
-    Counter { ticks: u64, bits: u8, unit_ns: u64 },
+    Counter { ticks: u64, bits: u8, unit_ns: u32 },
     /// IEEE 1588 time: seconds from the platform sub-header (ID 5 or 6) and nanoseconds.
     Absolute { ns: u64 },
+}
+
+/// A mirror session: the switch that sends it (the tunnel's source address, IPv6 folded to
+/// 32 bits) and its id. Two switches mirroring under one id are two sessions, each with its
+/// own clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SessionKey {
+    pub origin: u32,
+    pub id: u16,
 }
 
 /// Parsed ERSPAN header, either type.
@@ -66,6 +75,9 @@ pub struct Repr {
     pub vlan: u16,
     pub cos: u8,
     pub session: u16,
+    /// The T bit: the switch cut the mirrored frame short (a session's truncation size), so
+    /// the frame may end before its own headers say it does.
+    pub truncated: bool,
     /// Type II: the port index. Type III: unused (0).
     pub index: u32,
     /// Type III only.
@@ -98,6 +110,7 @@ impl Repr {
             vlan: w0 & 0x0FFF,
             cos: (w1 >> 13) as u8,
             session: w1 & 0x03FF,
+            truncated: w1 & 0x0400 != 0,
             index: 0,
             timestamp: 0,
             granularity: Granularity::Micros100,
@@ -132,6 +145,7 @@ impl Repr {
             vlan: 0,
             cos: 0,
             session: 0,
+            truncated: false,
             index: 0,
             timestamp: 0,
             granularity: Granularity::Micros100,
@@ -155,7 +169,8 @@ impl Repr {
         }
         let version: u16 = if self.erspan_type == 3 { 2 } else { 1 };
         put16(out, 0, (version << 12) | (self.vlan & 0x0FFF));
-        put16(out, 2, (u16::from(self.cos & 7) << 13) | (self.session & 0x03FF));
+        let t = if self.truncated { 0x0400 } else { 0 };
+        put16(out, 2, (u16::from(self.cos & 7) << 13) | t | (self.session & 0x03FF));
         if self.erspan_type != 3 {
             out[4..8].copy_from_slice(&(self.index & 0x000F_FFFF).to_be_bytes());
             return;
@@ -204,6 +219,7 @@ mod tests {
             vlan: 100,
             cos: 5,
             session: 0x3FF,
+            truncated: false,
             index: 0,
             timestamp: 0xDEAD_BEEF,
             granularity: g,
@@ -220,6 +236,7 @@ mod tests {
             vlan: 10,
             cos: 0,
             session: 7,
+            truncated: false,
             index: 0x12345,
             timestamp: 0,
             granularity: Granularity::Micros100,

@@ -1,6 +1,6 @@
 //! Walks a frame from Ethernet to the RoCEv2 payload.
 
-use super::erspan::{self, SwitchTime};
+use super::erspan::{self, SessionKey, SwitchTime};
 use super::ib_ext;
 use super::{bth, cm, ethernet, gre, icrc, ipv4, ipv6, udp, DecodeError, ROCEV2_UDP_PORT};
 use std::net::IpAddr;
@@ -41,13 +41,29 @@ pub struct Mirror {
     pub session: Option<u16>,
     /// The switch's timestamp (type III).
     pub time: Option<SwitchTime>,
+    /// The switch cut the mirrored frame short (the ERSPAN T bit).
+    pub truncated: bool,
+    /// The switch that sent it: the tunnel's source address (an IPv6 one folded to 32
+    /// bits), which tells apart two switches mirroring under one session id.
+    pub origin: u32,
 }
 
 impl Mirror {
     /// The session and its switch's time for the packet (type III with a usable stamp).
     #[inline]
-    pub fn timed(&self) -> Option<(u16, SwitchTime)> {
-        Some((self.session?, self.time?))
+    pub fn timed(&self) -> Option<(SessionKey, SwitchTime)> {
+        Some((SessionKey { origin: self.origin, id: self.session? }, self.time?))
+    }
+}
+
+/// An address in 32 bits: an IPv4 address itself, an IPv6 one its four words xored.
+fn fold_address(ip: &IpAddr) -> u32 {
+    match ip {
+        IpAddr::V4(a) => u32::from(*a),
+        IpAddr::V6(a) => {
+            let w = u128::from(*a);
+            (w as u32) ^ ((w >> 32) as u32) ^ ((w >> 64) as u32) ^ ((w >> 96) as u32)
+        }
     }
 }
 
@@ -192,11 +208,36 @@ pub enum Decoded<'a> {
 /// and the extension headers, with the [`RocePacket`] built once, as the return value.
 pub fn decode_frame(frame: &[u8]) -> Decoded<'_> {
     if let Some((l2, n)) = plain(frame) {
-        return transport(frame, &l2, &n, None);
+        return transport(frame, &l2, &n, None, false);
     }
     match plain_mirror(frame) {
-        Some((inner, l2, n, m)) => transport(inner, &l2, &n, Some(m)),
-        None => walk(frame),
+        Some((inner, l2, n, m)) => transport(inner, &l2, &n, Some(m), false),
+        None => walk(frame, false),
+    }
+}
+
+/// [`decode_frame`] of a frame its capture cut short (fewer bytes captured than the wire
+/// carried: a snap length, a mirror's truncation): a RoCE packet whose extension headers
+/// were cut too is still that packet, its BTH whole and its lengths from the headers that
+/// were captured, with the extension headers that fit (`exts` without the others) and no
+/// payload. Any other frame whose bytes end inside its extension headers is broken
+/// (`ExtHeadersTruncated`), as [`decode_frame`] finds it, unless an ERSPAN header says its
+/// switch cut it (the T bit). Out of the packets' path: only for the frames that error.
+#[cold]
+#[inline(never)]
+pub fn decode_cut_frame(frame: &[u8]) -> Decoded<'_> {
+    walk(frame, true)
+}
+
+/// A frame decoded to `d` whose bytes ended inside its extension headers, if its capture
+/// took fewer bytes (`frame`) than the wire carried (`wire_len`): decoded again as cut
+/// ([`decode_cut_frame`]). Every other `d` stays as it is. For the frames that are no RoCE
+/// packet as decoded: out of the packets' path.
+#[cold]
+#[inline(never)]
+pub fn decode_again_if_cut<'a>(frame: &'a [u8], wire_len: u32, d: &mut Decoded<'a>) {
+    if matches!(d, Decoded::Error(DecodeError::ExtHeadersTruncated)) && wire_len as usize > frame.len() {
+        *d = decode_cut_frame(frame);
     }
 }
 
@@ -204,11 +245,11 @@ pub fn decode_frame(frame: &[u8]) -> Decoded<'_> {
 /// is kept, not built aside and moved there.
 pub fn decode_frame_into<'a>(frame: &'a [u8], out: &mut Decoded<'a>) {
     if let Some((l2, n)) = plain(frame) {
-        transport_into(frame, &l2, &n, None, out);
+        transport_into(frame, &l2, &n, None, false, out);
     } else if let Some((inner, l2, n, m)) = plain_mirror(frame) {
-        transport_into(inner, &l2, &n, Some(m), out);
+        transport_into(inner, &l2, &n, Some(m), false, out);
     } else {
-        *out = walk(frame);
+        *out = walk(frame, false);
     }
 }
 
@@ -224,9 +265,10 @@ fn plain_mirror(frame: &[u8]) -> Option<(&[u8], L2, L3<'_>, Mirror)> {
     Some((inner, l2, n, m))
 }
 
-/// The general walk of [`decode_frame`], for every frame [`plain`] leaves to it.
+/// The general walk of [`decode_frame`], for every frame [`plain`] leaves to it (`cut`: of
+/// [`decode_cut_frame`]).
 #[inline(never)]
-fn walk(frame: &[u8]) -> Decoded<'_> {
+fn walk(frame: &[u8], cut: bool) -> Decoded<'_> {
     let mut frame = frame;
     let mut mirror = None;
     loop {
@@ -248,7 +290,7 @@ fn walk(frame: &[u8]) -> Decoded<'_> {
                 Err(stop) => return stop.decoded(),
             }
         }
-        return transport(frame, &l2, &n, mirror);
+        return transport(frame, &l2, &n, mirror, cut);
     }
 }
 
@@ -497,23 +539,37 @@ fn mirrored<'a>(n: &L3<'a>, inside_mirror: bool) -> Result<(&'a [u8], Mirror), S
     let after_gre = l4.get(g.header_len()..).unwrap_or_default();
     let (e, len) = erspan::Repr::parse(after_gre, erspan_type)?;
     let session = (erspan_type != 1).then_some(e.session);
-    let m = Mirror { erspan_type, session, time: e.switch_time() };
+    let m = Mirror {
+        erspan_type,
+        session,
+        time: e.switch_time(),
+        truncated: e.truncated,
+        origin: fold_address(&n.ip.src),
+    };
     Ok((after_gre.get(len..).unwrap_or_default(), m))
 }
 
 /// UDP to port 4791, BTH and the extension headers: the RoCE packet, built in place.
 #[inline(always)]
-fn transport<'a>(frame: &'a [u8], l2: &L2, n: &L3<'a>, mirror: Option<Mirror>) -> Decoded<'a> {
+fn transport<'a>(frame: &'a [u8], l2: &L2, n: &L3<'a>, mirror: Option<Mirror>, cut: bool) -> Decoded<'a> {
     let mut out = Decoded::NotRoce(NotRoce::NotIp);
-    transport_into(frame, l2, n, mirror, &mut out);
+    transport_into(frame, l2, n, mirror, cut, &mut out);
     out
 }
 
 /// [`transport`] into `out`, written at each way out (one store of every field where it was
 /// worked out; a single store of the outcome after the branches made the compiler keep the
-/// packet's fields on the stack until the branches joined).
+/// packet's fields on the stack until the branches joined). `cut`: the capture cut the
+/// frame short (see [`decode_cut_frame`]).
 #[inline(always)]
-fn transport_into<'a>(frame: &'a [u8], l2: &L2, n: &L3<'a>, mirror: Option<Mirror>, out: &mut Decoded<'a>) {
+fn transport_into<'a>(
+    frame: &'a [u8],
+    l2: &L2,
+    n: &L3<'a>,
+    mirror: Option<Mirror>,
+    cut: bool,
+    out: &mut Decoded<'a>,
+) {
     if n.protocol != ipv4::PROTO_UDP {
         *out = Decoded::NotRoce(NotRoce::NotUdp);
         return;
@@ -553,7 +609,8 @@ fn transport_into<'a>(frame: &'a [u8], l2: &L2, n: &L3<'a>, mirror: Option<Mirro
     };
     let plan = ib_ext::plan(b.opcode());
     let hdrs = bth::HEADER_LEN + usize::from(plan.len);
-    if roce.len() < hdrs {
+    // Cut inside its extension headers: broken, unless cut by its capture or its mirror.
+    if roce.len() < hdrs && !(cut || mirror.is_some_and(|m| m.truncated)) {
         *out = Decoded::Error(DecodeError::ExtHeadersTruncated);
         return;
     }
@@ -563,7 +620,7 @@ fn transport_into<'a>(frame: &'a [u8], l2: &L2, n: &L3<'a>, mirror: Option<Mirro
         return;
     };
     let payload_end = (hdrs + payload_len).min(roce.len());
-    let ext = roce.get(bth::HEADER_LEN..hdrs).unwrap_or_default();
+    let ext = roce.get(bth::HEADER_LEN..hdrs.min(roce.len())).unwrap_or_default();
     *out = Decoded::Roce(RocePacket {
         vlans: l2.vlans,
         vlan_count: l2.vlan_count,
@@ -691,6 +748,57 @@ pub(crate) mod tests {
         assert_eq!(p.payload_len, 1024);
         assert_eq!(p.payload.len(), 1024);
         assert_eq!(p.outer_vlan(), None);
+    }
+
+    /// `inner` behind ERSPAN type II, written here byte by byte (draft-foschiano-erspan):
+    /// Ethernet, IPv4 carrying GRE (47), GRE with a sequence number (flags 0x1000,
+    /// protocol 0x88BE), then ERSPAN II (version 1, session 7, the T bit as `truncated`).
+    fn erspan_ii(inner: &[u8], truncated: bool) -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0, 9, 2, 0, 0, 0, 0, 8, 0x08, 0x00];
+        let total = (20 + 8 + 8 + inner.len()) as u16;
+        f.extend([0x45, 0, (total >> 8) as u8, total as u8, 0, 0, 0x40, 0, 64, 47, 0, 0]);
+        f.extend([192, 0, 2, 100, 192, 0, 2, 200]);
+        f.extend([0x10, 0x00, 0x88, 0xBE, 0, 0, 0, 1]);
+        f.extend([0x10, 0x00, if truncated { 0x04 } else { 0 }, 7, 0, 0, 0, 0]);
+        f.extend(inner);
+        f
+    }
+
+    /// A real WRITE First (RETH, then 1,024 bytes) cut 6 bytes into its RETH: as its own
+    /// frame it is broken, but a frame its capture or its mirror cut short is still that
+    /// packet, without its RETH and payload (lengths from its headers, as tshark reads them
+    /// from the whole frame above).
+    #[test]
+    fn a_frame_cut_inside_its_extension_headers_by_its_capture_or_mirror() {
+        let f = real_frame("rdma_write_bw.pcap", 21);
+        let cut = &f[..60];
+        assert!(matches!(decode_frame(cut), Decoded::Error(DecodeError::ExtHeadersTruncated)));
+        let check = |d: Decoded<'_>| {
+            let Decoded::Roce(p) = d else { panic!("not RoCE: {d:?}") };
+            assert_eq!((p.bth.opcode(), p.bth.dest_qp()), (6, 0x1b));
+            assert_eq!((p.ext.len(), p.exts.reth, p.payload_len, p.payload.len()), (6, None, 1024, 0));
+        };
+        check(decode_cut_frame(cut));
+        let mut d = decode_frame(cut);
+        decode_again_if_cut(cut, f.len() as u32, &mut d);
+        check(d);
+        let mut d = decode_frame(cut);
+        decode_again_if_cut(cut, cut.len() as u32, &mut d);
+        assert!(matches!(d, Decoded::Error(DecodeError::ExtHeadersTruncated)), "not cut by its capture");
+        // Mirrored: the T bit says the switch cut it; without it, the frame is broken.
+        check(decode_frame(&erspan_ii(cut, true)));
+        let whole = erspan_ii(&f, false);
+        let Decoded::Roce(p) = decode_frame(&whole) else { panic!() };
+        assert_eq!(
+            (p.exts.reth.map(|r| r.dma_len), p.mirror.map(|m| m.truncated)),
+            (Some(3000), Some(false))
+        );
+        assert!(matches!(
+            decode_frame(&erspan_ii(cut, false)),
+            Decoded::Error(DecodeError::ExtHeadersTruncated)
+        ));
+        // Cut inside the BTH, it is no packet either way.
+        assert!(matches!(decode_cut_frame(&f[..50]), Decoded::Error(DecodeError::BthTruncated)));
     }
 
     /// The same real frame behind eight 802.1Q tags (inserted by hand after the MAC
@@ -924,7 +1032,7 @@ pub(crate) mod tests {
         assert!(files.len() > 10, "{files:?}");
         // Both entry points: `decode_frame` and the burst's `decode_frame_into`.
         let same = |f: &[u8]| {
-            let walked = format!("{:?}", walk(f));
+            let walked = format!("{:?}", walk(f, false));
             assert_eq!(format!("{:?}", decode_frame(f)), walked, "{f:02x?}");
             let mut into = Decoded::NotRoce(NotRoce::NotIp);
             decode_frame_into(f, &mut into);

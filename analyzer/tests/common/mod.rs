@@ -376,6 +376,39 @@ pub fn copy_capture(
     (written, records.len())
 }
 
+/// What tshark reports for each real capture (`scripts/tshark-truth`).
+pub fn pinned_truth() -> serde_json::Value {
+    let text = std::fs::read_to_string(fixtures().join("captures/tshark-truth.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The summary's flows with the fields tshark reports, in a stable order.
+pub fn flow_view(flows: &serde_json::Value) -> Vec<serde_json::Value> {
+    let mut v: Vec<serde_json::Value> = flows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            serde_json::json!({
+                "src_ip": f["src_ip"], "dst_ip": f["dst_ip"], "dst_qpn": f["dst_qpn"],
+                "packets": f["packets"], "bytes": f["bytes"], "payload_bytes": f["payload_bytes"],
+                "opcodes": f["opcodes"],
+            })
+        })
+        .collect();
+    v.sort_by_key(|f| (f["src_ip"].to_string(), f["dst_ip"].to_string(), f["dst_qpn"].as_u64()));
+    v
+}
+
+/// `from` as a capture taking at most `snap` bytes of each frame writes it (`editcap -s`,
+/// as `tcpdump -s` would capture it: each record keeps its length on the wire), in `dir`.
+pub fn cut_capture(from: &Path, snap: usize, dir: &Path) -> PathBuf {
+    let to = dir.join(from.file_name().unwrap());
+    let ok = Command::new("editcap").arg("-s").arg(snap.to_string()).arg(from).arg(&to).status().unwrap();
+    assert!(ok.success(), "editcap -s {snap} {}", from.display());
+    to
+}
+
 /// The rows of a CSV report.
 pub fn read_csv(path: &Path) -> Vec<Row> {
     let mut r = csv::Reader::from_path(path).unwrap();

@@ -44,6 +44,7 @@ pub fn malformed_frames() -> Vec<(Vec<u8>, &'static str)> {
         vlan: 0,
         cos: 0,
         session: 5,
+        truncated: false,
         index: 0,
         timestamp: 1,
         granularity: Granularity::Nanos100,
