@@ -393,3 +393,70 @@ fn two_switches_mirroring_under_one_session_id_keep_their_own_clocks() {
         }
     }
 }
+
+/// Two switches whose free-running ERSPAN III counters (100 ns ticks) run 50 ppm fast and
+/// 50 ppm slow, each mirroring a QP, a packet every millisecond for 60 s, 1 µs on its way
+/// to the probe. Anchored once, the two clocks would part by 100 µs a second, past the
+/// 1 ms reorder window after 10 s, and from then on every packet of the slow switch would
+/// be late (left out of its flow's PSN analysis). Steered to the probe's clock, none is
+/// late, none untimed, and the last packet is within 5 µs of its capture time.
+#[test]
+fn two_switch_counters_drifting_apart_are_each_steered_to_the_probes_clock() {
+    use roceprobe::capture::pcap::Writer;
+    use roceprobe::wire::bth;
+    use roceprobe::wire::build::{erspan_wrap, RoceFrame};
+    use roceprobe::wire::erspan::{Granularity, Repr};
+    use std::net::Ipv4Addr;
+    let base = 1_800_000_000_000_000_000u64;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("drift.pcap");
+    let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+    let probe = Ipv4Addr::new(192, 168, 0, 9);
+    let mut last = 0;
+    for k in 0..60_000u64 {
+        for (n, ppm) in [(1u8, 50i128), (2, -50)] {
+            let sent = k * 1_000_000 + u64::from(n - 1) * 500_000;
+            let ticks = (i128::from(sent) * (1_000_000 + ppm) / 1_000_000 / 100) as u32;
+            let h = Repr {
+                erspan_type: 3,
+                vlan: 0,
+                cos: 0,
+                session: u16::from(n),
+                truncated: false,
+                index: 0,
+                timestamp: ticks,
+                granularity: Granularity::Nanos100,
+                hw_id: 0,
+                platform: None,
+            };
+            let inner = RoceFrame::new(
+                Ipv4Addr::new(10, 0, n, 1).into(),
+                Ipv4Addr::new(10, 0, n, 2).into(),
+                bth::Repr { opcode: 0x04, dest_qp: u32::from(n), psn: k as u32, ..Default::default() },
+            )
+            .emit();
+            let f = erspan_wrap(&inner, &h, Ipv4Addr::new(192, 168, 0, n), probe, k as u32);
+            last = base + sent + 1_000;
+            w.write(last, &f, f.len() as u32).unwrap();
+        }
+    }
+    drop(w);
+    for workers in ["1", "2"] {
+        let s = replay_summary(&[path.as_path()], &["--workers", workers]);
+        assert_eq!(s["erspan_untimed_packets"], 0, "workers {workers}");
+        assert_eq!(s["reorder"]["late_packets"]["compute"], 0, "workers {workers}");
+        for f in s["flows"].as_array().unwrap() {
+            assert_eq!(
+                (&f["messages"], &f["gap_psns"], &f["late_packets"]),
+                (&60_000.into(), &0.into(), &0.into()),
+                "workers {workers}"
+            );
+        }
+        let end = rfc3339_ns(s["last_packet"].as_str().unwrap());
+        assert!(
+            end.abs_diff(last) <= 5_000,
+            "workers {workers}: the last packet {} ns off",
+            end.abs_diff(last)
+        );
+    }
+}

@@ -295,3 +295,46 @@ fn a_first_request_lost_right_after_cm_announced_its_psn_is_a_gap() {
         2
     );
 }
+
+/// `rdma_write_bw.pcap` as a pcapng file whose interface says (`if_fcslen` 4) its frames end
+/// with their 4-byte FCS, written so here (tshark finds an `eth.fcs` in every frame): the
+/// flows are the capture's as tshark counts them without it. Before, each frame counted 4
+/// bytes more.
+#[test]
+fn a_pcapng_file_of_frames_with_their_fcs_counts_them_without_it() {
+    use roceprobe::capture::pcap::read_all_records;
+    let name = "rdma_write_bw.pcap";
+    let block = |kind: u32, body: &[u8]| {
+        let len = (12 + body.len()) as u32;
+        [&kind.to_le_bytes()[..], &len.to_le_bytes(), body, &len.to_le_bytes()].concat()
+    };
+    let mut file =
+        block(0x0A0D_0D0A, &[&0x1A2B_3C4Du32.to_le_bytes()[..], &[1, 0, 0, 0], &[0xFF; 8]].concat());
+    // Link type 1 (Ethernet), snap length 0; if_tsresol 9 (ns), if_fcslen 4; end of options.
+    file.extend(block(
+        1,
+        &[1, 0, 0, 0, 0, 0, 0, 0, 9, 0, 1, 0, 9, 0, 0, 0, 13, 0, 1, 0, 4, 0, 0, 0, 0, 0, 0, 0],
+    ));
+    for (ts, len, f) in read_all_records(&capture(name)).unwrap() {
+        assert_eq!(len as usize, f.len(), "whole frames");
+        let mut data = f.clone();
+        data.extend([0u8; 4]);
+        let n = data.len() as u32;
+        data.resize(data.len().div_ceil(4) * 4, 0);
+        let head = [0u32, (ts >> 32) as u32, ts as u32, n, n];
+        file.extend(block(
+            6,
+            &[&head.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>()[..], &data].concat(),
+        ));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fcs.pcapng");
+    std::fs::write(&path, &file).unwrap();
+    let t = &pinned_truth()["captures"][name];
+    let fcs = tshark_fields(&path, &["eth.fcs"]);
+    assert_eq!(fcs.len() as u64, t["packets"].as_u64().unwrap());
+    assert!(fcs.iter().all(|f| !f[0].is_empty()), "tshark reads an FCS in every frame");
+    let s = replay_summary(&[path.as_path()], &[]);
+    assert_eq!((&s["packets"], &s["roce_packets"]), (&t["packets"], &t["roce_packets"]));
+    assert_eq!(flow_view(&s["flows"]), flow_view(&t["flows"]));
+}

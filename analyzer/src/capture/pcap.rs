@@ -1,5 +1,6 @@
 //! Offline replay of pcap and pcapng files (microsecond and nanosecond pcap, pcapng with
-//! any `if_tsoffset` and any decimal or binary `if_tsresol` of at most 64-bit ticks).
+//! any `if_tsoffset` and any decimal or binary `if_tsresol` of at most 64-bit ticks; the
+//! frame check sequence a file says its frames end with, left out).
 //! Several files are merged in timestamp order, so that two vantages captured into two
 //! files are seen as one probe would have seen them.
 
@@ -123,7 +124,13 @@ struct Interface {
     /// Its link type is Ethernet: the packets of any other are skipped (see
     /// [`Format::skipped`]).
     ethernet: bool,
+    /// Bytes of frame check sequence ending each packet (`if_fcslen`), left out.
+    fcs: usize,
 }
+
+/// pcapng's `if_fcslen` option of an interface: the length of the frame check sequence its
+/// packets end with (pcap_parser names no constant for it).
+const IF_FCSLEN: pcap_parser::OptionCode = pcap_parser::OptionCode(13);
 
 /// One packet read ahead from a file, copied out of the reader's buffer.
 #[derive(Debug, Default)]
@@ -652,7 +659,9 @@ impl Format {
             return Ok(false);
         }
         next.ts_ns = ticks_to_ns(ticks, ifc.resolution, ifc.offset_s);
-        next.copy(orig_len, data);
+        // The frame check sequence left out, when the packet holds it whole.
+        let fcs = if orig_len as usize == data.len() && data.len() >= ifc.fcs { ifc.fcs } else { 0 };
+        next.copy(orig_len.saturating_sub(ifc.fcs as u32), &data[..data.len() - fcs]);
         Ok(true)
     }
 
@@ -661,7 +670,7 @@ impl Format {
     fn describe(&mut self, idb: &InterfaceDescriptionBlock<'_>, path: &Path) -> Result<()> {
         if idb.linktype != Linktype::ETHERNET {
             self.other.get_or_insert((self.interfaces.len(), idb.linktype.0));
-            self.interfaces.push(Interface { resolution: 1, offset_s: 0, ethernet: false });
+            self.interfaces.push(Interface { resolution: 1, offset_s: 0, ethernet: false, fcs: 0 });
             return Ok(());
         }
         self.any_ethernet = true;
@@ -676,7 +685,13 @@ impl Format {
                 }
             );
         };
-        self.interfaces.push(Interface { resolution, offset_s: idb.if_tsoffset, ethernet: true });
+        let fcs = idb
+            .options
+            .iter()
+            .find(|o| o.code == IF_FCSLEN)
+            .and_then(|o| o.as_bytes().ok()?.first().copied());
+        let fcs = usize::from(fcs.unwrap_or(0));
+        self.interfaces.push(Interface { resolution, offset_s: idb.if_tsoffset, ethernet: true, fcs });
         Ok(())
     }
 }
@@ -1364,6 +1379,38 @@ mod tests {
         let mut got = Vec::new();
         while let Poll::Frames(_) = r.poll(|f| got.push((f.data[0], f.data.len(), f.wire_len))).unwrap() {}
         assert_eq!(got, [(1, 64, 64), (2, 100, 100)]);
+    }
+
+    /// A pcapng interface whose `if_fcslen` (option 13) says its packets end with a 4-byte
+    /// FCS: read without it, frames and lengths, as the classic pcap's above; a packet cut
+    /// short by the capture has no FCS in its bytes, but its length on the wire loses it too.
+    #[test]
+    fn a_pcapng_interface_of_frames_with_their_fcs_is_read_without_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fcs.pcapng");
+        let shb =
+            ng_block(0x0A0D_0D0A, &[&0x1A2B_3C4Du32.to_le_bytes()[..], &[1, 0, 0, 0], &[0xFF; 8]].concat());
+        // Link type 1, snap length 0; options: if_fcslen (code 13, length 1, 4, padded),
+        // then the end of options.
+        let idb = ng_block(1, &[1, 0, 0, 0, 0, 0, 0, 0, 13, 0, 1, 0, 4, 0, 0, 0, 0, 0, 0, 0]);
+        let mut file = [shb, idb].concat();
+        for (k, len, captured) in [(1u8, 64u32, 68u32), (2, 100, 104), (3, 200, 60)] {
+            let head = [0u32, 0, k.into(), captured, len + 4]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect::<Vec<_>>();
+            let mut frame = vec![0u8; captured as usize];
+            frame[0] = k;
+            if captured == len + 4 {
+                frame[len as usize..].fill(0xEE);
+            }
+            file.extend(ng_block(6, &[&head[..], &frame].concat()));
+        }
+        std::fs::write(&path, &file).unwrap();
+        let mut r = Replay::open(&[path]).unwrap();
+        let mut got = Vec::new();
+        while let Poll::Frames(_) = r.poll(|f| got.push((f.data[0], f.data.len(), f.wire_len))).unwrap() {}
+        assert_eq!(got, [(1, 64, 64), (2, 100, 100), (3, 60, 200)]);
     }
 
     /// Each frame's first byte and the time it is replayed at.

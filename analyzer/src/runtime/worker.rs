@@ -865,9 +865,11 @@ impl Worker {
     #[inline(never)]
     fn cut(&mut self, s: &Staged<'_>) {
         let f = &s.f;
-        let Decoded::Roce(p) = decode_cut_frame(f.data) else {
-            self.counters.decode_errors[DecodeError::ExtHeadersTruncated.index()] += 1;
-            return;
+        let p = match decode_cut_frame(f.data) {
+            Decoded::Roce(p) => p,
+            // Broken in its own right (its lengths contradict each other).
+            Decoded::Error(e) => return self.counters.decode_errors[e.index()] += 1,
+            Decoded::NotRoce(_) => return self.counters.non_roce_packets += 1,
         };
         let wire_len = p.inner_frame_len.unwrap_or(s.seen.wire_len);
         self.roce(&p, f, &Seen { wire_len, ..s.seen });

@@ -25,6 +25,16 @@
 //! next stamp's lead agrees with it (the path got that much faster: the session's lead
 //! goes up then, and one packet lost its switch time). A lead that creeps up, as drift
 //! makes it, moves the highest along.
+//!
+//! A free-running counter ticks at its own oscillator's rate, tens of parts per million off
+//! the probe's: anchored once, two switches' counters drift apart by milliseconds a minute,
+//! past the reorder window, and an I/O seen at both would be split by their drift. Each
+//! counter is therefore steered to the probe's clock ([`Drift`]): the highest lead of each
+//! second of switch time (its packets' shortest path) says how far the counter has run
+//! ahead of or behind the probe's clock since its first second, and a correction that grows
+//! smoothly with the switch's time takes that out (it meets the drift measured a second
+//! later, so it never steps). Differences within a session change by the drift's parts per
+//! million, nanoseconds over a millisecond.
 
 use super::bounded::FifoMap;
 use crate::wire::erspan::{SessionKey, SwitchTime};
@@ -51,6 +61,98 @@ const SHARED_IDS: usize = 1024;
 /// `SessionClock::bits` of a session that stamps absolute time (counters have 16 to 64).
 const ABSOLUTE: u8 = 0;
 
+/// The span of switch time over which a counter's highest lead is taken ([`Drift`]).
+const DRIFT_WINDOW_NS: i128 = 1_000_000_000;
+
+/// Stamps a window must hold to measure the drift: the highest lead of a few packets is
+/// no shortest path.
+const DRIFT_MIN_STAMPS: u32 = 16;
+
+/// A counter's correction to the probe's clock: nanoseconds to take off its time. The
+/// highest lead of a window of [`DRIFT_WINDOW_NS`] is its packet of the shortest path; the
+/// line through the first window's and the latest window's is the counter's drift (windows
+/// of fewer than [`DRIFT_MIN_STAMPS`] stamps measure nothing). At the end of a window the
+/// correction is set to meet that line (less its value at the anchoring packet) by the end
+/// of the next window, growing evenly from what it is (it never steps), and to go on along
+/// the line's slope after that: it follows the drift with a window's lag, through
+/// silences too, and leaves the anchoring packet's lead as it was.
+#[derive(Debug, Clone, Copy, Default)]
+struct Drift {
+    /// The switch time of the anchoring packet.
+    anchor: i128,
+    /// The first window that measured: its highest lead and that stamp's switch time.
+    first: Option<(i128, i128)>,
+    /// The open window's start, its stamps, and its highest lead so far and that stamp's
+    /// switch time.
+    start: i128,
+    stamps: u32,
+    lead: i128,
+    lead_at: i128,
+    /// The correction is `corr` at switch time `base`, grows at `slope` (2^-32 ns a ns)
+    /// until `base` + a window, then at `rate`.
+    base: i128,
+    corr: i128,
+    slope: i128,
+    rate: i128,
+}
+
+impl Drift {
+    fn new(ns: i128) -> Self {
+        Self { anchor: ns, start: ns, stamps: 1, lead_at: ns, base: ns, ..Self::default() }
+    }
+
+    /// The correction at switch time `ns` (the counter's time before it).
+    #[inline]
+    fn at(&self, ns: i128) -> i128 {
+        let d = ns - self.base;
+        if d <= DRIFT_WINDOW_NS {
+            self.corr + ((self.slope * d) >> 32)
+        } else {
+            self.corr + ((self.slope * DRIFT_WINDOW_NS + self.rate * (d - DRIFT_WINDOW_NS)) >> 32)
+        }
+    }
+
+    /// A stamp believed: switch time `ns` (before the correction), `lead` ahead of its
+    /// capture time.
+    #[inline]
+    fn observe(&mut self, ns: i128, lead: i128) {
+        if ns - self.start >= DRIFT_WINDOW_NS {
+            self.close(ns);
+            (self.start, self.stamps, self.lead, self.lead_at) = (ns, 1, lead, ns);
+        } else {
+            self.stamps += 1;
+            if lead > self.lead {
+                (self.lead, self.lead_at) = (lead, ns);
+            }
+        }
+    }
+
+    /// The open window ends at `ns`: the correction set for what follows.
+    #[cold]
+    #[inline(never)]
+    fn close(&mut self, ns: i128) {
+        if self.stamps < DRIFT_MIN_STAMPS {
+            return;
+        }
+        let Some((lead0, at0)) = self.first else {
+            self.first = Some((self.lead, self.lead_at));
+            return;
+        };
+        // Two points too close together say little of a rate: wait for the next window.
+        let span = self.lead_at - at0;
+        if span < DRIFT_WINDOW_NS / 2 {
+            return;
+        }
+        let (corr, next) = (self.at(ns), ns + DRIFT_WINDOW_NS);
+        // How far the counter will have run ahead of the probe's clock (a positive
+        // correction) since the anchoring packet, by the next window's end.
+        let drifted = (self.lead - lead0) * (next - self.anchor) / span;
+        (self.base, self.corr) = (ns, corr);
+        self.slope = ((drifted - corr) << 32) / DRIFT_WINDOW_NS;
+        self.rate = ((self.lead - lead0) << 32) / span;
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct SessionClock {
     unit_ns: u64,
@@ -66,6 +168,8 @@ struct SessionClock {
     /// the previous stamp if it passed that by more than [`LEAD_SLACK_NS`].
     max_lead: i128,
     suspect_lead: Option<i128>,
+    /// A counter's steering to the probe's clock.
+    drift: Drift,
 }
 
 impl SessionClock {
@@ -80,6 +184,7 @@ impl SessionClock {
             anchor_ns: i128::from(capture_ns),
             max_lead: 0,
             suspect_lead: None,
+            drift: Drift::new(i128::from(capture_ns)),
         }
     }
 }
@@ -224,7 +329,8 @@ impl MirrorClocks {
         c.ticks += delta;
         c.last_raw = ticks;
         c.last_capture_ns = capture_ns;
-        let ns = c.anchor_ns + c.ticks * i128::from(c.unit_ns);
+        let raw = c.anchor_ns + c.ticks * i128::from(c.unit_ns);
+        let ns = raw - c.drift.at(raw);
         let lead = ns - i128::from(capture_ns);
         if lead > c.max_lead + LEAD_SLACK_NS {
             let confirmed = c.suspect_lead.is_some_and(|s| (lead - s).abs() <= LEAD_SLACK_NS);
@@ -235,6 +341,7 @@ impl MirrorClocks {
         }
         c.max_lead = c.max_lead.max(lead);
         c.suspect_lead = None;
+        c.drift.observe(raw, raw - i128::from(capture_ns));
         Some(ns.clamp(0, i128::from(u64::MAX)) as u64)
     }
 }
@@ -380,13 +487,17 @@ mod tests {
         assert_eq!(c.time(s(7), t32(31_060), base + 10_000), Some(base + 3_010_000));
         assert_eq!(c.time(s(7), t32(31_070), base + 11_000), Some(base + 3_011_000));
         // A switch counter running 200 ppm fast for 10 s, a packet every ms: its lead creeps
-        // up by 0.2 µs a packet, 2 ms in all, and every stamp is believed.
+        // up by 0.2 µs a packet, 2 ms in all if it were not steered, and every stamp is
+        // believed. Steered, it ends within 5 µs of the probe's clock.
         let mut c = MirrorClocks::default();
         for k in 0..10_000u64 {
             let capture = base + k * 1_000_000;
             let ticks = k * 10_002; // 1 ms and 200 ns of the switch's 100 ns ticks
-            let got = c.time(s(8), t32(ticks as u32), capture);
-            assert_eq!(got, Some(base + ticks * 100), "packet {k}");
+            let got = c.time(s(8), t32(ticks as u32), capture).unwrap_or_else(|| panic!("packet {k}"));
+            assert!(got.abs_diff(capture) <= 700_000, "packet {k}");
+            if k >= 6_000 {
+                assert!(got.abs_diff(capture) <= 5_000, "packet {k}");
+            }
         }
     }
 
@@ -436,6 +547,42 @@ mod tests {
                 Some(capture + 5_000),
                 "switch b, packet {k}"
             );
+        }
+    }
+
+    /// Counters 100 ppm fast and 100 ppm slow (100 ns ticks, 32 bits), a packet every ms for
+    /// two minutes, each 1-3 µs on its way to the probe (the shortest once in each ten).
+    /// Anchored once, they would end 12 ms ahead and behind; steered, each packet's time is
+    /// within 350 µs of its capture time over the first seconds (while the drift is being
+    /// measured) and within 5 µs from the sixth second on, and differences within a session
+    /// stay those of the switch's clock to within 400 ppm (four times the drift, while the
+    /// correction catches up with the drift measured, the second after it is first measured).
+    #[test]
+    fn a_counter_that_drifts_is_steered_to_the_probes_clock() {
+        for ppm in [100i128, -100] {
+            let mut c = MirrorClocks::default();
+            let base = 1_700_000_000_000_000_000u64;
+            let mut worst_after = 0u64;
+            let mut last: Option<(u64, u64)> = None;
+            for k in 0..120_000u64 {
+                let sent = k * 1_000_000;
+                let delay = 1_000 + (k % 10).min(2) * 1_000;
+                // The switch's clock: its ticks since the first packet, 100 ppm off.
+                let ticks = (i128::from(sent) * (1_000_000 + ppm) / 1_000_000 / 100) as u64;
+                let capture = base + sent + delay;
+                let got = c.time(s(9), t32(ticks as u32), capture).expect("believed");
+                let err = got.abs_diff(capture - delay + 1_000);
+                assert!(err <= 350_000, "{ppm} ppm, packet {k}: {err} ns off");
+                if sent >= 6_000_000_000 {
+                    worst_after = worst_after.max(err);
+                }
+                if let Some((t, switch)) = last {
+                    let (moved, ticked) = ((got - t) as i128, (ticks - switch) as i128 * 100);
+                    assert!((moved - ticked).abs() <= ticked * 4 / 10_000 + 100, "{ppm} ppm, packet {k}");
+                }
+                last = Some((got, ticks));
+            }
+            assert!(worst_after <= 5_000, "{ppm} ppm: {worst_after} ns off after the fifth second");
         }
     }
 }

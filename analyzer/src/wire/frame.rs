@@ -56,13 +56,17 @@ impl Mirror {
     }
 }
 
-/// An address in 32 bits: an IPv4 address itself, an IPv6 one its four words xored.
+/// An address in 32 bits: an IPv4 address itself, an IPv6 one hashed (its two halves
+/// multiplied out, so that addresses that differ in a few bits, as a fabric numbers its
+/// switches, do not cancel out as the words of a plain xor do).
 fn fold_address(ip: &IpAddr) -> u32 {
     match ip {
         IpAddr::V4(a) => u32::from(*a),
         IpAddr::V6(a) => {
             let w = u128::from(*a);
-            (w as u32) ^ ((w >> 32) as u32) ^ ((w >> 64) as u32) ^ ((w >> 96) as u32)
+            let h = ((w as u64) ^ (w >> 64) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                ^ ((w >> 64) as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+            (h >> 32) as u32 ^ h as u32
         }
     }
 }
@@ -226,7 +230,17 @@ pub fn decode_frame(frame: &[u8]) -> Decoded<'_> {
 #[cold]
 #[inline(never)]
 pub fn decode_cut_frame(frame: &[u8]) -> Decoded<'_> {
-    walk(frame, true)
+    match walk(frame, true) {
+        // Cut by its capture only if its bytes ran out where the captured frame's do (not
+        // where an outer datagram that ends early says, with more bytes after it).
+        Decoded::Roce(p)
+            if p.ext.len() < usize::from(ib_ext::plan(p.bth.opcode()).len)
+                && p.ext.as_ptr_range().end != frame.as_ptr_range().end =>
+        {
+            Decoded::Error(DecodeError::ExtHeadersTruncated)
+        }
+        d => d,
+    }
 }
 
 /// A frame decoded to `d` whose bytes ended inside its extension headers, if its capture
@@ -799,6 +813,33 @@ pub(crate) mod tests {
         ));
         // Cut inside the BTH, it is no packet either way.
         assert!(matches!(decode_cut_frame(&f[..50]), Decoded::Error(DecodeError::BthTruncated)));
+        // A mirror whose tunnel's IP datagram ends inside the RETH, 1,500 bytes before the
+        // frame does (its copy of 1,024 bytes held for the reorder window, shorter than its
+        // length on the wire): its bytes did not run out, it is broken.
+        let mut early = erspan_ii(cut, false);
+        early.extend([0u8; 1_500]);
+        let mut d = decode_frame(&early[..1_024]);
+        decode_again_if_cut(&early[..1_024], early.len() as u32, &mut d);
+        assert!(matches!(d, Decoded::Error(DecodeError::ExtHeadersTruncated)), "{d:?}");
+        // Cut by its capture, but its UDP length ends inside the RETH: its lengths
+        // contradict each other, whatever the cut.
+        let mut short_udp = cut.to_vec();
+        short_udp[38..40].copy_from_slice(&(8u16 + 12 + 6).to_be_bytes());
+        assert!(matches!(decode_cut_frame(&short_udp), Decoded::Error(DecodeError::RoceBadLength)));
+    }
+
+    /// Tunnel sources a fabric numbers alike (IPv6 addresses a few bits apart, which a plain
+    /// xor of their words folds to one value) keep apart: each is a switch of its own.
+    #[test]
+    fn switches_numbered_alike_are_told_apart() {
+        let fold = |a: &str| fold_address(&a.parse().unwrap());
+        let v6 = ["fd00:0:0:1::2", "fd00:0:0:2::1", "fd00:0:0:1::3", "fd00::1:0:0:2", "fd00::1"];
+        let mut all: Vec<u32> = v6.iter().map(|a| fold(a)).collect();
+        all.push(fold("192.168.0.1"));
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), v6.len() + 1);
+        assert_eq!(fold("192.168.0.1"), 0xC0A8_0001);
     }
 
     /// The same real frame behind eight 802.1Q tags (inserted by hand after the MAC
