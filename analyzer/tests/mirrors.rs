@@ -460,3 +460,78 @@ fn two_switch_counters_drifting_apart_are_each_steered_to_the_probes_clock() {
         );
     }
 }
+
+/// `rdma_write_bw.pcap` mirrored through ERSPAN II towards a path of a 576-byte MTU, so
+/// the tunnel fragments each mirror of more than that (written here: the outer IPv4
+/// datagram cut into 552-byte parts, More Fragments and offsets set; tshark reassembles
+/// them into the whole mirrors, and without reassembly decodes the first fragments' RoCE
+/// headers). Each first fragment is the mirrored frame cut short: every flow counts as
+/// tshark counts the capture, and the later fragments are frames that are no RoCE packet.
+#[test]
+fn a_mirror_fragmented_on_its_way_to_the_probe_loses_no_packet() {
+    use roceprobe::capture::pcap::{read_all_records, Writer};
+    use roceprobe::wire::build::erspan_wrap;
+    use roceprobe::wire::erspan::{Granularity, Repr};
+    let name = "rdma_write_bw.pcap";
+    let t = &pinned_truth()["captures"][name];
+    let h = Repr {
+        erspan_type: 2,
+        vlan: 0,
+        cos: 0,
+        session: 3,
+        truncated: false,
+        index: 1,
+        timestamp: 0,
+        granularity: Granularity::Micros100,
+        hw_id: 0,
+        platform: None,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fragmented.pcap");
+    let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+    let (mut frames, mut tails) = (0u64, 0u64);
+    for (seq, (ts, _, f)) in read_all_records(&capture(name)).unwrap().iter().enumerate() {
+        let m =
+            erspan_wrap(f, &h, "192.168.0.1".parse().unwrap(), "192.168.0.9".parse().unwrap(), seq as u32);
+        assert_eq!((&m[12..14], m[14]), (&[0x08, 0x00][..], 0x45), "Ethernet, IPv4 without options");
+        let parts: Vec<&[u8]> = m[34..].chunks(552).collect();
+        for (k, part) in parts.iter().enumerate() {
+            let mut frag = m[..34].to_vec();
+            frag[16..18].copy_from_slice(&(20 + part.len() as u16).to_be_bytes());
+            let more = if k + 1 < parts.len() { 0x2000 } else { 0 };
+            frag[20..22].copy_from_slice(&(more | (k * 552 / 8) as u16).to_be_bytes());
+            frag[24..26].copy_from_slice(&[0, 0]);
+            let sum =
+                frag[14..34].chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c[1]]))).sum::<u32>();
+            let sum = !(((sum & 0xFFFF) + (sum >> 16)) as u16);
+            frag[24..26].copy_from_slice(&sum.to_be_bytes());
+            frag.extend_from_slice(part);
+            w.write(*ts, &frag, frag.len() as u32).unwrap();
+            frames += 1;
+            tails += u64::from(k > 0);
+        }
+    }
+    drop(w);
+    // tshark's frame lengths: 5 of 1,098 bytes (their mirrors' 1,114 bytes after the outer
+    // IPv4 header in three parts), 5 of 1,082 and 5 of 1,010 (two parts), the rest whole.
+    assert_eq!(tails, 5 * 2 + 10);
+    let roce = t["roce_packets"].as_u64().unwrap();
+    let whole = tshark_fields_where(&path, "infiniband", &["frame.number"]);
+    assert_eq!(whole.len() as u64, roce, "tshark, reassembling");
+    let out = std::process::Command::new("tshark")
+        .args(["-o", "ip.defragment:FALSE", "-r"])
+        .arg(&path)
+        .args(["-Y", "infiniband && ip.flags.mf == 1", "-T", "fields", "-e", "frame.number"])
+        .output()
+        .unwrap();
+    let first_fragments = String::from_utf8(out.stdout).unwrap().lines().count() as u64;
+    assert_eq!(first_fragments, 15, "tshark, without reassembly: the fragmented mirrors' RoCE headers");
+    for workers in ["1", "2"] {
+        let s = replay_summary(&[path.as_path()], &["--workers", workers]);
+        assert_eq!(s["packets"].as_u64().unwrap(), frames, "workers {workers}");
+        assert_eq!(s["roce_packets"].as_u64().unwrap(), roce, "workers {workers}");
+        let others = t["packets"].as_u64().unwrap() - roce;
+        assert_eq!(s["non_roce_packets"].as_u64().unwrap(), others + tails, "workers {workers}");
+        assert_eq!(flow_view(&s["flows"]), flow_view(&t["flows"]), "workers {workers}");
+    }
+}

@@ -532,10 +532,13 @@ fn network(l3: &[u8], ethertype: u16) -> Result<L3<'_>, Stop> {
 }
 
 /// GRE carrying ERSPAN: the mirrored frame and the encapsulation. Not inlined: mirrors are
-/// the rare case.
+/// the rare case. The first fragment of a mirror the tunnel's path fragmented (a jumbo
+/// frame mirrored towards a link of a smaller MTU) holds the mirrored frame's headers and
+/// the first part of its payload: it is the mirrored frame cut short, as a T bit says (the
+/// later fragments are no RoCE packet).
 #[inline(never)]
 fn mirrored<'a>(n: &L3<'a>, inside_mirror: bool) -> Result<(&'a [u8], Mirror), Stop> {
-    if inside_mirror || n.first_fragment {
+    if inside_mirror {
         return Err(Stop::NotRoce(NotRoce::OtherGre));
     }
     // The mirror's GRE packet ends where its IP datagram does, whatever follows in the
@@ -557,7 +560,7 @@ fn mirrored<'a>(n: &L3<'a>, inside_mirror: bool) -> Result<(&'a [u8], Mirror), S
         erspan_type,
         session,
         time: e.switch_time(),
-        truncated: e.truncated,
+        truncated: e.truncated || n.first_fragment,
         origin: fold_address(&n.ip.src),
     };
     Ok((after_gre.get(len..).unwrap_or_default(), m))
