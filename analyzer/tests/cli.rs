@@ -1047,18 +1047,7 @@ fn erspan_iii_switch_time_is_the_packet_time() {
     for (k, (ticks, capture_delay)) in
         [(u32::MAX - 4, 0u64), (5, 300_000), (15, 1_000)].into_iter().enumerate()
     {
-        let h = Repr {
-            erspan_type: 3,
-            vlan: 0,
-            cos: 0,
-            session: 9,
-            truncated: false,
-            index: 0,
-            timestamp: ticks,
-            granularity: Granularity::Nanos100,
-            hw_id: 0,
-            platform: None,
-        };
+        let h = Repr { timestamp: ticks, granularity: Granularity::Nanos100, ..Repr::of_session(3, 9) };
         let f = erspan_wrap(&inner, &h, Ipv4Addr::new(1, 1, 1, 1), Ipv4Addr::new(2, 2, 2, 2), k as u32);
         w.write(capture0 + k as u64 * 1_000 + capture_delay, &f, f.len() as u32).unwrap();
     }

@@ -1,11 +1,18 @@
 //! Remote mirrors as switches send them: ERSPAN type I (GRE without sequence number and no
-//! ERSPAN header) and type III stamped in nanoseconds, whose 32-bit stamp wraps every
-//! 4.29 s, across a silence of ten seconds.
+//! ERSPAN header), II and III; the switches' clocks (a 32-bit stamp that wraps across a
+//! silence, one clock per switch and session, counters steered to the probe's clock, frames
+//! without a switch time beside them); mirrors cut short by the switch or fragmented on
+//! their way; a routed hop mirrored twice.
 
 mod common;
 use common::*;
+use roceprobe::capture::pcap::{read_all_records, Writer};
+use roceprobe::wire::bth;
+use roceprobe::wire::build::{arp_frame, erspan_wrap, RoceFrame};
+use roceprobe::wire::erspan::{Granularity, Repr};
 use serde_json::Value;
 use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
 
 #[test]
 fn erspan_iii_nanosecond_stamps_keep_time_across_a_ten_second_silence() {
@@ -146,7 +153,6 @@ fn a_routed_hop_mirrored_at_both_ports_counts_each_packet_once() {
 /// by tens of ns). Before, the frames of the next 5 ms were late (counted, not analysed).
 #[test]
 fn an_erspan_iii_stamp_milliseconds_ahead_makes_no_frame_late() {
-    use roceprobe::capture::pcap::{read_all_records, Writer};
     let name = "nvme_erspan3";
     let t = scenario_truth(name);
     let file = &scenario_files(name, &t)[0];
@@ -205,26 +211,15 @@ fn an_erspan_iii_stamp_milliseconds_ahead_makes_no_frame_late() {
 /// were late (left out of the PSN analysis, counted as gaps). The same with two workers.
 #[test]
 fn frames_without_a_switch_time_stand_where_the_mirrored_traffic_does() {
-    use roceprobe::capture::pcap::Writer;
-    use roceprobe::wire::bth;
-    use roceprobe::wire::build::{arp_frame, erspan_wrap, RoceFrame};
-    use roceprobe::wire::erspan::{Granularity, Repr};
-    use std::net::Ipv4Addr;
     let (switch, probe) = (Ipv4Addr::new(192, 168, 0, 1), Ipv4Addr::new(192, 168, 0, 9));
     let capture0 = 1_800_000_000_000_000_000u64;
     let behind = 5_000_000u64;
     let mirror = |inner: &[u8], switch_ns: u64, seq: u32| {
         let h = Repr {
-            erspan_type: 3,
-            vlan: 0,
-            cos: 0,
-            session: 7,
-            truncated: false,
-            index: 0,
             timestamp: (switch_ns % 1_000_000_000) as u32,
             granularity: Granularity::Ieee1588,
-            hw_id: 0,
             platform: Some((5, 0, (switch_ns / 1_000_000_000) as u32)),
+            ..Repr::of_session(3, 7)
         };
         erspan_wrap(inner, &h, switch, probe, seq)
     };
@@ -274,27 +269,13 @@ fn frames_without_a_switch_time_stand_where_the_mirrored_traffic_does() {
 /// broken: the five READ Requests (tshark's opcode 12 count) are `ext_headers_truncated`.
 #[test]
 fn a_mirror_that_cuts_frames_and_says_so_loses_no_packet() {
-    use roceprobe::capture::pcap::{read_all_records, Writer};
-    use roceprobe::wire::build::erspan_wrap;
-    use roceprobe::wire::erspan::{Granularity, Repr};
     let name = "rdma_read_bw.pcap";
     let t = &pinned_truth()["captures"][name];
     let dir = tempfile::tempdir().unwrap();
     let write = |truncated: bool| {
         let path = dir.path().join(format!("cut_{truncated}.pcap"));
         let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
-        let h = Repr {
-            erspan_type: 2,
-            vlan: 0,
-            cos: 0,
-            session: 3,
-            truncated,
-            index: 1,
-            timestamp: 0,
-            granularity: Granularity::Micros100,
-            hw_id: 0,
-            platform: None,
-        };
+        let h = Repr { truncated, index: 1, ..Repr::of_session(2, 3) };
         let (switch, probe) = ("192.168.0.1".parse().unwrap(), "192.168.0.9".parse().unwrap());
         for (seq, (ts, _, f)) in read_all_records(&capture(name)).unwrap().iter().enumerate() {
             let m = erspan_wrap(&f[..f.len().min(60)], &h, switch, probe, seq as u32);
@@ -336,11 +317,6 @@ fn a_mirror_that_cuts_frames_and_says_so_loses_no_packet() {
 /// every packet.
 #[test]
 fn two_switches_mirroring_under_one_session_id_keep_their_own_clocks() {
-    use roceprobe::capture::pcap::Writer;
-    use roceprobe::wire::bth;
-    use roceprobe::wire::build::{erspan_wrap, RoceFrame};
-    use roceprobe::wire::erspan::{Granularity, Repr};
-    use std::net::Ipv4Addr;
     let base = 1_800_000_000_000_000_000u64;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("two_switches.pcap");
@@ -353,16 +329,9 @@ fn two_switches_mirroring_under_one_session_id_keep_their_own_clocks() {
             (Ipv4Addr::new(192, 168, 0, 2), 1 << 31, "10.0.1.1", "10.0.1.2", 8)
         };
         let h = Repr {
-            erspan_type: 3,
-            vlan: 0,
-            cos: 0,
-            session: 1,
-            truncated: false,
-            index: 0,
             timestamp: offset.wrapping_add(k * 100),
             granularity: Granularity::Nanos100,
-            hw_id: 0,
-            platform: None,
+            ..Repr::of_session(3, 1)
         };
         let inner = RoceFrame::new(
             src.parse().unwrap(),
@@ -402,11 +371,6 @@ fn two_switches_mirroring_under_one_session_id_keep_their_own_clocks() {
 /// late, none untimed, and the last packet is within 5 µs of its capture time.
 #[test]
 fn two_switch_counters_drifting_apart_are_each_steered_to_the_probes_clock() {
-    use roceprobe::capture::pcap::Writer;
-    use roceprobe::wire::bth;
-    use roceprobe::wire::build::{erspan_wrap, RoceFrame};
-    use roceprobe::wire::erspan::{Granularity, Repr};
-    use std::net::Ipv4Addr;
     let base = 1_800_000_000_000_000_000u64;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("drift.pcap");
@@ -418,16 +382,9 @@ fn two_switch_counters_drifting_apart_are_each_steered_to_the_probes_clock() {
             let sent = k * 1_000_000 + u64::from(n - 1) * 500_000;
             let ticks = (i128::from(sent) * (1_000_000 + ppm) / 1_000_000 / 100) as u32;
             let h = Repr {
-                erspan_type: 3,
-                vlan: 0,
-                cos: 0,
-                session: u16::from(n),
-                truncated: false,
-                index: 0,
                 timestamp: ticks,
                 granularity: Granularity::Nanos100,
-                hw_id: 0,
-                platform: None,
+                ..Repr::of_session(3, u16::from(n))
             };
             let inner = RoceFrame::new(
                 Ipv4Addr::new(10, 0, n, 1).into(),
@@ -469,23 +426,9 @@ fn two_switch_counters_drifting_apart_are_each_steered_to_the_probes_clock() {
 /// tshark counts the capture, and the later fragments are frames that are no RoCE packet.
 #[test]
 fn a_mirror_fragmented_on_its_way_to_the_probe_loses_no_packet() {
-    use roceprobe::capture::pcap::{read_all_records, Writer};
-    use roceprobe::wire::build::erspan_wrap;
-    use roceprobe::wire::erspan::{Granularity, Repr};
     let name = "rdma_write_bw.pcap";
     let t = &pinned_truth()["captures"][name];
-    let h = Repr {
-        erspan_type: 2,
-        vlan: 0,
-        cos: 0,
-        session: 3,
-        truncated: false,
-        index: 1,
-        timestamp: 0,
-        granularity: Granularity::Micros100,
-        hw_id: 0,
-        platform: None,
-    };
+    let h = Repr { index: 1, ..Repr::of_session(2, 3) };
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("fragmented.pcap");
     let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();

@@ -132,6 +132,18 @@ struct Interface {
 /// packets end with (pcap_parser names no constant for it).
 const IF_FCSLEN: pcap_parser::OptionCode = pcap_parser::OptionCode(13);
 
+/// The bytes of FCS an `if_fcslen` option's value says: the pcapng specification gives it
+/// in bits (and Wireshark reads it so), its own example and some writers in bytes; an
+/// Ethernet FCS is 16 or 32 bits, so 16 and 32 are bits, 2 and 4 bytes, and any other value
+/// says nothing that can be trusted (the frames are read as they are).
+fn fcs_len(if_fcslen: u8) -> usize {
+    match if_fcslen {
+        16 | 32 => usize::from(if_fcslen / 8),
+        2 | 4 => usize::from(if_fcslen),
+        _ => 0,
+    }
+}
+
 /// One packet read ahead from a file, copied out of the reader's buffer.
 #[derive(Debug, Default)]
 struct Pending {
@@ -148,6 +160,17 @@ const MAX_WIRE_LEN: u32 = u16::MAX as u32 + 14 + 4 * crate::wire::MAX_VLAN_TAGS 
 /// shorter than the bytes captured, no longer than an Ethernet frame can be. A record that
 /// claims otherwise (a damaged or crafted file) counts as long as what it holds.
 #[inline]
+/// A frame `original` bytes long on the wire, its last `fcs` bytes its frame check sequence,
+/// of which `captured` bytes were captured: its length and the bytes captured of it, the FCS
+/// left out of both (as much of it as was captured).
+fn without_fcs(original: u32, captured: usize, fcs: usize) -> (u32, usize) {
+    if fcs == 0 {
+        return (original, captured);
+    }
+    let frame = original.saturating_sub(fcs as u32);
+    (frame, captured.min(frame as usize))
+}
+
 fn wire_len(original: u32, captured: usize) -> u32 {
     let captured = u32::try_from(captured).unwrap_or(u32::MAX);
     if (captured..=MAX_WIRE_LEN).contains(&original) {
@@ -544,9 +567,8 @@ impl Format {
                 let sub = if self.legacy_nanos { 1 } else { 1_000 };
                 next.ts_ns = u64::from(b.ts_sec) * 1_000_000_000 + u64::from(b.ts_usec) * sub;
                 let n = (b.caplen as usize).min(b.data.len());
-                // The frame check sequence left out, when the record holds it whole.
-                let fcs = if b.origlen as usize == n && n >= self.legacy_fcs { self.legacy_fcs } else { 0 };
-                next.copy(b.origlen.saturating_sub(self.legacy_fcs as u32), &b.data[..n - fcs]);
+                let (original, kept) = without_fcs(b.origlen, n, self.legacy_fcs);
+                next.copy(original, &b.data[..kept]);
                 Ok(true)
             }
             PcapBlockOwned::NG(Block::SectionHeader(shb)) => {
@@ -659,9 +681,8 @@ impl Format {
             return Ok(false);
         }
         next.ts_ns = ticks_to_ns(ticks, ifc.resolution, ifc.offset_s);
-        // The frame check sequence left out, when the packet holds it whole.
-        let fcs = if orig_len as usize == data.len() && data.len() >= ifc.fcs { ifc.fcs } else { 0 };
-        next.copy(orig_len.saturating_sub(ifc.fcs as u32), &data[..data.len() - fcs]);
+        let (original, kept) = without_fcs(orig_len, data.len(), ifc.fcs);
+        next.copy(original, &data[..kept]);
         Ok(true)
     }
 
@@ -685,12 +706,12 @@ impl Format {
                 }
             );
         };
-        let fcs = idb
-            .options
-            .iter()
-            .find(|o| o.code == IF_FCSLEN)
-            .and_then(|o| o.as_bytes().ok()?.first().copied());
-        let fcs = usize::from(fcs.unwrap_or(0));
+        // The first such option, of its one byte (as Wireshark reads it).
+        let fcs = idb.options.iter().find(|o| o.code == IF_FCSLEN).and_then(|o| match o.as_bytes() {
+            Ok(&[v]) => Some(fcs_len(v)),
+            _ => None,
+        });
+        let fcs = fcs.unwrap_or(0);
         self.interfaces.push(Interface { resolution, offset_s: idb.if_tsoffset, ethernet: true, fcs });
         Ok(())
     }
@@ -840,10 +861,9 @@ impl Cursor {
         }
         self.ts_ns = self.ts_at(b, at);
         let original = self.u32_at(b, at + 12);
-        // The frame check sequence left out, when the record holds it whole.
-        let fcs = if original as usize == caplen && caplen >= self.fcs { self.fcs } else { 0 };
-        self.wire_len = wire_len(original.saturating_sub(self.fcs as u32), caplen - fcs);
-        self.data = start..start + caplen - fcs;
+        let (original, kept) = without_fcs(original, caplen, self.fcs);
+        self.wire_len = wire_len(original, kept);
+        self.data = start..start + kept;
         self.off = start + caplen;
         self.has_next = true;
         Ok(())
@@ -1367,18 +1387,20 @@ mod tests {
             .iter()
             .flat_map(|v| v.to_le_bytes())
             .collect();
-        for (k, len) in [(1u8, 64u32), (2, 100)] {
-            file.extend([1u32, 0, len + 4, len + 4].iter().flat_map(|v| v.to_le_bytes()));
-            let mut frame = vec![0u8; len as usize];
+        // The third record cut 2 bytes into its FCS, the fourth before it.
+        for (k, len, fcs_kept) in [(1u8, 64u32, 4u32), (2, 100, 4), (3, 80, 2), (4, 90, 0)] {
+            let captured = if k == 4 { 70 } else { len + fcs_kept };
+            file.extend([1u32, 0, captured, len + 4].iter().flat_map(|v| v.to_le_bytes()));
+            let mut frame = vec![0u8; captured.min(len) as usize];
             frame[0] = k;
             file.extend(frame);
-            file.extend([0xEEu8; 4]);
+            file.extend(vec![0xEEu8; fcs_kept as usize]);
         }
         std::fs::write(&path, &file).unwrap();
         let mut r = Replay::open(&[path]).unwrap();
         let mut got = Vec::new();
         while let Poll::Frames(_) = r.poll(|f| got.push((f.data[0], f.data.len(), f.wire_len))).unwrap() {}
-        assert_eq!(got, [(1, 64, 64), (2, 100, 100)]);
+        assert_eq!(got, [(1, 64, 64), (2, 100, 100), (3, 80, 80), (4, 70, 90)]);
     }
 
     /// A pcapng interface whose `if_fcslen` (option 13) says its packets end with a 4-byte
@@ -1394,15 +1416,16 @@ mod tests {
         // then the end of options.
         let idb = ng_block(1, &[1, 0, 0, 0, 0, 0, 0, 0, 13, 0, 1, 0, 4, 0, 0, 0, 0, 0, 0, 0]);
         let mut file = [shb, idb].concat();
-        for (k, len, captured) in [(1u8, 64u32, 68u32), (2, 100, 104), (3, 200, 60)] {
+        for (k, len, captured) in [(1u8, 64u32, 68u32), (2, 100, 104), (3, 200, 60), (4, 120, 122)] {
             let head = [0u32, 0, k.into(), captured, len + 4]
                 .iter()
                 .flat_map(|v| v.to_le_bytes())
                 .collect::<Vec<_>>();
-            let mut frame = vec![0u8; captured as usize];
+            // Padded to 32 bits, as the block's data is.
+            let mut frame = vec![0u8; captured.div_ceil(4) as usize * 4];
             frame[0] = k;
-            if captured == len + 4 {
-                frame[len as usize..].fill(0xEE);
+            if captured > len {
+                frame[len as usize..captured as usize].fill(0xEE);
             }
             file.extend(ng_block(6, &[&head[..], &frame].concat()));
         }
@@ -1410,7 +1433,12 @@ mod tests {
         let mut r = Replay::open(&[path]).unwrap();
         let mut got = Vec::new();
         while let Poll::Frames(_) = r.poll(|f| got.push((f.data[0], f.data.len(), f.wire_len))).unwrap() {}
-        assert_eq!(got, [(1, 64, 64), (2, 100, 100), (3, 60, 200)]);
+        assert_eq!(
+            got,
+            [(1, 64, 64), (2, 100, 100), (3, 60, 200), (4, 120, 120)],
+            "record 4 cut inside its FCS"
+        );
+        assert_eq!([0, 2, 4, 16, 32, 8, 255].map(fcs_len), [0, 2, 4, 2, 4, 0, 0], "bits, bytes, nonsense");
     }
 
     /// Each frame's first byte and the time it is replayed at.

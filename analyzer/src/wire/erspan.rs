@@ -140,11 +140,17 @@ impl Repr {
 
     /// Type I: no header, so nothing but the type.
     pub fn type_i() -> Self {
+        Self::of_session(1, 0)
+    }
+
+    /// A header of `erspan_type` for `session`, every other field zero (granularity 00, no
+    /// platform sub-header): where a writer starts from.
+    pub fn of_session(erspan_type: u8, session: u16) -> Self {
         Repr {
-            erspan_type: 1,
+            erspan_type,
             vlan: 0,
             cos: 0,
-            session: 0,
+            session,
             truncated: false,
             index: 0,
             timestamp: 0,
