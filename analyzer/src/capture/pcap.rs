@@ -156,13 +156,10 @@ struct Pending {
 /// Ethernet header and the VLAN tags the decoder walks.
 const MAX_WIRE_LEN: u32 = u16::MAX as u32 + 14 + 4 * crate::wire::MAX_VLAN_TAGS as u32;
 
-/// A record's original length as the frame's length on the wire, when it can be one: no
-/// shorter than the bytes captured, no longer than an Ethernet frame can be. A record that
-/// claims otherwise (a damaged or crafted file) counts as long as what it holds.
-#[inline]
 /// A frame `original` bytes long on the wire, its last `fcs` bytes its frame check sequence,
 /// of which `captured` bytes were captured: its length and the bytes captured of it, the FCS
 /// left out of both (as much of it as was captured).
+#[inline]
 fn without_fcs(original: u32, captured: usize, fcs: usize) -> (u32, usize) {
     if fcs == 0 {
         return (original, captured);
@@ -171,6 +168,10 @@ fn without_fcs(original: u32, captured: usize, fcs: usize) -> (u32, usize) {
     (frame, captured.min(frame as usize))
 }
 
+/// A record's original length as the frame's length on the wire, when it can be one: no
+/// shorter than the bytes captured, no longer than an Ethernet frame can be. A record that
+/// claims otherwise (a damaged or crafted file) counts as long as what it holds.
+#[inline]
 fn wire_len(original: u32, captured: usize) -> u32 {
     let captured = u32::try_from(captured).unwrap_or(u32::MAX);
     if (captured..=MAX_WIRE_LEN).contains(&original) {

@@ -30,11 +30,11 @@
 //! the probe's: anchored once, two switches' counters drift apart by milliseconds a minute,
 //! past the reorder window, and an I/O seen at both would be split by their drift. Each
 //! counter is therefore steered to the probe's clock ([`Drift`]): the highest lead of each
-//! second of switch time (its packets' shortest path) says how far the counter has run
-//! ahead of or behind the probe's clock since its first second, and a correction that grows
-//! smoothly with the switch's time takes that out (it meets the drift measured a second
-//! later, so it never steps). Differences within a session change by the drift's parts per
-//! million, nanoseconds over a millisecond.
+//! second of switch time (its packets' shortest path) moves from one second to the next at
+//! the counter's drift, whose median over the last seconds a correction that grows smoothly
+//! with the switch's time takes out (a second behind, catching up at a bounded rate, never
+//! a step). Differences within a session change by the drift's parts per million and that
+//! bounded catch-up, a fraction of a nanosecond over a microsecond.
 
 use super::bounded::FifoMap;
 use crate::wire::erspan::{SessionKey, SwitchTime};
