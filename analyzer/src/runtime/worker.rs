@@ -12,7 +12,7 @@ use crate::track::flow::{FlowDelta, FlowEvent, Transmission};
 use crate::track::io::{IoBatch, IoCountsByPair};
 use crate::track::{Analyzer, Seen};
 use crate::wire::{
-    could_be_mirrored, decode_cut_frame, decode_frame_into, DecodeError, Decoded, Detached, NotRoce,
+    could_be_mirrored, decode_again_if_cut, decode_frame_into, DecodeError, Decoded, Detached, NotRoce,
     RocePacket, PLAIN_HEADERS_LEN,
 };
 use crossbeam_channel::{Receiver, Sender};
@@ -831,9 +831,7 @@ impl Worker {
         match &s.decoded {
             Decoded::Roce(p) => self.roce(p, f, seen),
             Decoded::NotRoce(_) => self.counters.non_roce_packets += 1,
-            Decoded::Error(DecodeError::ExtHeadersTruncated) if f.wire_len as usize > f.data.len() => {
-                self.cut(s)
-            }
+            Decoded::Error(DecodeError::ExtHeadersTruncated) => self.cut(s),
             Decoded::Error(e) => self.counters.decode_errors[e.index()] += 1,
         }
     }
@@ -857,17 +855,21 @@ impl Worker {
         self.analyzer.track(p, seen, &mut |e| out.event(e));
     }
 
-    /// A frame its capture cut inside the extension headers (fewer bytes captured than the
-    /// wire carried): still its RoCE packet ([`decode_cut_frame`]), timed as it was (by its
-    /// capture, or its mirror's switch: the same whichever way it decodes), its flow looked
-    /// up here (it was staged as no RoCE packet). Out of the packets' path.
+    /// A frame whose bytes end inside its extension headers: if its capture cut it (fewer
+    /// bytes captured than the wire carried), still its RoCE packet
+    /// ([`decode_again_if_cut`]), timed as it was (by its capture, or its mirror's switch:
+    /// the same whichever way it decodes), its flow looked up here (it was staged as no
+    /// RoCE packet); else the error it is. Out of the packets' path.
     #[cold]
     #[inline(never)]
     fn cut(&mut self, s: &Staged<'_>) {
         let f = &s.f;
-        let p = match decode_cut_frame(f.data) {
+        let mut d = Decoded::Error(DecodeError::ExtHeadersTruncated);
+        decode_again_if_cut(f.data, f.wire_len, &mut d);
+        let p = match d {
             Decoded::Roce(p) => p,
-            // Broken in its own right (its lengths contradict each other).
+            // Not cut by its capture, or broken in its own right (its lengths contradict
+            // each other).
             Decoded::Error(e) => return self.counters.decode_errors[e.index()] += 1,
             Decoded::NotRoce(_) => return self.counters.non_roce_packets += 1,
         };

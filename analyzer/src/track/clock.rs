@@ -153,15 +153,17 @@ impl Drift {
         if self.stamps < DRIFT_MIN_STAMPS {
             return;
         }
-        let here = (self.lead, self.lead_at);
-        let Some((lead0, at0)) = self.last.replace(here) else { return };
+        let Some((lead0, at0)) = self.last else {
+            self.last = Some((self.lead, self.lead_at));
+            return;
+        };
         // Two points too close together say little of a rate: this one waits for the next.
-        let span = here.1 - at0;
+        let span = self.lead_at - at0;
         if span < DRIFT_WINDOW_NS / 2 {
-            self.last = Some((lead0, at0));
             return;
         }
-        let rate = ((here.0 - lead0) * 1_000_000_000 / span).clamp(-DRIFT_MAX_PPB, DRIFT_MAX_PPB);
+        self.last = Some((self.lead, self.lead_at));
+        let rate = ((self.lead - lead0) * 1_000_000_000 / span).clamp(-DRIFT_MAX_PPB, DRIFT_MAX_PPB);
         self.rates[usize::from(self.next_rate)] = rate as i32;
         self.next_rate = (self.next_rate + 1) % DRIFT_RATES as u8;
         self.n_rates = (self.n_rates + 1).min(DRIFT_RATES as u8);

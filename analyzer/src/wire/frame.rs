@@ -229,7 +229,7 @@ pub fn decode_frame(frame: &[u8]) -> Decoded<'_> {
 /// switch cut it (the T bit). Out of the packets' path: only for the frames that error.
 #[cold]
 #[inline(never)]
-pub fn decode_cut_frame(frame: &[u8]) -> Decoded<'_> {
+fn decode_cut_frame(frame: &[u8]) -> Decoded<'_> {
     match walk(frame, true) {
         // Cut by its capture only if its bytes ran out where the captured frame's do (not
         // where an outer datagram that ends early says, with more bytes after it).

@@ -26,8 +26,8 @@ pub mod udp;
 mod frame;
 
 pub use frame::{
-    bytes_read, could_be_mirrored, decode_again_if_cut, decode_cut_frame, decode_frame, decode_frame_into,
-    mirror_of, plain_roce_pair, Decoded, Detached, IpPair, Mirror, NotRoce, RocePacket, MAX_VLAN_TAGS,
+    bytes_read, could_be_mirrored, decode_again_if_cut, decode_frame, decode_frame_into, mirror_of,
+    plain_roce_pair, Decoded, Detached, IpPair, Mirror, NotRoce, RocePacket, MAX_VLAN_TAGS,
     PLAIN_HEADERS_LEN,
 };
 
