@@ -518,19 +518,33 @@ struct Cold {
     reads: [Pending; PENDING],
     key: FlowKey,
     opcodes: OpcodeCounts,
+    /// Transmissions reported one by one since the last interval was handed over.
+    ended: u32,
+    /// While the flow's pair is not known: the highest PSN an ACK of it acknowledged that
+    /// could not tell the pair apart (see [`FlowTable::learn_pair`]); [`NO_PSN`] if none.
+    ambiguous_acked: u32,
     /// Every counter but the four in [`Hot`] (which stay 0 here), since the flow began.
+    /// Placed (as `tx_base` is) so that the counters a request out of sequence changes,
+    /// `retx_packets` to `out_of_window`, share one line (see the assertion below).
     rest: FlowCounts,
     /// The counters of `rest` that [`Hot::tx_mask`] names, as they were when the open
     /// transmission began.
     tx_base: FlowCounts,
     /// The totals when the last interval was handed over.
     reported: FlowCounts,
-    /// Transmissions reported one by one since then.
-    ended: u32,
-    /// While the flow's pair is not known: the highest PSN an ACK of it acknowledged that
-    /// could not tell the pair apart (see [`FlowTable::learn_pair`]); [`NO_PSN`] if none.
-    ambiguous_acked: u32,
 }
+
+/// A request sent again (or after a gap) changes `retx_packets` to `out_of_window` in
+/// `rest`, and the first change of a transmission saves them in `tx_base`: one line each,
+/// which `FlowTable::prefetch_next` asks for (two lines each, had they straddled).
+const _: () = {
+    use std::mem::offset_of;
+    const fn one_line(counts: usize) -> bool {
+        (counts + offset_of!(FlowCounts, retx_packets)) / 64
+            == (counts + offset_of!(FlowCounts, out_of_window)) / 64
+    }
+    assert!(one_line(offset_of!(Cold, rest)) && one_line(offset_of!(Cold, tx_base)));
+};
 
 /// Short transmissions ended since the last hand-over (see
 /// [`FlowTable::with_min_transmission_packets`]): how many, their packets and their bytes.
@@ -1051,14 +1065,14 @@ impl FlowTable {
                 memory::prefetch_all(&c.tx_base);
             }
         }
-        if is_request(opcode) && !h.psn.expects(psn) {
-            // A retransmission or a gap: the counters it changes (adjacent, from
-            // `retx_packets` to `out_of_window`), and the transmission's base of them that
-            // the first change saves.
+        let out_of_sequence = is_request(opcode) && !h.psn.expects(psn);
+        if out_of_sequence {
+            // A retransmission or a gap: the counters it changes (from `retx_packets` to
+            // `out_of_window`, one line), and the transmission's base of them that the
+            // first change saves (one line).
             let c = &self.cold[slot as usize];
             for counts in [&c.rest, &c.tx_base] {
                 memory::prefetch(&counts.retx_packets as *const u64, 1);
-                memory::prefetch(&counts.out_of_window as *const u64, 1);
             }
         }
         if is_response(opcode) {
@@ -1082,7 +1096,13 @@ impl FlowTable {
             } else {
                 (&self.acks[slot as usize].0, 0)
             };
-            memory::prefetch(&ring[h.peek_ring_slot(which)] as *const Pending, 1);
+            if out_of_sequence {
+                // Most likely sent again: the whole ring (two lines) is searched for its
+                // first copy (`holds`), not only the slot it may go to.
+                memory::prefetch(ring.as_ptr(), 2);
+            } else {
+                memory::prefetch(&ring[h.peek_ring_slot(which)] as *const Pending, 1);
+            }
         }
     }
 
