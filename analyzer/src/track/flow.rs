@@ -1041,8 +1041,9 @@ impl FlowTable {
 
     /// Step 3 (after step 2 has had time): for a response, the paired flow's hot line and
     /// the ring it answers; for an RC request that ends a message or reads, the ring slot it
-    /// goes to; for a request out of sequence, the counters it will change; for a packet not of
-    /// the flow's first opcode, the line counting it.
+    /// goes to (the whole ring if the request is out of sequence, whose first copy is looked
+    /// for there); for a request out of sequence, the counters it will change; for a packet
+    /// not of the flow's first opcode, the line counting it.
     #[inline(always)]
     pub fn prefetch_next(&self, slot: u32, opcode: u8, psn: u32) {
         let Some(h) = self.hot.get(slot as usize) else { return };
