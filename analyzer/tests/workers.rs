@@ -108,6 +108,79 @@ fn frames_out_of_time_order_are_judged_alike_with_any_number_of_workers() {
     }
 }
 
+/// `path` rewritten to `out` with each frame's time moved by `shift(i, ts)` (frame `i`, in
+/// the file's order, which is kept).
+fn retimed(path: &Path, out: &Path, shift: impl Fn(usize, u64) -> u64) {
+    use roceprobe::capture::pcap::{Replay, Writer};
+    use roceprobe::capture::{Capture, Poll};
+    let mut frames = Vec::new();
+    let mut r = Replay::open(&[path.to_path_buf()]).unwrap();
+    while let Poll::Frames(_) = r.poll(|f| frames.push((f.ts_ns, f.data.to_vec(), f.wire_len))).unwrap() {}
+    let mut w = Writer::new(std::fs::File::create(out).unwrap()).unwrap();
+    for (i, (ts, data, wire_len)) in frames.iter().enumerate() {
+        w.write(shift(i, *ts), data, *wire_len).unwrap();
+    }
+}
+
+#[test]
+fn late_frames_and_clock_steps_are_judged_alike_with_any_number_of_workers() {
+    // Frames moved up to 2 ms either way (many of them late, past the 1 ms window), and a
+    // run of frames 60 s back that then returns (a clock that stepped back and forward).
+    // Found by comparing one worker with several on such captures: a late frame followed a
+    // transmission's end by the time of frames another worker held (with several workers
+    // it joined a transmission it ends with one, or the reverse); a worker told the time
+    // before its first frame took frames still held elsewhere as analysed; a worker that
+    // saw no frame of a clock step judged its next frame by the times before the step
+    // (late with several workers, on time with one) and opened its interval there.
+    let dir = tempfile::tempdir().unwrap();
+    let mut cases = 0;
+    for (name, file) in [
+        ("rc_loss_vlan", "rc_loss_vlan.pcap"),
+        ("rc_loss_routed", "rc_loss_routed.pcap"),
+        ("misc", "misc.pcap"),
+        ("corrupted", "corrupted.pcap"),
+    ] {
+        let src = fixtures().join("scenarios").join(name).join(file);
+        let out = dir.path().join(file);
+        // A fixed pattern, not a random one: frame i moves by one of 2 ms back, 1.2 ms back,
+        // 0.6 ms forward, 1.9 ms forward, or not at all; frames 40-44 go 60 s back.
+        retimed(&src, &out, |i, ts| {
+            let ts = match (i * 7) % 11 {
+                0 => ts - 2_000_000,
+                3 => ts - 1_200_000,
+                5 => ts + 600_000,
+                8 => ts + 1_900_000,
+                _ => ts,
+            };
+            if (40..45).contains(&i) {
+                ts - 60_000_000_000
+            } else {
+                ts
+            }
+        });
+        for args in [
+            &[][..],
+            &["--flow-idle", "1us", "--min-transmission-packets", "1", "--interval", "1ms"][..],
+            &["--vantage", "storage=vlan:20", "--flow-idle", "1us", "--min-transmission-packets", "1"][..],
+        ] {
+            let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+            let (one, one_rows) = run_with(std::slice::from_ref(&out), &args, 1);
+            assert!(
+                one["reorder"]["late_packets"]["compute"].as_u64().unwrap() > 0,
+                "{name}: {}",
+                one["reorder"]
+            );
+            for n in [2, 4] {
+                let (many, many_rows) = run_with(std::slice::from_ref(&out), &args, n);
+                assert_eq!(many, one, "{name} {args:?}: summary with --workers {n}");
+                assert_eq!(many_rows, one_rows, "{name} {args:?}: CSV rows with --workers {n}");
+            }
+            cases += 1;
+        }
+    }
+    assert_eq!(cases, 12);
+}
+
 #[test]
 fn intervals_shorter_than_the_traffic_s_gaps_give_the_same_rows_with_any_number_of_workers() {
     // Transmissions that go idle and I/Os that time out while no frame comes (in an interval

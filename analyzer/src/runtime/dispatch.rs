@@ -72,6 +72,10 @@ pub struct Batch {
     slots: Vec<Slot>,
     /// A packet time to observe after the frames (the run's last, in the final batch).
     then: Told,
+    /// With `then`: once some worker's frame came out of time order, the latest time before
+    /// it (as [`Slot::armed_after`]), so that a worker told the time before any frame of
+    /// its own told it so arms its window first, as one worker's was armed.
+    then_armed_after: Option<u64>,
 }
 
 impl Batch {
@@ -80,6 +84,7 @@ impl Batch {
             bytes: Vec::with_capacity(BATCH_BYTES),
             slots: Vec::with_capacity(BATCH_FRAMES),
             then: Told::default(),
+            then_armed_after: None,
         }
     }
     fn fits(&self, len: usize) -> bool {
@@ -112,6 +117,7 @@ impl Batch {
         self.bytes.clear();
         self.slots.clear();
         self.then = Told::default();
+        self.then_armed_after = None;
     }
 }
 
@@ -127,6 +133,15 @@ struct Order {
 }
 
 impl Order {
+    /// The clock stepped: one worker's window starts again, with nothing analysed since,
+    /// so a worker armed from now on is armed after no time (its frames from before the
+    /// step do not make later ones late).
+    fn stepped(&mut self) {
+        if self.armed_after.is_some() {
+            self.armed_after = Some(0);
+        }
+    }
+
     #[inline]
     fn frame(&mut self, ts: u64) {
         if self.armed_after.is_none() {
@@ -161,15 +176,30 @@ impl Lane {
     /// Sends what is buffered, and time to observe after it (a silent link's clock), when
     /// the worker has room and a batch is spare; never waits nor allocates: a worker that is
     /// behind gets the time with the next tick.
-    fn tick(&mut self, now: Told) {
+    fn tick(&mut self, now: Told, armed_after: Option<u64>) {
         if self.tx.is_full() {
             return;
         }
         let Ok(next) = self.spares.try_recv() else { return };
         self.current.then = now;
+        self.current.then_armed_after = armed_after;
         let full = std::mem::replace(&mut self.current, next);
         // The dispatcher is the only sender: there is room.
         let _ = self.tx.try_send(full);
+        self.told_ns = now.highest;
+    }
+
+    /// Like [`Lane::tick`], but waiting for room as frames do ([`Lane::send`]): the time a
+    /// quiet worker is told between polls then depends on the frames alone, not on how far
+    /// behind the worker is, so a replay gives the same results on every run. (A tick
+    /// skipped for want of room was told later, at another time, and a worker's late frames
+    /// could end a transmission in one run and join it in the next.)
+    fn tick_waiting(&mut self, now: Told, armed_after: Option<u64>) {
+        self.current.then = now;
+        self.current.then_armed_after = armed_after;
+        let next = self.spares.try_recv().unwrap_or_else(|_| Batch::new());
+        let full = std::mem::replace(&mut self.current, next);
+        let _ = self.tx.send(full);
         self.told_ns = now.highest;
     }
 
@@ -179,11 +209,11 @@ impl Lane {
     /// them all. Its intervals close, its transmissions end and its I/Os time out as the
     /// others' do, and what waits for every worker's report does not wait for its next
     /// frame.
-    fn after_poll(&mut self, now: Told) {
+    fn after_poll(&mut self, now: Told, armed_after: Option<u64>) {
         if !self.current.slots.is_empty() {
             self.send();
         } else if now.highest >= self.told_ns.saturating_add(QUIET_TICK_NS) {
-            self.tick(now);
+            self.tick_waiting(now, armed_after);
         }
     }
 
@@ -213,7 +243,7 @@ pub fn run<C: Capture>(
     let mut d = Dispatcher::new(lanes, cfg.kept_at_least());
     let result = d.dispatch(capture, stop, ports, &ports_tx);
     let told = d.told();
-    let (joined, ios, time_use) = end_workers(d.lanes, handles, told);
+    let (joined, ios, time_use) = end_workers(d.lanes, handles, told, d.order.armed_after);
     (joined.and(result), ios, time_use)
 }
 
@@ -266,7 +296,7 @@ fn work(mut w: Worker, batches: Receiver<Batch>, spares: Sender<Batch>) -> (IoCo
             let f = Frame { data, wire_len: s.wire_len, ts_ns: s.ts_ns, source: s.source };
             (f, s.switch_clock, s.now, s.armed_after)
         }));
-        w.observe_told(batch.then);
+        w.observe_told_after(batch.then, batch.then_armed_after);
         batch.clear();
         let _ = spares.try_send(batch);
     }
@@ -288,6 +318,10 @@ struct Dispatcher {
     seen: u64,
     /// Frames in time order so far (see [`Order`]).
     order: Order,
+    /// How many times the clock has stepped ([`Told::steps`]), and the highest time
+    /// dispatched before the last step ([`Told::stepped_from`]).
+    steps: u32,
+    stepped_from: u64,
     silent: super::SilentLink,
     /// Some frame carried an ERSPAN III switch timestamp.
     switch_clock: bool,
@@ -307,6 +341,8 @@ impl Dispatcher {
             current: 0,
             seen: 0,
             order: Order::default(),
+            steps: 0,
+            stepped_from: 0,
             silent: super::SilentLink::default(),
             switch_clock: false,
         }
@@ -314,7 +350,7 @@ impl Dispatcher {
 
     /// The time to tell the workers.
     fn told(&self) -> Told {
-        Told { highest: self.now, current: self.current }
+        Told { highest: self.now, current: self.current, steps: self.steps, stepped_from: self.stepped_from }
     }
 
     /// Polls `capture` and dispatches its frames until it ends, fails or `stop` is set.
@@ -337,8 +373,8 @@ impl Dispatcher {
             }
             match capture.poll(|f| self.frame(f)) {
                 Ok(Poll::Frames(n)) => {
-                    let now = self.told();
-                    self.lanes.iter_mut().for_each(|l| l.after_poll(now));
+                    let (now, armed_after) = (self.told(), self.order.armed_after);
+                    self.lanes.iter_mut().for_each(|l| l.after_poll(now, armed_after));
                     ports.observe(self.seen, || capture.stats(), ports_tx);
                     drain.took(n);
                 }
@@ -360,8 +396,16 @@ impl Dispatcher {
         self.seen = self.seen.max(f.ts_ns);
         let (lane, ts, switch) = self.route(&f);
         self.order.frame(ts);
+        let before = self.now;
         self.now = self.now.max(ts);
-        self.current = if is_clock_step(self.current, ts) { ts } else { self.current.max(ts) };
+        self.current = if is_clock_step(self.current, ts) {
+            self.steps += 1;
+            self.stepped_from = before;
+            self.order.stepped();
+            ts
+        } else {
+            self.current.max(ts)
+        };
         let now = self.told();
         let l = &mut self.lanes[lane];
         let len = kept_len(f.data, self.kept_at_least).min(BATCH_BYTES);
@@ -412,8 +456,8 @@ impl Dispatcher {
         if let Some(t) = self.silent.tick(capture, self.switch_clock) {
             self.now = self.now.max(t);
             self.current = self.current.max(t);
-            let now = self.told();
-            self.lanes.iter_mut().for_each(|l| l.tick(now));
+            let (now, armed_after) = (self.told(), self.order.armed_after);
+            self.lanes.iter_mut().for_each(|l| l.tick(now, armed_after));
             ports.observe(t, || capture.stats(), ports_tx);
         }
     }
@@ -426,11 +470,13 @@ fn end_workers(
     lanes: Vec<Lane>,
     handles: Vec<WorkerHandle>,
     now: Told,
+    armed_after: Option<u64>,
 ) -> (Result<()>, IoCountsByPair, [TimeUse; 2]) {
     let mut ios = BTreeMap::new();
     let mut time_use = [TimeUse::default(); 2];
     for (mut l, h) in lanes.into_iter().zip(handles) {
         l.current.then = now;
+        l.current.then_armed_after = armed_after;
         let last = std::mem::replace(&mut l.current, Batch::new());
         let _ = l.tx.send(last);
         drop(l);

@@ -231,7 +231,14 @@ impl Reorder {
     /// burst or a dispatcher's batch at a time): one worker and several judge alike.
     #[inline]
     pub fn is_late(&self, ts: u64) -> bool {
-        ts < self.floor.max(self.passed_by_window())
+        ts < self.late_before()
+    }
+
+    /// The time before which a frame is late ([`Reorder::is_late`]): the time the analysis
+    /// has passed, judged frame by frame as lateness is.
+    #[inline]
+    pub fn late_before(&self) -> u64 {
+        self.floor.max(self.passed_by_window())
     }
 
     /// Arms the window for a frame that is in time order here, because another worker's

@@ -181,12 +181,20 @@ struct Staged<'a> {
 pub struct Told {
     pub highest: u64,
     pub current: u64,
+    /// How many times the clock has stepped (a frame more than a second from the latest
+    /// time, either way) so far. A worker that learns of a step it saw no frame of starts
+    /// its reorder window again, as one worker's started again at that frame. 0 without a
+    /// dispatcher.
+    pub steps: u32,
+    /// The highest time before the clock last stepped: what one worker's analysis had
+    /// reached when its window started again there (it analyses what it holds first).
+    pub stepped_from: u64,
 }
 
 impl Told {
     /// One time for both (no dispatcher, or a silent link's clock).
     pub fn at(t: u64) -> Self {
-        Self { highest: t, current: t }
+        Self { highest: t, current: t, steps: 0, stepped_from: 0 }
     }
 }
 
@@ -256,6 +264,8 @@ pub struct Worker {
     highest_told: u64,
     /// The highest time the analysis has observed (see [`Worker::observe_released`]).
     highest_reached: u64,
+    /// The clock steps a dispatcher told of so far ([`Told::steps`]).
+    told_steps: u32,
     out: Out,
     tx: Sender<ToStats>,
 }
@@ -308,6 +318,7 @@ impl Worker {
             }),
             highest_told: 0,
             highest_reached: 0,
+            told_steps: 0,
             out,
             tx,
         }
@@ -331,6 +342,11 @@ impl Worker {
     /// [`Worker::observe_time`] with the two times a dispatcher tells (see [`Told`]).
     #[inline]
     pub fn observe_told(&mut self, t: Told) {
+        // A step first, at the time reached before it (see `restart_if_stepped`).
+        if let Some(mut r) = self.reorder.take() {
+            self.restart_if_stepped(&mut r, t);
+            self.reorder = Some(r);
+        }
         self.highest_told = self.highest_told.max(t.highest);
         match self.reorder.take() {
             Some(mut r) if r.is_armed() => {
@@ -345,6 +361,27 @@ impl Worker {
                 self.observe_released(t);
             }
         }
+    }
+
+    /// [`Worker::observe_told`] for a time a dispatcher told without a frame (a tick, or
+    /// the run's end), with `armed_after` as its frames carry it (see
+    /// [`Worker::handle_stamped_burst`]): once some worker's frame came out of time order,
+    /// this worker's window is armed before the time is observed, as one worker's was. The
+    /// time then moves the window on, not the analysis past frames that other workers still
+    /// hold. (Unarmed, a worker sent no frame yet would take the highest time told as
+    /// reached; a late frame of its own would then end a transmission that it joins with one
+    /// worker.)
+    pub fn observe_told_after(&mut self, t: Told, armed_after: Option<u64>) {
+        if let Some(mut r) = self.reorder.take() {
+            // A clock step first (the window starts again), then armed after the frames
+            // one worker analysed since, as `handle_stamped_burst` does for a frame.
+            self.restart_if_stepped(&mut r, t);
+            if let Some(latest) = armed_after.filter(|_| !r.is_armed()) {
+                r.arm_after(latest, t.current);
+            }
+            self.reorder = Some(r);
+        }
+        self.observe_told(t);
     }
 
     /// Time moved on to `t`, every frame before it analysed already: the open interval and
@@ -474,6 +511,14 @@ impl Worker {
         let mut passed: [Option<Incoming<'a>>; BURST] = [const { None }; BURST];
         let mut n = 0;
         for i in frames {
+            if let Some(t) = i.observe.filter(|t| t.steps > self.told_steps) {
+                // The frames passed on before this one go first.
+                if n > 0 {
+                    self.burst(passed[..n].iter_mut().filter_map(Option::take));
+                    n = 0;
+                }
+                self.restart_if_stepped(&mut r, t);
+            }
             let (ts, switch, packet) = match i.stamped {
                 Some(sw) => (i.f.ts_ns, sw, 0),
                 None if could_be_mirrored(i.f.data) => self.mirror_time(&mut r, &i.f),
@@ -545,6 +590,7 @@ impl Worker {
             self.restart_at_step(r);
         }
         if r.is_late(ts) {
+            self.reach_late_bound(r);
             let f = Frame { ts_ns: ts, ..*f };
             let packet = r.take_packet(packet);
             let packet = packet.as_ref();
@@ -564,6 +610,37 @@ impl Worker {
                     self.counters.released_early += self.release(r, false) as u64;
                 }
             });
+        }
+    }
+
+    /// Before a late frame is analysed: every frame the window has passed is analysed, and
+    /// the analysis reaches the time before which frames are late. A late frame then finds
+    /// the same state whatever batches brought the frames and however many workers share
+    /// them. Otherwise one worker would have analysed the frames before the window was
+    /// armed (its flows' clock at the latest of them), and another worker, which saw none
+    /// of those frames, would not; the late frame would end a transmission with one worker
+    /// and join it with several.
+    #[inline(never)]
+    fn reach_late_bound(&mut self, r: &mut Reorder) {
+        while self.release(r, true) > 0 {}
+        let bound = r.late_before();
+        if bound > 0 {
+            self.observe_released(Told::at(bound));
+        }
+    }
+
+    /// A dispatcher told of a clock step this worker has not started its window again for
+    /// (the step's frame went to another worker): everything held is analysed and the
+    /// window starts again, as one worker's did at that frame. Otherwise the window would
+    /// judge frames after the step by the times before it (late, for a clock that stepped
+    /// back and then forward again to within a second of where it was).
+    fn restart_if_stepped(&mut self, r: &mut Reorder, t: Told) {
+        if t.steps > self.told_steps {
+            self.told_steps = t.steps;
+            // The analysis reaches what one worker's reached at the step: the highest time
+            // before it (not the highest told now, which may be the step's own frame).
+            self.highest_told = self.highest_told.max(t.stepped_from);
+            self.restart_at_step(r);
         }
     }
 
@@ -587,7 +664,7 @@ impl Worker {
         let highest = r.latest().max(self.highest_told);
         if highest > self.last_ts {
             let current = if end { r.latest() } else { highest };
-            self.observe_released(Told { highest, current });
+            self.observe_released(Told { highest, current, steps: 0, stepped_from: 0 });
         }
         // Reached, whether observed now or by analysing the frame of that time.
         self.highest_reached = self.highest_reached.max(highest);
@@ -644,7 +721,9 @@ impl Worker {
         // A frame out of order at another worker arms this window too, as it would one
         // worker's that saw every frame.
         let mut out_of_order = None;
+        let mut stepped = None;
         let mut more = true;
+        let told_steps = self.told_steps;
         while more && !r.is_armed() {
             let mut taken = 0;
             self.burst(std::iter::from_fn(|| {
@@ -655,6 +734,13 @@ impl Worker {
                     more = false;
                     return None;
                 };
+                // A clock step this worker saw no frame of: its window starts again below,
+                // before it is armed for this frame.
+                if i.observe.is_some_and(|t| t.steps > told_steps) {
+                    stepped = Some((i, armed_after));
+                    more = false;
+                    return None;
+                }
                 if let Some(latest) = armed_after {
                     r.arm_after(latest, i.f.ts_ns);
                     out_of_order = Some(i);
@@ -667,6 +753,17 @@ impl Worker {
                 taken += 1;
                 Some(i)
             }));
+        }
+        if let Some((first, armed_after)) = stepped {
+            // As one worker's window was: started again at the step, then armed (if some
+            // frame came out of order since) after the frames it analysed from the step on.
+            if let Some(t) = first.observe {
+                self.restart_if_stepped(&mut r, t);
+            }
+            if let Some(latest) = armed_after {
+                r.arm_after(latest, first.f.ts_ns);
+            }
+            out_of_order = Some(first);
         }
         let armed = r.is_armed();
         self.reorder = Some(r);
