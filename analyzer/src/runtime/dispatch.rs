@@ -173,9 +173,9 @@ struct Lane {
 }
 
 impl Lane {
-    /// Sends what is buffered, and time to observe after it (a silent link's clock), when
-    /// the worker has room and a batch is spare; never waits nor allocates: a worker that is
-    /// behind gets the time with the next tick.
+    /// Sends what is buffered, and time to observe after it (a silent link's clock, live),
+    /// when the worker has room and a batch is spare; never waits nor allocates: a worker
+    /// that is behind gets the time with the next tick.
     fn tick(&mut self, now: Told, armed_after: Option<u64>) {
         if self.tx.is_full() {
             return;
@@ -205,7 +205,7 @@ impl Lane {
 
     /// After a poll: what is buffered goes (its frames tell the worker the time); a worker
     /// none of whose frames came for [`QUIET_TICK_NS`] of packet time while the others'
-    /// did is told the time as a tick (see [`Lane::tick`]), as a silent link's clock tells
+    /// did is told the time as a tick ([`Lane::tick_waiting`]), as a silent link's clock tells
     /// them all. Its intervals close, its transmissions end and its I/Os time out as the
     /// others' do, and what waits for every worker's report does not wait for its next
     /// frame.
