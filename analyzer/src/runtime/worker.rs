@@ -722,23 +722,24 @@ impl Worker {
         // worker's that saw every frame.
         let mut out_of_order = None;
         let mut stepped = None;
+        // A frame taken back after its clock step was dealt with, to go on as any other.
+        let mut pending: Option<(Incoming<'a>, Option<u64>)> = None;
         let mut more = true;
-        let told_steps = self.told_steps;
+        let mut told_steps = self.told_steps;
         while more && !r.is_armed() {
             let mut taken = 0;
             self.burst(std::iter::from_fn(|| {
                 if taken == BURST {
                     return None;
                 }
-                let Some((i, armed_after)) = frames.next() else {
+                let Some((i, armed_after)) = pending.take().or_else(|| frames.next()) else {
                     more = false;
                     return None;
                 };
                 // A clock step this worker saw no frame of: its window starts again below,
-                // before it is armed for this frame.
+                // before this frame is judged.
                 if i.observe.is_some_and(|t| t.steps > told_steps) {
                     stepped = Some((i, armed_after));
-                    more = false;
                     return None;
                 }
                 if let Some(latest) = armed_after {
@@ -753,23 +754,22 @@ impl Worker {
                 taken += 1;
                 Some(i)
             }));
-        }
-        if let Some((first, armed_after)) = stepped {
-            // As one worker's window was: started again at the step, then armed (if some
-            // frame came out of order since) after the frames it analysed from the step on.
-            if let Some(t) = first.observe {
-                self.restart_if_stepped(&mut r, t);
+            if let Some((first, armed_after)) = stepped.take() {
+                // As one worker's window was: started again at the step; then the frame
+                // goes on as any other (armed by it, if some frame came out of order since,
+                // after the frames one worker analysed from the step on).
+                if let Some(t) = first.observe {
+                    self.restart_if_stepped(&mut r, t);
+                }
+                told_steps = self.told_steps;
+                pending = Some((first, armed_after));
             }
-            if let Some(latest) = armed_after {
-                r.arm_after(latest, first.f.ts_ns);
-            }
-            out_of_order = Some(first);
         }
         let armed = r.is_armed();
         self.reorder = Some(r);
         // The frames from the first out of order on, or all of them if the window held
         // frames already: `arrive` holds them (and releases what is due).
-        let rest = frames.map(|(i, _)| i);
+        let rest = pending.into_iter().chain(frames).map(|(i, _)| i);
         match out_of_order {
             Some(first) => self.arrive(std::iter::once(first).chain(rest), true),
             None if armed => self.arrive(rest, true),
