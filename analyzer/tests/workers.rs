@@ -108,16 +108,32 @@ fn frames_out_of_time_order_are_judged_alike_with_any_number_of_workers() {
     }
 }
 
+/// The frames of `path` in its order: time, bytes, length on the wire.
+fn frames(path: &Path) -> Vec<(u64, Vec<u8>, u32)> {
+    use roceprobe::capture::pcap::Replay;
+    use roceprobe::capture::{Capture, Poll};
+    let mut all = Vec::new();
+    let mut r = Replay::open(&[path.to_path_buf()]).unwrap();
+    while let Poll::Frames(_) = r.poll(|f| all.push((f.ts_ns, f.data.to_vec(), f.wire_len))).unwrap() {}
+    all
+}
+
+/// Frames of `path` written to `out` in the order given, each `(index in the file,
+/// nanoseconds moved)`.
+fn picked(path: &Path, out: &Path, which: &[(usize, i64)]) {
+    let all = frames(path);
+    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(out).unwrap()).unwrap();
+    for &(i, by) in which {
+        let (ts, data, wire_len) = &all[i];
+        w.write(ts.checked_add_signed(by).unwrap(), data, *wire_len).unwrap();
+    }
+}
+
 /// `path` rewritten to `out` with each frame's time moved by `shift(i, ts)` (frame `i`, in
 /// the file's order, which is kept).
 fn retimed(path: &Path, out: &Path, shift: impl Fn(usize, u64) -> u64) {
-    use roceprobe::capture::pcap::{Replay, Writer};
-    use roceprobe::capture::{Capture, Poll};
-    let mut frames = Vec::new();
-    let mut r = Replay::open(&[path.to_path_buf()]).unwrap();
-    while let Poll::Frames(_) = r.poll(|f| frames.push((f.ts_ns, f.data.to_vec(), f.wire_len))).unwrap() {}
-    let mut w = Writer::new(std::fs::File::create(out).unwrap()).unwrap();
-    for (i, (ts, data, wire_len)) in frames.iter().enumerate() {
+    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(out).unwrap()).unwrap();
+    for (i, (ts, data, wire_len)) in frames(path).iter().enumerate() {
         w.write(shift(i, *ts), data, *wire_len).unwrap();
     }
 }
@@ -179,6 +195,117 @@ fn late_frames_and_clock_steps_are_judged_alike_with_any_number_of_workers() {
         }
     }
     assert_eq!(cases, 12);
+}
+
+#[test]
+fn nvme_ios_across_clock_steps_end_alike_with_any_number_of_workers() {
+    // Frames 400-459 10 s back, or 400-429 10 s and 430-459 20 s back, then the clock
+    // forward again: I/Os begun before a step back are still awaited when I/Os begin after
+    // it, at earlier times. One worker kept its I/Os in the order they began and looked
+    // only at the first for a timeout, so an I/O begun after a step back, behind one begun
+    // before it, did not time out when time came back past it. nvme_vlan's truth anchors
+    // are its frames' times: an I/O whose command copies were all moved back and whose
+    // completions all came after the moved frames has waited 10 s (or 20 s) by then, and
+    // times out; every other I/O completes (those whose completion was moved back before
+    // their command, with negative segments counted as such).
+    let dir = tempfile::tempdir().unwrap();
+    let mut cases = 0;
+    for name in ["nvme_vlan", "nvme_erspan3_ns", "nvme_erspan3"] {
+        let t = scenario_truth(name);
+        let files = scenario_files(name, &t);
+        assert_eq!(files.len(), 1, "{name}");
+        let expected = (name == "nvme_vlan").then(|| moved_out(&t, &files[0], 400..460));
+        assert!(expected.is_none_or(|e| e > 0));
+        for (k, back) in
+            [&[(400..460, 10)][..], &[(400..430, 10), (430..460, 20)][..]].into_iter().enumerate()
+        {
+            let out = dir.path().join(format!("{name}-{k}.pcap"));
+            retimed(&files[0], &out, |i, ts| {
+                back.iter().find(|(r, _)| r.contains(&i)).map_or(ts, |&(_, s)| ts - s * 1_000_000_000)
+            });
+            for args in [scenario_args(&t), vec![]] {
+                let (one, one_rows) = run_with(std::slice::from_ref(&out), &args, 1);
+                for n in [2, 4] {
+                    let (many, many_rows) = run_with(std::slice::from_ref(&out), &args, n);
+                    assert_eq!(many, one, "{name} {k} {args:?}: summary with --workers {n}");
+                    assert_eq!(many_rows, one_rows, "{name} {k} {args:?}: CSV rows with --workers {n}");
+                }
+                let ended: u64 =
+                    ["timed_out", "unfinished"].iter().map(|k| one["ios"][k].as_u64().unwrap()).sum();
+                assert!(ended > 0, "{name} {k} {args:?}: {}", one["ios"]);
+                if let Some(e) = expected.filter(|_| !args.is_empty()) {
+                    let ios = &one["ios"];
+                    assert_eq!(
+                        [&ios["completed"], &ios["timed_out"], &ios["unfinished"]],
+                        [120 - e, e, 0],
+                        "{k}: {ios}"
+                    );
+                }
+                cases += 1;
+            }
+        }
+    }
+    assert_eq!(cases, 12);
+}
+
+/// The I/Os of a scenario's truth whose command copies are all among the frames `moved`
+/// (indices into `file`) and whose completions all come after them.
+fn moved_out(t: &Value, file: &Path, moved: std::ops::Range<usize>) -> u64 {
+    let times: Vec<u64> = frames(file).into_iter().map(|(ts, ..)| ts).collect();
+    let frame = |v: &Value| times.iter().position(|&ts| ts == v.as_u64().unwrap()).unwrap();
+    let ios = t["ios"].as_array().unwrap();
+    let all = |io: &Value, of: &str, f: &dyn Fn(usize) -> bool| {
+        io["anchors"].as_object().unwrap().iter().filter(|(k, _)| k.starts_with(of)).all(|(_, v)| f(frame(v)))
+    };
+    ios.iter()
+        .filter(|io| all(io, "sqe_first@", &|i| moved.contains(&i)) && all(io, "cqe@", &|i| i >= moved.end))
+        .count() as u64
+}
+
+#[test]
+fn an_nvme_command_times_out_by_its_own_clock_across_clock_steps_with_any_number_of_workers() {
+    // Frames picked from the fixtures (index, seconds moved), each the least of a capture
+    // that one worker and several judged apart (the differential check, minimized).
+    let opts = ["--vantage", "storage=erspan:2", "--flow-idle", "1us", "--min-transmission-packets", "1"];
+    let dir = tempfile::tempdir().unwrap();
+    // nvme_erspan3_ns, in this order at their own (switch) times: an ACK and a completion
+    // at 210 s, a Write command (frame 192, 10.0.1.1 to 10.0.2.1) and an ACK at 200 s, two
+    // ACKs at 210 s, a WRITE and a completion at 200 s. The command waited while packet
+    // time went on to 210 s, past its 1 s timeout: timed out. With two workers the
+    // command's worker saw no frame of 210 s after it and timed out nothing.
+    let stepped_forward = [(1518, 0), (1296, 0), (192, 0), (193, 0), (782, 0), (1443, 0), (606, 0), (612, 0)];
+    // nvme_split_skewed's storage file: an ACK moved 147 s ahead, a Read command (frame
+    // 310, 10.0.1.1 to 10.0.2.1) where it is, and an ACK twice, 155 s back (the second
+    // 986 ns earlier): the clock steps back twice, and the command's time plus 1 s never
+    // comes on the clock it began on: unfinished. With two workers, the command's worker
+    // timed it out by the time before the first step.
+    let stepped_back_twice =
+        [(108, 147_000_000_000), (310, 0), (361, -155_000_000_000), (361, -155_000_000_986)];
+    for (src, frames, op, timed_out, unfinished) in [
+        ("nvme_erspan3_ns/nvme_erspan3_ns.pcap", &stepped_forward[..], "nvme_write", 1, 0),
+        ("nvme_split_skewed/nvme_split_skewed_storage.pcap", &stepped_back_twice[..], "nvme_read", 0, 1),
+    ] {
+        let out = dir.path().join("picked.pcap");
+        picked(&fixtures().join("scenarios").join(src), &out, frames);
+        let args: Vec<String> = opts.iter().map(|a| a.to_string()).collect();
+        for n in [1, 2, 4] {
+            let (s, rows) = run_with(std::slice::from_ref(&out), &args, n);
+            let ios = &s["ios"];
+            assert_eq!(
+                [&ios["completed"], &ios["timed_out"], &ios["unfinished"]],
+                [0, timed_out, unfinished],
+                "{src} with --workers {n}: {ios}"
+            );
+            // io.csv: the row of 10.0.1.1 to 10.0.2.1 says the same.
+            let row = rows[3].iter().find(|r| r.contains(",10.0.1.1,10.0.2.1,")).unwrap();
+            let f: Vec<&str> = row.split(',').collect();
+            assert_eq!(
+                (f[4], f[6], f[9]),
+                (op, &*timed_out.to_string(), &*unfinished.to_string()),
+                "{src}: {row}"
+            );
+        }
+    }
 }
 
 #[test]

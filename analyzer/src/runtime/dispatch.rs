@@ -318,10 +318,12 @@ struct Dispatcher {
     seen: u64,
     /// Frames in time order so far (see [`Order`]).
     order: Order,
-    /// How many times the clock has stepped ([`Told::steps`]), and the highest time
-    /// dispatched before the last step ([`Told::stepped_from`]).
+    /// How many times the clock has stepped ([`Told::steps`]), the highest time
+    /// dispatched before the last step ([`Told::stepped_from`]) and `current` then
+    /// ([`Told::stepped_current`]).
     steps: u32,
     stepped_from: u64,
+    stepped_current: u64,
     silent: super::SilentLink,
     /// Some frame carried an ERSPAN III switch timestamp.
     switch_clock: bool,
@@ -343,6 +345,7 @@ impl Dispatcher {
             order: Order::default(),
             steps: 0,
             stepped_from: 0,
+            stepped_current: 0,
             silent: super::SilentLink::default(),
             switch_clock: false,
         }
@@ -350,7 +353,13 @@ impl Dispatcher {
 
     /// The time to tell the workers.
     fn told(&self) -> Told {
-        Told { highest: self.now, current: self.current, steps: self.steps, stepped_from: self.stepped_from }
+        Told {
+            highest: self.now,
+            current: self.current,
+            steps: self.steps,
+            stepped_from: self.stepped_from,
+            stepped_current: self.stepped_current,
+        }
     }
 
     /// Polls `capture` and dispatches its frames until it ends, fails or `stop` is set.
@@ -401,6 +410,7 @@ impl Dispatcher {
         self.current = if is_clock_step(self.current, ts) {
             self.steps += 1;
             self.stepped_from = before;
+            self.stepped_current = self.current;
             self.order.stepped();
             ts
         } else {

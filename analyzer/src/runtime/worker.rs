@@ -189,12 +189,15 @@ pub struct Told {
     /// The highest time before the clock last stepped: what one worker's analysis had
     /// reached when its window started again there (it analyses what it holds first).
     pub stepped_from: u64,
+    /// The latest time since the step before that one, at the last step: what one worker's
+    /// I/O timeouts had reached there (`current` then).
+    pub stepped_current: u64,
 }
 
 impl Told {
     /// One time for both (no dispatcher, or a silent link's clock).
     pub fn at(t: u64) -> Self {
-        Self { highest: t, current: t, steps: 0, stepped_from: 0 }
+        Self { highest: t, current: t, steps: 0, stepped_from: 0, stepped_current: 0 }
     }
 }
 
@@ -550,7 +553,7 @@ impl Worker {
                 // reaches it, as one worker's does at the frame of that time, whose window
                 // starts again there.
                 if t.highest > self.highest_reached && r.is_clock_step(t.highest) {
-                    self.restart_at_step(&mut r);
+                    self.restart_at_step(&mut r, u64::MAX);
                 }
             }
             self.hold(&mut r, &i.f, ts, switch, packet);
@@ -587,7 +590,7 @@ impl Worker {
     #[inline]
     fn hold(&mut self, r: &mut Reorder, f: &Frame<'_>, ts: u64, switch: bool, packet: u32) {
         if r.is_clock_step(ts) {
-            self.restart_at_step(r);
+            self.restart_at_step(r, u64::MAX);
         }
         if r.is_late(ts) {
             self.reach_late_bound(r);
@@ -640,7 +643,9 @@ impl Worker {
             // The analysis reaches what one worker's reached at the step: the highest time
             // before it (not the highest told now, which may be the step's own frame).
             self.highest_told = self.highest_told.max(t.stepped_from);
-            self.restart_at_step(r);
+            // And its I/Os what one worker's had: after a step back, the latest time since
+            // it, not the highest before it.
+            self.restart_at_step(r, t.stepped_current);
         }
     }
 
@@ -648,23 +653,28 @@ impl Worker {
     /// seen or told, and the window starts again. Behind a dispatcher the highest time told
     /// may be later than any frame this worker analysed (other workers' frames): the
     /// analysis reaches it as one worker's does by analysing the frame of that time (after
-    /// a step back the window is told the time since the step only).
-    fn restart_at_step(&mut self, r: &mut Reorder) {
-        self.release_all(r, false);
+    /// a step back the window is told the time since the step only). I/Os time out by
+    /// `current` (see [`Worker::release_all`]).
+    fn restart_at_step(&mut self, r: &mut Reorder, current: u64) {
+        self.release_all(r, current);
         r.restart();
     }
 
     /// Everything held is analysed, and the analysis reaches the highest time seen or told
-    /// (at a clock step, and at the `end`: what another worker's frames told this one, that
-    /// the window had not passed yet, counts as it does with one worker). At the end I/Os
-    /// time out by the latest time since the clock last stepped, as they do by frames: the
-    /// highest may be from before a step back, older than the I/Os begun since.
-    fn release_all(&mut self, r: &mut Reorder, end: bool) {
+    /// (at a clock step, and at the end: what another worker's frames told this one, that
+    /// the window had not passed yet, counts as it does with one worker). I/Os time out by
+    /// `current`, at least the latest frame held and at most the highest time: at the end
+    /// and at a step told after a step back, the latest time since the clock last stepped,
+    /// as they do by frames (the highest may be from before a step back, older than the
+    /// I/Os begun since); `u64::MAX` for the highest.
+    fn release_all(&mut self, r: &mut Reorder, current: u64) {
         while self.release(r, false) > 0 {}
         let highest = r.latest().max(self.highest_told);
-        if highest > self.last_ts {
-            let current = if end { r.latest() } else { highest };
-            self.observe_released(Told { highest, current, steps: 0, stepped_from: 0 });
+        // Even with the highest time reached already: the I/Os' clock may not be (a step
+        // back, then one told forward to a time below the highest).
+        if highest > 0 {
+            let current = current.clamp(r.latest(), highest);
+            self.observe_released(Told { highest, current, ..Told::default() });
         }
         // Reached, whether observed now or by analysing the frame of that time.
         self.highest_reached = self.highest_reached.max(highest);
@@ -1097,7 +1107,8 @@ impl Worker {
         // Nothing arrives any more: wait for the reports rather than lose the last of it.
         self.out.never_wait = false;
         if let Some(mut r) = self.reorder.take() {
-            self.release_all(&mut r, true);
+            let latest = r.latest();
+            self.release_all(&mut r, latest);
             self.reorder = Some(r);
         }
         let out = &mut self.out;

@@ -21,8 +21,9 @@ use super::recent::RecentKeys;
 use super::vantage::Vantage;
 use crate::metrics::latency::{LatencyRecorder, Op, Segment, SeriesKey, SLOT_UNKNOWN};
 use crate::wire::nvme::{Command, CommandSet, Sgl, Sqe};
+use std::cmp::Reverse;
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 use std::net::IpAddr;
 
@@ -714,14 +715,28 @@ pub struct IoTracker {
     /// records its samples and counts its outcome, without a lookup each.
     pairs: HashMap<PairKey, u32, ahash::RandomState>,
     places: Vec<PairPlaces>,
-    /// Oldest first, for timeouts.
+    /// In the order they began, for timeouts: oldest first, but for those in `behind`.
     live: List,
+    /// The latest time an I/O of `live` began at, not in `behind`.
+    live_newest: u64,
     timeout_ns: u64,
     /// With two vantages: how long an I/O complete at the one vantage that saw it waits for
     /// the other vantage's copies (0: it does not wait).
     wait_ns: u64,
-    /// I/Os waiting so, with when they stop, in that order.
+    /// I/Os waiting so, with when they stop, in that order, but for those in `behind`.
     waiting: VecDeque<(Ref, u64)>,
+    /// The latest time an I/O of `waiting` stops waiting at.
+    waiting_newest: u64,
+    /// Timeouts that come due before one already in `live`, and waits that end before one
+    /// already in `waiting` (packet time stepped back, or frames analysed out of order
+    /// with `--reorder-window 0`), by when they come due: each comes at the first time past
+    /// it, as if its I/O had begun in order, so that what one tracker ends does not depend
+    /// on which other I/Os it holds (one worker or several).
+    timeouts_behind: Behind,
+    waits_behind: Behind,
+    /// When the first of either comes due (`u64::MAX` if neither holds any): one compare
+    /// a packet.
+    behind_first: u64,
     counts: Counts,
     /// What only intervals read, apart (it is not in the way of the per-packet state).
     report: Box<Report>,
@@ -743,6 +758,57 @@ pub struct IoTracker {
 
 /// I/O events that can wait for the analyzer at once.
 const RAISED: usize = 64;
+
+/// Where `r`'s I/O is in `ios`, if it is still live.
+fn live(ios: &[Io], r: Ref) -> Option<usize> {
+    let i = r.slot as usize;
+    (r.slot != NONE && i < ios.len() && ios[i].live && ios[i].generation == r.generation).then_some(i)
+}
+
+/// `IoTracker::timeouts_behind` or `waits_behind`: a heap by due time. An entry whose I/O
+/// ended (or stopped waiting) stays until it comes due or the heap is full, when such
+/// entries are dropped at once.
+struct Behind {
+    heap: BinaryHeap<Reverse<(u64, u32, u32)>>,
+    room: usize,
+}
+
+impl Behind {
+    /// Room for an entry an I/O and one more: after the ended ones are dropped there is
+    /// always room.
+    fn with_room(max_ios: usize) -> Self {
+        let room = max_ios + 1;
+        Self { heap: BinaryHeap::with_capacity(room), room }
+    }
+
+    /// When the earliest entry comes due (`u64::MAX` if none).
+    fn first(&self) -> u64 {
+        self.heap.peek().map_or(u64::MAX, |e| e.0 .0)
+    }
+
+    /// The earliest entry, if it comes due before `now`.
+    #[inline]
+    fn due_before(&self, now: u64) -> Option<(u64, Ref)> {
+        self.heap
+            .peek()
+            .filter(|e| e.0 .0 < now)
+            .map(|&Reverse((at, slot, generation))| (at, Ref { slot, generation }))
+    }
+
+    fn entries(&self) -> impl Iterator<Item = (u64, Ref)> + '_ {
+        self.heap.iter().map(|&Reverse((at, slot, generation))| (at, Ref { slot, generation }))
+    }
+
+    /// Queues `r` to come due at `at`, first dropping the entries that no longer stand if
+    /// there is no room.
+    #[cold]
+    fn push(&mut self, at: u64, r: Ref, stands: impl Fn(Ref) -> bool) {
+        if self.heap.len() >= self.room {
+            self.heap.retain(|&Reverse((_, slot, generation))| stands(Ref { slot, generation }));
+        }
+        self.heap.push(Reverse((at, r.slot, r.generation)));
+    }
+}
 
 /// Where a finished I/O of one (initiator, target, op) records and counts (see
 /// `IoTracker::pairs`).
@@ -834,9 +900,14 @@ impl IoTracker {
             pairs: HashMap::with_capacity_and_hasher(crate::defaults::MAX_LATENCY_SERIES, h()),
             places: Vec::with_capacity(crate::defaults::MAX_LATENCY_SERIES),
             live: List::default(),
+            live_newest: 0,
             timeout_ns: timeout_ns.max(1),
             wait_ns: 0,
             waiting: VecDeque::new(),
+            waiting_newest: 0,
+            timeouts_behind: Behind::with_room(max_ios),
+            waits_behind: Behind::with_room(0),
+            behind_first: u64::MAX,
             counts: Counts::default(),
             report: Box::new(Report {
                 reported: Vec::new(),
@@ -958,6 +1029,7 @@ impl IoTracker {
         self.wait_ns = ns;
         if ns > 0 {
             self.waiting = VecDeque::with_capacity(self.ios.capacity());
+            self.waits_behind = Behind::with_room(self.ios.capacity());
         }
         self
     }
@@ -989,6 +1061,11 @@ impl IoTracker {
     /// I/O outcomes per (initiator, target, op) so far.
     pub fn counts(&self) -> IoCountsByPair {
         self.counts.keys.iter().copied().zip(self.counts.values.iter().copied()).collect()
+    }
+
+    /// Either heap of entries behind changed (see `behind_first`).
+    fn behind_moved(&mut self) {
+        self.behind_first = self.timeouts_behind.first().min(self.waits_behind.first());
     }
 
     /// Whether no I/O is live: then a data phase, a READ request or response is matched to
@@ -1081,9 +1158,7 @@ impl IoTracker {
     }
 
     fn get(&self, r: Ref) -> Option<usize> {
-        let i = r.slot as usize;
-        (r.slot != NONE && i < self.ios.len() && self.ios[i].live && self.ios[i].generation == r.generation)
-            .then_some(i)
+        live(&self.ios, r)
     }
 
     /// A connection's state, made when first needed; when the table is full, the state of
@@ -1097,6 +1172,16 @@ impl IoTracker {
 
     fn link_tail(&mut self, i: u32) {
         self.live.push_tail(&mut self.ios, i);
+        let io = &self.ios[i as usize];
+        if io.created < self.live_newest {
+            let (at, me) =
+                (io.created.saturating_add(self.timeout_ns), Ref { slot: i, generation: io.generation });
+            let ios = &self.ios;
+            self.timeouts_behind.push(at, me, |r| live(ios, r).is_some());
+            self.behind_moved();
+        } else {
+            self.live_newest = io.created;
+        }
     }
 
     fn unlink(&mut self, i: u32) {
@@ -1332,7 +1417,15 @@ impl IoTracker {
                 }
             }
             self.ios[i].waiting = true;
-            self.waiting.push_back((me, ts.saturating_add(self.wait_ns)));
+            let until = ts.saturating_add(self.wait_ns);
+            if until < self.waiting_newest {
+                let ios = &self.ios;
+                self.waits_behind.push(until, me, |r| live(ios, r).is_some_and(|i| ios[i].waiting));
+                self.behind_moved();
+            } else {
+                self.waiting_newest = until;
+                self.waiting.push_back((me, until));
+            }
         }
     }
 
@@ -1362,7 +1455,7 @@ impl IoTracker {
             .head()
             .and_then(|i| self.ios.get(i as usize))
             .is_some_and(|io| io.created.saturating_add(self.timeout_ns) < now);
-        if waits || times_out {
+        if waits || times_out || self.behind_first < now {
             self.expire_live(now, rec);
         }
     }
@@ -1376,22 +1469,50 @@ impl IoTracker {
             .head()
             .and_then(|i| self.ios.get(i as usize))
             .map(|io| io.created.saturating_add(self.timeout_ns));
-        waits.into_iter().chain(times_out).min()
+        // The entries behind that still stand (this is not called for every packet).
+        let waits_behind =
+            self.waits_behind.entries().filter(|&(_, r)| self.get(r).is_some_and(|i| self.ios[i].waiting));
+        let timeouts_behind = self.timeouts_behind.entries().filter(|&(_, r)| self.get(r).is_some());
+        let behind = waits_behind.chain(timeouts_behind).map(|(at, _)| at).min();
+        waits.into_iter().chain(times_out).chain(behind).min()
     }
 
+    /// Waits end before timeouts, each in the order they come due (see `expire`).
     fn expire_live(&mut self, now: u64, rec: &mut LatencyRecorder) {
-        while let Some(&(r, until)) = self.waiting.front() {
-            if until >= now {
-                break;
-            }
-            self.waiting.pop_front();
+        loop {
+            let queued = self.waiting.front().filter(|&&(_, until)| until < now).copied();
+            let r = match (queued, self.waits_behind.due_before(now)) {
+                (Some((r, until)), b) if b.is_none_or(|(at, _)| until <= at) => {
+                    self.waiting.pop_front();
+                    r
+                }
+                (_, Some((_, r))) => {
+                    self.waits_behind.heap.pop();
+                    self.behind_moved();
+                    r
+                }
+                _ => break,
+            };
             self.stop_waiting(r, rec);
         }
-        while let Some(i) = self.live.head() {
-            let i = i as usize;
-            if self.ios[i].created.saturating_add(self.timeout_ns) >= now {
-                break;
-            }
+        loop {
+            let queued = self
+                .live
+                .head()
+                .map(|i| i as usize)
+                .filter(|&i| self.ios[i].created.saturating_add(self.timeout_ns) < now);
+            let i = match (queued, self.timeouts_behind.due_before(now)) {
+                (Some(i), _) => i,
+                (None, Some((_, r))) => {
+                    self.timeouts_behind.heap.pop();
+                    self.behind_moved();
+                    match self.get(r) {
+                        Some(i) => i,
+                        None => continue,
+                    }
+                }
+                (None, None) => break,
+            };
             self.finish(i, rec, self.ios[i].saw_completion());
         }
     }
@@ -2302,6 +2423,41 @@ mod tests {
         let n = *t.counts().values().next().unwrap();
         assert_eq!((n.timed_out, n.overflowed, n.unfinished, n.completed), (2, 1, 1, 0));
         assert_eq!(rec.dropped_samples, 0);
+    }
+
+    /// Packet time stepped back: I/Os begun since then begin before those awaited from
+    /// before it. Each times out (or ends its wait for the other vantage) at the first time
+    /// past its own, not behind the ones begun earlier in the list.
+    #[test]
+    fn ios_begun_after_a_step_back_end_by_their_own_times() {
+        let mut t = IoTracker::new(16, 1_000).with_vantage_wait(10);
+        let mut rec = LatencyRecorder::new(16, 4);
+        let mut h = NONE;
+        let c = Vantage::Compute;
+        let count =
+            |t: &IoTracker| t.counts().values().fold((0, 0), |(d, o), n| (d + n.completed, o + n.timed_out));
+        // Before the step: CID 1 (no completion) and CID 2, complete at compute at 10,020
+        // and waiting for storage until 10,030.
+        t.command(at(c, 10_000), sent(100), &read(1), &mut h, &mut rec);
+        t.command(at(c, 10_010), sent(101), &read(2), &mut h, &mut rec);
+        assert!(t.completion(at(c, 10_020), Some(9), 2, Packet { psn: 600, again: false }, &mut h, &mut rec));
+        t.ack(at(c, 10_020), 9, 600, &mut h, &mut rec);
+        // After it: CID 3 (no completion) and CID 4, complete at 120, waiting until 130.
+        t.command(at(c, 100), sent(102), &read(3), &mut h, &mut rec);
+        t.command(at(c, 110), sent(103), &read(4), &mut h, &mut rec);
+        assert!(t.completion(at(c, 120), Some(9), 4, Packet { psn: 601, again: false }, &mut h, &mut rec));
+        t.ack(at(c, 120), 9, 601, &mut h, &mut rec);
+        assert_eq!(t.next_due(), Some(130));
+        t.expire(131, &mut rec);
+        assert_eq!(count(&t), (1, 0));
+        assert_eq!(t.next_due(), Some(1_100));
+        t.expire(1_101, &mut rec);
+        assert_eq!(count(&t), (1, 1));
+        // Then the clock comes back past those from before the step.
+        assert_eq!(t.next_due(), Some(10_030));
+        t.expire(11_001, &mut rec);
+        assert_eq!(count(&t), (2, 2));
+        assert_eq!(t.next_due(), None);
     }
 
     #[test]
