@@ -92,7 +92,7 @@ fn run_worker(data: &[u8], vantages: VantageMap, evidence: Option<EvidenceSettin
                 // Transmissions too short to be reported are counted in their flow's interval.
                 in_transmissions += s.flows.iter().map(|f| f.short.packets).sum::<u64>();
             }
-            ToStats::Transmissions(_, t) => {
+            ToStats::Transmissions(_, _, t) => {
                 in_transmissions += t.iter().map(|t| t.counts.packets).sum::<u64>()
             }
             ToStats::Ports { .. } | ToStats::Evidence(..) => {}

@@ -68,7 +68,7 @@ fn mutated_and_truncated_frames_never_panic_and_always_balance() {
     for msg in rx.iter() {
         match msg {
             ToStats::Interval(s) => t.add(&s),
-            ToStats::Transmissions(_, ts) => t.add_transmissions(&ts),
+            ToStats::Transmissions(_, end, ts) => t.add_transmissions(&ts, end),
             ToStats::Ports { .. } | ToStats::Evidence(..) => {}
         }
     }

@@ -155,6 +155,7 @@ fn late_frames_and_clock_steps_are_judged_alike_with_any_number_of_workers() {
         ("rc_loss_routed", "rc_loss_routed.pcap"),
         ("misc", "misc.pcap"),
         ("corrupted", "corrupted.pcap"),
+        ("collective_vlan", "collective_vlan.pcap"),
     ] {
         let src = fixtures().join("scenarios").join(name).join(file);
         let out = dir.path().join(file);
@@ -194,7 +195,7 @@ fn late_frames_and_clock_steps_are_judged_alike_with_any_number_of_workers() {
             cases += 1;
         }
     }
-    assert_eq!(cases, 12);
+    assert_eq!(cases, 15);
 }
 
 #[test]

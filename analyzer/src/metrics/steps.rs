@@ -410,6 +410,12 @@ pub struct Steps {
     named: Vec<Option<Name>>,
     /// Request flows' transmissions whose step has not closed.
     pending: Vec<Member>,
+    /// Transmissions offered before every worker reported the interval they are counted
+    /// in (`Steps::offer_reported`), with that interval's end, in the order they came:
+    /// offered when [`Steps::advance`] reaches it.
+    incoming: Vec<(u64, Transmission)>,
+    /// What [`Steps::advance`] was last told every worker has reported.
+    done_ns: u64,
     /// How many of the first `pending` a close left waiting. They have joined their hosts'
     /// groups, were checked against `nvme_qps` as it was then (`nvme_checked` QPs), and
     /// are in their job's order: a close joins and sorts only those after them, and checks
@@ -502,6 +508,8 @@ impl Steps {
             rule_of: Vec::new(),
             named: Vec::new(),
             pending: Vec::new(),
+            incoming: Vec::new(),
+            done_ns: 0,
             joined: 0,
             nvme_checked: 0,
             input_end_ns: None,
@@ -541,10 +549,54 @@ impl Steps {
         i
     }
 
-    /// A transmission the workers ended. Only the compute vantage's are looked at, so that
-    /// a second vantage changes nothing.
+    /// A transmission a worker ended, counted in its interval that ends at `interval_end`.
+    /// It joins the analysis once every worker has reported that interval (see
+    /// [`Steps::advance`]): one worker hands over its transmissions before each interval's
+    /// report, so a step that closes when the workers report an interval holds the
+    /// transmissions of that interval and those before it, never later ones, however the
+    /// workers' reports interleave. (After the clock steps back, later intervals carry
+    /// transmissions of earlier times, which would otherwise join a step or not by which
+    /// worker's report came first.)
+    pub fn offer_reported(&mut self, t: &Transmission, interval_end: u64) {
+        if !Self::looked_at(t) {
+            return;
+        }
+        if interval_end <= self.done_ns {
+            self.offer(t);
+            return;
+        }
+        if self.incoming.len() >= MAX_PENDING {
+            // A worker far ahead of another: what it sent is offered now (the bound holds).
+            self.admit(u64::MAX);
+        }
+        self.incoming.push((interval_end, t.clone()));
+    }
+
+    /// Whether the analysis looks at a transmission: the compute vantage's RC ones.
+    fn looked_at(t: &Transmission) -> bool {
+        t.key.vantage == Vantage::Compute && t.transport == crate::wire::bth::Transport::Rc
+    }
+
+    /// Offers the transmissions waiting for intervals up to `done_ns`, in the order they came.
+    fn admit(&mut self, done_ns: u64) {
+        if self.incoming.is_empty() {
+            return;
+        }
+        let mut incoming = std::mem::take(&mut self.incoming);
+        incoming.retain(|(end, t)| {
+            let due = *end <= done_ns;
+            if due {
+                self.offer(t);
+            }
+            !due
+        });
+        self.incoming = incoming;
+    }
+
+    /// A transmission the workers ended, analysed now. Only the compute vantage's are
+    /// looked at, so that a second vantage changes nothing.
     pub fn offer(&mut self, t: &Transmission) {
-        if t.key.vantage != Vantage::Compute || t.transport != crate::wire::bth::Transport::Rc {
+        if !Self::looked_at(t) {
             return;
         }
         let c = &t.counts;
@@ -584,6 +636,8 @@ impl Steps {
     /// Every worker has reported the intervals up to `done_ns`: the steps they are all past
     /// by the settle time close, and the NAKs no step can use any more go.
     pub fn advance(&mut self, done_ns: u64) {
+        self.done_ns = self.done_ns.max(done_ns);
+        self.admit(self.done_ns);
         let settle = self.settle_ns;
         self.close(move |step_end, _| step_end.saturating_add(settle) < done_ns);
         // A transmission still to come ends after `done_ns - settle`; one pending started at
@@ -596,6 +650,7 @@ impl Steps {
     /// The end of the run, whose last packet came at `input_end_ns`: every step closes,
     /// those that end less than `--step-gap` before it marked as such.
     pub fn finish(&mut self, input_end_ns: Option<u64>) {
+        self.admit(u64::MAX);
         self.input_end_ns = input_end_ns;
         self.close(|_, _| true);
         self.naks.clear();
@@ -623,7 +678,7 @@ impl Steps {
     /// The earliest start of a transmission whose step has not closed: steps closed later
     /// all end after it.
     pub fn oldest_pending_ns(&self) -> Option<u64> {
-        self.pending.iter().map(|t| t.start_ns).min()
+        self.pending.iter().map(|t| t.start_ns).chain(self.incoming.iter().map(|(_, t)| t.start_ns)).min()
     }
 
     /// The job of a host (by its place): the first `--job` rule of the name of the rule
@@ -1491,6 +1546,39 @@ mod tests {
         let steps = s.take_closed();
         assert_eq!(steps.len(), 1);
         assert_eq!((steps[0].flows, steps[0].end_ns), (2, 80_000));
+    }
+
+    /// After the clock stepped back, a later interval carries a transmission of an earlier
+    /// time. One worker hands it over after it reported the interval that closed the step
+    /// before it, so it is a step of its own. With two workers the stats side may get it
+    /// first, from the worker ahead: it still waits for its interval.
+    #[test]
+    fn a_transmission_waits_until_every_worker_reported_its_interval() {
+        let mut progress = crate::metrics::totals::Progress::new(2);
+        let mut s = Steps::new(Vec::new(), 2_000_000, 1_000_000, crate::defaults::MAX_JOBS);
+        // Worker 0, interval ending at 5 ms: a transmission at 0-50 us.
+        s.offer_reported(&tx("10.0.0.1", "10.0.0.2", 0, 50_000, |_| {}), 5_000_000);
+        progress.note(0, 5_000_000);
+        s.advance(progress.done());
+        // Worker 0 goes on past a step back: in its interval ending at 9 ms, a
+        // transmission at 60-80 us (within the step gap of the first).
+        s.offer_reported(&tx("10.0.0.3", "10.0.0.4", 60_000, 80_000, |_| {}), 9_000_000);
+        assert!(s.take_closed().is_empty(), "worker 1 has not reported yet");
+        assert_eq!(s.oldest_pending_ns(), Some(0));
+        // Worker 1 reports the interval ending at 5 ms: the first step closes without the
+        // second transmission.
+        progress.note(1, 5_000_000);
+        s.advance(progress.done());
+        let steps = s.take_closed();
+        assert_eq!(steps.len(), 1);
+        assert_eq!((steps[0].flows, steps[0].start_ns, steps[0].end_ns), (1, 0, 50_000));
+        assert_eq!(s.oldest_pending_ns(), Some(60_000));
+        progress.note(0, 9_000_000);
+        progress.note(1, 9_000_000);
+        s.advance(progress.done());
+        let steps = s.take_closed();
+        assert_eq!(steps.len(), 1);
+        assert_eq!((steps[0].flows, steps[0].start_ns, steps[0].end_ns), (1, 60_000, 80_000));
     }
 
     #[test]

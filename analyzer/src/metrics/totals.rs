@@ -220,10 +220,11 @@ impl Totals {
     }
 
     /// Transmissions reported one by one, for the collective step analysis (each flow's
-    /// interval counts how many of its own ended: [`crate::track::flow::FlowDelta::reported`]).
-    pub fn add_transmissions(&mut self, ts: &[Transmission]) {
+    /// interval counts how many of its own ended: [`crate::track::flow::FlowDelta::reported`]),
+    /// counted by their worker in the interval that ends at `interval_end`.
+    pub fn add_transmissions(&mut self, ts: &[Transmission], interval_end: u64) {
         for t in ts {
-            self.steps.offer(t);
+            self.steps.offer_reported(t, interval_end);
         }
     }
 

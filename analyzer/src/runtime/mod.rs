@@ -187,8 +187,9 @@ pub enum Recycled {
 #[allow(clippy::large_enum_variant)]
 pub enum ToStats {
     Interval(IntervalSnapshot),
-    /// Transmissions that ended (sent in batches) by a worker.
-    Transmissions(usize, Vec<Transmission>),
+    /// Transmissions that ended (sent in batches) by a worker, with the end of the interval
+    /// it counts them in.
+    Transmissions(usize, u64, Vec<Transmission>),
     /// An event's evidence (`--evidence-dir`) from a worker, or an event without a file.
     Evidence(usize, crate::track::evidence::EvidenceRecord),
     /// Receive statistics of every source over an interval (from the capture thread).
@@ -311,7 +312,7 @@ pub fn recycle(msg: ToStats) -> Option<Recycled> {
                 no_file: s.evidence_no_file,
             })
         }
-        ToStats::Transmissions(_, mut t) => {
+        ToStats::Transmissions(_, _, mut t) => {
             t.clear();
             Some(Recycled::Transmissions(t))
         }
@@ -684,8 +685,8 @@ fn pipeline(
                         .map(|w| w.write_interval(s, two_vantages.then_some(&totals), done).and(w.write_steps(&closed, open_from)))
                         .map(|r| r.and(listed.unwrap_or(Ok(()))))
                 }
-                ToStats::Transmissions(worker, t) => {
-                    totals.add_transmissions(t);
+                ToStats::Transmissions(worker, interval_end, t) => {
+                    totals.add_transmissions(t, *interval_end);
                     let (reported, done) = (totals.progress.of(*worker), totals.progress.done());
                     csv.as_mut().map(|w| w.write_transmissions(t, reported, done))
                 }
@@ -758,7 +759,7 @@ fn pipeline(
             }
             let from = match &msg {
                 ToStats::Interval(s) => Some(s.worker),
-                ToStats::Transmissions(w, _) | ToStats::Evidence(w, _) => Some(*w),
+                ToStats::Transmissions(w, ..) | ToStats::Evidence(w, _) => Some(*w),
                 ToStats::Ports { .. } => None,
             };
             if let (Some(back), Some(r)) = (from.and_then(|w| backs_tx.get(w)), recycle(msg)) {

@@ -91,6 +91,10 @@ impl Buffers {
 /// full batch is sent and replaced.
 struct Out {
     worker: usize,
+    /// The end of the interval the transmissions ending now are counted in (sent with each
+    /// batch: the stats side waits until every worker has reported it, see
+    /// [`crate::metrics::steps::Steps::offer_reported`]).
+    interval_end: u64,
     /// Never wait for the stats side: a message it has no room for is dropped and counted.
     never_wait: bool,
     /// Messages dropped that way: (interval snapshots, transmission batches).
@@ -136,7 +140,7 @@ impl Out {
         if !self.ended.is_empty() {
             let next = self.transmissions_buffer();
             let full = std::mem::replace(&mut self.ended, next);
-            let msg = ToStats::Transmissions(self.worker, full);
+            let msg = ToStats::Transmissions(self.worker, self.interval_end, full);
             if self.never_wait {
                 if self.tx.try_send(msg).is_err() {
                     self.dropped.1 += 1;
@@ -292,6 +296,7 @@ impl Worker {
     fn build(id: usize, cfg: &PipelineConfig, tx: Sender<ToStats>, back: Option<Receiver<Recycled>>) -> Self {
         let mut out = Out {
             worker: id,
+            interval_end: 0,
             never_wait: cfg.never_wait,
             dropped: (0, 0),
             dropped_evidence: 0,
@@ -402,7 +407,7 @@ impl Worker {
             // theirs: what waits for every worker's report (an interval's slowest I/Os, a
             // collective step) does not wait for this one's first frame, which, live, may
             // never come.
-            None if t.highest > 0 => self.current = Some(self.interval_of(t.highest)),
+            None if t.highest > 0 => self.open(self.interval_of(t.highest)),
             _ => {}
         }
         let ios_at = if t.highest > self.highest_reached { t.highest } else { t.current };
@@ -991,7 +996,7 @@ impl Worker {
     #[inline(always)]
     fn advance_time(&mut self, ts: u64) {
         match self.current {
-            None => self.current = Some(self.interval_of(ts)),
+            None => self.open(self.interval_of(ts)),
             // A frame at or past the end closes the interval. A frame from before the start
             // (a clock that stepped back) is counted in the open interval.
             Some((_, end)) if is_past(ts, end) => self.close_intervals(ts),
@@ -1016,6 +1021,7 @@ impl Worker {
         let Some((mut start, mut end)) = self.current else { return };
         let to = self.interval_of(now);
         loop {
+            self.out.interval_end = end;
             self.analyzer.come_due(end);
             self.emit(start, end);
             match self.analyzer.next_due() {
@@ -1023,7 +1029,13 @@ impl Worker {
                 _ => break,
             }
         }
-        self.current = Some(to);
+        self.open(to);
+    }
+
+    /// Opens the interval `(start, end)`: what happens from now on is counted in it.
+    fn open(&mut self, interval: (u64, u64)) {
+        self.current = Some(interval);
+        self.out.interval_end = interval.1;
     }
 
     fn emit(&mut self, start_ns: u64, end_ns: u64) {
