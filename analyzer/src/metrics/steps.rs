@@ -430,8 +430,11 @@ pub struct Steps {
     /// job. By QP, not by host pair: two hosts may run a collective beside an NVMe
     /// connection between them.
     nvme_qps: HashSet<(IpAddr, u32), ahash::RandomState>,
-    /// Steps closed since the last [`Steps::take_closed`].
+    /// Steps closed since the last [`Steps::take_closed`] or [`Steps::take_writes`].
     closed: Vec<Step>,
+    /// Where one worker would have written (see [`Steps::advance`]): how many of `closed`
+    /// had closed, and the earliest start of a transmission still pending then.
+    writes: Vec<(usize, Option<u64>)>,
     /// What closing a step works in, kept from one step to the next.
     scratch: Scratch,
     pub jobs: BTreeMap<String, JobTotals>,
@@ -516,6 +519,7 @@ impl Steps {
             naks: VecDeque::new(),
             nvme_qps: HashSet::default(),
             closed: Vec::new(),
+            writes: Vec::new(),
             scratch: Scratch::default(),
             jobs,
             dropped: 0,
@@ -635,9 +639,32 @@ impl Steps {
 
     /// Every worker has reported the intervals up to `done_ns`: the steps they are all past
     /// by the settle time close, and the NAKs no step can use any more go.
+    ///
+    /// One worker's stats side closes steps at each interval it reports, with the
+    /// transmissions of that interval and of those before, and writes stragglers.csv after
+    /// each close. So the transmissions waiting join interval by interval, each interval's
+    /// followed by the close one worker would make there, and a write ([`Steps::take_writes`]):
+    /// with several workers, the same steps close and the same rows are written, whichever
+    /// worker's report came first.
     pub fn advance(&mut self, done_ns: u64) {
         self.done_ns = self.done_ns.max(done_ns);
-        self.admit(self.done_ns);
+        self.admit_by_interval(self.done_ns);
+        self.close_at(self.done_ns);
+    }
+
+    /// The transmissions waiting for intervals that end up to `upto`, each interval's in
+    /// turn, with the close and the write that follow (see [`Steps::advance`]).
+    fn admit_by_interval(&mut self, upto: u64) {
+        while let Some(end) = self.incoming.iter().map(|&(end, _)| end).filter(|&end| end <= upto).min() {
+            self.admit(end);
+            self.close_at(end);
+            self.writes.push((self.closed.len(), self.oldest_pending_ns()));
+        }
+    }
+
+    /// The steps every worker is past by the settle time at `done_ns` close, and the NAKs no
+    /// step can use any more go.
+    fn close_at(&mut self, done_ns: u64) {
         let settle = self.settle_ns;
         self.close(move |step_end, _| step_end.saturating_add(settle) < done_ns);
         // A transmission still to come ends after `done_ns - settle`; one pending started at
@@ -650,7 +677,7 @@ impl Steps {
     /// The end of the run, whose last packet came at `input_end_ns`: every step closes,
     /// those that end less than `--step-gap` before it marked as such.
     pub fn finish(&mut self, input_end_ns: Option<u64>) {
-        self.admit(u64::MAX);
+        self.admit_by_interval(u64::MAX);
         self.input_end_ns = input_end_ns;
         self.close(|_, _| true);
         self.naks.clear();
@@ -672,13 +699,31 @@ impl Steps {
 
     /// The steps closed since the last call (steps.csv writes them by end).
     pub fn take_closed(&mut self) -> Vec<Step> {
+        self.writes.clear();
         std::mem::take(&mut self.closed)
+    }
+
+    /// The steps closed since the last call, in the writes one worker's stats side makes
+    /// (see [`Steps::advance`]): each with the earliest start of a transmission whose step
+    /// had not closed after it (stragglers.csv writes an interval's rows once no step still
+    /// open can end in it). The last is what closed since the last interval's write, with
+    /// the earliest start now.
+    pub fn take_writes(&mut self) -> Vec<(Vec<Step>, Option<u64>)> {
+        let mut closed = std::mem::take(&mut self.closed).into_iter();
+        let mut out = Vec::with_capacity(self.writes.len() + 1);
+        let mut taken = 0;
+        for (n, open_from) in self.writes.drain(..) {
+            out.push((closed.by_ref().take(n - taken).collect(), open_from));
+            taken = n;
+        }
+        out.push((closed.collect(), self.oldest_pending_ns()));
+        out
     }
 
     /// The earliest start of a transmission whose step has not closed: steps closed later
     /// all end after it.
     pub fn oldest_pending_ns(&self) -> Option<u64> {
-        self.pending.iter().map(|t| t.start_ns).chain(self.incoming.iter().map(|(_, t)| t.start_ns)).min()
+        self.pending.iter().map(|t| t.start_ns).min()
     }
 
     /// The job of a host (by its place): the first `--job` rule of the name of the rule
@@ -1564,7 +1609,8 @@ mod tests {
         // transmission at 60-80 us (within the step gap of the first).
         s.offer_reported(&tx("10.0.0.3", "10.0.0.4", 60_000, 80_000, |_| {}), 9_000_000);
         assert!(s.take_closed().is_empty(), "worker 1 has not reported yet");
-        assert_eq!(s.oldest_pending_ns(), Some(0));
+        // Not pending yet either: one worker's stats side would not have them.
+        assert_eq!(s.oldest_pending_ns(), None);
         // Worker 1 reports the interval ending at 5 ms: the first step closes without the
         // second transmission.
         progress.note(1, 5_000_000);
@@ -1572,13 +1618,44 @@ mod tests {
         let steps = s.take_closed();
         assert_eq!(steps.len(), 1);
         assert_eq!((steps[0].flows, steps[0].start_ns, steps[0].end_ns), (1, 0, 50_000));
-        assert_eq!(s.oldest_pending_ns(), Some(60_000));
+        assert_eq!(s.oldest_pending_ns(), None);
         progress.note(0, 9_000_000);
         progress.note(1, 9_000_000);
         s.advance(progress.done());
         let steps = s.take_closed();
         assert_eq!(steps.len(), 1);
         assert_eq!((steps[0].flows, steps[0].start_ns, steps[0].end_ns), (1, 60_000, 80_000));
+    }
+
+    /// The same, with the slower worker's reports of both intervals coming at once: the
+    /// steps close interval by interval, as one worker's reports close them, each close
+    /// followed by a write of its own.
+    #[test]
+    fn transmissions_waiting_for_several_intervals_close_interval_by_interval() {
+        let mut progress = crate::metrics::totals::Progress::new(2);
+        let mut s = Steps::new(Vec::new(), 2_000_000, 1_000_000, crate::defaults::MAX_JOBS);
+        s.offer_reported(&tx("10.0.0.1", "10.0.0.2", 0, 50_000, |_| {}), 5_000_000);
+        s.offer_reported(&tx("10.0.0.3", "10.0.0.4", 60_000, 80_000, |_| {}), 9_000_000);
+        s.offer_reported(&tx("10.0.0.3", "10.0.0.4", 8_000_000, 8_100_000, |_| {}), 9_000_000);
+        progress.note(0, 9_000_000);
+        s.advance(progress.done());
+        assert!(s.take_writes().iter().all(|(closed, _)| closed.is_empty()));
+        progress.note(1, 9_000_000);
+        s.advance(progress.done());
+        let writes: Vec<_> = s
+            .take_writes()
+            .into_iter()
+            .map(|(closed, open_from)| (closed.iter().map(|c| (c.start_ns, c.end_ns)).collect::<Vec<_>>(), open_from))
+            .collect();
+        assert_eq!(
+            writes,
+            [
+                // The second interval's transmissions had not come yet at one worker.
+                (vec![(0, 50_000)], None),
+                (vec![(60_000, 80_000)], Some(8_000_000)),
+                (vec![], Some(8_000_000)),
+            ]
+        );
     }
 
     #[test]

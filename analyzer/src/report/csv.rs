@@ -416,6 +416,16 @@ impl CsvWriter {
         self.events.commit(first, &self.rotation, &mut self.health)
     }
 
+    /// [`CsvWriter::write_steps`] for each of the writes the step analysis made
+    /// ([`crate::metrics::steps::Steps::take_writes`]): each is made, the first failure
+    /// returned.
+    pub fn write_steps_each(&mut self, writes: &[(Vec<Step>, Option<u64>)]) -> Result<()> {
+        writes
+            .iter()
+            .map(|(closed, open_from)| self.write_steps(closed, *open_from))
+            .fold(Ok(()), Result::and)
+    }
+
     /// steps.csv: a row per closed step; stragglers.csv: per interval, job, host and
     /// reason, once no step still open (none starts before `open_from`) can end in it.
     pub fn write_steps(&mut self, closed: &[Step], open_from: Option<u64>) -> Result<()> {

@@ -181,12 +181,8 @@ impl Lane {
             return;
         }
         let Ok(next) = self.spares.try_recv() else { return };
-        self.current.then = now;
-        self.current.then_armed_after = armed_after;
-        let full = std::mem::replace(&mut self.current, next);
         // The dispatcher is the only sender: there is room.
-        let _ = self.tx.try_send(full);
-        self.told_ns = now.highest;
+        self.hand_over_tick(now, armed_after, next, false);
     }
 
     /// Like [`Lane::tick`], but waiting for room as frames do ([`Lane::send`]): the time a
@@ -195,11 +191,16 @@ impl Lane {
     /// skipped for want of room was told later, at another time, and a worker's late frames
     /// could end a transmission in one run and join it in the next.)
     fn tick_waiting(&mut self, now: Told, armed_after: Option<u64>) {
+        let next = self.spares.try_recv().unwrap_or_else(|_| Batch::new());
+        self.hand_over_tick(now, armed_after, next, true);
+    }
+
+    /// Sends the buffered batch (empty) with the time, `next` in its place; `wait` for room.
+    fn hand_over_tick(&mut self, now: Told, armed_after: Option<u64>, next: Batch, wait: bool) {
         self.current.then = now;
         self.current.then_armed_after = armed_after;
-        let next = self.spares.try_recv().unwrap_or_else(|_| Batch::new());
         let full = std::mem::replace(&mut self.current, next);
-        let _ = self.tx.send(full);
+        let _ = if wait { self.tx.send(full).is_ok() } else { self.tx.try_send(full).is_ok() };
         self.told_ns = now.highest;
     }
 

@@ -678,11 +678,13 @@ fn pipeline(
                         }
                         _ => None,
                     };
-                    let closed = totals.steps.take_closed();
-                    let open_from = totals.steps.oldest_pending_ns();
+                    let writes = totals.steps.take_writes();
                     let done = totals.progress.done();
                     csv.as_mut()
-                        .map(|w| w.write_interval(s, two_vantages.then_some(&totals), done).and(w.write_steps(&closed, open_from)))
+                        .map(|w| {
+                            let interval = w.write_interval(s, two_vantages.then_some(&totals), done);
+                            interval.and(w.write_steps_each(&writes))
+                        })
                         .map(|r| r.and(listed.unwrap_or(Ok(()))))
                 }
                 ToStats::Transmissions(worker, interval_end, t) => {
@@ -770,10 +772,12 @@ fn pipeline(
             show(&totals, &received, &mut live, viewed_to);
         }
         totals.steps.finish(totals.last_ts_ns);
-        let closed = totals.steps.take_closed();
+        let writes = totals.steps.take_writes();
         let csv = csv.map(|mut w| {
+            let intervals = w.flush_intervals();
+            let steps = w.write_steps_each(&writes).and(w.write_steps(&[], None));
             // Told once per run, as during it.
-            if let (Err(e), false) = (w.flush_intervals().and(w.write_steps(&closed, None)), csv_failed) {
+            if let (Err(e), false) = (intervals.and(steps), csv_failed) {
                 crate::note!("roceprobe: warning: writing CSV reports in {} failed ({e:#}); lost rows are counted (summary csv_output)", w.dir().display());
             }
             // Everything handed to the writer thread is written before it ends.

@@ -350,24 +350,23 @@ impl Worker {
     /// [`Worker::observe_time`] with the two times a dispatcher tells (see [`Told`]).
     #[inline]
     pub fn observe_told(&mut self, t: Told) {
+        let Some(mut r) = self.reorder.take() else {
+            self.highest_told = self.highest_told.max(t.highest);
+            self.observe_released(t);
+            return;
+        };
         // A step first, at the time reached before it (see `restart_if_stepped`).
-        if let Some(mut r) = self.reorder.take() {
-            self.restart_if_stepped(&mut r, t);
-            self.reorder = Some(r);
-        }
+        self.restart_if_stepped(&mut r, t);
         self.highest_told = self.highest_told.max(t.highest);
-        match self.reorder.take() {
-            Some(mut r) if r.is_armed() => {
-                r.observe(t.current);
-                self.release_due(&mut r, true);
-                self.reorder = Some(r);
-            }
+        if r.is_armed() {
+            r.observe(t.current);
+            self.release_due(&mut r, true);
+            self.reorder = Some(r);
+        } else {
             // Nothing held: as without a window (a clock observed is no frame's time, and
             // frames stamped before it may still come).
-            r => {
-                self.reorder = r;
-                self.observe_released(t);
-            }
+            self.reorder = Some(r);
+            self.observe_released(t);
         }
     }
 
