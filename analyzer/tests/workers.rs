@@ -310,6 +310,33 @@ fn an_nvme_command_times_out_by_its_own_clock_across_clock_steps_with_any_number
 }
 
 #[test]
+fn collective_steps_close_alike_with_any_number_of_workers_across_clock_steps() {
+    // Six frames of nvme_erspan3_ns at their own (switch) times: an NVMe command and a
+    // completion at 200 s, two completions at 210 s, a READ Request and an ACK at 200 s
+    // again. One worker's stats side closed the first request flow's step at the interval
+    // in which the command timed out (201 s), before the READ Request came; with two
+    // workers no worker whose report was awaited had reported that interval, and the two
+    // transmissions, 2 us apart, made one step. Steps now close at every interval any
+    // worker reported, in order.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("picked.pcap");
+    let frames = [(226, 0), (227, 0), (1319, 0), (948, 0), (240, 0), (242, 0)];
+    picked(&fixtures().join("scenarios/nvme_erspan3_ns/nvme_erspan3_ns.pcap"), &out, &frames);
+    let args: Vec<String> = ["--flow-idle", "1us", "--min-transmission-packets", "1", "--interval", "1ms"]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    let (one, one_rows) = run_with(std::slice::from_ref(&out), &args, 1);
+    // steps.csv: a header and the steps.
+    assert!(one_rows[5].len() > 2, "{:?}", one_rows[5]);
+    for n in [2, 4] {
+        let (many, many_rows) = run_with(std::slice::from_ref(&out), &args, n);
+        assert_eq!(many, one, "summary with --workers {n}");
+        assert_eq!(many_rows, one_rows, "CSV rows with --workers {n}");
+    }
+}
+
+#[test]
 fn intervals_shorter_than_the_traffic_s_gaps_give_the_same_rows_with_any_number_of_workers() {
     // Transmissions that go idle and I/Os that time out while no frame comes (in an interval
     // without frames, or before the frame that closes theirs): one worker learns that time

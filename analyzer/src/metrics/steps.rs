@@ -21,7 +21,7 @@
 
 use crate::track::{FlowKey, Transmission, Vantage};
 use hdrhistogram::Histogram;
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::net::IpAddr;
 
 /// Transmissions waiting for their step to close; beyond it, each job's oldest steps close
@@ -392,6 +392,68 @@ impl Member {
     }
 }
 
+/// What the step analysis takes from a transmission (two at most), compact, so that it can
+/// wait for its interval (`Steps::incoming`) in the room of a pending one.
+#[derive(Debug, Clone, Copy)]
+enum Arrival {
+    /// A QP (address, QPN) of a connection found carrying NVMe capsules: the whole
+    /// connection is storage traffic, its data transfers too: the QP a transmission with
+    /// capsules sends to, and the one it sends from once paired. Each direction's capsules
+    /// (commands one way, completions the other) name its own destination QP, so both are
+    /// found even unpaired.
+    Storage((IpAddr, u32)),
+    /// NAKs answer the QP's other direction: kept for the flow they answer, also when this
+    /// flow sends messages of its own (both sides of a QP send).
+    Nak(Nak),
+    /// A request flow's transmission (one that ended messages). The answering direction's
+    /// count only by their NAKs.
+    Request(Member),
+}
+
+impl Arrival {
+    /// What the analysis takes from `t`: only the compute vantage's RC transmissions count.
+    fn of(t: &Transmission) -> [Option<Self>; 2] {
+        if t.key.vantage != Vantage::Compute || t.transport != crate::wire::bth::Transport::Rc {
+            return [None, None];
+        }
+        let c = &t.counts;
+        if c.nvme_commands + c.nvme_completions > 0 {
+            return [
+                Some(Self::Storage((t.key.dst, t.key.dst_qpn))),
+                t.peer_qpn.map(|q| Self::Storage((t.key.src, q))),
+            ];
+        }
+        let nak = (c.nak_seq + c.nak_rnr > 0).then_some(Self::Nak(Nak {
+            from: t.key.src,
+            to: t.key.dst,
+            answers: t.peer_qpn,
+            start_ns: t.start_ns,
+            end_ns: t.end_ns,
+        }));
+        [nak, (c.messages > 0).then(|| Self::Request(Member::of(t)))]
+    }
+
+    /// The order `Steps::admit` offers in.
+    fn order(a: &Self, b: &Self) -> std::cmp::Ordering {
+        use Arrival::*;
+        match (a, b) {
+            (Storage(x), Storage(y)) => x.cmp(y),
+            (Nak(x), Nak(y)) => (x.start_ns, x.end_ns, x.from, x.to, x.answers)
+                .cmp(&(y.start_ns, y.end_ns, y.from, y.to, y.answers)),
+            (Request(x), Request(y)) => Member::order(x, y),
+            _ => a.rank().cmp(&b.rank()),
+        }
+    }
+
+    fn rank(&self) -> u8 {
+        match self {
+            Self::Storage(_) => 0,
+            Self::Nak(_) => 1,
+            Self::Request(_) => 2,
+        }
+    }
+}
+
 /// Finds the steps of every job from the transmissions the workers end.
 #[derive(Debug, Clone)]
 pub struct Steps {
@@ -413,9 +475,14 @@ pub struct Steps {
     /// Transmissions offered before every worker reported the interval they are counted
     /// in (`Steps::offer_reported`), with that interval's end, in the order they came:
     /// offered when [`Steps::advance`] reaches it.
-    incoming: Vec<(u64, Transmission)>,
+    incoming: Vec<(u64, Arrival)>,
+    /// Those of `incoming` being offered (kept for its room).
+    admitting: Vec<Arrival>,
     /// What [`Steps::advance`] was last told every worker has reported.
     done_ns: u64,
+    /// The ends of the intervals some worker reported, or some transmission waiting was
+    /// counted in, past `done_ns`.
+    ends: BTreeSet<u64>,
     /// How many of the first `pending` a close left waiting. They have joined their hosts'
     /// groups, were checked against `nvme_qps` as it was then (`nvme_checked` QPs), and
     /// are in their job's order: a close joins and sorts only those after them, and checks
@@ -512,7 +579,9 @@ impl Steps {
             named: Vec::new(),
             pending: Vec::new(),
             incoming: Vec::new(),
+            admitting: Vec::new(),
             done_ns: 0,
+            ends: BTreeSet::new(),
             joined: 0,
             nvme_checked: 0,
             input_end_ns: None,
@@ -562,79 +631,79 @@ impl Steps {
     /// transmissions of earlier times, which would otherwise join a step or not by which
     /// worker's report came first.)
     pub fn offer_reported(&mut self, t: &Transmission, interval_end: u64) {
-        if !Self::looked_at(t) {
-            return;
-        }
         if interval_end <= self.done_ns {
             self.offer(t);
             return;
         }
-        if self.incoming.len() >= MAX_PENDING {
-            // A worker far ahead of another: what it sent is offered now (the bound holds).
+        if self.incoming.len() + self.pending.len() >= MAX_PENDING {
+            // A worker far ahead of another, or a job that never pauses: what waits is
+            // offered now, so that the bound holds (see `close_oldest`).
             self.admit(u64::MAX);
         }
-        self.incoming.push((interval_end, t.clone()));
+        self.incoming.extend(Arrival::of(t).into_iter().flatten().map(|a| (interval_end, a)));
+        self.ends.insert(interval_end);
     }
 
-    /// Whether the analysis looks at a transmission: the compute vantage's RC ones.
-    fn looked_at(t: &Transmission) -> bool {
-        t.key.vantage == Vantage::Compute && t.transport == crate::wire::bth::Transport::Rc
+    /// A worker reported the interval that ends at `end_ns` (before [`Steps::advance`]
+    /// with what every worker has reported).
+    pub fn reported(&mut self, end_ns: u64) {
+        if end_ns > self.done_ns && self.ends.len() < MAX_PENDING {
+            self.ends.insert(end_ns);
+        }
     }
 
-    /// Offers the transmissions waiting for intervals up to `done_ns`, in the order they came.
+    /// Offers what waits for intervals up to `done_ns`, in one order (NVMe QPs, then NAKs,
+    /// then request flows' transmissions, each by start, end and flow), not in the order
+    /// the workers' batches came: where the order matters (the bound on pending
+    /// transmissions, reached in the middle of them, closes what is pending then) it is
+    /// the same with any number of workers.
     fn admit(&mut self, done_ns: u64) {
         if self.incoming.is_empty() {
             return;
         }
-        let mut incoming = std::mem::take(&mut self.incoming);
-        incoming.retain(|(end, t)| {
-            let due = *end <= done_ns;
-            if due {
-                self.offer(t);
+        let mut due = std::mem::take(&mut self.admitting);
+        self.incoming.retain(|&(end, a)| {
+            let now = end <= done_ns;
+            if now {
+                due.push(a);
             }
-            !due
+            !now
         });
-        self.incoming = incoming;
+        due.sort_unstable_by(Arrival::order);
+        for a in due.drain(..) {
+            self.take(a);
+        }
+        self.admitting = due;
     }
 
-    /// A transmission the workers ended, analysed now. Only the compute vantage's are
-    /// looked at, so that a second vantage changes nothing.
+    /// A transmission the workers ended, analysed now. Only the compute vantage's RC ones
+    /// are looked at, so that a second vantage changes nothing.
     pub fn offer(&mut self, t: &Transmission) {
-        if !Self::looked_at(t) {
-            return;
+        for a in Arrival::of(t).into_iter().flatten() {
+            self.take(a);
         }
-        let c = &t.counts;
-        if c.nvme_commands + c.nvme_completions > 0 {
-            // The whole connection is storage traffic, its data transfers too: the QP it
-            // sends to, and the one it sends from once paired. Each direction's capsules
-            // (commands one way, completions the other) name its own destination QP, so
-            // both are found even unpaired.
-            for qp in
-                [Some((t.key.dst, t.key.dst_qpn)), t.peer_qpn.map(|q| (t.key.src, q))].into_iter().flatten()
-            {
+    }
+
+    fn take(&mut self, a: Arrival) {
+        match a {
+            Arrival::Storage(qp) => {
                 if self.nvme_qps.len() < MAX_HOSTS {
                     self.nvme_qps.insert(qp);
                 }
             }
-            return;
-        }
-        // NAKs answer the QP's other direction: kept for the flow they answer, also when
-        // this flow sends messages of its own (both sides of a QP send).
-        if c.nak_seq + c.nak_rnr > 0 {
-            if self.naks.len() >= MAX_PENDING {
-                self.naks.pop_front();
+            Arrival::Nak(n) => {
+                if self.naks.len() >= MAX_PENDING {
+                    self.naks.pop_front();
+                }
+                self.naks.push_back(n);
             }
-            let (from, to, answers) = (t.key.src, t.key.dst, t.peer_qpn);
-            self.naks.push_back(Nak { from, to, answers, start_ns: t.start_ns, end_ns: t.end_ns });
+            Arrival::Request(m) => {
+                if self.pending.len() >= MAX_PENDING {
+                    self.close_oldest();
+                }
+                self.pending.push(m);
+            }
         }
-        if c.messages == 0 {
-            // The answering direction: only its NAKs matter.
-            return;
-        }
-        if self.pending.len() >= MAX_PENDING {
-            self.close_oldest();
-        }
-        self.pending.push(Member::of(t));
     }
 
     /// Every worker has reported the intervals up to `done_ns`: the steps they are all past
@@ -653,9 +722,13 @@ impl Steps {
     }
 
     /// The transmissions waiting for intervals that end up to `upto`, each interval's in
-    /// turn, with the close and the write that follow (see [`Steps::advance`]).
+    /// turn, with the close and the write that follow (see [`Steps::advance`]): at the end
+    /// of every interval a worker reported, whether or not transmissions came in it (one
+    /// worker closes steps at every interval it reports, say one in which only an I/O timed
+    /// out).
     fn admit_by_interval(&mut self, upto: u64) {
-        while let Some(end) = self.incoming.iter().map(|&(end, _)| end).filter(|&end| end <= upto).min() {
+        while let Some(end) = self.ends.first().copied().filter(|&end| end <= upto) {
+            self.ends.pop_first();
             self.admit(end);
             self.close_at(end);
             self.writes.push((self.closed.len(), self.oldest_pending_ns()));
@@ -1645,7 +1718,9 @@ mod tests {
         let writes: Vec<_> = s
             .take_writes()
             .into_iter()
-            .map(|(closed, open_from)| (closed.iter().map(|c| (c.start_ns, c.end_ns)).collect::<Vec<_>>(), open_from))
+            .map(|(closed, open_from)| {
+                (closed.iter().map(|c| (c.start_ns, c.end_ns)).collect::<Vec<_>>(), open_from)
+            })
             .collect();
         assert_eq!(
             writes,
@@ -1655,6 +1730,34 @@ mod tests {
                 (vec![(60_000, 80_000)], Some(8_000_000)),
                 (vec![], Some(8_000_000)),
             ]
+        );
+    }
+
+    /// One worker closes steps at every interval it reports, also one without
+    /// transmissions (an I/O timed out in it). With two workers, only one of which
+    /// reported that interval, the close is made there all the same once both are past it.
+    #[test]
+    fn steps_close_at_an_interval_only_one_worker_reported() {
+        let mut progress = crate::metrics::totals::Progress::new(2);
+        let mut s = Steps::new(Vec::new(), 2_000_000, 1_000_000, crate::defaults::MAX_JOBS);
+        let mut report = |s: &mut Steps, worker, end| {
+            progress.note(worker, end);
+            s.reported(end);
+            s.advance(progress.done());
+        };
+        s.offer_reported(&tx("10.0.0.1", "10.0.0.2", 0, 50_000, |_| {}), 1_000_000);
+        report(&mut s, 0, 1_000_000);
+        report(&mut s, 0, 3_000_000);
+        // After a step back: a transmission 10 us after the first, in the interval ending
+        // at 10 ms.
+        s.offer_reported(&tx("10.0.0.2", "10.0.0.1", 60_000, 80_000, |_| {}), 10_000_000);
+        report(&mut s, 0, 10_000_000);
+        report(&mut s, 1, 1_000_000);
+        report(&mut s, 1, 10_000_000);
+        let steps = s.take_closed();
+        assert_eq!(
+            steps.iter().map(|c| (c.flows, c.start_ns, c.end_ns)).collect::<Vec<_>>(),
+            [(1, 0, 50_000), (1, 60_000, 80_000)]
         );
     }
 

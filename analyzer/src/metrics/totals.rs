@@ -159,6 +159,7 @@ impl Totals {
             self.latency.entry(k).or_default().merge(buckets);
         }
         self.progress.note(s.worker, s.end_ns);
+        self.steps.reported(s.end_ns);
         self.steps.advance(self.progress.done());
         for d in &s.ios.pairs {
             self.ios.entry((d.initiator, d.target, d.op)).or_default().add(&d.counts);
