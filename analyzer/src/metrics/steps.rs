@@ -472,9 +472,9 @@ pub struct Steps {
     named: Vec<Option<Name>>,
     /// Request flows' transmissions whose step has not closed.
     pending: Vec<Member>,
-    /// Transmissions offered before every worker reported the interval they are counted
-    /// in (`Steps::offer_reported`), with that interval's end, in the order they came:
-    /// offered when [`Steps::advance`] reaches it.
+    /// What the analysis takes from transmissions offered before every worker reported the
+    /// interval they are counted in (`Steps::offer_reported`), with that interval's end:
+    /// taken when [`Steps::advance`] reaches it.
     incoming: Vec<(u64, Arrival)>,
     /// Those of `incoming` being offered (kept for its room).
     admitting: Vec<Arrival>,
