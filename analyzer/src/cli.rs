@@ -74,7 +74,7 @@ pub struct CommonArgs {
     /// us, ms, s, m or h, and a number without one is seconds).
     #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = defaults::INTERVAL, value_parser = parse_interval)]
     pub interval: Duration,
-    /// Write the summary JSON here at exit ('-' = stdout; the flow table then goes to stderr).
+    /// Write the summary JSON here at exit ('-' = stdout; the flow table then goes to stderr). Its folder is created if needed, and checked writable before any work starts.
     #[arg(long, value_name = "FILE")]
     pub summary: Option<PathBuf>,
     /// Map traffic to a vantage point: NAME is compute or storage, SELECTOR is port:N (live),
