@@ -79,15 +79,9 @@ fn frames_out_of_time_order_are_judged_alike_with_any_number_of_workers() {
     // stamped 0.6 ms early (within the 1 ms window: put back in order) and every seventh
     // 1.5 ms early (past it: late). Whichever worker a frame goes to, the first frame out
     // of order arms every worker's window, and a frame is late as it is with one worker.
-    use roceprobe::capture::pcap::{Replay, Writer};
-    use roceprobe::capture::{Capture, Poll};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("early.pcap");
-    let mut frames = Vec::new();
-    let mut r = Replay::open(&[capture("rdma_write_bw.pcap")]).unwrap();
-    while let Poll::Frames(_) = r.poll(|f| frames.push((f.ts_ns, f.data.to_vec()))).unwrap() {}
-    let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
-    for (i, (ts, data)) in frames.iter().enumerate() {
+    retimed(&capture("rdma_write_bw.pcap"), &path, |i, ts| {
         let early = if i % 7 == 6 {
             1_500_000
         } else if i % 5 == 4 {
@@ -95,9 +89,8 @@ fn frames_out_of_time_order_are_judged_alike_with_any_number_of_workers() {
         } else {
             0
         };
-        w.write(ts - early, data, data.len() as u32).unwrap();
-    }
-    drop(w);
+        ts - early
+    });
     let (one, one_rows) = run_with(std::slice::from_ref(&path), &[], 1);
     let late = &one["reorder"]["late_packets"]["compute"];
     assert!(late.as_u64().unwrap() > 0, "{}", one["reorder"]);

@@ -195,12 +195,17 @@ impl Lane {
         self.hand_over_tick(now, armed_after, next, true);
     }
 
-    /// Sends the buffered batch (empty) with the time, `next` in its place; `wait` for room.
+    /// Sends the buffered batch with the time to observe after its frames, `next` in its
+    /// place; `wait` for room.
     fn hand_over_tick(&mut self, now: Told, armed_after: Option<u64>, next: Batch, wait: bool) {
         self.current.then = now;
         self.current.then_armed_after = armed_after;
         let full = std::mem::replace(&mut self.current, next);
-        let _ = if wait { self.tx.send(full).is_ok() } else { self.tx.try_send(full).is_ok() };
+        if wait {
+            let _ = self.tx.send(full);
+        } else {
+            let _ = self.tx.try_send(full);
+        }
         self.told_ns = now.highest;
     }
 
@@ -486,10 +491,7 @@ fn end_workers(
     let mut ios = BTreeMap::new();
     let mut time_use = [TimeUse::default(); 2];
     for (mut l, h) in lanes.into_iter().zip(handles) {
-        l.current.then = now;
-        l.current.then_armed_after = armed_after;
-        let last = std::mem::replace(&mut l.current, Batch::new());
-        let _ = l.tx.send(last);
+        l.hand_over_tick(now, armed_after, Batch::new(), true);
         drop(l);
         match h.join() {
             Ok((counts, used)) => {

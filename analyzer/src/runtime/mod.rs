@@ -775,7 +775,8 @@ fn pipeline(
         let writes = totals.steps.take_writes();
         let csv = csv.map(|mut w| {
             let intervals = w.flush_intervals();
-            let steps = w.write_steps_each(&writes).and(w.write_steps(&[], None));
+            // The last write has nothing pending after it: every stragglers.csv row goes.
+            let steps = w.write_steps_each(&writes);
             // Told once per run, as during it.
             if let (Err(e), false) = (intervals.and(steps), csv_failed) {
                 crate::note!("roceprobe: warning: writing CSV reports in {} failed ({e:#}); lost rows are counted (summary csv_output)", w.dir().display());

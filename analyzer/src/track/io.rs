@@ -765,6 +765,11 @@ fn live(ios: &[Io], r: Ref) -> Option<usize> {
     (r.slot != NONE && i < ios.len() && ios[i].live && ios[i].generation == r.generation).then_some(i)
 }
 
+/// Whether `r`'s I/O is still live and waiting for its second vantage.
+fn still_waiting(ios: &[Io], r: Ref) -> bool {
+    live(ios, r).is_some_and(|i| ios[i].waiting)
+}
+
 /// `IoTracker::timeouts_behind` or `waits_behind`: a heap by due time. An entry whose I/O
 /// ended (or stopped waiting) stays until it comes due or the heap is full, when such
 /// entries are dropped at once.
@@ -1420,7 +1425,7 @@ impl IoTracker {
             let until = ts.saturating_add(self.wait_ns);
             if until < self.waiting_newest {
                 let ios = &self.ios;
-                self.waits_behind.push(until, me, |r| live(ios, r).is_some_and(|i| ios[i].waiting));
+                self.waits_behind.push(until, me, |r| still_waiting(ios, r));
                 self.behind_moved();
             } else {
                 self.waiting_newest = until;
@@ -1470,8 +1475,7 @@ impl IoTracker {
             .and_then(|i| self.ios.get(i as usize))
             .map(|io| io.created.saturating_add(self.timeout_ns));
         // The entries behind that still stand (this is not called for every packet).
-        let waits_behind =
-            self.waits_behind.entries().filter(|&(_, r)| self.get(r).is_some_and(|i| self.ios[i].waiting));
+        let waits_behind = self.waits_behind.entries().filter(|&(_, r)| still_waiting(&self.ios, r));
         let timeouts_behind = self.timeouts_behind.entries().filter(|&(_, r)| self.get(r).is_some());
         let behind = waits_behind.chain(timeouts_behind).map(|(at, _)| at).min();
         waits.into_iter().chain(times_out).chain(behind).min()
