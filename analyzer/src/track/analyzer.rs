@@ -43,15 +43,60 @@ pub struct Seen {
     pub hint: Option<u32>,
 }
 
-/// Packets the I/O tracker looks at that refresh their connection's state (it forgets the
-/// state used least recently), I/O or not.
-#[inline]
-fn refreshes(opcode: u8) -> bool {
-    matches!(
-        opcode,
-        op::SEND_MIDDLE | op::SEND_LAST | op::SEND_LAST_IMM | op::SEND_LAST_INV | op::ACKNOWLEDGE
-    )
-}
+/// What [`Analyzer::track`] may do with a packet, by its opcode (bits of [`ROLES`]): one
+/// load decides what most packets skip, instead of a test for each thing they are not.
+/// A UD SEND Only: a CM message if it goes to the GSI QP.
+const MAY_BE_CM: u8 = 1;
+/// The first packet of a RC or XRC SEND: may carry an NVMe capsule.
+const MAY_BE_CAPSULE: u8 = 1 << 1;
+/// A packet the I/O tracker looks at when it has I/Os or connections (the arms of the
+/// match at the end of `track`).
+const IO_PACKET: u8 = 1 << 2;
+/// An I/O packet that refreshes its connection's state (the tracker forgets the state used
+/// least recently), I/O or not: the tracker looks at it whenever it has connections.
+const REFRESHES: u8 = 1 << 3;
+
+const ROLES: [u8; 256] = {
+    let mut r = [0u8; 256];
+    r[op::UD_SEND_ONLY as usize] = MAY_BE_CM;
+    // RC (transport 0) and XRC (5): what `classify` reads.
+    let mut t = 0;
+    while t < 2 {
+        let base = [0u8, 0xA0][t];
+        let firsts = [op::SEND_FIRST, op::SEND_ONLY, op::SEND_ONLY_IMM, op::SEND_ONLY_INV];
+        let mut i = 0;
+        while i < firsts.len() {
+            r[(base | (firsts[i] & 0x1F)) as usize] |= MAY_BE_CAPSULE;
+            i += 1;
+        }
+        t += 1;
+    }
+    let io = [
+        op::WRITE_FIRST,
+        op::WRITE_ONLY,
+        op::WRITE_ONLY_IMM,
+        op::WRITE_MIDDLE,
+        op::WRITE_LAST,
+        op::WRITE_LAST_IMM,
+        op::READ_REQUEST,
+        op::READ_RESPONSE_FIRST,
+        op::READ_RESPONSE_LAST,
+        op::READ_RESPONSE_ONLY,
+        op::ATOMIC_ACKNOWLEDGE,
+    ];
+    let mut i = 0;
+    while i < io.len() {
+        r[io[i] as usize] |= IO_PACKET;
+        i += 1;
+    }
+    let refresh = [op::SEND_MIDDLE, op::SEND_LAST, op::SEND_LAST_IMM, op::SEND_LAST_INV, op::ACKNOWLEDGE];
+    let mut i = 0;
+    while i < refresh.len() {
+        r[refresh[i] as usize] |= IO_PACKET | REFRESHES;
+        i += 1;
+    }
+    r
+};
 
 /// A CM ConnectRequest awaiting its reply: the initiator's side (its IP, QPN and starting
 /// PSN), the target's IP, the path MTU (0: not said), the NVMe/RDMA queue id it asks for.
@@ -396,17 +441,30 @@ impl Analyzer {
         if late {
             return;
         }
+        let role = ROLES[usize::from(opcode)];
         // CM is followed even on flows beyond --max-flows: its own tables are bounded.
-        if opcode == op::UD_SEND_ONLY && dst_qpn == GSI_QPN {
+        if role & MAY_BE_CM != 0 && dst_qpn == GSI_QPN {
             self.connection_management(vantage, p);
             return;
         }
         let Some(slot) = slot else { return };
+        // Without a live I/O, only the packets that refresh their connection's state can
+        // change the I/O tracker; without connection state, nothing but a capsule can.
+        let io_wants = role & IO_PACKET != 0
+            && !(self.ios.is_idle() && (self.ios.has_no_connections() || role & REFRESHES == 0));
+        if role & MAY_BE_CAPSULE == 0 && !io_wants {
+            return;
+        }
         let rec = &mut self.latency;
         // The addresses are read where a branch needs them: copied here, before the
         // match, they cost every packet ten instructions that nearly none uses.
         let ip = &p.ip;
-        match classify(opcode, p.payload, p.payload_len) {
+        let capsule = if role & MAY_BE_CAPSULE != 0 {
+            classify(opcode, p.payload, p.payload_len)
+        } else {
+            Capsule::None
+        };
+        match capsule {
             Capsule::Command(sqe) => {
                 self.flows.count_capsule(slot, true);
                 let again = self.flows.was_sent_again();
@@ -438,9 +496,7 @@ impl Analyzer {
                     rec,
                 );
             }
-            // Without a live I/O, only SEND Middle / Last and ACKs can change the tracker (they
-            // refresh their connection's state); without connection state, nothing can.
-            Capsule::None if self.ios.is_idle() && (self.ios.has_no_connections() || !refreshes(opcode)) => {}
+            Capsule::None if !io_wants => {}
             Capsule::None => match (opcode, self.flows.io_hint(slot)) {
                 (op::SEND_MIDDLE | op::SEND_LAST | op::SEND_LAST_IMM | op::SEND_LAST_INV, hint) => {
                     let last = opcode != op::SEND_MIDDLE;

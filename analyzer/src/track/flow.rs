@@ -313,6 +313,10 @@ const WIDE_TAG: u32 = 1 << 25;
 const TRANSPORTS: [Transport; 6] =
     [Transport::Rc, Transport::Uc, Transport::Rd, Transport::Ud, Transport::Cnp, Transport::Xrc];
 
+/// [`Transport::Cnp`]'s bits in [`Hot::bits`].
+const CNP_BITS: u8 = 4;
+const _: () = assert!(matches!(TRANSPORTS[CNP_BITS as usize], Transport::Cnp));
+
 fn transport_bits(t: Transport) -> u8 {
     TRANSPORTS.iter().position(|&x| x == t).unwrap_or(0) as u8
 }
@@ -470,6 +474,12 @@ impl Hot {
     #[inline]
     fn transport(&self) -> Transport {
         TRANSPORTS[usize::from(self.bits & TRANSPORT_BITS)]
+    }
+    /// Whether the flow's transport is [`Transport::Cnp`] (its first packet was a CNP):
+    /// one compare of the bits, not a lookup.
+    #[inline]
+    fn is_cnp(&self) -> bool {
+        self.bits & TRANSPORT_BITS == CNP_BITS
     }
     fn set_transport(&mut self, t: Transport) {
         self.bits = (self.bits & !TRANSPORT_BITS) | transport_bits(t);
@@ -1637,7 +1647,7 @@ impl FlowTable {
             e.last_ts = ts;
         }
         e.last_ts = e.last_ts.max(ts);
-        if e.transport() == Transport::Cnp && opcode != op::CNP {
+        if e.is_cnp() && opcode != op::CNP {
             e.set_transport(p.bth.transport());
             c.opcodes.regroup(opcode);
         }
