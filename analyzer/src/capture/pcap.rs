@@ -550,6 +550,21 @@ impl Format {
         if captured > MAX_RECORD {
             bail!("{}: a record larger than {} KiB (no frame is)", path.display(), MAX_RECORD >> 10);
         }
+        // A pcapng block carries its length at both ends; the parser compares them for the
+        // blocks it reads field by field, not for these. Two that differ are damage (the
+        // file is read no further, as Wireshark reads it no further).
+        let ends = match &block {
+            PcapBlockOwned::NG(Block::Unknown(b)) => Some((b.block_len1, b.block_len2)),
+            PcapBlockOwned::NG(Block::SimplePacket(b)) => Some((b.block_len1, b.block_len2)),
+            PcapBlockOwned::NG(Block::SectionHeader(b)) => Some((b.block_len1, b.block_len2)),
+            _ => None,
+        };
+        if let Some((first, last)) = ends.filter(|(a, b)| a != b) {
+            bail!(
+                "{}: a pcapng block whose lengths differ ({first} at its start, {last} at its end)",
+                path.display()
+            );
+        }
         match block {
             PcapBlockOwned::LegacyHeader(h) => {
                 let field = h.network.0 as u32;
@@ -1519,6 +1534,30 @@ mod tests {
             let whole = [(1, 60), (2, 60), (3, big as usize), (4, big as usize)];
             assert_eq!(got, whole[..want], "records of {big} bytes");
             assert_eq!(r.stats()[0].cut_short, want == 2);
+        }
+    }
+
+    #[test]
+    fn a_pcapng_block_whose_two_lengths_differ_is_damage() {
+        // Two frames, a block of an unknown type whose trailing length says 20 where its
+        // leading one says 16 (tshark: "total block lengths ... don't match"), then two
+        // frames more: the file stops at the block, the frames before it standing. The
+        // same block with both lengths 16 is skipped.
+        let dir = tempfile::tempdir().unwrap();
+        for (trailing, want) in [(16u32, 4), (20, 2)] {
+            let path = dir.path().join("lengths.pcapng");
+            let mut file = pcapng_frames(9, &[1, 2], 60);
+            file.extend(
+                [&0x0BAD_0001u32.to_le_bytes()[..], &16u32.to_le_bytes(), &[0; 4], &trailing.to_le_bytes()]
+                    .concat(),
+            );
+            file.extend_from_slice(&pcapng_frames(9, &[3, 4], 60)[60..]);
+            std::fs::write(&path, &file).unwrap();
+            let mut r = Replay::open(&[path]).unwrap();
+            let mut got = Vec::new();
+            while let Poll::Frames(_) = r.poll(|f| got.push(f.ts_ns)).unwrap() {}
+            assert_eq!(got, [1, 2, 3, 4][..want], "trailing length {trailing}");
+            assert_eq!(r.stats()[0].cut_short, want == 2, "trailing length {trailing}");
         }
     }
 
