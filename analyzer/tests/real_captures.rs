@@ -338,3 +338,118 @@ fn a_pcapng_file_of_frames_with_their_fcs_counts_them_without_it() {
     assert_eq!((&s["packets"], &s["roce_packets"]), (&t["packets"], &t["roce_packets"]));
     assert_eq!(flow_view(&s["flows"]), flow_view(&t["flows"]));
 }
+
+#[test]
+fn flush_and_atomic_write_are_requests_in_sequence() {
+    // IBTA 1.5's RC FLUSH (opcode 0x1C: FETH, then RETH) and ATOMIC WRITE (0x1D: RETH, then
+    // 8 bytes), which Linux rxe sends, put into the real SEND ping-pong after the second
+    // SEND from 10.1.16.62 (to QP 32) and its ACK, with that SEND's next PSNs; the
+    // flow's later SENDs and the ACKs that answer them move 2 PSNs on. tshark 4.0 reads
+    // the new frames' PSNs but names neither opcode. By hand: no decode error, no gap, two
+    // messages more (7), and every request of the flow is answered by the ACK that covers
+    // it, the two new ones by the next one (7 `rc_ack` samples).
+    let records = roceprobe::capture::pcap::read_all_records(&capture("pingpong_rc.pcap")).unwrap();
+    let roce = |f: &[u8]| f.len() > 54 && f[23] == 17 && f[36..38] == [0x12, 0xB7];
+    let from = |f: &[u8], last: u8| f[26..30] == [10, 1, 16, last];
+    let psn = |f: &[u8]| u32::from_be_bytes([0, f[51], f[52], f[53]]);
+    let set_psn = |f: &mut Vec<u8>, p: u32| f[51..54].copy_from_slice(&p.to_be_bytes()[1..]);
+    // .62's SENDs (opcode 4) and the ACKs from .61 (opcode 17) in .62's PSN sequence.
+    let first =
+        records.iter().find(|r| roce(&r.2) && from(&r.2, 62) && r.2[42] == 4).map(|r| psn(&r.2)).unwrap();
+    let in_seq = |f: &[u8]| roce(f) && psn(f).wrapping_sub(first) < 100;
+    let mut out: Vec<(u64, Vec<u8>)> = Vec::new();
+    let (mut sends, mut inserted) = (0, false);
+    for (ts, _, f) in &records {
+        let mut f = f.clone();
+        if in_seq(&f) && inserted {
+            let p = psn(&f);
+            set_psn(&mut f, p + 2);
+        }
+        let is_send = in_seq(&f) && from(&f, 62) && f[42] == 4;
+        let is_its_ack = in_seq(&f) && from(&f, 61) && f[42] == 17;
+        out.push((*ts, f.clone()));
+        sends += usize::from(is_send);
+        if is_its_ack && sends == 2 && !inserted {
+            // After the second SEND's ACK: FLUSH and ATOMIC WRITE, 1 µs apart, built on the
+            // SEND's headers (ICRC left zero: unchecked by default).
+            let send =
+                out.iter().rev().find(|(_, g)| in_seq(g) && from(g, 62) && g[42] == 4).unwrap().1.clone();
+            let next = psn(&send) + 1;
+            for (k, (opcode, ext)) in
+                [(0x1Cu8, [&[0u8, 0, 0, 0x11][..], &[0x7B; 16][..]].concat()), (0x1D, [0x7B; 24].to_vec())]
+                    .into_iter()
+                    .enumerate()
+            {
+                let mut g = send[..54].to_vec();
+                g[42] = opcode;
+                g[43] &= 0xCF; // no pad
+                set_psn(&mut g, next + k as u32);
+                g.extend(&ext);
+                g.extend([0u8; 4]);
+                let ip_len = (g.len() - 14) as u16;
+                g[16..18].copy_from_slice(&ip_len.to_be_bytes());
+                g[38..40].copy_from_slice(&(ip_len - 20).to_be_bytes());
+                out.push((ts + 1_000 * (k as u64 + 1), g));
+            }
+            inserted = true;
+        }
+    }
+    assert!(inserted);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flush.pcap");
+    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+    for (ts, f) in &out {
+        w.write(*ts, f, f.len() as u32).unwrap();
+    }
+    drop(w);
+    // tshark reads the two new frames' opcodes and PSNs where they were put.
+    let new = tshark_fields_where(
+        &path,
+        "infiniband.bth.opcode >= 28",
+        &["infiniband.bth.opcode", "infiniband.bth.psn"],
+    );
+    assert_eq!(new, [["28", &(first + 2).to_string()[..]], ["29", &(first + 3).to_string()[..]]]);
+    let s = replay_summary(&[path.as_path()], &[]);
+    let errors: u64 = s["decode_errors"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(errors, 0, "{}", s["decode_errors"]);
+    let flow = s["flows"].as_array().unwrap().iter().find(|f| f["src_ip"] == "10.1.16.62").unwrap();
+    assert_eq!(flow["opcodes"], serde_json::json!({"4": 5, "17": 5, "28": 1, "29": 1}), "{flow}");
+    let got = |field: &str| flow[field].as_u64().unwrap();
+    assert_eq!((got("gap_psns"), got("retx_packets"), got("out_of_window")), (0, 0, 0), "{flow}");
+    assert_eq!(got("messages"), 7);
+    let acks = s["latency"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["op"] == "rc_ack" && l["initiator_ip"] == "10.1.16.62")
+        .unwrap();
+    assert_eq!(acks["count"], 7, "{acks}");
+}
+
+#[test]
+fn frames_cut_without_a_word_count_as_long_as_their_headers_say() {
+    // Every record of the real RDMA WRITE run cut to 100 bytes, its length on the wire
+    // made 100 too: what a local SPAN port that truncates its copies delivers, or a cut
+    // capture replayed through `net_pcap`. Nothing says the frames were cut; their IP
+    // headers say how long they were, and each flow's packets, bytes, payload bytes and
+    // opcodes are tshark's on the whole frames (before, `bytes` counted 100 a frame while
+    // the payload, from the headers, counted the whole: 1,500 bytes beside 15,000 of
+    // payload on QP 27).
+    let name = "rdma_write_bw.pcap";
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cut.pcap");
+    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+    let mut cut = 0;
+    for (ts, _, f) in roceprobe::capture::pcap::read_all_records(&capture(name)).unwrap() {
+        let keep = f.len().min(100);
+        cut += usize::from(keep < f.len());
+        w.write(ts, &f[..keep], keep as u32).unwrap();
+    }
+    drop(w);
+    assert!(cut >= 15, "the WRITEs are cut");
+    let t = &pinned_truth()["captures"][name];
+    let s = replay_summary(&[path.as_path()], &[]);
+    let errors: u64 = s["decode_errors"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(errors, 0, "{}", s["decode_errors"]);
+    assert_eq!(flow_view(&s["flows"]), flow_view(&t["flows"]));
+}

@@ -315,6 +315,54 @@ fn one_frame_stamped_seconds_off_in_one_vantages_file_keeps_the_files_merged() {
 }
 
 #[test]
+fn a_late_request_in_sequence_is_no_gap() {
+    // A real RDMA WRITE bandwidth run (tshark: 5 WRITE First, Middle and Last each on QP
+    // 27, no PSN missing or repeated), one of its requests at a time stamped 1 µs before
+    // the frame before it, as a capture written from several queues does now and then;
+    // the file's order is kept. With one source nothing is held until a frame comes out of
+    // time order, so that request is late: counted in its flow, and, its PSN being the one
+    // expected, in sequence. Before, it was left out of the PSN analysis and the request
+    // after it read as a gap of one PSN (a loss event with evidence on).
+    let dir = tempfile::tempdir().unwrap();
+    let t = pinned_truth();
+    let want = t["captures"]["rdma_write_bw.pcap"]["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["dst_qpn"] == 27)
+        .unwrap()
+        .clone();
+    assert_eq!(want["opcodes"], serde_json::json!({"6": 5, "7": 5, "8": 5}));
+    let fs = frames(&capture("rdma_write_bw.pcap"));
+    // RoCEv2 (UDP 4791) WRITE First, Middle or Last (opcodes 6-8) to QP 27.
+    let requests: Vec<usize> = (1..fs.len())
+        .filter(|&i| {
+            let f = &fs[i].1;
+            f.len() > 54
+                && f[23] == 17
+                && f[36..38] == [0x12, 0xB7]
+                && (6..=8).contains(&f[42])
+                && f[47..50] == [0, 0, 27]
+        })
+        .collect();
+    assert_eq!(requests.len(), 15);
+    for k in requests {
+        let mut moved = fs.clone();
+        moved[k].0 = fs[k - 1].0 - 1_000;
+        let path = dir.path().join(format!("late-{k}.pcap"));
+        write(&path, &moved);
+        let (s, _) = replay(std::slice::from_ref(&path), &[]);
+        let flow = s["flows"].as_array().unwrap().iter().find(|f| f["dst_qpn"] == 27).unwrap();
+        let got = |field: &str| flow[field].as_u64().unwrap();
+        let case = format!("frame {k}: {flow}");
+        assert_eq!(got("late_packets"), 1, "{case}");
+        assert_eq!((got("gap_psns"), got("retx_packets"), got("out_of_window")), (0, 0, 0), "{case}");
+        assert_eq!(got("messages"), 5, "{case}");
+        assert_eq!(got("packets"), want["packets"].as_u64().unwrap(), "{case}");
+    }
+}
+
+#[test]
 fn psns_reordered_within_the_window_are_no_retransmission_and_no_gap() {
     // A real RDMA WRITE bandwidth run (no loss, tshark: no retransmission), its frames
     // swapped pairwise in arrival order where less than the 1 ms window apart, each keeping
@@ -389,7 +437,8 @@ fn a_frame_cut_where_the_window_cuts_it_decodes_to_the_same_packet() {
             cut += usize::from(short.len() < f.len());
             match (decode_frame(&f), decode_frame(short)) {
                 (Decoded::Roce(a), Decoded::Roce(b)) => {
-                    fn view(p: &roceprobe::wire::RocePacket<'_>) -> String {
+                    // A copy's headers say it was cut: it counts as long as the frame (`link_len`).
+                    fn view(p: &roceprobe::wire::RocePacket<'_>, frame: &[u8], wire_len: u32) -> String {
                         let o = p.bth.opcode();
                         format!(
                             "{:?}",
@@ -398,7 +447,7 @@ fn a_frame_cut_where_the_window_cuts_it_decodes_to_the_same_packet() {
                                     p.vlans,
                                     p.vlan_count,
                                     p.mirror,
-                                    p.inner_frame_len,
+                                    p.link_len(frame, wire_len),
                                     p.ip,
                                     p.ecn,
                                     p.udp_src_port
@@ -409,7 +458,8 @@ fn a_frame_cut_where_the_window_cuts_it_decodes_to_the_same_packet() {
                             )
                         )
                     }
-                    assert_eq!(view(&a), view(&b), "{}", path.display());
+                    let wire_len = f.len() as u32;
+                    assert_eq!(view(&a, &f, wire_len), view(&b, short, wire_len), "{}", path.display());
                 }
                 (a, b) => assert_eq!(format!("{a:?}"), format!("{b:?}"), "{}", path.display()),
             }

@@ -846,9 +846,10 @@ impl Worker {
             None => self.analyzer.packet_time(&s.decoded, f.data, f.ts_ns),
         };
         if let Decoded::Roce(p) = &s.decoded {
-            // A mirrored frame counts as long as the frame the monitored link carried.
-            if let Some(len) = p.inner_frame_len {
-                s.seen.wire_len = len;
+            // A frame counts as long as the frame the monitored link carried (a mirror's
+            // inner frame; a frame cut inside its payload, as its headers say).
+            if p.may_be_longer() {
+                s.seen.wire_len = p.link_len(f.data, s.seen.wire_len);
             }
             let r = self.analyzer.flow_ref(p, f.source);
             self.analyzer.flows().prefetch_index(r.hash);
@@ -984,7 +985,7 @@ impl Worker {
             Decoded::Error(e) => return self.counters.decode_errors[e.index()] += 1,
             Decoded::NotRoce(_) => return self.counters.non_roce_packets += 1,
         };
-        let wire_len = p.inner_frame_len.unwrap_or(s.seen.wire_len);
+        let wire_len = p.link_len(f.data, s.seen.wire_len);
         self.roce(&p, f, &Seen { wire_len, ..s.seen });
         if self.evidence {
             let out = &mut self.out;

@@ -613,7 +613,8 @@ static CLASSES: [u8; 256] = {
     let mut op = 0;
     while op < 256 {
         let (group, low) = ((op >> 5) as u8, (op & 0x1F) as u8);
-        let request = matches!(group, 0 | 1 | 5) && matches!(low, 0x00..=0x0C | 0x13 | 0x14 | 0x16 | 0x17);
+        let request = (matches!(group, 0 | 1 | 5) && matches!(low, 0x00..=0x0C | 0x13 | 0x14 | 0x16 | 0x17))
+            || (group == 0 && matches!(low, op::FLUSH | op::ATOMIC_WRITE));
         let response = matches!(group, 0 | 5) && matches!(low, 0x0D..=0x12);
         let full_size = matches!(group, 0 | 1 | 5)
             && matches!(
@@ -634,7 +635,7 @@ static CLASSES: [u8; 256] = {
 /// The last packet of a request message (or a single-packet request).
 #[inline]
 fn ends_message(low: u8) -> bool {
-    matches!(low, 0x02..=0x05 | 0x08..=0x0C | 0x13 | 0x14 | 0x16 | 0x17)
+    matches!(low, 0x02..=0x05 | 0x08..=0x0C | 0x13 | 0x14 | 0x16 | 0x17 | op::FLUSH | op::ATOMIC_WRITE)
 }
 
 /// A packet that must be full-size (First or Middle of a multi-packet message): its payload
@@ -1669,6 +1670,8 @@ impl FlowTable {
             *self.rest_field(i, |c| &mut c.late_packets) += 1;
             if corrupt {
                 self.count_icrc_error(i, opcode, ts);
+            } else if is_request(opcode) {
+                self.late_request(i, p, opcode);
             }
             return Recorded::Flow(i);
         }
@@ -1730,19 +1733,50 @@ impl FlowTable {
         }
     }
 
-    /// A request packet of flow `i`: its message, its PSN, and what it awaits an answer to.
-    /// Inlined in the packet's path (the corrupt packets' cold path calls it too).
+    /// The PSNs a request packet of flow `i` occupies.
     #[inline(always)]
-    fn request(&mut self, i: u32, p: &RocePacket<'_>, opcode: u8, ts: u64) {
-        let low = opcode & 0x1F;
-        let span = if low == op::READ_REQUEST {
+    fn span(&self, i: u32, p: &RocePacket<'_>, low: u8) -> Span {
+        if low == op::READ_REQUEST {
             match p.exts.reth {
                 Some(r) => Span::read(r.dma_len, self.path_mtu(i)),
                 None => Span::UNKNOWN_READ,
             }
         } else {
             Span::ONE
-        };
+        }
+    }
+
+    /// A late request (see [`Seen::late`]) of flow `i`: if its PSN is the one the flow
+    /// expects next, nothing it could be judged against came before it in the flow, so its
+    /// PSN and its message count as in sequence (else the request after it would read as
+    /// a gap: a capture written from several queues puts a frame a microsecond out of
+    /// order now and then). It awaits no answer: its answer, a packet of another flow, may
+    /// have been analysed before it. Any other late request is left out of the PSN
+    /// analysis: behind, it may be a late copy of one counted; ahead, the PSNs between may
+    /// be late too.
+    #[cold]
+    #[inline(never)]
+    fn late_request(&mut self, i: u32, p: &RocePacket<'_>, opcode: u8) {
+        let psn = p.bth.psn();
+        if !self.hot[i as usize].psn.expects(psn) {
+            return;
+        }
+        let low = opcode & 0x1F;
+        let span = self.span(i, p, low);
+        let e = &mut self.hot[i as usize];
+        if ends_message(low) {
+            e.counts[3] += 1;
+        }
+        let outcome = e.psn.observe(psn, span);
+        debug_assert_eq!(outcome, Outcome::InOrder);
+    }
+
+    /// A request packet of flow `i`: its message, its PSN, and what it awaits an answer to.
+    /// Inlined in the packet's path (the corrupt packets' cold path calls it too).
+    #[inline(always)]
+    fn request(&mut self, i: u32, p: &RocePacket<'_>, opcode: u8, ts: u64) {
+        let low = opcode & 0x1F;
+        let span = self.span(i, p, low);
         let psn = p.bth.psn();
         let (e, c) = (&mut self.hot[i as usize], &mut self.cold[i as usize]);
         if ends_message(low) {

@@ -87,6 +87,11 @@ pub mod opcode {
     pub const RESYNC: u8 = 0x15;
     pub const SEND_LAST_INV: u8 = 0x16;
     pub const SEND_ONLY_INV: u8 = 0x17;
+    /// RC only (IBTA 1.5, the persistent-memory extensions): FLUSH, answered by a READ
+    /// Response Only without payload, and ATOMIC WRITE (8 bytes written as one), answered
+    /// by an ACK.
+    pub const FLUSH: u8 = 0x1C;
+    pub const ATOMIC_WRITE: u8 = 0x1D;
     /// UD SEND Only / SEND Only with Immediate (whole byte).
     pub const UD_SEND_ONLY: u8 = 0x64;
     pub const UD_SEND_ONLY_IMM: u8 = 0x65;
@@ -138,6 +143,8 @@ pub fn opcode_name(opcode: u8) -> &'static str {
         0x15 => "RESYNC",
         0x16 => "SEND_LAST_INV",
         0x17 => "SEND_ONLY_INV",
+        0x1C => "FLUSH",
+        0x1D => "ATOMIC_WRITE",
         _ => "RESERVED",
     }
 }

@@ -81,7 +81,7 @@ pub struct RocePacket<'a> {
     /// ERSPAN encapsulation, if the frame came through a remote mirror.
     pub mirror: Option<Mirror>,
     /// For a mirrored frame: the length of the mirrored frame (L2 headers + IP total
-    /// length), which is what the monitored link carried.
+    /// length), which is what the monitored link carried (see [`RocePacket::link_len`]).
     pub inner_frame_len: Option<u32>,
     pub ip: IpPair,
     /// The IP ECN field (3 = Congestion Experienced).
@@ -106,6 +106,37 @@ pub struct RocePacket<'a> {
 }
 
 impl RocePacket<'_> {
+    /// Whether the packet's frame may have been longer on the monitored link than on the
+    /// wire to the probe: it is a mirror's inner frame, or it was cut inside its payload
+    /// (fewer of the payload's bytes came than its headers say). Then
+    /// [`RocePacket::link_len`] says how long.
+    #[inline]
+    pub fn may_be_longer(&self) -> bool {
+        self.inner_frame_len.is_some() || (self.payload.len() as u32) < self.payload_len
+    }
+
+    /// The length the monitored link carried the packet's frame at, the packet decoded
+    /// from `frame`, which was `wire_len` bytes on the wire as its capture says: a mirrored
+    /// frame's own length; a frame cut inside its payload (a local SPAN port that
+    /// truncates, a cut capture replayed through `net_pcap`: nothing need say so) as long
+    /// as its headers say (to the end of its UDP datagram), if that is longer. Out of the
+    /// packets' path: asked only where [`RocePacket::may_be_longer`].
+    #[cold]
+    #[inline(never)]
+    pub fn link_len(&self, frame: &[u8], wire_len: u32) -> u32 {
+        if let Some(len) = self.inner_frame_len {
+            return len;
+        }
+        if (self.payload.len() as u32) >= self.payload_len {
+            return wire_len;
+        }
+        let Some(l3) = (self.icrc.l3.as_ptr() as usize).checked_sub(frame.as_ptr() as usize) else {
+            return wire_len;
+        };
+        let end = l3 + self.icrc.udp_offset as usize + usize::from(self.icrc.udp_len);
+        u32::try_from(end).map_or(wire_len, |end| end.max(wire_len))
+    }
+
     /// The outermost VLAN id, if the frame is tagged.
     #[inline]
     pub fn outer_vlan(&self) -> Option<u16> {
@@ -996,9 +1027,12 @@ pub(crate) mod tests {
                 }
                 let Decoded::Roce(q) = decode_frame(&f[..n]) else { panic!("{file:?}: {p:?}") };
                 let rest = |x: &RocePacket<'_>| {
-                    (x.vlans, x.vlan_count, x.mirror, x.inner_frame_len, x.ip, x.ecn, x.ttl, x.udp_src_port)
+                    (x.vlans, x.vlan_count, x.mirror, x.ip, x.ecn, x.ttl, x.udp_src_port)
                 };
                 assert_eq!(rest(&q), rest(&p));
+                // The copy's headers say it was cut; it counts as long as the frame was.
+                let wire_len = f.len() as u32;
+                assert_eq!(q.link_len(&f[..n], wire_len), p.link_len(&f, wire_len));
                 assert_eq!(format!("{:?}", q.bth), format!("{:?}", p.bth));
                 assert_eq!((q.ext, q.exts, q.payload_len), (p.ext, p.exts, p.payload_len));
                 let m = p.payload.len().min(cm::MAD_LEN);

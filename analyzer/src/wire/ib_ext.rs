@@ -32,13 +32,15 @@ pub enum ExtKind {
     AtomicAckEth,
     /// CNP: 16 reserved bytes.
     CnpReserved,
+    /// FLUSH ETH: selectivity level and placement type (4).
+    Feth,
 }
 
 impl ExtKind {
     /// Length in bytes.
     pub const fn size(self) -> usize {
         match self {
-            Self::Rdeth | Self::Xrceth | Self::ImmDt | Self::Ieth | Self::Aeth => 4,
+            Self::Rdeth | Self::Xrceth | Self::ImmDt | Self::Ieth | Self::Aeth | Self::Feth => 4,
             Self::Deth | Self::AtomicAckEth => 8,
             Self::Reth | Self::CnpReserved => 16,
             Self::AtomicEth => 28,
@@ -139,6 +141,9 @@ pub const fn layout_by_spec(opcode: u8) -> Option<Layout> {
     use ExtKind::*;
     let o = opcode & 0x1F;
     match opcode >> 5 {
+        // FLUSH and ATOMIC WRITE are RC's alone.
+        0 if o == op::FLUSH => Some(Layout::of(&[Feth, Reth])),
+        0 if o == op::ATOMIC_WRITE => Some(Layout::of(&[Reth])),
         0 => rc_layout(o),
         // UC has SEND and RDMA WRITE only.
         1 if o <= op::WRITE_ONLY_IMM => rc_layout(o),
@@ -232,7 +237,7 @@ impl Plan {
                 ExtKind::Ieth => p.ieth = o,
                 ExtKind::Aeth => p.aeth = o,
                 ExtKind::AtomicAckEth => p.atomic_ack = o,
-                ExtKind::CnpReserved => {}
+                ExtKind::CnpReserved | ExtKind::Feth => {}
             }
             off += k.size();
             i += 1;
@@ -525,7 +530,7 @@ impl ExtHeaders {
                 ExtKind::Ieth => h.copy_from_slice(&self.ieth_rkey.unwrap_or(0).to_be_bytes()),
                 ExtKind::Aeth => self.aeth.unwrap_or_default().emit(h),
                 ExtKind::AtomicAckEth => h.copy_from_slice(&self.atomic_ack.unwrap_or(0).to_be_bytes()),
-                ExtKind::CnpReserved => h.fill(0),
+                ExtKind::CnpReserved | ExtKind::Feth => h.fill(0),
             }
             off += k.size();
         }
@@ -613,6 +618,12 @@ mod tests {
         assert_eq!(layout(0x81).unwrap().kinds(), &[CnpReserved]);
         assert_eq!(layout(0x0B).unwrap().offset_of(ImmDt), Some(16));
         assert!(layout(0x2C).is_none() && layout(0x66).is_none() && layout(0x18).is_none());
+        // RC FLUSH (FETH, then RETH: 20 bytes, as Linux rxe sends it) and ATOMIC WRITE
+        // (RETH, then 8 bytes of payload); neither exists on UC, RD or XRC.
+        assert_eq!(layout(0x1C).unwrap().kinds(), &[Feth, Reth]);
+        assert_eq!(layout(0x1C).unwrap().offset_of(Reth), Some(4));
+        assert_eq!(layout(0x1D).unwrap().kinds(), &[Reth]);
+        assert!([0x3C, 0x3D, 0x5C, 0xBC, 0xBD].iter().all(|&o| layout(o).is_none()));
     }
 
     #[test]
@@ -635,7 +646,7 @@ mod tests {
                     ExtKind::Ieth => p.ieth,
                     ExtKind::Aeth => p.aeth,
                     ExtKind::AtomicAckEth => p.atomic_ack,
-                    ExtKind::CnpReserved => continue,
+                    ExtKind::CnpReserved | ExtKind::Feth => continue,
                 };
                 assert_eq!(Some(usize::from(off)), l.unwrap().offset_of(k), "{opcode:#04x} {k:?}");
             }
@@ -691,7 +702,7 @@ mod tests {
                 );
             }
         }
-        // RC 23 + UC 12 + RD 24 + UD 2 + CNP 1 + XRC 23.
-        assert_eq!(n, 23 + 12 + 24 + 2 + 1 + 23);
+        // RC 23 (and IBTA 1.5's FLUSH and ATOMIC WRITE) + UC 12 + RD 24 + UD 2 + CNP 1 + XRC 23.
+        assert_eq!(n, 23 + 2 + 12 + 24 + 2 + 1 + 23);
     }
 }
