@@ -674,6 +674,75 @@ fn a_completion_one_mirror_missed_ends_its_io_when_that_mirror_sees_the_cid_agai
 }
 
 #[test]
+fn a_completion_one_mirror_missed_is_no_later_ios_when_that_mirror_missed_the_cids_reuse_too() {
+    // As above, and the storage mirror missed the next command with that CID as well (the
+    // compute mirror sees both): nothing at the storage vantage says the CID was used
+    // again. The next completion it sees with that CID is the next I/O's, a later PSN than
+    // the completion the compute vantage saw for the earlier I/O (a mirror's two copies of
+    // a packet carry one PSN): the earlier I/O ends without its storage segments, as
+    // above. Before, it took that completion: its storage segment ran to the next I/O's
+    // completion (225.7 µs where the truth's longest is 76.2 on nvme_vlan, found by a
+    // review), with a network segment below zero.
+    let t = truth("nvme_split");
+    let fs = files("nvme_split", &t);
+    let same = |io: &Value, other: &Value| {
+        ["initiator_ip", "target_ip", "target_qpn", "cid"].iter().all(|k| io[k] == other[k])
+    };
+    let ios = t["ios"].as_array().unwrap();
+    let at = |io: &Value, a: &str| io["anchors"][a].as_u64().unwrap();
+    let (lost, next) = ios
+        .iter()
+        .find_map(|io| {
+            let next = ios
+                .iter()
+                .filter(|o| same(o, io) && at(o, "sqe_first@compute") > at(io, "cqe@compute"))
+                .min_by_key(|o| at(o, "sqe_first@compute"))?;
+            Some((io, next))
+        })
+        .unwrap();
+    let gone = [at(lost, "cqe@storage"), at(next, "sqe_first@storage")];
+    let dir = tempfile::tempdir().unwrap();
+    let storage = dir.path().join("storage.pcap");
+    let (written, read) = copy_capture(&fs[1], &storage, |ts, _| (!gone.contains(&ts)).then_some(ts));
+    assert_eq!(read - written, 2);
+    let args: Vec<String> = scenario_args(&t);
+    for workers in ["1", "4"] {
+        let mut extra: Vec<&str> = args.iter().map(String::as_str).collect();
+        extra.extend(["--slow-ios", "1000", "--workers", workers]);
+        let s = replay_summary(&[&fs[0], &storage], &extra);
+        assert_eq!(s["ios"]["completed"].as_u64(), Some(ios.len() as u64));
+        assert_eq!(s["ios"]["network_below_zero"].as_u64(), Some(0), "{workers} workers");
+        let slowest = s["ios"]["slowest"].as_array().unwrap();
+        let find = |io: &Value| {
+            slowest
+                .iter()
+                .find(|e| {
+                    e["initiator_ip"] == io["initiator_ip"]
+                        && e["cid"] == io["cid"]
+                        && close(e["io@compute_us"].as_f64().unwrap(), io["io_compute_ns"].as_u64().unwrap())
+                })
+                .unwrap_or_else(|| panic!("{io}"))
+        };
+        // Neither has a storage segment: the earlier lost its completion there, the next
+        // its command.
+        for io in [lost, next] {
+            let e = find(io);
+            assert!(
+                e["io@storage_us"].is_null() && e["network_us"].is_null() && e["storage_us"].is_null(),
+                "{e}"
+            );
+        }
+        // No storage segment longer than the truth's longest.
+        let longest = ios.iter().map(|io| io["io_storage_ns"].as_u64().unwrap()).max().unwrap();
+        for e in slowest {
+            if let Some(us) = e["io@storage_us"].as_f64() {
+                assert!(us * 1_000.0 <= longest as f64 + 1.0, "{e}");
+            }
+        }
+    }
+}
+
+#[test]
 fn a_vantage_whose_copies_come_later_than_the_window_counts_each_io_once() {
     // nvme_split with the storage mirror's times 2 ms later than the compute mirror's, more
     // than the reorder window (1 ms): every storage copy comes after its I/O has ended at
