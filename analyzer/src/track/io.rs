@@ -1629,23 +1629,33 @@ impl IoTracker {
         self.finish(old, rec, self.ios[old].saw_completion());
     }
 
-    /// Vantage `v` sees a completion with the CID of the queue's chain at `first`, at `psn`,
-    /// which no I/O's completion had: an earlier I/O with it whose completion the other
-    /// vantage saw at an earlier PSN (a mirror's two copies of a packet carry one PSN, and
-    /// the target sends its completions on the queue in PSN order) lost that completion at
-    /// `v`, and ends now with what it has, so that this completion goes to the I/O it
-    /// answers. Where `v` also missed the host's command that used the CID again, nothing
-    /// else would tell it (see [`IoTracker::end_stale`]). Whether one ended (the chain at
-    /// `first` may have lost its head).
-    fn end_lost_completion(&mut self, first: CidWalk, v: usize, psn: u32, rec: &mut LatencyRecorder) -> bool {
+    /// The I/O a completion at vantage `v`, at `psn`, with the CID of the queue's chain at
+    /// `first`, answers (no I/O's completion had that PSN): [`IoTracker::for_completion`]'s,
+    /// unless that one's completion the other vantage saw at an earlier PSN. A mirror's
+    /// two copies of a packet carry one PSN, and the target sends its completions on a
+    /// queue in PSN order: that I/O lost its completion at `v`, and ends now with what it
+    /// has (as when `v` sees its CID used again, see [`IoTracker::end_stale`], which `v`
+    /// may have missed too); the completion goes to the I/O it answers.
+    fn answered_here(
+        &mut self,
+        v: usize,
+        first: CidWalk,
+        psn: u32,
+        target_qpn: Option<u32>,
+        rec: &mut LatencyRecorder,
+    ) -> Option<usize> {
         // `p` is before `psn`, within half the PSN space.
         let earlier = |p: u32| (psn.wrapping_sub(p) & 0x00FF_FFFF).wrapping_sub(1) < (1 << 23) - 1;
-        let lost = self
-            .same_cid(first)
-            .find(|&o| self.ios[o].awaits_completion(v) && self.ios[o].cqe_psn.is_some_and(earlier));
-        let Some(old) = lost else { return false };
-        self.finish(old, rec, true);
-        true
+        let mut first = first;
+        loop {
+            let i = self.for_completion(v, first, target_qpn)?;
+            if !self.ios[i].cqe_psn.is_some_and(earlier) {
+                return Some(i);
+            }
+            self.finish(i, rec, true);
+            // The chain may have lost its head.
+            first = self.walk(first.key, target_qpn);
+        }
     }
 
     /// A command capsule (the first packet of its SEND) from `host` to `target`'s QP.
@@ -2006,12 +2016,12 @@ impl IoTracker {
         if after_end && same.is_none() {
             self.copies_after_end[vx] += 1;
         }
-        let mut first = first;
-        if same.is_none() && !stale && self.end_lost_completion(first, vx, psn, rec) {
-            first = self.cid_first(host, target, cid, target_qpn);
-        }
-        let answers = || if stale { None } else { self.for_completion(vx, first, target_qpn) };
-        let Some(i) = same.or_else(answers) else {
+        let answers = match same {
+            Some(i) => Some(i),
+            None if stale => None,
+            None => self.answered_here(vx, first, psn, target_qpn, rec),
+        };
+        let Some(i) = answers else {
             return false;
         };
         self.ios[i].cqe_psn = Some(psn);
