@@ -743,6 +743,39 @@ fn a_completion_one_mirror_missed_is_no_later_ios_when_that_mirror_missed_the_ci
 }
 
 #[test]
+fn an_io_whose_command_and_completion_only_different_mirrors_kept_completes() {
+    // nvme_split without the compute mirror's copy of each single-packet command and the
+    // storage mirror's copy of that I/O's completion, one I/O at a time (the first ten
+    // such I/Os): the storage vantage saw the command, the compute vantage the completion,
+    // so the I/O completed (the truth's 120), though no segment can be measured. Before,
+    // the compute vantage's completion went to no I/O (none had its command there) and
+    // the I/O counted as timed out or unfinished (found by a review's drop sweep).
+    let t = truth("nvme_split");
+    let fs = files("nvme_split", &t);
+    let ios = t["ios"].as_array().unwrap();
+    let at = |io: &Value, a: &str| io["anchors"][a].as_u64().unwrap();
+    let single = ios.iter().filter(|io| at(io, "sqe_first@compute") == at(io, "sqe_last@compute"));
+    let args: Vec<String> = scenario_args(&t);
+    let dir = tempfile::tempdir().unwrap();
+    let mut cases = 0;
+    for io in single.take(10) {
+        let (compute, storage) = (dir.path().join("compute.pcap"), dir.path().join("storage.pcap"));
+        let (c, c_all) =
+            copy_capture(&fs[0], &compute, |ts, _| (ts != at(io, "sqe_first@compute")).then_some(ts));
+        let (s, s_all) = copy_capture(&fs[1], &storage, |ts, _| (ts != at(io, "cqe@storage")).then_some(ts));
+        assert_eq!((c_all - c, s_all - s), (1, 1), "{io}");
+        let mut extra: Vec<&str> = args.iter().map(String::as_str).collect();
+        extra.extend(["--slow-ios", "1000"]);
+        let sum = replay_summary(&[&compute, &storage], &extra);
+        let i = &sum["ios"];
+        let counts = (&i["completed"], &i["timed_out"], &i["unfinished"], &i["network_below_zero"]);
+        assert_eq!(counts, (&ios.len().into(), &0.into(), &0.into(), &0.into()), "{io}");
+        cases += 1;
+    }
+    assert_eq!(cases, 10);
+}
+
+#[test]
 fn a_vantage_whose_copies_come_later_than_the_window_counts_each_io_once() {
     // nvme_split with the storage mirror's times 2 ms later than the compute mirror's, more
     // than the reorder window (1 ms): every storage copy comes after its I/O has ended at

@@ -1591,24 +1591,37 @@ impl IoTracker {
     /// [`MAX_SAME_CID`] I/Os looked at: with more I/Os using the CID, one beyond them may
     /// be on another queue.
     fn for_completion(&self, v: usize, walk: CidWalk, target_qpn: Option<u32>) -> Option<usize> {
-        // One walk: the first MAX_SAME_CID I/Os, and whether there are more.
-        let (mut best, mut queue) = (None, None);
+        // One walk: the first MAX_SAME_CID I/Os, and whether there are more. Failing an
+        // I/O that awaits its completion here, one whose command this vantage missed (its
+        // mirror dropped the copy) and whose completion the other vantage awaits: the
+        // completion is its (the command's copy here is the only one missing).
+        let (mut best, mut unseen, mut queue) = (None, None, None);
+        let older =
+            |x: Option<usize>, i: usize| x.is_none_or(|b: usize| self.ios[i].created < self.ios[b].created);
         for (n, i) in self.chain(walk).enumerate() {
             if n == MAX_SAME_CID {
-                return if target_qpn.is_none() { None } else { best };
+                return if target_qpn.is_none() { None } else { best.or(unseen) };
             }
-            if !self.ios[i].awaits_completion(v) {
+            let io = &self.ios[i];
+            let awaits = io.awaits_completion(v);
+            let missed_command = io.sqe_first.at(v).is_none()
+                && io.cqe.at(v).is_none()
+                && io.gave_up & (1 << v) == 0
+                && io.awaits_completion(1 - v);
+            if !awaits && !missed_command {
                 continue;
             }
-            let q = self.ios[i].target_qpn;
+            let q = io.target_qpn;
             if target_qpn.is_none() && *queue.get_or_insert(q) != q {
                 return None; // two queues use this CID: ambiguous without the QP
             }
-            if best.is_none_or(|b: usize| self.ios[i].created < self.ios[b].created) {
+            if awaits && older(best, i) {
                 best = Some(i);
+            } else if !awaits && older(unseen, i) {
+                unseen = Some(i);
             }
         }
-        best
+        best.or(unseen)
     }
 
     /// Vantage `v` sees a command use the CID of the queue's chain at `first` (the
