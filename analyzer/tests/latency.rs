@@ -616,6 +616,28 @@ fn a_reads_last_response_is_one_of_its_own_psns() {
     assert!(split_writes >= 10, "only {split_writes} writes split into their three segments");
 }
 
+/// The time of a truth I/O's anchor `a` (`sqe_first@compute`, `cqe@storage`, ...).
+fn at(io: &Value, a: &str) -> u64 {
+    io["anchors"][a].as_u64().unwrap()
+}
+
+/// A truth I/O whose CID its host uses again next on its queue, and that next I/O (the
+/// first whose command the compute vantage saw after the I/O's completion).
+fn cid_used_again(ios: &[Value]) -> (&Value, &Value) {
+    let same = |io: &Value, other: &Value| {
+        ["initiator_ip", "target_ip", "target_qpn", "cid"].iter().all(|k| io[k] == other[k])
+    };
+    ios.iter()
+        .find_map(|io| {
+            let next = ios
+                .iter()
+                .filter(|o| same(o, io) && at(o, "sqe_first@compute") > at(io, "cqe@compute"))
+                .min_by_key(|o| at(o, "sqe_first@compute"))?;
+            Some((io, next))
+        })
+        .unwrap()
+}
+
 #[test]
 fn a_completion_one_mirror_missed_ends_its_io_when_that_mirror_sees_the_cid_again() {
     // nvme_split without the storage mirror's copy of one completion whose CID the host
@@ -625,22 +647,8 @@ fn a_completion_one_mirror_missed_ends_its_io_when_that_mirror_sees_the_cid_agai
     // next I/O's (its segments the truth's), not taken for the earlier one's.
     let t = truth("nvme_split");
     let fs = files("nvme_split", &t);
-    let same = |io: &Value, other: &Value| {
-        ["initiator_ip", "target_ip", "target_qpn", "cid"].iter().all(|k| io[k] == other[k])
-    };
     let ios = t["ios"].as_array().unwrap();
-    let at = |io: &Value, a: &str| io["anchors"][a].as_u64().unwrap();
-    // An I/O whose CID is used again, the next one on its queue at the compute vantage.
-    let (lost, next) = ios
-        .iter()
-        .find_map(|io| {
-            let next = ios
-                .iter()
-                .filter(|o| same(o, io) && at(o, "sqe_first@compute") > at(io, "cqe@compute"))
-                .min_by_key(|o| at(o, "sqe_first@compute"))?;
-            Some((io, next))
-        })
-        .unwrap();
+    let (lost, next) = cid_used_again(ios);
     let dir = tempfile::tempdir().unwrap();
     let storage = dir.path().join("storage.pcap");
     let (written, read) =
@@ -685,21 +693,8 @@ fn a_completion_one_mirror_missed_is_no_later_ios_when_that_mirror_missed_the_ci
     // review), with a network segment below zero.
     let t = truth("nvme_split");
     let fs = files("nvme_split", &t);
-    let same = |io: &Value, other: &Value| {
-        ["initiator_ip", "target_ip", "target_qpn", "cid"].iter().all(|k| io[k] == other[k])
-    };
     let ios = t["ios"].as_array().unwrap();
-    let at = |io: &Value, a: &str| io["anchors"][a].as_u64().unwrap();
-    let (lost, next) = ios
-        .iter()
-        .find_map(|io| {
-            let next = ios
-                .iter()
-                .filter(|o| same(o, io) && at(o, "sqe_first@compute") > at(io, "cqe@compute"))
-                .min_by_key(|o| at(o, "sqe_first@compute"))?;
-            Some((io, next))
-        })
-        .unwrap();
+    let (lost, next) = cid_used_again(ios);
     let gone = [at(lost, "cqe@storage"), at(next, "sqe_first@storage")];
     let dir = tempfile::tempdir().unwrap();
     let storage = dir.path().join("storage.pcap");
@@ -753,7 +748,6 @@ fn an_io_whose_command_and_completion_only_different_mirrors_kept_completes() {
     let t = truth("nvme_split");
     let fs = files("nvme_split", &t);
     let ios = t["ios"].as_array().unwrap();
-    let at = |io: &Value, a: &str| io["anchors"][a].as_u64().unwrap();
     let single = ios.iter().filter(|io| at(io, "sqe_first@compute") == at(io, "sqe_last@compute"));
     let args: Vec<String> = scenario_args(&t);
     let dir = tempfile::tempdir().unwrap();
