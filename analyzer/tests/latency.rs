@@ -638,6 +638,19 @@ fn cid_used_again(ios: &[Value]) -> (&Value, &Value) {
         .unwrap()
 }
 
+/// The entry of `slowest` (a summary's `ios.slowest`) for truth I/O `io`: its host, CID and
+/// compute-vantage time.
+fn slow_io<'a>(slowest: &'a [Value], io: &Value) -> &'a Value {
+    slowest
+        .iter()
+        .find(|e| {
+            e["initiator_ip"] == io["initiator_ip"]
+                && e["cid"] == io["cid"]
+                && close(e["io@compute_us"].as_f64().unwrap(), io["io_compute_ns"].as_u64().unwrap())
+        })
+        .unwrap_or_else(|| panic!("{io}"))
+}
+
 #[test]
 fn a_completion_one_mirror_missed_ends_its_io_when_that_mirror_sees_the_cid_again() {
     // nvme_split without the storage mirror's copy of one completion whose CID the host
@@ -661,16 +674,7 @@ fn a_completion_one_mirror_missed_ends_its_io_when_that_mirror_sees_the_cid_agai
     let s = replay_summary(&[&fs[0], &storage], &extra);
     assert_eq!(s["ios"]["completed"].as_u64(), Some(ios.len() as u64));
     let slowest = s["ios"]["slowest"].as_array().unwrap();
-    let find = |io: &Value| {
-        slowest
-            .iter()
-            .find(|e| {
-                e["initiator_ip"] == io["initiator_ip"]
-                    && e["cid"] == io["cid"]
-                    && close(e["io@compute_us"].as_f64().unwrap(), io["io_compute_ns"].as_u64().unwrap())
-            })
-            .unwrap_or_else(|| panic!("{io}"))
-    };
+    let find = |io: &Value| slow_io(slowest, io);
     let e = find(lost);
     assert!(e["io@storage_us"].is_null() && e["network_us"].is_null() && e["storage_us"].is_null(), "{e}");
     let e = find(next);
@@ -708,16 +712,7 @@ fn a_completion_one_mirror_missed_is_no_later_ios_when_that_mirror_missed_the_ci
         assert_eq!(s["ios"]["completed"].as_u64(), Some(ios.len() as u64));
         assert_eq!(s["ios"]["network_below_zero"].as_u64(), Some(0), "{workers} workers");
         let slowest = s["ios"]["slowest"].as_array().unwrap();
-        let find = |io: &Value| {
-            slowest
-                .iter()
-                .find(|e| {
-                    e["initiator_ip"] == io["initiator_ip"]
-                        && e["cid"] == io["cid"]
-                        && close(e["io@compute_us"].as_f64().unwrap(), io["io_compute_ns"].as_u64().unwrap())
-                })
-                .unwrap_or_else(|| panic!("{io}"))
-        };
+        let find = |io: &Value| slow_io(slowest, io);
         // Neither has a storage segment: the earlier lost its completion there, the next
         // its command.
         for io in [lost, next] {
