@@ -382,6 +382,65 @@ fn reads_whose_reth_was_cut_off_take_the_latency_of_the_whole_capture() {
     }
 }
 
+/// rdma_read_bw's five READs (3,000 bytes each) are all sent before their first response,
+/// so each one's span is taken with the path MTU unknown: anything from 1 to 12 PSNs. With
+/// one READ's last response removed, that READ has no latency, and no later READ's last
+/// response (within its 12 PSNs) answers it: the request after it says where it ends. The
+/// truth, from tshark's reading of each edited capture: a READ is answered by a READ
+/// Response Last or Only at its PSN + 2 (3,000 bytes at the 1,024-byte MTU its First and
+/// Middle responses carry), none other.
+#[test]
+fn a_read_whose_last_response_was_lost_is_answered_by_no_later_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = capture("rdma_read_bw.pcap");
+    let frames = |path: &Path, filter: &str| -> Vec<(u64, u64)> {
+        let out = Command::new("tshark")
+            .args(["-r", path.to_str().unwrap(), "-Y", filter, "-T", "fields", "-E", "separator=,"])
+            .args(["-e", "frame.number", "-e", "infiniband.bth.psn"])
+            .output()
+            .expect("tshark");
+        let text = String::from_utf8(out.stdout).unwrap();
+        text.lines()
+            .map(|l| l.split_once(',').map(|(f, p)| (f.parse().unwrap(), p.parse().unwrap())).unwrap())
+            .collect()
+    };
+    let reads = frames(&name, "infiniband.bth.opcode == 12");
+    let lasts = frames(&name, "infiniband.bth.opcode == 15");
+    assert_eq!(reads.len(), 5, "five READs");
+    // The four READs a later READ's response could answer.
+    for &(_, psn) in &reads[..4] {
+        let &(frame, _) = lasts.iter().find(|l| l.1 == psn + 2).expect("its last response");
+        let edited = dir.path().join(format!("without_{frame}.pcap"));
+        let ok = Command::new("editcap").arg(&name).arg(&edited).arg(frame.to_string()).status().unwrap();
+        assert!(ok.success(), "editcap");
+        let pkts = tshark_packets(&edited);
+        let mut want: Vec<u64> = pkts
+            .iter()
+            .filter(|p| p.3 == 12)
+            .filter_map(|(t, src, dst, _, psn, _)| {
+                let end = pkts
+                    .iter()
+                    .find(|r| (r.3 == 15 || r.3 == 16) && r.1 == *dst && r.2 == *src && r.4 == psn + 2)?;
+                Some(end.0 - t)
+            })
+            .collect();
+        want.sort();
+        assert_eq!(want.len(), 4, "frame {frame}: four READs answered");
+        let s = replay_summary(&[&edited], &[]);
+        let series: Vec<&Value> =
+            s["latency"].as_array().unwrap().iter().filter(|l| l["op"] == "rdma_read").collect();
+        assert_eq!(series.len(), 1);
+        assert_eq!(series[0]["count"].as_u64(), Some(4), "without frame {frame}");
+        for (field, expect) in [("min_us", want[0]), ("p50_us", pct(&want, 0.5)), ("max_us", want[3])] {
+            let us = series[0][field].as_f64().unwrap();
+            assert!(
+                close(us, expect),
+                "without frame {frame}: {field} {us} µs, from the timestamps {expect} ns"
+            );
+        }
+    }
+}
+
 #[test]
 fn timed_out_retransmitted_and_overflowed_ios_are_counted_as_the_truth_says() {
     let t = truth("nvme_faults");

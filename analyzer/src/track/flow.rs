@@ -519,6 +519,21 @@ impl Hot {
     }
 }
 
+/// A request in order after a READ whose span was taken with the path MTU unknown (the
+/// flow expected its next PSN anywhere up to `hi`, where that READ's widest span ends): its
+/// PSN is where the requester, which knows the MTU, put the READ's end. The READ awaiting
+/// its response takes that span, so that a later READ's last response, past it, does not
+/// answer it when its own was lost.
+#[cold]
+#[inline(never)]
+fn fit_read_span(e: &Hot, c: &mut Cold, psn: u32, hi: u32) {
+    let p = &mut c.reads[(e.peek_ring_slot(1) + PENDING - 1) % PENDING];
+    let span = psn.wrapping_sub(p.psn()) & 0x00FF_FFFF;
+    if p.live() && (p.psn() + p.span) & 0x00FF_FFFF == hi && (1..p.span).contains(&span) {
+        p.span = span;
+    }
+}
+
 /// The rest of a flow: what only some packets, the intervals and the transmissions read.
 #[derive(Debug, Clone)]
 #[repr(C, align(64))]
@@ -1782,7 +1797,11 @@ impl FlowTable {
         if ends_message(low) {
             e.counts[3] += 1;
         }
+        let widest = e.psn.widest_expected();
         let outcome = e.psn.observe(psn, span);
+        if let (Some(hi), Outcome::InOrder) = (widest, outcome) {
+            fit_read_span(e, c, psn, hi);
+        }
         // Latency of RDMA on RC and XRC (the transports that acknowledge): a READ to its
         // last response, a message's last packet to the ACK that covers it (NVMe/RDMA
         // connections are left to the I/O tracker when the answer comes, by which time they

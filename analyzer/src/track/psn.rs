@@ -128,6 +128,13 @@ impl PsnTracker {
         }
     }
 
+    /// The highest PSN expected next while a READ of unknown span leaves a range of them
+    /// (see [`Span::read`]); `None` when one PSN is expected.
+    #[inline]
+    pub fn widest_expected(&self) -> Option<u32> {
+        (self.started() && (self.lo ^ self.hi) & MASK != 0).then_some(self.hi & MASK)
+    }
+
     /// The highest PSN expected next (for matching acknowledgements).
     pub fn next_expected(&self) -> Option<u32> {
         self.started().then_some(self.hi & MASK)
