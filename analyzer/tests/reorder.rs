@@ -363,6 +363,74 @@ fn a_late_request_in_sequence_is_no_gap() {
 }
 
 #[test]
+fn a_late_mirror_copy_is_a_duplicate_only_when_its_first_copy_came_before_it() {
+    // A real RDMA WRITE bandwidth run (tshark: QP 27's 15 requests, none repeated), one
+    // WRITE Middle given a second copy with the TTL one lower (a mirror's copy after a
+    // router), stamped between it and the frame that follows it but written after that
+    // frame: with one source that copy is late. A second copy after its first is a mirror
+    // duplicate, late or not; a first copy (the higher TTL) late after its second counts
+    // as a packet, as the second did.
+    let dir = tempfile::tempdir().unwrap();
+    let t = pinned_truth();
+    let want = t["captures"]["rdma_write_bw.pcap"]["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["dst_qpn"] == 27)
+        .unwrap()
+        .clone();
+    let packets = want["packets"].as_u64().unwrap();
+    let fs = frames(&capture("rdma_write_bw.pcap"));
+    // RoCEv2 (UDP 4791) WRITE Middle (opcode 7) to QP 27, the first with a later frame
+    // after it (the copy's time goes between them).
+    let k = (0..fs.len() - 1)
+        .find(|&i| {
+            let f = &fs[i].1;
+            f.len() > 54
+                && f[23] == 17
+                && f[36..38] == [0x12, 0xB7]
+                && f[42] == 7
+                && f[47..50] == [0, 0, 27]
+                && fs[i + 1].0 > fs[i].0 + 1
+        })
+        .unwrap();
+    let at = fs[k].0 + (fs[k + 1].0 - fs[k].0) / 2;
+    let lower = |f: &[u8]| {
+        let mut f = f.to_vec();
+        f[22] -= 1; // IPv4 TTL
+        f
+    };
+    // (case, the frames, mirror duplicates, the flow's packets and late packets)
+    let second_late = {
+        let mut v = fs.clone();
+        v.insert(k + 2, (at, lower(&fs[k].1)));
+        v
+    };
+    let first_late = {
+        let mut v = fs.clone();
+        v[k].1 = lower(&fs[k].1);
+        v.insert(k + 2, (at, fs[k].1.clone()));
+        v
+    };
+    for (case, v, dups, packets, late) in
+        [("second copy late", second_late, 1, packets, 0), ("first copy late", first_late, 0, packets + 1, 1)]
+    {
+        let path = dir.path().join("copy.pcap");
+        write(&path, &v);
+        let (s, _) = replay(std::slice::from_ref(&path), &[]);
+        let flow = s["flows"].as_array().unwrap().iter().find(|f| f["dst_qpn"] == 27).unwrap();
+        let got = |field: &str| flow[field].as_u64().unwrap();
+        assert_eq!(
+            (got("mirror_duplicates"), got("packets"), got("late_packets")),
+            (dups, packets, late),
+            "{case}: {flow}"
+        );
+        assert_eq!(s["reorder"]["late_packets"]["compute"].as_u64(), Some(1), "{case}");
+        assert_eq!((got("gap_psns"), got("retx_packets")), (0, 0), "{case}: {flow}");
+    }
+}
+
+#[test]
 fn psns_reordered_within_the_window_are_no_retransmission_and_no_gap() {
     // A real RDMA WRITE bandwidth run (no loss, tshark: no retransmission), its frames
     // swapped pairwise in arrival order where less than the 1 ms window apart, each keeping

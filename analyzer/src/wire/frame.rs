@@ -112,28 +112,43 @@ impl RocePacket<'_> {
     /// [`RocePacket::link_len`] says how long.
     #[inline]
     pub fn may_be_longer(&self) -> bool {
-        self.inner_frame_len.is_some() || (self.payload.len() as u32) < self.payload_len
+        self.inner_frame_len.is_some() || !self.datagram_whole()
+    }
+
+    /// Whether the frame's bytes reach the end of its UDP datagram (its ICRC included).
+    /// In 32 bits: a frame is at most 64 KiB plus its headers.
+    #[inline]
+    fn datagram_whole(&self) -> bool {
+        let r = &self.icrc;
+        r.l3.len() as u32 >= r.udp_offset + u32::from(r.udp_len)
     }
 
     /// The length the monitored link carried the packet's frame at, the packet decoded
     /// from `frame`, which was `wire_len` bytes on the wire as its capture says: a mirrored
-    /// frame's own length; a frame cut inside its payload (a local SPAN port that
-    /// truncates, a cut capture replayed through `net_pcap`: nothing need say so) as long
-    /// as its headers say (to the end of its UDP datagram), if that is longer. Out of the
-    /// packets' path: asked only where [`RocePacket::may_be_longer`].
+    /// frame's own length; a frame cut before the end of its UDP datagram (inside its
+    /// payload, pad or ICRC: a local SPAN port that truncates, a cut capture replayed
+    /// through `net_pcap`; nothing need say so) as long as its headers say, if that is
+    /// longer: its L2 headers and its IP datagram (the IPv4 total length; IPv6's fixed
+    /// header and payload length), as a mirrored frame is counted. Out of the packets'
+    /// path: asked only where [`RocePacket::may_be_longer`].
     #[cold]
     #[inline(never)]
     pub fn link_len(&self, frame: &[u8], wire_len: u32) -> u32 {
         if let Some(len) = self.inner_frame_len {
             return len;
         }
-        if (self.payload.len() as u32) >= self.payload_len {
+        if self.datagram_whole() {
             return wire_len;
         }
-        let Some(l3) = (self.icrc.l3.as_ptr() as usize).checked_sub(frame.as_ptr() as usize) else {
+        let l3 = self.icrc.l3;
+        let Some(l2_len) = (l3.as_ptr() as usize).checked_sub(frame.as_ptr() as usize) else {
             return wire_len;
         };
-        let end = l3 + self.icrc.udp_offset as usize + usize::from(self.icrc.udp_len);
+        let be16 = |at: usize| l3.get(at..at + 2).map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])));
+        let ip_len = if self.icrc.ipv6 { be16(4).map(|n| ipv6::HEADER_LEN + n) } else { be16(2) };
+        // The decoder took the UDP datagram as within the IP one: the larger bounds both.
+        let udp_end = self.icrc.udp_offset as usize + usize::from(self.icrc.udp_len);
+        let end = l2_len + ip_len.unwrap_or(0).max(udp_end);
         u32::try_from(end).map_or(wire_len, |end| end.max(wire_len))
     }
 
@@ -657,16 +672,18 @@ fn transport_into<'a>(
     };
     let plan = ib_ext::plan(b.opcode());
     let hdrs = bth::HEADER_LEN + usize::from(plan.len);
-    // Cut inside its extension headers: broken, unless cut by its capture or its mirror.
-    if roce.len() < hdrs && !(cut || mirror.is_some_and(|m| m.truncated)) {
-        *out = Decoded::Error(DecodeError::ExtHeadersTruncated);
-        return;
-    }
+    // A UDP length too short for the headers its BTH names is a bad length, whatever bytes
+    // came after it.
     let overhead = udp::HEADER_LEN + hdrs + usize::from(b.pad_count()) + bth::ICRC_LEN;
     let Some(payload_len) = udp_len.checked_sub(overhead) else {
         *out = Decoded::Error(DecodeError::RoceBadLength);
         return;
     };
+    // Cut inside its extension headers: broken, unless cut by its capture or its mirror.
+    if roce.len() < hdrs && !(cut || mirror.is_some_and(|m| m.truncated)) {
+        *out = Decoded::Error(DecodeError::ExtHeadersTruncated);
+        return;
+    }
     let payload_end = (hdrs + payload_len).min(roce.len());
     let ext = roce.get(bth::HEADER_LEN..hdrs.min(roce.len())).unwrap_or_default();
     *out = Decoded::Roce(RocePacket {
@@ -959,6 +976,12 @@ pub(crate) mod tests {
         // UDP length beyond the IP payload.
         f[38..40].copy_from_slice(&900u16.to_be_bytes());
         assert!(matches!(decode_frame(&f), Decoded::Error(DecodeError::UdpBadLength)));
+        // The real WRITE First, whole, its UDP length made to end 6 bytes into its RETH
+        // (8 + 12 + 6): a length too short for the headers its opcode names, not a frame
+        // cut inside them (its bytes go on).
+        let mut w = real_frame("rdma_write_bw.pcap", 21);
+        w[38..40].copy_from_slice(&26u16.to_be_bytes());
+        assert!(matches!(decode_frame(&w), Decoded::Error(DecodeError::RoceBadLength)));
     }
 
     #[test]
