@@ -314,6 +314,27 @@ fn one_frame_stamped_seconds_off_in_one_vantages_file_keeps_the_files_merged() {
     }
 }
 
+/// The real RDMA WRITE run's request flow to QP 27, as tshark reads it.
+fn write_run_qp27() -> Value {
+    pinned_truth()["captures"]["rdma_write_bw.pcap"]["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["dst_qpn"] == 27)
+        .unwrap()
+        .clone()
+}
+
+/// Whether frame `f` (untagged Ethernet, IPv4) is a RoCEv2 (UDP 4791) request to QP 27 of
+/// one of `opcodes`.
+fn to_qp27(f: &[u8], opcodes: std::ops::RangeInclusive<u8>) -> bool {
+    f.len() > 54
+        && f[23] == 17
+        && f[36..38] == [0x12, 0xB7]
+        && opcodes.contains(&f[42])
+        && f[47..50] == [0, 0, 27]
+}
+
 #[test]
 fn a_late_request_in_sequence_is_no_gap() {
     // A real RDMA WRITE bandwidth run (tshark: 5 WRITE First, Middle and Last each on QP
@@ -324,27 +345,11 @@ fn a_late_request_in_sequence_is_no_gap() {
     // expected, in sequence. Before, it was left out of the PSN analysis and the request
     // after it read as a gap of one PSN (a loss event with evidence on).
     let dir = tempfile::tempdir().unwrap();
-    let t = pinned_truth();
-    let want = t["captures"]["rdma_write_bw.pcap"]["flows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["dst_qpn"] == 27)
-        .unwrap()
-        .clone();
+    let want = write_run_qp27();
     assert_eq!(want["opcodes"], serde_json::json!({"6": 5, "7": 5, "8": 5}));
     let fs = frames(&capture("rdma_write_bw.pcap"));
-    // RoCEv2 (UDP 4791) WRITE First, Middle or Last (opcodes 6-8) to QP 27.
-    let requests: Vec<usize> = (1..fs.len())
-        .filter(|&i| {
-            let f = &fs[i].1;
-            f.len() > 54
-                && f[23] == 17
-                && f[36..38] == [0x12, 0xB7]
-                && (6..=8).contains(&f[42])
-                && f[47..50] == [0, 0, 27]
-        })
-        .collect();
+    // WRITE First, Middle or Last (opcodes 6-8) to QP 27.
+    let requests: Vec<usize> = (1..fs.len()).filter(|&i| to_qp27(&fs[i].1, 6..=8)).collect();
     assert_eq!(requests.len(), 15);
     for k in requests {
         let mut moved = fs.clone();
@@ -371,29 +376,11 @@ fn a_late_mirror_copy_is_a_duplicate_only_when_its_first_copy_came_before_it() {
     // duplicate, late or not; a first copy (the higher TTL) late after its second counts
     // as a packet, as the second did.
     let dir = tempfile::tempdir().unwrap();
-    let t = pinned_truth();
-    let want = t["captures"]["rdma_write_bw.pcap"]["flows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["dst_qpn"] == 27)
-        .unwrap()
-        .clone();
-    let packets = want["packets"].as_u64().unwrap();
+    let packets = write_run_qp27()["packets"].as_u64().unwrap();
     let fs = frames(&capture("rdma_write_bw.pcap"));
-    // RoCEv2 (UDP 4791) WRITE Middle (opcode 7) to QP 27, the first with a later frame
-    // after it (the copy's time goes between them).
-    let k = (0..fs.len() - 1)
-        .find(|&i| {
-            let f = &fs[i].1;
-            f.len() > 54
-                && f[23] == 17
-                && f[36..38] == [0x12, 0xB7]
-                && f[42] == 7
-                && f[47..50] == [0, 0, 27]
-                && fs[i + 1].0 > fs[i].0 + 1
-        })
-        .unwrap();
+    // A WRITE Middle (opcode 7) to QP 27, the first with a later frame after it (the
+    // copy's time goes between them).
+    let k = (0..fs.len() - 1).find(|&i| to_qp27(&fs[i].1, 7..=7) && fs[i + 1].0 > fs[i].0 + 1).unwrap();
     let at = fs[k].0 + (fs[k + 1].0 - fs[k].0) / 2;
     let lower = |f: &[u8]| {
         let mut f = f.to_vec();
