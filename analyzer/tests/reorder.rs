@@ -12,6 +12,7 @@ use roceprobe::capture::{Capture, Poll};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 fn files(name: &str) -> Vec<PathBuf> {
     common::scenario_files(name, &truth(name))
@@ -414,6 +415,85 @@ fn a_late_mirror_copy_is_a_duplicate_only_when_its_first_copy_came_before_it() {
         );
         assert_eq!(s["reorder"]["late_packets"]["compute"].as_u64(), Some(1), "{case}");
         assert_eq!((got("gap_psns"), got("retx_packets")), (0, 0), "{case}: {flow}");
+    }
+}
+
+#[test]
+fn a_late_nak_or_cnp_is_counted_as_one_in_order() {
+    // rc_loss_vlan (two vantages, so every frame is held for the window, here 10 µs: the
+    // capture spans 214 µs), one CNP, one NAK (sequence error) and one RNR NAK of each
+    // vantage in turn made late: written after the first frame 20 µs later than it, its
+    // time kept. Counting a NAK or a CNP does
+    // not depend on the order frames come in: the flows' `cnp` (on the flow the CNP
+    // throttles), `nak_seq`, `nak_rnr` and `nak_other` are the truth's as when in order,
+    // the frame counted late in its flow. Before, a late NAK or CNP counted in none.
+    let name = "rc_loss_vlan";
+    let t = truth(name);
+    let fs = files(name);
+    let mut args = scenario_args(&t);
+    args.extend(["--reorder-window".into(), "10us".into()]);
+    let out = Command::new("tshark")
+        .args(["-r", fs[0].to_str().unwrap(), "-T", "fields", "-E", "separator=,"])
+        .args(["-e", "vlan.id", "-e", "infiniband.bth.opcode", "-e", "infiniband.aeth.syndrome"])
+        .output()
+        .expect("tshark");
+    // (frame index, vlan, kind): CNP (opcode 129), RNR NAK (AETH syndrome 001xxxxx) and
+    // NAK (011xxxxx) on ACKs (opcode 17).
+    let mut picked: Vec<(usize, String, &str)> = Vec::new();
+    for (i, l) in String::from_utf8(out.stdout).unwrap().lines().enumerate() {
+        let f: Vec<&str> = l.split(',').collect();
+        let syndrome: u32 = f.get(2).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let kind = match (f.get(1).copied(), syndrome >> 5) {
+            (Some("129"), _) => "cnp",
+            (Some("17"), 1) => "rnr",
+            (Some("17"), 3) => "nak",
+            _ => continue,
+        };
+        if !picked.iter().any(|p| p.1 == f[0] && p.2 == kind) {
+            picked.push((i, f[0].to_owned(), kind));
+        }
+    }
+    assert_eq!(picked.len(), 6, "a CNP, a NAK and an RNR NAK at each vantage: {picked:?}");
+    let frames = frames(&fs[0]);
+    let view = |flows: &Value| -> BTreeMap<String, Vec<u64>> {
+        flows
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                let key = format!("{} {} {} {}", f["vantage"], f["src_ip"], f["dst_ip"], f["dst_qpn"]);
+                let n = |k: &str| f[k].as_u64().unwrap();
+                (
+                    key,
+                    vec![
+                        n("packets"),
+                        n("cnp"),
+                        n("cnp_unattributed"),
+                        n("nak_seq"),
+                        n("nak_rnr"),
+                        n("nak_other"),
+                    ],
+                )
+            })
+            .collect()
+    };
+    let want = view(&t["flows"]);
+    let dir = tempfile::tempdir().unwrap();
+    for (k, vlan, kind) in picked {
+        let mut moved = frames.clone();
+        let f = moved.remove(k);
+        let at = moved.iter().position(|g| g.0 > f.0 + 20_000).expect("a frame 20 µs later");
+        moved.insert(at + 1, f);
+        let path = dir.path().join("late.pcap");
+        write(&path, &moved);
+        let (s, _) = replay(std::slice::from_ref(&path), &args);
+        let case = format!("the {kind} of VLAN {vlan} (frame {})", k + 1);
+        let late = &s["reorder"]["late_packets"];
+        assert_eq!(late["compute"].as_u64().unwrap() + late["storage"].as_u64().unwrap(), 1, "{case}");
+        let late_flows: u64 =
+            s["flows"].as_array().unwrap().iter().map(|f| f["late_packets"].as_u64().unwrap()).sum();
+        assert_eq!(late_flows, 1, "{case}");
+        assert_eq!(view(&s["flows"]), want, "{case}");
     }
 }
 

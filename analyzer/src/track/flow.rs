@@ -1682,12 +1682,7 @@ impl FlowTable {
         }
         let corrupt = self.check_icrc && icrc::check(&p.icrc) == Some(false);
         if seen.late {
-            *self.rest_field(i, |c| &mut c.late_packets) += 1;
-            if corrupt {
-                self.count_icrc_error(i, opcode, ts);
-            } else if is_request(opcode) {
-                self.late_request(i, p, opcode);
-            }
+            self.late(i, p, opcode, corrupt, ts, out);
             return Recorded::Flow(i);
         }
         if corrupt {
@@ -1700,30 +1695,7 @@ impl FlowTable {
         } else if is_request(opcode) {
             self.request(i, p, opcode, ts);
         } else if is_response(opcode) {
-            let ack = acked_psn(opcode, &p.exts, p.bth.psn());
-            match ack {
-                Some((_, AckKind::Nak { code: 0 })) => {
-                    *self.rest_field(i, |c| &mut c.nak_seq) += 1;
-                    self.signal(i, false, Signal::NakSeq { psn: p.bth.psn() }, ts);
-                }
-                Some((_, AckKind::Nak { code })) => {
-                    *self.rest_field(i, |c| &mut c.nak_other) += 1;
-                    // By code, in the flow's counters only (see `FlowCounts`).
-                    let c = &mut self.cold[i as usize].rest;
-                    match code {
-                        nak_code::INVALID_REQUEST => c.nak_invalid_request += 1,
-                        nak_code::REMOTE_ACCESS_ERROR => c.nak_remote_access_error += 1,
-                        nak_code::REMOTE_OPERATIONAL_ERROR => c.nak_remote_operational_error += 1,
-                        nak_code::INVALID_RD_REQUEST => c.nak_invalid_rd_request += 1,
-                        _ => {}
-                    }
-                }
-                Some((_, AckKind::RnrNak { .. })) => {
-                    *self.rest_field(i, |c| &mut c.nak_rnr) += 1;
-                    self.signal(i, false, Signal::RnrNak { psn: p.bth.psn() }, ts);
-                }
-                _ => {}
-            }
+            let ack = self.count_nak(i, p, opcode, ts);
             let acked = ack.map(|(psn, _)| psn).or_else(|| implied_ack(opcode, &p.exts, p.bth.psn()));
             if self.hot[i as usize].peer_qpn == NONE {
                 self.learn_pair(i, p.bth.psn(), acked);
@@ -1734,6 +1706,36 @@ impl FlowTable {
             self.answer(i, read_end, acked, ts, rec);
         }
         Recorded::Flow(i)
+    }
+
+    /// What a response of flow `i` acknowledges (see [`acked_psn`]), its NAK, if it is one,
+    /// counted: by kind, and by code in the flow's counters only (see `FlowCounts`).
+    #[inline(always)]
+    fn count_nak(&mut self, i: u32, p: &RocePacket<'_>, opcode: u8, ts: u64) -> Option<(u32, AckKind)> {
+        let ack = acked_psn(opcode, &p.exts, p.bth.psn());
+        match ack {
+            Some((_, AckKind::Nak { code: 0 })) => {
+                *self.rest_field(i, |c| &mut c.nak_seq) += 1;
+                self.signal(i, false, Signal::NakSeq { psn: p.bth.psn() }, ts);
+            }
+            Some((_, AckKind::Nak { code })) => {
+                *self.rest_field(i, |c| &mut c.nak_other) += 1;
+                let c = &mut self.cold[i as usize].rest;
+                match code {
+                    nak_code::INVALID_REQUEST => c.nak_invalid_request += 1,
+                    nak_code::REMOTE_ACCESS_ERROR => c.nak_remote_access_error += 1,
+                    nak_code::REMOTE_OPERATIONAL_ERROR => c.nak_remote_operational_error += 1,
+                    nak_code::INVALID_RD_REQUEST => c.nak_invalid_rd_request += 1,
+                    _ => {}
+                }
+            }
+            Some((_, AckKind::RnrNak { .. })) => {
+                *self.rest_field(i, |c| &mut c.nak_rnr) += 1;
+                self.signal(i, false, Signal::RnrNak { psn: p.bth.psn() }, ts);
+            }
+            _ => {}
+        }
+        ack
     }
 
     /// Paired by CM before both directions were in the table: links the slots now, unless
@@ -1758,6 +1760,32 @@ impl FlowTable {
             }
         } else {
             Span::ONE
+        }
+    }
+
+    /// A late packet (see [`Seen::late`]) of flow `i`, counted in it already: what does not
+    /// depend on the order it came in is counted as for any packet (its ICRC error, a NAK,
+    /// a CNP for the flow it throttles, a request in sequence); it answers nothing.
+    #[cold]
+    #[inline(never)]
+    fn late(
+        &mut self,
+        i: u32,
+        p: &RocePacket<'_>,
+        opcode: u8,
+        corrupt: bool,
+        ts: u64,
+        out: &mut impl FnMut(FlowEvent),
+    ) {
+        *self.rest_field(i, |c| &mut c.late_packets) += 1;
+        if corrupt {
+            self.count_icrc_error(i, opcode, ts);
+        } else if opcode == op::CNP {
+            self.attribute_cnp(i, ts, out);
+        } else if is_request(opcode) {
+            self.late_request(i, p, opcode);
+        } else if is_response(opcode) {
+            self.count_nak(i, p, opcode, ts);
         }
     }
 
