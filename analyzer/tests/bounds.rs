@@ -72,3 +72,31 @@ fn a_bound_that_drops_data_names_its_option_and_the_value_that_would_have_suffic
     let (_, _, small) = replay_nvme(&["--max-ios", "8"]);
     assert_eq!(advised("--max-ios", 8, overflowed), 8 + overflowed(&small));
 }
+
+#[test]
+fn pending_commands_forgotten_lose_no_completion_the_io_tracker_answers() {
+    // nvme_vlan with room for 10 pending commands: commands are forgotten, but the I/O
+    // tracker (`--max-ios`, the default) follows every I/O, so each completion still
+    // answers a command seen, and is counted: every flow's `nvme_completions` is the
+    // truth's (240, each of the 120 completions at both vantages), and the 120 I/Os
+    // complete. Before, only the completions whose command the pending table still held
+    // counted.
+    let t = scenario_truth("nvme_vlan");
+    let (_, _, s) = replay_nvme(&["--max-pending-commands", "10"]);
+    assert!(s["forgotten"]["nvme_commands"].as_u64().unwrap() > 0, "commands forgotten");
+    let view = |flows: &Value| -> Vec<(String, u64)> {
+        let mut v: Vec<(String, u64)> = flows
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                let key = format!("{} {} {} {}", f["vantage"], f["src_ip"], f["dst_ip"], f["dst_qpn"]);
+                (key, f["nvme_completions"].as_u64().unwrap())
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(view(&s["flows"]), view(&t["flows"]));
+    assert_eq!(s["ios"]["completed"].as_u64(), Some(t["ios"].as_array().unwrap().len() as u64));
+}

@@ -1503,6 +1503,71 @@ fn many_queues_between_two_hosts_pair_and_complete_without_cm() {
     );
 }
 
+/// Two I/O queues between one host and target whose host PSNs start alike (hand-set):
+/// queue A's flush (CID 0, PSN 1000) completes; on queue B the host's PSN 1000 (a flush,
+/// CID 0) is lost before the mirror, PSN 1001 (CID 1) comes, the target NAKs the sequence,
+/// and the host sends 1000 and 1001 again, which complete. Queue B's CID 0 was never seen
+/// before: it is an I/O of its own, not a copy of queue A's finished one (same CID and
+/// PSN, another queue). Three flushes complete; before, two did, B's CID 0 counted
+/// nowhere.
+#[test]
+fn a_resent_command_is_no_copy_of_another_queues_with_its_cid_and_psn() {
+    use roceprobe::wire::bth::opcode as op;
+    use roceprobe::wire::ib_ext::{Aeth, ExtHeaders};
+    use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use std::net::IpAddr;
+    let (host, target): (IpAddr, IpAddr) = ("10.16.0.1".parse().unwrap(), "10.16.0.2".parse().unwrap());
+    let ack = |psn| ExtHeaders { aeth: Some(Aeth::ack(31, psn)), ..Default::default() };
+    let nak = |psn| ExtHeaders { aeth: Some(Aeth::nak(0, psn)), ..Default::default() };
+    let none = ExtHeaders::default;
+    let flush = |cid: u16| {
+        let sqe = Sqe {
+            opcode: opcode::FLUSH,
+            flags: FLAGS_SGL,
+            cid,
+            nsid: 1,
+            sgl: Sgl::Keyed { address: 0, length: 0, key: 0, invalidate: false },
+            slba: 0,
+            nlb: 0,
+        };
+        let mut c = [0u8; SQE_LEN];
+        sqe.emit(&mut c);
+        c
+    };
+    let cqe = |cid: u16| {
+        let mut c = [0u8; CQE_LEN];
+        Cqe { cid, sq_head: cid + 1, sq_id: 1, ..Default::default() }.emit(&mut c);
+        c
+    };
+    let us = 1_000u64;
+    // (host QP, target QP) of queues A and B; the target's PSNs on each.
+    let ((ha, ta), (hb, tb)) = ((0x210, 0x310), (0x211, 0x311));
+    let frames = vec![
+        (10 * us, roce(host, target, op::SEND_ONLY, ta, 1000, none(), &flush(0))),
+        (11 * us, roce(target, host, op::ACKNOWLEDGE, ha, 1000, ack(1), &[])),
+        (20 * us, roce(target, host, op::SEND_ONLY, ha, 5000, none(), &cqe(0))),
+        (21 * us, roce(host, target, op::ACKNOWLEDGE, ta, 5000, ack(1), &[])),
+        // Queue B: PSN 1000 lost upstream of the mirror.
+        (80 * us, roce(host, target, op::SEND_ONLY, tb, 1001, none(), &flush(1))),
+        (81 * us, roce(target, host, op::ACKNOWLEDGE, hb, 1000, nak(1), &[])),
+        (90 * us, roce(host, target, op::SEND_ONLY, tb, 1000, none(), &flush(0))),
+        (91 * us, roce(host, target, op::SEND_ONLY, tb, 1001, none(), &flush(1))),
+        (92 * us, roce(target, host, op::ACKNOWLEDGE, hb, 1001, ack(2), &[])),
+        (100 * us, roce(target, host, op::SEND_ONLY, hb, 7000, none(), &cqe(0))),
+        (101 * us, roce(target, host, op::SEND_ONLY, hb, 7001, none(), &cqe(1))),
+        (102 * us, roce(host, target, op::ACKNOWLEDGE, tb, 7001, ack(3), &[])),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = write_pcap(dir.path(), "queues.pcap", &frames);
+    for workers in ["1", "4"] {
+        let s = replay_summary(&[pcap.as_path()], &["--workers", workers]);
+        let ios = &s["ios"];
+        let outcomes: Vec<u64> =
+            ["completed", "timed_out", "unfinished"].map(|k| ios[k].as_u64().unwrap()).into();
+        assert_eq!(outcomes, [3, 0, 0], "{workers} workers: {ios}");
+    }
+}
+
 /// At the storage mirror alone: a read's command at 2.0 µs, its data at 10.0, its
 /// completion at 22.1, then the host's copy of the command sent again at 23.1 (its ACK of
 /// the completion had not come: the host's transport resent the capsule), and the host's

@@ -484,10 +484,8 @@ impl Analyzer {
                 let key = PendingKey { vantage, host: ip.dst, target: ip.src, cid: cqe.cid };
                 // The I/O queue: the target's QP, this flow's pair (when known).
                 let target_qpn = self.flows.peer_qpn(slot);
-                if self.nvme.completion(key, target_qpn, again) {
-                    self.flows.count_capsule(slot, false);
-                }
-                self.ios.completion(
+                let recognized = self.nvme.completion(key, target_qpn, again);
+                let answered = self.ios.completion(
                     At { vantage, ts, host: ip.dst, target: ip.src },
                     target_qpn,
                     cqe.cid,
@@ -495,6 +493,12 @@ impl Analyzer {
                     self.flows.io_hint(slot),
                     rec,
                 );
+                // A completion answers a command seen the other way if either table still
+                // held it: the pending commands (`--max-pending-commands`) or the I/Os
+                // (`--max-ios`). Not a copy sent again.
+                if recognized || (answered && !again) {
+                    self.flows.count_capsule(slot, false);
+                }
             }
             Capsule::None if !io_wants => {}
             Capsule::None => match (opcode, self.flows.io_hint(slot)) {

@@ -946,11 +946,12 @@ impl IoTracker {
         &self,
         host: IpAddr,
         target: IpAddr,
+        qpn: u32,
         cid: u16,
         psn: u32,
         completion: bool,
     ) -> Option<u8> {
-        self.recent.get(self.recent_key(host, target, cid, psn, completion))
+        self.recent.get(self.recent_key(host, target, qpn, cid, psn, completion))
     }
 
     /// What (host, target, CID) is found by in `by_cid`: a 64-bit hash of it, of seeds
@@ -981,12 +982,23 @@ impl IoTracker {
     }
 
     /// What a capsule is remembered by in [`IoTracker::recent`]: a hash of the host, the
-    /// target, the CID, the PSN and whether it is the command or the completion.
-    fn recent_key(&self, host: IpAddr, target: IpAddr, cid: u16, psn: u32, completion: bool) -> u64 {
-        // The hosts as one word where both are IPv4 (see `hash_hosts`), the rest as another.
+    /// target, the queue (the target's QPN), the CID, the PSN and whether it is the command
+    /// or the completion. Two queues between one host and target number their PSNs apart,
+    /// and may meet on a CID and PSN: a capsule of one is no copy of the other's.
+    fn recent_key(
+        &self,
+        host: IpAddr,
+        target: IpAddr,
+        qpn: u32,
+        cid: u16,
+        psn: u32,
+        completion: bool,
+    ) -> u64 {
+        // The hosts as one word where both are IPv4 (see `hash_hosts`), the rest as another
+        // (the QPN folded into the CID's and PSN's word: 24 bits, above them).
         let mut h = self.recent_hash.build_hasher();
         let rest = (u64::from(cid) << 32) | (u64::from(psn) << 1) | u64::from(completion);
-        hash_hosts(&host, &target, rest, &mut h);
+        hash_hosts(&host, &target, rest ^ (u64::from(qpn) << 40).rotate_left(17), &mut h);
         h.finish()
     }
 
@@ -1196,7 +1208,7 @@ impl IoTracker {
     fn release(&mut self, i: usize) {
         let io = &mut self.ios[i];
         io.live = false;
-        let (host, target, cid, rkey, va) = (io.host, io.target, io.cid, io.rkey, io.va);
+        let (host, target, qpn, cid, rkey, va) = (io.host, io.target, io.target_qpn, io.cid, io.rkey, io.va);
         let me = Ref { slot: i as u32, generation: io.generation };
         // Its capsules, for copies of them sent again (see [`Packet`]).
         let seen = |v: [bool; 2]| u8::from(v[0]) | u8::from(v[1]) << 1;
@@ -1206,12 +1218,12 @@ impl IoTracker {
         ];
         for (psn, completion, seen) in capsules {
             if let Some(psn) = psn {
-                let key = self.recent_key(host, target, cid, psn, completion);
+                let key = self.recent_key(host, target, qpn, cid, psn, completion);
                 self.recent.remember(key, seen);
             }
         }
         // One lookup each: the entry found is the one removed. Out of its queue's chain.
-        let (qpn, next) = (self.ios[i].target_qpn, self.ios[i].queue_next);
+        let next = self.ios[i].queue_next;
         let cid_key = self.cid_key(host, target, cid);
         let first = match self.by_queue.entry(Self::queue_key(cid_key, qpn)) {
             Entry::Occupied(o) if *o.get() == me && next == NO_REF => {
@@ -1678,8 +1690,11 @@ impl IoTracker {
         let v = vi(v);
         let first = self.cid_first(host, target, sqe.cid, Some(target_qpn));
         let same = self.same_cid(first).find(|&i| self.ios[i].sqe_psn == psn);
-        let finished =
-            if same.is_none() { self.finished_lately(host, target, sqe.cid, psn, false) } else { None };
+        let finished = if same.is_none() {
+            self.finished_lately(host, target, target_qpn, sqe.cid, psn, false)
+        } else {
+            None
+        };
         let i = match same {
             // The same command at the other vantage, or again at this one.
             Some(i) => {
@@ -2004,7 +2019,8 @@ impl IoTracker {
     }
 
     /// A completion capsule from `target` to `host` (the target's QP when the pairing is
-    /// known). Returns whether it answers a command.
+    /// known). Returns whether it answers a command this vantage saw (not a copy of one
+    /// that finished).
     pub fn completion(
         &mut self,
         at: At,
@@ -2023,7 +2039,9 @@ impl IoTracker {
         let same = self.same_cid(first).find(|&i| self.ios[i].cqe_psn == Some(psn));
         // Or, not seen here before, the copy of one whose I/O the other vantage's copies
         // ended already (see [`IoTracker::copies_after_end`]).
-        let finished = self.finished_lately(host, target, cid, psn, true);
+        // (By the queue, when the completion's flow is paired: until then, a completion is
+        // no copy of a finished I/O's.)
+        let finished = self.finished_lately(host, target, target_qpn.unwrap_or(NONE), cid, psn, true);
         let after_end = !again && finished.is_some_and(|seen| seen & (1 << vx) == 0);
         let stale = (again && finished.is_some()) || after_end;
         if after_end && same.is_none() {
@@ -2037,6 +2055,7 @@ impl IoTracker {
         let Some(i) = answers else {
             return false;
         };
+        let saw_command = self.ios[i].sqe_first.at(vx).is_some();
         self.ios[i].cqe_psn = Some(psn);
         if self.ios[i].cqe.last(vx, ts) {
             self.ios[i].retransmitted = true;
@@ -2079,7 +2098,7 @@ impl IoTracker {
         if let Some(i) = self.get(me) {
             self.maybe_finish(i, ts, rec);
         }
-        true
+        saw_command
     }
 
     /// An acknowledgement from `host` to `target`'s QP covering PSNs up to `acked`: at the
