@@ -1568,6 +1568,86 @@ fn a_resent_command_is_no_copy_of_another_queues_with_its_cid_and_psn() {
     }
 }
 
+/// Sixteen I/O queues between one host and target, no CM, each with its 16 CIDs in flight
+/// at once (reads: a command, its data WRITE, a completion; hand-set times and PSNs), as a
+/// host with a queue per CPU runs when the probe starts: more unpaired queues between two
+/// hosts than the index of request flows holds (8), so an ACK pairs only some of them
+/// before their completions come. A read's data WRITE names its buffer, and so its
+/// command and queue: the completion after it is its queue's. Every read completes with
+/// io@compute as set (14 µs); before, the first completions on the queues not yet paired
+/// went to no I/O, theirs timed out.
+#[test]
+fn many_queues_with_many_cids_in_flight_pair_by_their_data() {
+    use roceprobe::wire::bth::opcode as op;
+    use roceprobe::wire::ib_ext::{Aeth, ExtHeaders, Reth};
+    use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use std::net::IpAddr;
+    let (host, target): (IpAddr, IpAddr) = ("10.17.0.1".parse().unwrap(), "10.17.0.2".parse().unwrap());
+    const QUEUES: u32 = 16;
+    const DEPTH: u16 = 16;
+    let ack = |psn| ExtHeaders { aeth: Some(Aeth::ack(31, psn)), ..Default::default() };
+    let us = 1_000u64;
+    let mut frames = Vec::new();
+    for q in 0..QUEUES {
+        let (host_qp, target_qp) = (0x500 + q, 0x700 + q);
+        let (host_psn, target_psn) = (q * 300_007 + 17, q * 500_009 + 5);
+        for cid in 0..DEPTH {
+            let k = u32::from(cid);
+            // Commands of every queue first, 100 ns apart; each read's data and completion
+            // 14 µs after its command, the queues interleaved.
+            let t = 10 * us + u64::from(k * QUEUES + q) * 100;
+            let va = 0x100_0000 + u64::from(q) * 0x10_0000 + u64::from(k) * 0x1000;
+            let key = 0x4000 + q * 64 + k;
+            let sqe = Sqe {
+                opcode: opcode::READ,
+                flags: FLAGS_SGL,
+                cid,
+                nsid: 1,
+                sgl: Sgl::Keyed { address: va, length: 512, key, invalidate: false },
+                slba: 0,
+                nlb: 0,
+            };
+            let mut capsule = [0u8; SQE_LEN];
+            sqe.emit(&mut capsule);
+            let reth = ExtHeaders { reth: Some(Reth { va, rkey: key, dma_len: 512 }), ..Default::default() };
+            let mut cqe = [0u8; CQE_LEN];
+            Cqe { cid, sq_head: cid + 1, sq_id: q as u16 + 1, ..Default::default() }.emit(&mut cqe);
+            let (hp, tp) = (host_psn + k, target_psn + 2 * k);
+            frames.extend([
+                (t, roce(host, target, op::SEND_ONLY, target_qp, hp, ExtHeaders::default(), &capsule)),
+                (t + 6 * us, roce(target, host, op::WRITE_ONLY, host_qp, tp, reth, &[0u8; 512])),
+                (
+                    t + 14 * us,
+                    roce(target, host, op::SEND_ONLY, host_qp, tp + 1, ExtHeaders::default(), &cqe),
+                ),
+                (t + 15 * us, roce(host, target, op::ACKNOWLEDGE, target_qp, tp + 1, ack(k + 1), &[])),
+            ]);
+        }
+        // The target acknowledges the queue's commands once they are all in.
+        let t = 10 * us + u64::from(u32::from(DEPTH) * QUEUES) * 100 + u64::from(q);
+        frames.push((
+            t,
+            roce(target, host, op::ACKNOWLEDGE, host_qp, host_psn + u32::from(DEPTH) - 1, ack(1), &[]),
+        ));
+    }
+    frames.sort_by_key(|f| f.0);
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = write_pcap(dir.path(), "queues.pcap", &frames);
+    for workers in ["1", "4"] {
+        let s = replay_summary(&[pcap.as_path()], &["--workers", workers]);
+        let ios = &s["ios"];
+        let outcomes: Vec<u64> =
+            ["completed", "timed_out", "unfinished"].map(|k| ios[k].as_u64().unwrap()).into();
+        assert_eq!(outcomes, [u64::from(QUEUES) * u64::from(DEPTH), 0, 0], "{workers} workers: {ios}");
+        let l = s["latency"].as_array().unwrap().iter().find(|l| l["segment"] == "io@compute").unwrap();
+        assert_eq!(l["count"].as_u64(), Some(u64::from(QUEUES) * u64::from(DEPTH)));
+        assert!(
+            close(l["min_us"].as_f64().unwrap(), 14_000) && close(l["max_us"].as_f64().unwrap(), 14_000),
+            "{l}"
+        );
+    }
+}
+
 /// At the storage mirror alone: a read's command at 2.0 µs, its data at 10.0, its
 /// completion at 22.1, then the host's copy of the command sent again at 23.1 (its ACK of
 /// the completion had not come: the host's transport resent the capsule), and the host's

@@ -513,13 +513,14 @@ impl Analyzer {
                 }
                 (op::WRITE_FIRST | op::WRITE_ONLY | op::WRITE_ONLY_IMM, hint) => {
                     if let Some(r) = p.exts.reth {
-                        self.ios.data_write(
+                        let queue = self.ios.data_write(
                             At { vantage, ts, host: ip.dst, target: ip.src },
                             psn,
                             r.rkey,
                             r.va,
                             (opcode == op::WRITE_FIRST).then_some(hint),
                         );
+                        self.flows.pair_with_queue(slot, queue);
                     }
                 }
                 // The rest of a read's data WRITE, sent again.
@@ -528,7 +529,7 @@ impl Analyzer {
                 }
                 (op::READ_REQUEST, hint) => {
                     if let Some(r) = p.exts.reth {
-                        self.ios.read_request(
+                        let queue = self.ios.read_request(
                             At { vantage, ts, host: ip.dst, target: ip.src },
                             psn,
                             r.dma_len,
@@ -536,6 +537,7 @@ impl Analyzer {
                             r.va,
                             hint,
                         );
+                        self.flows.pair_with_queue(slot, queue);
                     }
                 }
                 (op::READ_RESPONSE_LAST | op::READ_RESPONSE_ONLY, _) => {

@@ -1738,6 +1738,45 @@ impl FlowTable {
         ack
     }
 
+    /// Flow `i` (from an NVMe target to its host) carried the data phase of an I/O whose
+    /// command came on the target's QP `queue` (the I/O tracker found it by its R_Key and
+    /// address): the flow of that QP the other way is its pair, if neither is paired yet.
+    /// What CM would have said, learned from the data: an ACK need not tell the pair
+    /// first, which, with more unpaired queues between two hosts than the index of request
+    /// flows holds, can come only after their first completions.
+    #[inline]
+    pub fn pair_with_queue(&mut self, i: u32, queue: Option<u32>) {
+        if let Some(q) = queue {
+            let e = &self.hot[i as usize];
+            if e.peer_slot == NONE && e.peer_qpn == NONE {
+                self.pair_by_queue(i, q);
+            }
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn pair_by_queue(&mut self, i: u32, queue: u32) {
+        let k = self.key(i);
+        let Some(r) = self.find(&FlowKey { vantage: k.vantage, src: k.dst, dst: k.src, dst_qpn: queue })
+        else {
+            return;
+        };
+        let other = &self.hot[r as usize];
+        if r == i || other.peer_slot != NONE || other.peer_qpn != NONE {
+            return;
+        }
+        // As `learn_pair` does: what an acknowledgement that could not tell the pair apart
+        // covered gives no sample.
+        for (resp, req) in [(i, r), (r, i)] {
+            let ambiguous = std::mem::replace(&mut self.cold[resp as usize].ambiguous_acked, NO_PSN);
+            if ambiguous != NO_PSN {
+                self.drop_acked_before_pairing(req, ambiguous);
+            }
+        }
+        self.set_pair(i, r);
+    }
+
     /// Paired by CM before both directions were in the table: links the slots now, unless
     /// the other direction has since paired with another flow.
     #[inline(never)]

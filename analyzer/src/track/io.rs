@@ -1885,14 +1885,19 @@ impl IoTracker {
 
     /// A READ Request from `target` to `host`: the data phase of a write if its RETH names
     /// a pending command's key and address (the READ is `len` bytes from `psn`). Returns
-    /// whether it was.
-    pub fn read_request(&mut self, at: At, psn: u32, len: u32, rkey: u32, va: u64, hint: &mut u32) -> bool {
+    /// the queue (the target's QPN) of the write's command if it was.
+    pub fn read_request(
+        &mut self,
+        at: At,
+        psn: u32,
+        len: u32,
+        rkey: u32,
+        va: u64,
+        hint: &mut u32,
+    ) -> Option<u32> {
         let At { vantage: v, ts, host, target } = at;
         let v = vi(v);
-        let Some(i) = self.by_key.get(&self.buffer_key(host, rkey, va)).copied().and_then(|r| self.get(r))
-        else {
-            return false;
-        };
+        let i = self.by_key.get(&self.buffer_key(host, rkey, va)).copied().and_then(|r| self.get(r))?;
         let me = Ref { slot: i as u32, generation: self.ios[i].generation };
         let io = &mut self.ios[i];
         // A later part of the data (the target READs it in several parts, each where the
@@ -1919,7 +1924,7 @@ impl IoTracker {
             c.next_read = ((n + 1) % CONN_RING) as u8;
             self.ios[i].reads = self.ios[i].reads.saturating_add(1);
         }
-        true
+        Some(q)
     }
 
     /// Removes `key` from the I/Os' buffer keys if it names `me`.
@@ -1935,32 +1940,38 @@ impl IoTracker {
     /// if its RETH names a pending read's key and address. The same packet seen again at a
     /// vantage marks the I/O retransmitted. A WRITE First (`first`: where its flow found
     /// its connection) is remembered in its connection, for its Middle and Last packets
-    /// sent again ([`IoTracker::data_write_again`]). Returns whether it was a data phase.
-    pub fn data_write(&mut self, at: At, psn: u32, rkey: u32, va: u64, first: Option<&mut u32>) -> bool {
+    /// sent again ([`IoTracker::data_write_again`]). Returns the queue (the target's QPN)
+    /// of the read's command if it was a data phase.
+    pub fn data_write(
+        &mut self,
+        at: At,
+        psn: u32,
+        rkey: u32,
+        va: u64,
+        first: Option<&mut u32>,
+    ) -> Option<u32> {
         let At { vantage: v, ts, host, target } = at;
         let v = vi(v);
-        let Some(i) = self.by_key.get(&self.buffer_key(host, rkey, va)).copied().and_then(|r| self.get(r))
-        else {
-            return false;
-        };
+        let i = self.by_key.get(&self.buffer_key(host, rkey, va)).copied().and_then(|r| self.get(r))?;
         if self.ios[i].kind != Kind::Read {
-            return false;
+            return None;
         }
+        let q = self.ios[i].target_qpn;
         let again = self.ios[i].data_psn == Some(psn) && self.ios[i].data_write.at(v).is_some();
         self.ios[i].data_write.first(v, ts);
         self.ios[i].data_psn = Some(psn);
         if again {
             self.ios[i].retransmitted = true;
         }
-        let Some(hint) = first else { return true };
+        let Some(hint) = first else { return Some(q) };
         let me = Ref { slot: i as u32, generation: self.ios[i].generation };
-        let c = self.conn(host, target, self.ios[i].target_qpn, hint);
+        let c = self.conn(host, target, q, hint);
         if !c.writes.iter().any(|e| e.io == Some(me) && e.psn == psn) {
             let n = usize::from(c.next_write);
             c.writes[n] = RingEntry { psn, io: Some(me) };
             c.next_write = ((n + 1) % CONN_RING) as u8;
         }
-        true
+        Some(q)
     }
 
     /// An RDMA WRITE Middle or Last from `target` into `host`'s memory that its flow had
@@ -2198,9 +2209,12 @@ mod tests {
         let mut h = NONE;
         let c = Vantage::Compute;
         t.command(at(c, 0), sent(100), &read(3), &mut h, &mut rec);
-        assert!(t.data_write(at(c, 10), 500, 7, 0x4000, Some(&mut h)));
-        assert!(!t.data_write(at(c, 11), 501, 7, 0x9999, Some(&mut h)), "another buffer is no read's data");
-        assert!(t.data_write(at(c, 20), 500, 7, 0x4000, Some(&mut h)), "the same WRITE again");
+        assert!(t.data_write(at(c, 10), 500, 7, 0x4000, Some(&mut h)).is_some());
+        assert!(
+            t.data_write(at(c, 11), 501, 7, 0x9999, Some(&mut h)).is_none(),
+            "another buffer is no read's data"
+        );
+        assert!(t.data_write(at(c, 20), 500, 7, 0x4000, Some(&mut h)).is_some(), "the same WRITE again");
         assert!(t.completion(at(c, 30), Some(9), 3, Packet { psn: 600, again: false }, &mut h, &mut rec));
         t.ack(at(c, 40), 9, 600, &mut h, &mut rec);
         let n = *t.counts().values().next().unwrap();
@@ -2222,7 +2236,10 @@ mod tests {
         let half = 1u64 << 63;
         t.command(at(s, 0), sent, &write, &mut h, &mut rec);
         t.command(at(c, 0), sent, &write, &mut h, &mut rec);
-        assert!(t.read_request(at(s, half), 500, 4096, 7, 0x4000, &mut h), "the write's data phase");
+        assert!(
+            t.read_request(at(s, half), 500, 4096, 7, 0x4000, &mut h).is_some(),
+            "the write's data phase"
+        );
         t.read_response_end(at(s, 0), 9, 500, None, &mut h);
         let cqe = Packet { psn: 600, again: false };
         assert!(t.completion(at(s, half + 1), Some(9), 3, cqe, &mut h, &mut rec));
