@@ -1093,7 +1093,10 @@ fn xrc_requests_await_their_answers_as_rcs_do() {
 /// then five more WRITEs in order. The repeated reply announces the connection already
 /// running, not a new one: no gap, no retransmission (restarted at PSN 100 again, the five
 /// after it were a gap of five). Then a new connection on the same QPs (new communication
-/// ids) whose REP says PSN 7: A's WRITEs from 7 are in order too.
+/// ids) whose REP says PSN 7: A's WRITEs from 7 are in order too. The same with another
+/// connection set up between the reply and its repeat and room for one ConnectRequest
+/// (`--max-cm-requests 1`): the answered one is forgotten, the repeat still restarts
+/// nothing (before, a gap of five).
 #[test]
 fn a_repeated_connect_reply_restarts_nothing() {
     use roceprobe::wire::bth::opcode as op;
@@ -1104,21 +1107,91 @@ fn a_repeated_connect_reply_restarts_nothing() {
     let (req, rep) =
         (cm_frame(a, b, &cm_req(0x51, 0x10, 900, ips, None)), cm_frame(b, a, &cm_rep(0x52, 0x51, 0x20, 100)));
     let write = |psn| roce(a, b, op::WRITE_ONLY, 0x20, psn, ExtHeaders::default(), &[0u8; 64]);
-    let mut frames = vec![req.clone(), rep.clone()];
-    frames.extend((100..105).map(write));
-    frames.extend([req, rep]);
-    frames.extend((105..110).map(write));
-    frames.push(cm_frame(a, b, &cm_req(0x61, 0x10, 900, ips, None)));
-    frames.push(cm_frame(b, a, &cm_rep(0x62, 0x61, 0x20, 7)));
-    frames.extend((7..12).map(write));
-    let timed = spaced(frames, 1_000);
+    let (c, d): (IpAddr, IpAddr) = ("10.11.0.3".parse().unwrap(), "10.11.0.4".parse().unwrap());
+    let other = [
+        cm_frame(c, d, &cm_req(0x71, 0x30, 500, [[10, 11, 0, 3], [10, 11, 0, 4]], None)),
+        cm_frame(d, c, &cm_rep(0x72, 0x71, 0x40, 600)),
+    ];
     let dir = tempfile::tempdir().unwrap();
-    let pcap = write_pcap(dir.path(), "cm.pcap", &timed);
-    let s = replay_summary(&[pcap.as_path()], &[]);
-    let f = s["flows"].as_array().unwrap().iter().find(|f| f["dst_qpn"] == 0x20).expect("A's requests");
-    let got: Vec<u64> =
-        ["packets", "retx_packets", "gap_psns", "out_of_window"].map(|k| f[k].as_u64().unwrap()).into();
-    assert_eq!(got, [15, 0, 0, 0], "{f}");
+    for (between, extra) in [(&other[..0], &[][..]), (&other[..], &["--max-cm-requests", "1"][..])] {
+        let mut frames = vec![req.clone(), rep.clone()];
+        frames.extend((100..105).map(write));
+        frames.extend(between.iter().cloned());
+        frames.extend([req.clone(), rep.clone()]);
+        frames.extend((105..110).map(write));
+        frames.push(cm_frame(a, b, &cm_req(0x61, 0x10, 900, ips, None)));
+        frames.push(cm_frame(b, a, &cm_rep(0x62, 0x61, 0x20, 7)));
+        frames.extend((7..12).map(write));
+        let timed = spaced(frames, 1_000);
+        let pcap = write_pcap(dir.path(), "cm.pcap", &timed);
+        let s = replay_summary(&[pcap.as_path()], extra);
+        let f = s["flows"].as_array().unwrap().iter().find(|f| f["dst_qpn"] == 0x20).expect("A's requests");
+        let got: Vec<u64> =
+            ["packets", "retx_packets", "gap_psns", "out_of_window"].map(|k| f[k].as_u64().unwrap()).into();
+        assert_eq!(got, [15, 0, 0, 0], "{extra:?}: {f}");
+    }
+}
+
+/// Two hosts connect to one target with the same communication id (each host numbers its
+/// own: Linux's are a small counter xored with a random value per host), their
+/// ConnectRequests before either reply, and again one after the other. Each reply answers
+/// its own host's request: every flow's requests start where CM said, and with each
+/// direction's first request left out, every flow counts a gap of one (hand-set PSNs).
+#[test]
+fn two_hosts_may_use_one_communication_id() {
+    use roceprobe::wire::bth::opcode as op;
+    use roceprobe::wire::ib_ext::ExtHeaders;
+    use std::net::IpAddr;
+    let t: IpAddr = "10.13.0.100".parse().unwrap();
+    let hosts: [(IpAddr, [u8; 4]); 2] =
+        [("10.13.0.1".parse().unwrap(), [10, 13, 0, 1]), ("10.13.0.2".parse().unwrap(), [10, 13, 0, 2])];
+    // Per host k: its QP 0x200 + k (the target's requests start at 900 + 50k), the target's
+    // QP 0x100 + k (the host's requests start at 100 + 200k).
+    let req = |k: usize| {
+        let (h, ip) = hosts[k];
+        cm_frame(h, t, &cm_req(0x1000, 0x200 + k as u32, 900 + 50 * k as u32, [ip, [10, 13, 0, 100]], None))
+    };
+    let rep = |k: usize| {
+        cm_frame(t, hosts[k].0, &cm_rep(0x2000 + k as u32, 0x1000, 0x100 + k as u32, 100 + 200 * k as u32))
+    };
+    let writes = |k: usize| {
+        let (h, _) = hosts[k];
+        let (hq, tq, hs, ts) =
+            (0x200 + k as u32, 0x100 + k as u32, 100 + 200 * k as u32, 900 + 50 * k as u32);
+        let mut v: Vec<Vec<u8>> = (hs + 1..hs + 4)
+            .map(|p| roce(h, t, op::WRITE_ONLY, tq, p, ExtHeaders::default(), &[0u8; 64]))
+            .collect();
+        v.extend(
+            (ts + 1..ts + 4).map(|p| roce(t, h, op::WRITE_ONLY, hq, p, ExtHeaders::default(), &[0u8; 64])),
+        );
+        v
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for (case, cm) in [
+        ("interleaved", [req(0), req(1), rep(0), rep(1)]),
+        ("one after the other", [req(0), rep(0), req(1), rep(1)]),
+    ] {
+        let mut frames = cm.to_vec();
+        frames.extend(writes(0));
+        frames.extend(writes(1));
+        let pcap = write_pcap(dir.path(), "cm.pcap", &spaced(frames, 1_000));
+        let s = replay_summary(&[pcap.as_path()], &[]);
+        let gaps: Vec<(String, u64, u64)> = s["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["transport"] == "RC")
+            .map(|f| {
+                (
+                    f["src_ip"].as_str().unwrap().to_owned(),
+                    f["dst_qpn"].as_u64().unwrap(),
+                    f["gap_psns"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(gaps.len(), 4, "{case}: {gaps:?}");
+        assert!(gaps.iter().all(|g| g.2 == 1), "{case}: each flow a gap of one: {gaps:?}");
+    }
 }
 
 /// An NVMe read whose completion the host acknowledges with the AETH of a READ Response
@@ -1645,6 +1718,134 @@ fn many_queues_with_many_cids_in_flight_pair_by_their_data() {
             close(l["min_us"].as_f64().unwrap(), 14_000) && close(l["max_us"].as_f64().unwrap(), 14_000),
             "{l}"
         );
+    }
+}
+
+/// Two I/O queues between one host and target whose PSNs run alike on both (hand-set), so
+/// that no acknowledgement tells their two directions' pairs apart: queue A's write (CID
+/// 5, in its capsule) completes (the completion's PSN 5000), then A's next command uses
+/// CID 5 again at 100 µs; the target sends the first completion again at 118 µs (its ACK
+/// was slow), and the second I/O's own completion comes at 300 µs. The copy belongs to the
+/// finished I/O and answers nothing, though its flow is not paired: the second I/O's
+/// io@compute is 200 µs (before the queue-keyed capsules were looked up without their
+/// queue there, it was 18 µs).
+#[test]
+fn a_completion_sent_again_on_a_flow_not_paired_answers_no_later_io() {
+    use roceprobe::wire::bth::opcode as op;
+    use roceprobe::wire::ib_ext::{Aeth, ExtHeaders};
+    use roceprobe::wire::nvme::{Cqe, CQE_LEN};
+    use std::net::IpAddr;
+    let (host, target): (IpAddr, IpAddr) = ("10.18.0.1".parse().unwrap(), "10.18.0.2".parse().unwrap());
+    let ack = |psn| ExtHeaders { aeth: Some(Aeth::ack(31, psn)), ..Default::default() };
+    let none = ExtHeaders::default;
+    let command = |cid: u16| {
+        let mut c = vec![0u8; 64 + 512];
+        in_capsule_write(cid, 512).emit(&mut c);
+        c
+    };
+    let cqe = |cid: u16| {
+        let mut c = [0u8; CQE_LEN];
+        Cqe { cid, sq_head: cid + 1, sq_id: 1, ..Default::default() }.emit(&mut c);
+        c
+    };
+    let us = 1_000u64;
+    // Queue k: the host's QP 0x100 + k, the target's 0x200 + k; the same PSNs on both.
+    let (ha, ta, hb, tb) = (0x100, 0x200, 0x101, 0x201);
+    let frames = vec![
+        (10 * us, roce(host, target, op::SEND_ONLY, ta, 1000, none(), &command(5))),
+        (11 * us, roce(host, target, op::SEND_ONLY, tb, 1000, none(), &command(9))),
+        (12 * us, roce(target, host, op::ACKNOWLEDGE, ha, 1000, ack(1), &[])),
+        (13 * us, roce(target, host, op::ACKNOWLEDGE, hb, 1000, ack(1), &[])),
+        (30 * us, roce(target, host, op::SEND_ONLY, ha, 5000, none(), &cqe(5))),
+        (31 * us, roce(target, host, op::SEND_ONLY, hb, 5000, none(), &cqe(9))),
+        (32 * us, roce(host, target, op::ACKNOWLEDGE, ta, 5000, ack(1), &[])),
+        (33 * us, roce(host, target, op::ACKNOWLEDGE, tb, 5000, ack(1), &[])),
+        (100 * us, roce(host, target, op::SEND_ONLY, ta, 1001, none(), &command(5))),
+        (101 * us, roce(host, target, op::SEND_ONLY, tb, 1001, none(), &command(10))),
+        (102 * us, roce(target, host, op::ACKNOWLEDGE, ha, 1001, ack(2), &[])),
+        (103 * us, roce(target, host, op::ACKNOWLEDGE, hb, 1001, ack(2), &[])),
+        // The first completion sent again.
+        (118 * us, roce(target, host, op::SEND_ONLY, ha, 5000, none(), &cqe(5))),
+        (300 * us, roce(target, host, op::SEND_ONLY, ha, 5001, none(), &cqe(5))),
+        (301 * us, roce(target, host, op::SEND_ONLY, hb, 5001, none(), &cqe(10))),
+        (302 * us, roce(host, target, op::ACKNOWLEDGE, ta, 5001, ack(2), &[])),
+        (303 * us, roce(host, target, op::ACKNOWLEDGE, tb, 5001, ack(2), &[])),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = write_pcap(dir.path(), "queues.pcap", &frames);
+    let s = replay_summary(&[pcap.as_path()], &["--slow-ios", "10"]);
+    assert_eq!(s["ios"]["completed"].as_u64(), Some(4), "{}", s["ios"]);
+    let second = s["ios"]["slowest"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|io| {
+            io["cid"] == 5 && io["qpn"] == ta && io["completed_at"].as_str().unwrap().ends_with(".000300000Z")
+        })
+        .unwrap_or_else(|| panic!("queue A's second I/O: {}", s["ios"]));
+    assert!(close(second["io@compute_us"].as_f64().unwrap(), 200 * us), "{second}");
+}
+
+/// Two I/O queues' writes name one buffer (the same R_Key and address, as two writes of
+/// one registered page to two targets' queues would): the target READs it on each queue.
+/// A READ cannot tell which command it serves, so it pairs no flows, and each write
+/// completes on its own queue (hand-set times: io@compute 62 µs each). Before, the READ on
+/// queue A paired A's target flow with queue B's, and A's write never completed.
+#[test]
+fn writes_naming_one_buffer_on_two_queues_both_complete() {
+    use roceprobe::wire::bth::opcode as op;
+    use roceprobe::wire::ib_ext::{Aeth, ExtHeaders, Reth};
+    use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use std::net::IpAddr;
+    let (host, target): (IpAddr, IpAddr) = ("10.19.0.1".parse().unwrap(), "10.19.0.2".parse().unwrap());
+    let ack = |psn| ExtHeaders { aeth: Some(Aeth::ack(31, psn)), ..Default::default() };
+    let none = ExtHeaders::default;
+    let (va, key) = (0x7f00_0010_0000u64, 0x1234u32);
+    let command = |cid: u16| {
+        let sqe = Sqe {
+            opcode: opcode::WRITE,
+            flags: FLAGS_SGL,
+            cid,
+            nsid: 1,
+            sgl: Sgl::Keyed { address: va, length: 4096, key, invalidate: false },
+            slba: 0,
+            nlb: 7,
+        };
+        let mut c = [0u8; SQE_LEN];
+        sqe.emit(&mut c);
+        c
+    };
+    let cqe = |cid: u16| {
+        let mut c = [0u8; CQE_LEN];
+        Cqe { cid, sq_head: cid + 1, sq_id: 1, ..Default::default() }.emit(&mut c);
+        c
+    };
+    let read = ExtHeaders { reth: Some(Reth { va, rkey: key, dma_len: 4096 }), ..Default::default() };
+    let us = 1_000u64;
+    let (ha, ta, hb, tb) = (0x100, 0x200, 0x101, 0x201);
+    let frames = vec![
+        (10 * us, roce(host, target, op::SEND_ONLY, ta, 1000, none(), &command(1))),
+        (11 * us, roce(host, target, op::SEND_ONLY, tb, 3000, none(), &command(2))),
+        (15 * us, roce(target, host, op::READ_REQUEST, ha, 5000, read, &[])),
+        (16 * us, roce(target, host, op::READ_REQUEST, hb, 7000, read, &[])),
+        (20 * us, roce(host, target, op::READ_RESPONSE_ONLY, ta, 5000, ack(1), &[0u8; 4096])),
+        (21 * us, roce(host, target, op::READ_RESPONSE_ONLY, tb, 7000, ack(1), &[0u8; 4096])),
+        (25 * us, roce(target, host, op::ACKNOWLEDGE, ha, 1000, ack(1), &[])),
+        (26 * us, roce(target, host, op::ACKNOWLEDGE, hb, 3000, ack(1), &[])),
+        (72 * us, roce(target, host, op::SEND_ONLY, ha, 5001, none(), &cqe(1))),
+        (73 * us, roce(target, host, op::SEND_ONLY, hb, 7001, none(), &cqe(2))),
+        (74 * us, roce(host, target, op::ACKNOWLEDGE, ta, 5001, ack(2), &[])),
+        (75 * us, roce(host, target, op::ACKNOWLEDGE, tb, 7001, ack(2), &[])),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = write_pcap(dir.path(), "shared.pcap", &frames);
+    let s = replay_summary(&[pcap.as_path()], &["--slow-ios", "10"]);
+    let ios = &s["ios"];
+    let outcomes: Vec<u64> =
+        ["completed", "timed_out", "unfinished"].map(|k| ios[k].as_u64().unwrap()).into();
+    assert_eq!(outcomes, [2, 0, 0], "{ios}");
+    for io in ios["slowest"].as_array().unwrap() {
+        assert!(close(io["io@compute_us"].as_f64().unwrap(), 62 * us), "{io}");
     }
 }
 

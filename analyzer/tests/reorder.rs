@@ -498,6 +498,60 @@ fn a_late_nak_or_cnp_is_counted_as_one_in_order() {
 }
 
 #[test]
+fn a_late_first_copy_of_a_nak_or_cnp_counts_it_once() {
+    // Every packet mirrored twice, the copy after a router with the TTL one lower 0.5 µs
+    // later (hand-set frames): two WRITEs, a NAK (sequence error) of the other direction
+    // 2 ms later and a CNP 2 ms after it, then a WRITE at 7 ms. The NAK's and the CNP's
+    // second copies (TTL 63) come in order, their first copies (TTL 64) after the last
+    // WRITE: late. One NAK and one CNP were sent: each counts once (the late copies count
+    // as packets, and late), with 1 and 4 workers. Before, the late first copies counted
+    // them a second time.
+    use roceprobe::wire::bth::{self, opcode as op};
+    use roceprobe::wire::ib_ext::{Aeth, ExtHeaders};
+    let (a, b): (std::net::IpAddr, std::net::IpAddr) =
+        ("10.20.0.1".parse().unwrap(), "10.20.0.2".parse().unwrap());
+    let payload = [0u8; 64];
+    let frame = |src, dst, opcode, qp, psn, aeth: Option<Aeth>, ttl| {
+        let repr = bth::Repr { opcode, dest_qp: qp, psn, ..Default::default() };
+        let mut f = roceprobe::wire::build::RoceFrame::new(src, dst, repr);
+        f.ext = ExtHeaders { aeth, ..Default::default() };
+        f.ttl = ttl;
+        if opcode == op::WRITE_ONLY {
+            f.payload = &payload;
+        }
+        f.emit()
+    };
+    let us = 1_000u64;
+    let nak = Some(Aeth::nak(0, 1));
+    let mut frames = Vec::new();
+    // (time, src, dst, opcode, QP, PSN, AETH, both copies in order)
+    for (t, src, dst, opcode, qp, psn, aeth, both) in [
+        (10 * us, a, b, op::WRITE_ONLY, 0x51, 100, None, true),
+        (11 * us, a, b, op::WRITE_ONLY, 0x51, 102, None, true),
+        (2_000 * us, b, a, op::ACKNOWLEDGE, 0x61, 101, nak, false),
+        (4_000 * us, b, a, op::CNP, 0x61, 0, None, false),
+        (7_000 * us, a, b, op::WRITE_ONLY, 0x51, 101, None, true),
+    ] {
+        if both {
+            frames.push((t, frame(src, dst, opcode, qp, psn, aeth, 64)));
+        }
+        frames.push((t + 500, frame(src, dst, opcode, qp, psn, aeth, 63)));
+    }
+    frames.push((2_000 * us, frame(b, a, op::ACKNOWLEDGE, 0x61, 101, nak, 64)));
+    frames.push((4_000 * us, frame(b, a, op::CNP, 0x61, 0, None, 64)));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("copies.pcap");
+    write(&path, &frames);
+    for workers in ["1", "4"] {
+        let (s, _) = replay(std::slice::from_ref(&path), &["--workers".into(), workers.into()]);
+        let flows = s["flows"].as_array().unwrap();
+        let sum = |k: &str| -> u64 { flows.iter().map(|f| f[k].as_u64().unwrap()).sum() };
+        let counted = (sum("nak_seq"), sum("cnp") + sum("cnp_unattributed"), sum("late_packets"));
+        assert_eq!(counted, (1, 1, 2), "{workers} workers: {}", s["flows"]);
+    }
+}
+
+#[test]
 fn psns_reordered_within_the_window_are_no_retransmission_and_no_gap() {
     // A real RDMA WRITE bandwidth run (no loss, tshark: no retransmission), its frames
     // swapped pairwise in arrival order where less than the 1 ms window apart, each keeping

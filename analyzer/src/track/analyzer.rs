@@ -147,11 +147,12 @@ pub struct Analyzer {
     /// Latency histograms, per series.
     latency: LatencyRecorder,
     nvme: NvmeRecognizer,
-    /// CM ConnectRequests by (vantage, local communication id).
-    cm_requests: FifoMap<(Vantage, u32), CmRequest>,
+    /// CM ConnectRequests by (vantage, requester's address, its communication id).
+    cm_requests: FifoMap<(Vantage, IpAddr, u32), CmRequest>,
     /// The ConnectRequests answered already (the same keys), as many as `cm_requests`
-    /// holds: a repeated reply is not a new connection.
-    cm_answered: FifoMap<(Vantage, u32), ()>,
+    /// holds: a repeated reply is not a new connection (nor, once this has forgotten it,
+    /// one whose starting PSNs the flows were given already, see `FlowTable::announce_pair`).
+    cm_answered: FifoMap<(Vantage, IpAddr, u32), ()>,
     /// Frames arrive with their final time (a dispatcher applied the ERSPAN clocks).
     stamped: bool,
     /// With `--evidence-dir`.
@@ -601,10 +602,11 @@ impl Analyzer {
                 // kept here for the other end; the REP's is the requester's first.
                 let a = QpEnd { ip: p.ip.src, qpn: r.local_qpn, start_psn: Some(r.starting_psn) };
                 let req = CmRequest { a, b_ip: p.ip.dst, mtu, nvme_qid: r.nvme_qid };
-                self.cm_requests.insert((vantage, r.local_comm_id), req);
+                // A communication id is its sender's own: two hosts may use the same one.
+                self.cm_requests.insert((vantage, p.ip.src, r.local_comm_id), req);
             }
             Some((_, CmMessage::Rep(r))) => {
-                let key = (vantage, r.remote_comm_id);
+                let key = (vantage, p.ip.dst, r.remote_comm_id);
                 if let Some(CmRequest { a, b_ip, mtu, nvme_qid }) = self.cm_requests.remove(&key) {
                     // A ConnectRequest sent again that crossed its reply is answered again
                     // by the same reply: the connection is the one announced already, with
@@ -621,7 +623,7 @@ impl Analyzer {
                 }
             }
             Some((_, CmMessage::Rej { remote_comm_id, .. })) => {
-                self.cm_requests.remove(&(vantage, remote_comm_id));
+                self.cm_requests.remove(&(vantage, p.ip.dst, remote_comm_id));
             }
             _ => {}
         }

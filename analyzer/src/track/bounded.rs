@@ -157,6 +157,9 @@ pub struct FifoMap<K, V> {
     /// Entries forgotten to make room.
     pub forgotten: u64,
     ghosts: Ghosts,
+    /// The ghosts' hash: of fixed seeds (see [`fixed_hasher`]), so that the estimate of the
+    /// bound needed is the same in every replay of a capture (the index keeps random ones).
+    ghost_hash: ahash::RandomState,
     /// Keys inserted so far (wrapping): a key looked up in vain stays absent until the next
     /// insert, which a hint of its absence records (see [`FifoMap::get_mut_recent_hinted`]).
     inserted: u32,
@@ -184,6 +187,7 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
             max,
             forgotten: 0,
             ghosts: Ghosts::new(),
+            ghost_hash: fixed_hasher(),
             inserted: 0,
         }
     }
@@ -212,7 +216,7 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
     #[inline]
     fn missed(&mut self, k: &K) {
         if self.forgotten > 0 {
-            let h = self.index.hasher().hash_one(k);
+            let h = self.ghost_hash.hash_one(k);
             self.ghosts.looked_up(h);
         }
     }
@@ -256,7 +260,7 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
             self.index.remove(&key);
             self.free.push(oldest);
             self.forgotten += 1;
-            self.ghosts.forgot(self.index.hasher().hash_one(key));
+            self.ghosts.forgot(self.ghost_hash.hash_one(key));
         }
     }
 

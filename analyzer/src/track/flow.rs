@@ -430,9 +430,10 @@ impl Hot {
     /// just before (the last at most `--duplicate-window` earlier) and, for a request, its
     /// PSN was seen already (a request whose first copy the mirror lost is counted). A
     /// retransmission, which crosses the mirrored router again, comes with the higher TTL
-    /// again and counts as one. Otherwise the packet's TTL becomes the flow's.
+    /// again and counts as one. Otherwise the packet's TTL becomes the flow's, unless the
+    /// packet is late (see [`FlowTable::late`]).
     #[inline]
-    fn mirror_duplicate(&mut self, window: u64, p: &RocePacket<'_>, opcode: u8, ts: u64) -> bool {
+    fn mirror_duplicate(&mut self, window: u64, p: &RocePacket<'_>, opcode: u8, ts: u64, late: bool) -> bool {
         if p.ttl < self.ttl_max
             && window > 0
             && ts.saturating_sub(self.last_ts) <= window
@@ -440,8 +441,14 @@ impl Hot {
         {
             return true;
         }
-        self.ttl_max = p.ttl;
+        self.ttl_max = if late { self.ttl_max } else { p.ttl };
         false
+    }
+    /// Whether a late packet may be the first copy (the TTL higher, before a router) of
+    /// one whose second copy (see [`Hot::mirror_duplicate`]; `window`, 0: none looked for)
+    /// counted already: its TTL above the flow's latest packets'.
+    fn may_be_first_copy(&self, window: u64, p: &RocePacket<'_>) -> bool {
+        window > 0 && p.ttl > self.ttl_max
     }
     /// Packets of the open transmission so far.
     #[inline]
@@ -548,6 +555,9 @@ struct Cold {
     /// While the flow's pair is not known: the highest PSN an ACK of it acknowledged that
     /// could not tell the pair apart (see [`FlowTable::learn_pair`]); [`NO_PSN`] if none.
     ambiguous_acked: u32,
+    /// The PSN CM last said the flow's requests start at ([`NO_PSN`] if none): a reply
+    /// repeated for a connection already running gives the same, and restarts nothing.
+    cm_start: u32,
     /// Every counter but the four in [`Hot`] (which stay 0 here), since the flow began.
     /// Placed (as `tx_base` is) so that the counters a request out of sequence changes,
     /// `retx_packets` to `out_of_window`, share one line (see the assertion below).
@@ -597,6 +607,7 @@ impl Cold {
             reported: FlowCounts::default(),
             ended: 0,
             ambiguous_acked: NO_PSN,
+            cm_start: NO_PSN,
         }
     }
 }
@@ -1351,10 +1362,11 @@ impl FlowTable {
             }
         };
         let (peer_qpn, mtu, start) = self.announced.remove(&key).unwrap_or((NONE, 0, None));
-        let (mut hot, cold) = (Hot::new(&key, transport, opcode, peer_qpn, mtu), Cold::new(key, opcode));
+        let (mut hot, mut cold) = (Hot::new(&key, transport, opcode, peer_qpn, mtu), Cold::new(key, opcode));
         // Its requests start where CM said: a first request lost upstream is a gap.
         if let Some(psn) = start {
             hot.psn.restart_at(psn);
+            cold.cm_start = psn & 0x00FF_FFFF;
         }
         let i = match reuse {
             Some(i) => {
@@ -1629,7 +1641,7 @@ impl FlowTable {
         // what every packet does; the rare steps go through the table's methods.
         let (mut e, mut c) = (&mut self.hot[i as usize], &mut self.cold[i as usize]);
         note_change(e, &mut self.changed, i);
-        if e.mirror_duplicate(self.duplicate_window_ns, p, opcode, ts) {
+        if e.mirror_duplicate(self.duplicate_window_ns, p, opcode, ts, seen.late) {
             *rest_field(e, c, |c| &mut c.mirror_duplicates) += 1;
             return Recorded::Duplicate;
         }
@@ -1804,7 +1816,9 @@ impl FlowTable {
 
     /// A late packet (see [`Seen::late`]) of flow `i`, counted in it already: what does not
     /// depend on the order it came in is counted as for any packet (its ICRC error, a NAK,
-    /// a CNP for the flow it throttles, a request in sequence); it answers nothing.
+    /// a CNP for the flow it throttles, a request in sequence); it answers nothing. A NAK
+    /// or CNP that may be the first copy of one whose second copy counted already (see
+    /// [`Hot::may_be_first_copy`]) is not counted again.
     #[cold]
     #[inline(never)]
     fn late(
@@ -1817,8 +1831,11 @@ impl FlowTable {
         out: &mut impl FnMut(FlowEvent),
     ) {
         *self.rest_field(i, |c| &mut c.late_packets) += 1;
+        let copy = self.hot[i as usize].may_be_first_copy(self.duplicate_window_ns, p);
         if corrupt {
             self.count_icrc_error(i, opcode, ts);
+        } else if copy && (opcode == op::CNP || is_response(opcode)) {
+            // Its NAK or CNP counted with its second copy.
         } else if opcode == op::CNP {
             self.attribute_cnp(i, ts, out);
         } else if is_request(opcode) {
@@ -2182,7 +2199,11 @@ impl FlowTable {
                     // requests start at the PSN CM announced, neither loss nor
                     // retransmission, and what the old connection awaited is answered no
                     // more.
-                    if let Some(psn) = start {
+                    // The same start for the same peer: the connection announced already
+                    // (a reply repeated), running: nothing starts again.
+                    let same = start.map(|p| p & 0x00FF_FFFF) == Some(self.cold[i as usize].cm_start)
+                        && self.hot[i as usize].peer_qpn == peer;
+                    if let Some(psn) = start.filter(|_| !same) {
                         self.restart_at(i, psn);
                     }
                     // What CM says overrides what was learned: a link to another flow goes.
@@ -2210,7 +2231,9 @@ impl FlowTable {
         let e = &mut self.hot[i as usize];
         e.psn.restart_at(psn);
         e.acks_live = 0;
-        self.cold[i as usize].reads = [Pending::default(); PENDING];
+        let c = &mut self.cold[i as usize];
+        c.reads = [Pending::default(); PENDING];
+        c.cm_start = psn & 0x00FF_FFFF;
     }
 
     /// Puts a flow on the list of flows to hand over at the end of the interval.

@@ -184,6 +184,10 @@ struct Io {
     /// Its completion's place in its connection's ring went to a newer completion before
     /// the host's ACK came: the ACK is no longer looked for (see `IoTracker::acks_lost`).
     ack_lost: bool,
+    /// Another live I/O named the same buffer (host, R_Key and address): its data phase
+    /// cannot tell which of them it serves, and so names no queue (see
+    /// [`IoTracker::data_write`]).
+    shared_buffer: bool,
     /// Vantages (bit v) that saw the CID used again before this I/O's completion, while
     /// the other vantage still awaited its copy: the completion is lost there, and the I/O
     /// waits for the other vantage's (a mirror whose copy was dropped, its clock behind).
@@ -922,8 +926,9 @@ impl IoTracker {
             }),
             raised: Vec::new(),
             raised_lost: 0,
-            // Two capsules an I/O.
-            recent: RecentKeys::new(2 * max_ios),
+            // Two capsules an I/O, the completion under two keys (with its queue and
+            // without).
+            recent: RecentKeys::new(3 * max_ios),
             recent_hash: ahash::RandomState::new(),
         }
     }
@@ -1220,6 +1225,11 @@ impl IoTracker {
             if let Some(psn) = psn {
                 let key = self.recent_key(host, target, qpn, cid, psn, completion);
                 self.recent.remember(key, seen);
+                // A completion on a flow not paired yet is looked up without its queue.
+                if completion {
+                    let key = self.recent_key(host, target, NONE, cid, psn, completion);
+                    self.recent.remember(key, seen);
+                }
             }
         }
         // One lookup each: the entry found is the one removed. Out of its queue's chain.
@@ -1820,6 +1830,7 @@ impl IoTracker {
             cqe_psn: None,
             retransmitted: false,
             ack_lost: false,
+            shared_buffer: false,
             gave_up: 0,
             waiting: false,
             links: Links::default(),
@@ -1859,7 +1870,11 @@ impl IoTracker {
             }
         }
         if kind == Kind::Read || kind == Kind::Write {
-            self.by_key.insert(self.buffer_key(host, rkey, va), me);
+            if let Some(o) = self.by_key.insert(self.buffer_key(host, rkey, va), me).and_then(|r| self.get(r))
+            {
+                self.ios[o].shared_buffer = true;
+                self.ios[slot as usize].shared_buffer = true;
+            }
         }
         self.link_tail(slot);
         Some(slot as usize)
@@ -1885,7 +1900,8 @@ impl IoTracker {
 
     /// A READ Request from `target` to `host`: the data phase of a write if its RETH names
     /// a pending command's key and address (the READ is `len` bytes from `psn`). Returns
-    /// the queue (the target's QPN) of the write's command if it was.
+    /// the queue (the target's QPN) of the write's command if it was, and no other live
+    /// I/O names the buffer.
     pub fn read_request(
         &mut self,
         at: At,
@@ -1924,7 +1940,7 @@ impl IoTracker {
             c.next_read = ((n + 1) % CONN_RING) as u8;
             self.ios[i].reads = self.ios[i].reads.saturating_add(1);
         }
-        Some(q)
+        (!self.ios[i].shared_buffer).then_some(q)
     }
 
     /// Removes `key` from the I/Os' buffer keys if it names `me`.
@@ -1941,7 +1957,8 @@ impl IoTracker {
     /// vantage marks the I/O retransmitted. A WRITE First (`first`: where its flow found
     /// its connection) is remembered in its connection, for its Middle and Last packets
     /// sent again ([`IoTracker::data_write_again`]). Returns the queue (the target's QPN)
-    /// of the read's command if it was a data phase.
+    /// of the read's command if it was a data phase, and no other live I/O names the
+    /// buffer.
     pub fn data_write(
         &mut self,
         at: At,
@@ -1963,7 +1980,8 @@ impl IoTracker {
         if again {
             self.ios[i].retransmitted = true;
         }
-        let Some(hint) = first else { return Some(q) };
+        let queue = (!self.ios[i].shared_buffer).then_some(q);
+        let Some(hint) = first else { return queue };
         let me = Ref { slot: i as u32, generation: self.ios[i].generation };
         let c = self.conn(host, target, q, hint);
         if !c.writes.iter().any(|e| e.io == Some(me) && e.psn == psn) {
@@ -1971,7 +1989,7 @@ impl IoTracker {
             c.writes[n] = RingEntry { psn, io: Some(me) };
             c.next_write = ((n + 1) % CONN_RING) as u8;
         }
-        Some(q)
+        queue
     }
 
     /// An RDMA WRITE Middle or Last from `target` into `host`'s memory that its flow had
@@ -2050,8 +2068,8 @@ impl IoTracker {
         let same = self.same_cid(first).find(|&i| self.ios[i].cqe_psn == Some(psn));
         // Or, not seen here before, the copy of one whose I/O the other vantage's copies
         // ended already (see [`IoTracker::copies_after_end`]).
-        // (By the queue, when the completion's flow is paired: until then, a completion is
-        // no copy of a finished I/O's.)
+        // By the queue when the completion's flow is paired; until then by the host, target,
+        // CID and PSN alone (any queue's).
         let finished = self.finished_lately(host, target, target_qpn.unwrap_or(NONE), cid, psn, true);
         let after_end = !again && finished.is_some_and(|seen| seen & (1 << vx) == 0);
         let stale = (again && finished.is_some()) || after_end;
