@@ -1093,7 +1093,8 @@ fn xrc_requests_await_their_answers_as_rcs_do() {
 /// then five more WRITEs in order. The repeated reply announces the connection already
 /// running, not a new one: no gap, no retransmission (restarted at PSN 100 again, the five
 /// after it were a gap of five). Then a new connection on the same QPs (new communication
-/// ids) whose REP says PSN 7: A's WRITEs from 7 are in order too. The same with another
+/// ids) whose REP says PSN 7: A's WRITEs from 7 are in order too, and again for a third
+/// connection whose REP says 7 again (new ids: not a repeat). The same with another
 /// connection set up between the reply and its repeat and room for one ConnectRequest
 /// (`--max-cm-requests 1`): the answered one is forgotten, the repeat still restarts
 /// nothing (before, a gap of five).
@@ -1122,13 +1123,18 @@ fn a_repeated_connect_reply_restarts_nothing() {
         frames.push(cm_frame(a, b, &cm_req(0x61, 0x10, 900, ips, None)));
         frames.push(cm_frame(b, a, &cm_rep(0x62, 0x61, 0x20, 7)));
         frames.extend((7..12).map(write));
+        // And one more on the same QPs with the same starting PSNs (its own communication
+        // ids): a new connection, its WRITEs from 7 in order again.
+        frames.push(cm_frame(a, b, &cm_req(0x81, 0x10, 900, ips, None)));
+        frames.push(cm_frame(b, a, &cm_rep(0x82, 0x81, 0x20, 7)));
+        frames.extend((7..12).map(write));
         let timed = spaced(frames, 1_000);
         let pcap = write_pcap(dir.path(), "cm.pcap", &timed);
         let s = replay_summary(&[pcap.as_path()], extra);
         let f = s["flows"].as_array().unwrap().iter().find(|f| f["dst_qpn"] == 0x20).expect("A's requests");
         let got: Vec<u64> =
             ["packets", "retx_packets", "gap_psns", "out_of_window"].map(|k| f[k].as_u64().unwrap()).into();
-        assert_eq!(got, [15, 0, 0, 0], "{extra:?}: {f}");
+        assert_eq!(got, [20, 0, 0, 0], "{extra:?}: {f}");
     }
 }
 

@@ -500,12 +500,14 @@ fn a_late_nak_or_cnp_is_counted_as_one_in_order() {
 #[test]
 fn a_late_first_copy_of_a_nak_or_cnp_counts_it_once() {
     // Every packet mirrored twice, the copy after a router with the TTL one lower 0.5 µs
-    // later (hand-set frames): two WRITEs, a NAK (sequence error) of the other direction
-    // 2 ms later and a CNP 2 ms after it, then a WRITE at 7 ms. The NAK's and the CNP's
-    // second copies (TTL 63) come in order, their first copies (TTL 64) after the last
-    // WRITE: late. One NAK and one CNP were sent: each counts once (the late copies count
-    // as packets, and late), with 1 and 4 workers. Before, the late first copies counted
-    // them a second time.
+    // later (hand-set frames): two WRITEs and their ACK, a NAK (sequence error) of the
+    // other direction 2 ms later and a CNP 2 ms after it, then a WRITE at 7 ms. The NAK's
+    // and the CNP's second copies (TTL 63) come in order, their first copies (TTL 64)
+    // after the last WRITE: late. One NAK and one CNP were sent: each counts once (the
+    // late copies count as packets, and late), with 1 and 4 workers. Before, the late
+    // first copies counted them a second time. The same frames with the NAK's and CNP's
+    // first copies only, late, after a path change (the flows' other packets at TTL 62,
+    // one copy each): no flow sees packets twice, and the late NAK and CNP count.
     use roceprobe::wire::bth::{self, opcode as op};
     use roceprobe::wire::ib_ext::{Aeth, ExtHeaders};
     let (a, b): (std::net::IpAddr, std::net::IpAddr) =
@@ -528,6 +530,7 @@ fn a_late_first_copy_of_a_nak_or_cnp_counts_it_once() {
     for (t, src, dst, opcode, qp, psn, aeth, both) in [
         (10 * us, a, b, op::WRITE_ONLY, 0x51, 100, None, true),
         (11 * us, a, b, op::WRITE_ONLY, 0x51, 102, None, true),
+        (12 * us, b, a, op::ACKNOWLEDGE, 0x61, 100, Some(Aeth::ack(31, 1)), true),
         (2_000 * us, b, a, op::ACKNOWLEDGE, 0x61, 101, nak, false),
         (4_000 * us, b, a, op::CNP, 0x61, 0, None, false),
         (7_000 * us, a, b, op::WRITE_ONLY, 0x51, 101, None, true),
@@ -539,15 +542,30 @@ fn a_late_first_copy_of_a_nak_or_cnp_counts_it_once() {
     }
     frames.push((2_000 * us, frame(b, a, op::ACKNOWLEDGE, 0x61, 101, nak, 64)));
     frames.push((4_000 * us, frame(b, a, op::CNP, 0x61, 0, None, 64)));
+    // One copy of each packet, the path's TTL 62 but for the late NAK's and CNP's (64).
+    let single: Vec<(u64, Vec<u8>)> = frames
+        .iter()
+        .filter(|(_, f)| f[22] == 63)
+        .map(|(t, f)| {
+            let mut f = f.clone();
+            f[22] = 62;
+            (*t, f)
+        })
+        .filter(|(t, _)| *t != 2_000 * us + 500 && *t != 4_000 * us + 500)
+        .chain(frames[frames.len() - 2..].iter().cloned())
+        .collect();
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("copies.pcap");
-    write(&path, &frames);
-    for workers in ["1", "4"] {
-        let (s, _) = replay(std::slice::from_ref(&path), &["--workers".into(), workers.into()]);
-        let flows = s["flows"].as_array().unwrap();
-        let sum = |k: &str| -> u64 { flows.iter().map(|f| f[k].as_u64().unwrap()).sum() };
-        let counted = (sum("nak_seq"), sum("cnp") + sum("cnp_unattributed"), sum("late_packets"));
-        assert_eq!(counted, (1, 1, 2), "{workers} workers: {}", s["flows"]);
+    for (case, frames, dups) in [("two copies", &frames, true), ("one copy, a path change", &single, false)] {
+        let path = dir.path().join("copies.pcap");
+        write(&path, frames);
+        for workers in ["1", "4"] {
+            let (s, _) = replay(std::slice::from_ref(&path), &["--workers".into(), workers.into()]);
+            let flows = s["flows"].as_array().unwrap();
+            let sum = |k: &str| -> u64 { flows.iter().map(|f| f[k].as_u64().unwrap()).sum() };
+            let counted = (sum("nak_seq"), sum("cnp") + sum("cnp_unattributed"), sum("late_packets"));
+            assert_eq!(counted, (1, 1, 2), "{case}, {workers} workers: {}", s["flows"]);
+            assert_eq!(sum("mirror_duplicates") > 0, dups, "{case}");
+        }
     }
 }
 

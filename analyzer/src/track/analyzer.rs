@@ -615,7 +615,7 @@ impl Analyzer {
                         self.cm_answered.insert(key, ());
                         let b = QpEnd { ip: b_ip, qpn: r.local_qpn, start_psn: a.start_psn };
                         let a = QpEnd { start_psn: Some(r.starting_psn), ..a };
-                        self.flows.announce_pair(vantage, a, b, mtu);
+                        self.flows.announce_pair(vantage, a, b, mtu, r.remote_comm_id);
                         // The queue is the admin queue or not, whatever an earlier
                         // connection on the QP was.
                         self.ios.nvme_queue(a.ip, b_ip, r.local_qpn, nvme_qid == Some(0));

@@ -444,11 +444,12 @@ impl Hot {
         self.ttl_max = if late { self.ttl_max } else { p.ttl };
         false
     }
-    /// Whether a late packet may be the first copy (the TTL higher, before a router) of
-    /// one whose second copy (see [`Hot::mirror_duplicate`]; `window`, 0: none looked for)
-    /// counted already: its TTL above the flow's latest packets'.
-    fn may_be_first_copy(&self, window: u64, p: &RocePacket<'_>) -> bool {
-        window > 0 && p.ttl > self.ttl_max
+    /// Whether a late packet may be the first copy (before the mirrored router: its TTL one
+    /// higher) of one whose second copy counted already, on a flow whose packets come
+    /// twice (it has had `duplicates` second copies, see [`Hot::mirror_duplicate`];
+    /// `window` 0: none are looked for): its TTL one above the flow's latest packets'.
+    fn may_be_first_copy(&self, window: u64, duplicates: u64, p: &RocePacket<'_>) -> bool {
+        window > 0 && duplicates > 0 && u16::from(p.ttl) == u16::from(self.ttl_max) + 1
     }
     /// Packets of the open transmission so far.
     #[inline]
@@ -555,9 +556,9 @@ struct Cold {
     /// While the flow's pair is not known: the highest PSN an ACK of it acknowledged that
     /// could not tell the pair apart (see [`FlowTable::learn_pair`]); [`NO_PSN`] if none.
     ambiguous_acked: u32,
-    /// The PSN CM last said the flow's requests start at ([`NO_PSN`] if none): a reply
-    /// repeated for a connection already running gives the same, and restarts nothing.
-    cm_start: u32,
+    /// The connection CM last announced for the flow (its ConnectRequest's communication
+    /// id; `NONE` if none): a reply repeated for it restarts nothing.
+    cm_conn: u32,
     /// Every counter but the four in [`Hot`] (which stay 0 here), since the flow began.
     /// Placed (as `tx_base` is) so that the counters a request out of sequence changes,
     /// `retx_packets` to `out_of_window`, share one line (see the assertion below).
@@ -607,7 +608,7 @@ impl Cold {
             reported: FlowCounts::default(),
             ended: 0,
             ambiguous_acked: NO_PSN,
-            cm_start: NO_PSN,
+            cm_conn: NONE,
         }
     }
 }
@@ -790,7 +791,7 @@ pub struct FlowTable {
     pairs: HashMap<(Vantage, IpAddr, IpAddr), [u32; PAIR_SLOTS], ahash::RandomState>,
     /// QP pairs (and path MTU) announced by CM, for flows not seen yet: the peer's QPN,
     /// the MTU and the PSN the flow's requests start at (if CM said), per direction.
-    announced: FifoMap<FlowKey, (u32, u32, Option<u32>)>,
+    announced: FifoMap<FlowKey, (u32, u32, Option<u32>, u32)>,
     /// Flows whose transmission was still open at the last hand-over (they may have had no
     /// packet since), and the spare list the next hand-over fills (each has room for every
     /// flow).
@@ -1361,12 +1362,12 @@ impl FlowTable {
                 }
             }
         };
-        let (peer_qpn, mtu, start) = self.announced.remove(&key).unwrap_or((NONE, 0, None));
+        let (peer_qpn, mtu, start, conn) = self.announced.remove(&key).unwrap_or((NONE, 0, None, NONE));
         let (mut hot, mut cold) = (Hot::new(&key, transport, opcode, peer_qpn, mtu), Cold::new(key, opcode));
+        cold.cm_conn = conn;
         // Its requests start where CM said: a first request lost upstream is a gap.
         if let Some(psn) = start {
             hot.psn.restart_at(psn);
-            cold.cm_start = psn & 0x00FF_FFFF;
         }
         let i = match reuse {
             Some(i) => {
@@ -1831,7 +1832,8 @@ impl FlowTable {
         out: &mut impl FnMut(FlowEvent),
     ) {
         *self.rest_field(i, |c| &mut c.late_packets) += 1;
-        let copy = self.hot[i as usize].may_be_first_copy(self.duplicate_window_ns, p);
+        let duplicates = self.cold[i as usize].rest.mirror_duplicates;
+        let copy = self.hot[i as usize].may_be_first_copy(self.duplicate_window_ns, duplicates, p);
         if corrupt {
             self.count_icrc_error(i, opcode, ts);
         } else if copy && (opcode == op::CNP || is_response(opcode)) {
@@ -2188,7 +2190,7 @@ impl FlowTable {
     }
 
     /// Records what CM said about a connection: `a` (at `a_ip`, QPN `a_qpn`) talks to `b`.
-    pub fn announce_pair(&mut self, vantage: Vantage, a: QpEnd, b: QpEnd, mtu: u32) {
+    pub fn announce_pair(&mut self, vantage: Vantage, a: QpEnd, b: QpEnd, mtu: u32, conn: u32) {
         let ab = FlowKey { vantage, src: a.ip, dst: b.ip, dst_qpn: b.qpn };
         let ba = FlowKey { vantage, src: b.ip, dst: a.ip, dst_qpn: a.qpn };
         let (ia, ib) = (self.find(&ab), self.find(&ba));
@@ -2199,13 +2201,13 @@ impl FlowTable {
                     // requests start at the PSN CM announced, neither loss nor
                     // retransmission, and what the old connection awaited is answered no
                     // more.
-                    // The same start for the same peer: the connection announced already
-                    // (a reply repeated), running: nothing starts again.
-                    let same = start.map(|p| p & 0x00FF_FFFF) == Some(self.cold[i as usize].cm_start)
-                        && self.hot[i as usize].peer_qpn == peer;
+                    // The connection announced already (a reply repeated), running:
+                    // nothing starts again.
+                    let same = self.cold[i as usize].cm_conn == conn && self.hot[i as usize].peer_qpn == peer;
                     if let Some(psn) = start.filter(|_| !same) {
                         self.restart_at(i, psn);
                     }
+                    self.cold[i as usize].cm_conn = conn;
                     // What CM says overrides what was learned: a link to another flow goes.
                     let old = self.hot[i as usize].peer_slot;
                     if old != NONE && self.hot[old as usize].dst_qpn() != peer {
@@ -2218,7 +2220,7 @@ impl FlowTable {
                         e.mtu_log2 = mtu_log2(mtu);
                     }
                 }
-                None => self.announced.insert(k, (peer, mtu, start)),
+                None => self.announced.insert(k, (peer, mtu, start, conn)),
             }
         }
         if let (Some(a), Some(b)) = (ia, ib) {
@@ -2231,9 +2233,7 @@ impl FlowTable {
         let e = &mut self.hot[i as usize];
         e.psn.restart_at(psn);
         e.acks_live = 0;
-        let c = &mut self.cold[i as usize];
-        c.reads = [Pending::default(); PENDING];
-        c.cm_start = psn & 0x00FF_FFFF;
+        self.cold[i as usize].reads = [Pending::default(); PENDING];
     }
 
     /// Puts a flow on the list of flows to hand over at the end of the interval.
@@ -2430,7 +2430,7 @@ mod pairing {
         assert_eq!(counts(&t, B, A, 1).cnp_unattributed, 1, "no guess");
         assert_eq!((counts(&t, A, B, 10).cnp, counts(&t, A, B, 20).cnp), (0, 0));
         // CM said: A's QP 1 talks to B's QP 20.
-        t.announce_pair(Vantage::Compute, end(A, 1, None), end(B, 20, None), 1024);
+        t.announce_pair(Vantage::Compute, end(A, 1, None), end(B, 20, None), 1024, 1);
         feed(&mut t, &frame(B, A, 0x81, 1, 0, ExtHeaders::default(), 0), 5);
         assert_eq!(counts(&t, A, B, 20).cnp, 1);
         // And the CM's path MTU sizes READ spans on that QP: 3000 bytes = 3 PSNs at 1024.
@@ -2457,7 +2457,7 @@ mod pairing {
             }
             feed(&mut t, &frame(B, A, 0x11, 1, 3_000_009, ack(), 0), 20);
             if announced {
-                t.announce_pair(Vantage::Compute, end(A, 1, Some(1_000_000)), end(B, 20, Some(7)), 0);
+                t.announce_pair(Vantage::Compute, end(A, 1, Some(1_000_000)), end(B, 20, Some(7)), 0, 1);
             }
             for k in 2..12 {
                 feed(&mut t, &write(1_000_000 + k), 2_000_000_000 + u64::from(k));
@@ -2560,7 +2560,7 @@ mod pairing {
     #[test]
     fn a_cnp_of_a_known_pair_is_not_counted_on_another_qp() {
         let mut t = FlowTable::new(64, 1_000_000, None);
-        t.announce_pair(Vantage::Compute, end(A, 1, None), end(B, 20, None), 1024);
+        t.announce_pair(Vantage::Compute, end(A, 1, None), end(B, 20, None), 1024, 1);
         feed(&mut t, &frame(A, B, 0x04, 30, 100, ExtHeaders::default(), 8), 1);
         feed(&mut t, &frame(B, A, 0x81, 1, 0, ExtHeaders::default(), 0), 2);
         assert_eq!((counts(&t, A, B, 30).cnp, counts(&t, B, A, 1).cnp_unattributed), (0, 1));
@@ -2672,7 +2672,7 @@ mod pairing {
         feed(&mut t, &send(B, A, 1), 3);
         assert_eq!((t.hot[0].peer_slot, t.hot[2].peer_slot, t.hot[1].peer_slot), (2, 0, NONE));
         // CM then says A's QP 1 talks to B's QP 10: slots 0 and 1 pair, slot 2 is let go.
-        t.announce_pair(Vantage::Compute, end(A, 1, None), end(B, 10, None), 0);
+        t.announce_pair(Vantage::Compute, end(A, 1, None), end(B, 10, None), 0, 1);
         assert_eq!((t.hot[0].peer_slot, t.hot[1].peer_slot, t.hot[2].peer_slot), (1, 0, NONE));
         assert_eq!((t.hot[0].peer_qpn, t.hot[1].peer_qpn, t.hot[2].peer_qpn), (1, 10, NONE));
     }
