@@ -1569,16 +1569,39 @@ fn many_queues_between_two_hosts_pair_and_complete_without_cm() {
     let dir = tempfile::tempdir().unwrap();
     let pcap = write_pcap(dir.path(), "queues.pcap", &frames);
     let s = replay_summary(&[pcap.as_path()], &[]);
+    all_complete_in(&s, u64::from(QUEUES) * 5, 14_000, "");
+}
+
+/// The 64-byte SQE of an NVMe command of `opcode` with a keyed SGL (`len` bytes at `va`,
+/// R_Key `key`), CID `cid`.
+fn keyed_sqe(opcode: u8, cid: u16, va: u64, len: u32, key: u32) -> [u8; roceprobe::wire::nvme::SQE_LEN] {
+    use roceprobe::wire::nvme::{Sgl, Sqe, FLAGS_SGL, SQE_LEN};
+    let sqe = Sqe {
+        opcode,
+        flags: FLAGS_SGL,
+        cid,
+        nsid: 1,
+        sgl: Sgl::Keyed { address: va, length: len, key, invalidate: false },
+        slba: 0,
+        nlb: (len / 512).saturating_sub(1) as u16,
+    };
+    let mut c = [0u8; SQE_LEN];
+    sqe.emit(&mut c);
+    c
+}
+
+/// The summary's I/Os: `n` completed, none timed out or unfinished, and every io@compute
+/// sample `ns` (its only series).
+fn all_complete_in(s: &Value, n: u64, ns: u64, case: &str) {
     let ios = &s["ios"];
     let outcomes: Vec<u64> =
         ["completed", "timed_out", "unfinished"].map(|k| ios[k].as_u64().unwrap()).into();
-    assert_eq!(outcomes, [u64::from(QUEUES) * 5, 0, 0], "{ios}");
-    let l =
-        s["latency"].as_array().unwrap().iter().find(|l| l["segment"] == "io@compute").expect("io@compute");
-    assert_eq!(l["count"].as_u64(), Some(u64::from(QUEUES) * 5));
+    assert_eq!(outcomes, [n, 0, 0], "{case}: {ios}");
+    let l = series_where(s, "segment", "io@compute");
+    assert_eq!(l["count"].as_u64(), Some(n), "{case}");
     assert!(
-        close(l["min_us"].as_f64().unwrap(), 14_000) && close(l["max_us"].as_f64().unwrap(), 14_000),
-        "{l}"
+        close(l["min_us"].as_f64().unwrap(), ns) && close(l["max_us"].as_f64().unwrap(), ns),
+        "{case}: {l}"
     );
 }
 
@@ -1593,26 +1616,13 @@ fn many_queues_between_two_hosts_pair_and_complete_without_cm() {
 fn a_resent_command_is_no_copy_of_another_queues_with_its_cid_and_psn() {
     use roceprobe::wire::bth::opcode as op;
     use roceprobe::wire::ib_ext::{Aeth, ExtHeaders};
-    use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use roceprobe::wire::nvme::{opcode, Cqe, CQE_LEN};
     use std::net::IpAddr;
     let (host, target): (IpAddr, IpAddr) = ("10.16.0.1".parse().unwrap(), "10.16.0.2".parse().unwrap());
     let ack = |psn| ExtHeaders { aeth: Some(Aeth::ack(31, psn)), ..Default::default() };
     let nak = |psn| ExtHeaders { aeth: Some(Aeth::nak(0, psn)), ..Default::default() };
     let none = ExtHeaders::default;
-    let flush = |cid: u16| {
-        let sqe = Sqe {
-            opcode: opcode::FLUSH,
-            flags: FLAGS_SGL,
-            cid,
-            nsid: 1,
-            sgl: Sgl::Keyed { address: 0, length: 0, key: 0, invalidate: false },
-            slba: 0,
-            nlb: 0,
-        };
-        let mut c = [0u8; SQE_LEN];
-        sqe.emit(&mut c);
-        c
-    };
+    let flush = |cid: u16| keyed_sqe(opcode::FLUSH, cid, 0, 0, 0);
     let cqe = |cid: u16| {
         let mut c = [0u8; CQE_LEN];
         Cqe { cid, sq_head: cid + 1, sq_id: 1, ..Default::default() }.emit(&mut c);
@@ -1659,7 +1669,7 @@ fn a_resent_command_is_no_copy_of_another_queues_with_its_cid_and_psn() {
 fn many_queues_with_many_cids_in_flight_pair_by_their_data() {
     use roceprobe::wire::bth::opcode as op;
     use roceprobe::wire::ib_ext::{Aeth, ExtHeaders, Reth};
-    use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use roceprobe::wire::nvme::{opcode, Cqe, CQE_LEN};
     use std::net::IpAddr;
     let (host, target): (IpAddr, IpAddr) = ("10.17.0.1".parse().unwrap(), "10.17.0.2".parse().unwrap());
     const QUEUES: u32 = 16;
@@ -1677,17 +1687,7 @@ fn many_queues_with_many_cids_in_flight_pair_by_their_data() {
             let t = 10 * us + u64::from(k * QUEUES + q) * 100;
             let va = 0x100_0000 + u64::from(q) * 0x10_0000 + u64::from(k) * 0x1000;
             let key = 0x4000 + q * 64 + k;
-            let sqe = Sqe {
-                opcode: opcode::READ,
-                flags: FLAGS_SGL,
-                cid,
-                nsid: 1,
-                sgl: Sgl::Keyed { address: va, length: 512, key, invalidate: false },
-                slba: 0,
-                nlb: 0,
-            };
-            let mut capsule = [0u8; SQE_LEN];
-            sqe.emit(&mut capsule);
+            let capsule = keyed_sqe(opcode::READ, cid, va, 512, key);
             let reth = ExtHeaders { reth: Some(Reth { va, rkey: key, dma_len: 512 }), ..Default::default() };
             let mut cqe = [0u8; CQE_LEN];
             Cqe { cid, sq_head: cid + 1, sq_id: q as u16 + 1, ..Default::default() }.emit(&mut cqe);
@@ -1714,16 +1714,7 @@ fn many_queues_with_many_cids_in_flight_pair_by_their_data() {
     let pcap = write_pcap(dir.path(), "queues.pcap", &frames);
     for workers in ["1", "4"] {
         let s = replay_summary(&[pcap.as_path()], &["--workers", workers]);
-        let ios = &s["ios"];
-        let outcomes: Vec<u64> =
-            ["completed", "timed_out", "unfinished"].map(|k| ios[k].as_u64().unwrap()).into();
-        assert_eq!(outcomes, [u64::from(QUEUES) * u64::from(DEPTH), 0, 0], "{workers} workers: {ios}");
-        let l = s["latency"].as_array().unwrap().iter().find(|l| l["segment"] == "io@compute").unwrap();
-        assert_eq!(l["count"].as_u64(), Some(u64::from(QUEUES) * u64::from(DEPTH)));
-        assert!(
-            close(l["min_us"].as_f64().unwrap(), 14_000) && close(l["max_us"].as_f64().unwrap(), 14_000),
-            "{l}"
-        );
+        all_complete_in(&s, u64::from(QUEUES) * u64::from(DEPTH), 14_000, workers);
     }
 }
 
@@ -1801,26 +1792,13 @@ fn a_completion_sent_again_on_a_flow_not_paired_answers_no_later_io() {
 fn writes_naming_one_buffer_on_two_queues_both_complete() {
     use roceprobe::wire::bth::opcode as op;
     use roceprobe::wire::ib_ext::{Aeth, ExtHeaders, Reth};
-    use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use roceprobe::wire::nvme::{opcode, Cqe, CQE_LEN};
     use std::net::IpAddr;
     let (host, target): (IpAddr, IpAddr) = ("10.19.0.1".parse().unwrap(), "10.19.0.2".parse().unwrap());
     let ack = |psn| ExtHeaders { aeth: Some(Aeth::ack(31, psn)), ..Default::default() };
     let none = ExtHeaders::default;
     let (va, key) = (0x7f00_0010_0000u64, 0x1234u32);
-    let command = |cid: u16| {
-        let sqe = Sqe {
-            opcode: opcode::WRITE,
-            flags: FLAGS_SGL,
-            cid,
-            nsid: 1,
-            sgl: Sgl::Keyed { address: va, length: 4096, key, invalidate: false },
-            slba: 0,
-            nlb: 7,
-        };
-        let mut c = [0u8; SQE_LEN];
-        sqe.emit(&mut c);
-        c
-    };
+    let command = |cid: u16| keyed_sqe(opcode::WRITE, cid, va, 4096, key);
     let cqe = |cid: u16| {
         let mut c = [0u8; CQE_LEN];
         Cqe { cid, sq_head: cid + 1, sq_id: 1, ..Default::default() }.emit(&mut c);

@@ -945,20 +945,6 @@ impl IoTracker {
         }
     }
 
-    /// Whether a capsule with this PSN belonged to an I/O that finished lately: if so, the
-    /// vantages that saw it (bit 0 compute, bit 1 storage).
-    fn finished_lately(
-        &self,
-        host: IpAddr,
-        target: IpAddr,
-        qpn: u32,
-        cid: u16,
-        psn: u32,
-        completion: bool,
-    ) -> Option<u8> {
-        self.recent.get(self.recent_key(host, target, qpn, cid, psn, completion))
-    }
-
     /// What (host, target, CID) is found by in `by_cid`: a 64-bit hash of it, of seeds
     /// drawn at start, taken for the key itself (as `recent` takes its capsules'): no
     /// traffic can choose two keys that hash alike, and a new key meets one of the at most
@@ -1701,7 +1687,9 @@ impl IoTracker {
         let first = self.cid_first(host, target, sqe.cid, Some(target_qpn));
         let same = self.same_cid(first).find(|&i| self.ios[i].sqe_psn == psn);
         let finished = if same.is_none() {
-            self.finished_lately(host, target, target_qpn, sqe.cid, psn, false)
+            // Whether a capsule with this PSN belonged to an I/O that finished lately: if
+            // so, the vantages that saw it (bit 0 compute, bit 1 storage).
+            self.recent.get(self.recent_key(host, target, target_qpn, sqe.cid, psn, false))
         } else {
             None
         };
@@ -2070,7 +2058,8 @@ impl IoTracker {
         // ended already (see [`IoTracker::copies_after_end`]).
         // By the queue when the completion's flow is paired; until then by the host, target,
         // CID and PSN alone (any queue's).
-        let finished = self.finished_lately(host, target, target_qpn.unwrap_or(NONE), cid, psn, true);
+        let finished =
+            self.recent.get(self.recent_key(host, target, target_qpn.unwrap_or(NONE), cid, psn, true));
         let after_end = !again && finished.is_some_and(|seen| seen & (1 << vx) == 0);
         let stale = (again && finished.is_some()) || after_end;
         if after_end && same.is_none() {
