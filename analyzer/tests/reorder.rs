@@ -507,7 +507,9 @@ fn a_late_first_copy_of_a_nak_or_cnp_counts_it_once() {
     // late copies count as packets, and late), with 1 and 4 workers. Before, the late
     // first copies counted them a second time. The same frames with the NAK's and CNP's
     // first copies only, late, after a path change (the flows' other packets at TTL 62,
-    // one copy each): no flow sees packets twice, and the late NAK and CNP count.
+    // one copy each): no flow sees packets twice, and the late NAK and CNP count. And with
+    // the ACK at 12 µs at TTL 64 and another ACK 0.7 µs after it at 62: a path two hops
+    // shorter, no mirror's copy (before, the second ACK was taken for a mirror duplicate).
     use roceprobe::wire::bth::{self, opcode as op};
     use roceprobe::wire::ib_ext::{Aeth, ExtHeaders};
     let (a, b): (std::net::IpAddr, std::net::IpAddr) =
@@ -554,8 +556,19 @@ fn a_late_first_copy_of_a_nak_or_cnp_counts_it_once() {
         .filter(|(t, _)| *t != 2_000 * us + 500 && *t != 4_000 * us + 500)
         .chain(frames[frames.len() - 2..].iter().cloned())
         .collect();
+    // The ACK at 12 µs at TTL 64, the one after it (0.7 µs later) and the rest at 62.
+    let mut path_change = single[..single.len() - 2].to_vec();
+    let at = path_change.iter().position(|(t, _)| *t == 12 * us + 500).expect("the ACK");
+    path_change[at].1[22] = 64;
+    let next = frame(b, a, op::ACKNOWLEDGE, 0x61, 102, Some(Aeth::ack(31, 2)), 62);
+    path_change.insert(at + 1, (12 * us + 1_200, next));
+    path_change.extend(frames[frames.len() - 2..].iter().cloned());
     let dir = tempfile::tempdir().unwrap();
-    for (case, frames, dups) in [("two copies", &frames, true), ("one copy, a path change", &single, false)] {
+    for (case, frames, dups) in [
+        ("two copies", &frames, true),
+        ("one copy, a path change", &single, false),
+        ("one copy, the path two hops shorter after an ACK", &path_change, false),
+    ] {
         let path = dir.path().join("copies.pcap");
         write(&path, frames);
         for workers in ["1", "4"] {

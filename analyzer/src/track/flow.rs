@@ -426,15 +426,16 @@ impl Hot {
     /// Whether a packet of this flow is the second copy of one it counted already: a
     /// mirror that takes both the copy a router received and the copy it sent on (both
     /// ports of a routed hop mirrored) delivers each packet twice, the second with a TTL
-    /// one less. A packet is such a copy when its TTL is lower than the flow's packets had
-    /// just before (the last at most `--duplicate-window` earlier) and, for a request, its
+    /// one less. A packet is such a copy when its TTL is one lower than the flow's packets
+    /// had just before (the last at most `--duplicate-window` earlier: a path that changed
+    /// by more hops is no mirror's second copy) and, for a request, its
     /// PSN was seen already (a request whose first copy the mirror lost is counted). A
     /// retransmission, which crosses the mirrored router again, comes with the higher TTL
     /// again and counts as one. Otherwise the packet's TTL becomes the flow's, unless the
     /// packet is late (see [`FlowTable::late`]).
     #[inline]
     fn mirror_duplicate(&mut self, window: u64, p: &RocePacket<'_>, opcode: u8, ts: u64, late: bool) -> bool {
-        if p.ttl < self.ttl_max
+        if u16::from(p.ttl) + 1 == u16::from(self.ttl_max)
             && window > 0
             && ts.saturating_sub(self.last_ts) <= window
             && (!is_request(opcode) || self.psn.is_behind(p.bth.psn()))
