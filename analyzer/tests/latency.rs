@@ -710,6 +710,17 @@ fn slow_io<'a>(slowest: &'a [Value], io: &Value) -> &'a Value {
         .unwrap_or_else(|| panic!("{io}"))
 }
 
+/// `from` (a capture) written to `to` without the frames at the times `gone` (one each).
+fn without_frames_at(from: &Path, to: &Path, gone: &[u64]) {
+    let (written, read) = copy_capture(from, to, |ts, _| (!gone.contains(&ts)).then_some(ts));
+    assert_eq!(read - written, gone.len(), "{}: a frame at each of {gone:?}", from.display());
+}
+
+/// An entry of the summary's slowest I/Os without a storage segment, nor a network one.
+fn no_storage_segments(e: &Value) -> bool {
+    e["io@storage_us"].is_null() && e["network_us"].is_null() && e["storage_us"].is_null()
+}
+
 #[test]
 fn a_completion_one_mirror_missed_ends_its_io_when_that_mirror_sees_the_cid_again() {
     // nvme_split without the storage mirror's copy of one completion whose CID the host
@@ -723,10 +734,7 @@ fn a_completion_one_mirror_missed_ends_its_io_when_that_mirror_sees_the_cid_agai
     let (lost, next) = cid_used_again(ios);
     let dir = tempfile::tempdir().unwrap();
     let storage = dir.path().join("storage.pcap");
-    let (written, read) =
-        copy_capture(&fs[1], &storage, |ts, _| (ts != at(lost, "cqe@storage")).then_some(ts));
-    let removed = read - written;
-    assert_eq!(removed, 1);
+    without_frames_at(&fs[1], &storage, &[at(lost, "cqe@storage")]);
     let args: Vec<String> = scenario_args(&t);
     let mut extra: Vec<&str> = args.iter().map(String::as_str).collect();
     extra.extend(["--slow-ios", "1000"]);
@@ -735,7 +743,7 @@ fn a_completion_one_mirror_missed_ends_its_io_when_that_mirror_sees_the_cid_agai
     let slowest = s["ios"]["slowest"].as_array().unwrap();
     let find = |io: &Value| slow_io(slowest, io);
     let e = find(lost);
-    assert!(e["io@storage_us"].is_null() && e["network_us"].is_null() && e["storage_us"].is_null(), "{e}");
+    assert!(no_storage_segments(e), "{e}");
     let e = find(next);
     for (ours, truth) in
         [("io@storage_us", "io_storage_ns"), ("network_us", "network_ns"), ("storage_us", "storage_ns")]
@@ -761,8 +769,7 @@ fn a_completion_one_mirror_missed_is_no_later_ios_when_that_mirror_missed_the_ci
     let gone = [at(lost, "cqe@storage"), at(next, "sqe_first@storage")];
     let dir = tempfile::tempdir().unwrap();
     let storage = dir.path().join("storage.pcap");
-    let (written, read) = copy_capture(&fs[1], &storage, |ts, _| (!gone.contains(&ts)).then_some(ts));
-    assert_eq!(read - written, 2);
+    without_frames_at(&fs[1], &storage, &gone);
     let args: Vec<String> = scenario_args(&t);
     for workers in ["1", "4"] {
         let mut extra: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -776,10 +783,7 @@ fn a_completion_one_mirror_missed_is_no_later_ios_when_that_mirror_missed_the_ci
         // its command.
         for io in [lost, next] {
             let e = find(io);
-            assert!(
-                e["io@storage_us"].is_null() && e["network_us"].is_null() && e["storage_us"].is_null(),
-                "{e}"
-            );
+            assert!(no_storage_segments(e), "{e}");
         }
         // No storage segment longer than the truth's longest.
         let longest = ios.iter().map(|io| io["io_storage_ns"].as_u64().unwrap()).max().unwrap();
@@ -808,10 +812,8 @@ fn an_io_whose_command_and_completion_only_different_mirrors_kept_completes() {
     let mut cases = 0;
     for io in single.take(10) {
         let (compute, storage) = (dir.path().join("compute.pcap"), dir.path().join("storage.pcap"));
-        let (c, c_all) =
-            copy_capture(&fs[0], &compute, |ts, _| (ts != at(io, "sqe_first@compute")).then_some(ts));
-        let (s, s_all) = copy_capture(&fs[1], &storage, |ts, _| (ts != at(io, "cqe@storage")).then_some(ts));
-        assert_eq!((c_all - c, s_all - s), (1, 1), "{io}");
+        without_frames_at(&fs[0], &compute, &[at(io, "sqe_first@compute")]);
+        without_frames_at(&fs[1], &storage, &[at(io, "cqe@storage")]);
         let mut extra: Vec<&str> = args.iter().map(String::as_str).collect();
         extra.extend(["--slow-ios", "1000"]);
         let sum = replay_summary(&[&compute, &storage], &extra);

@@ -150,8 +150,9 @@ pub struct Analyzer {
     /// CM ConnectRequests by (vantage, requester's address, its communication id).
     cm_requests: FifoMap<(Vantage, IpAddr, u32), CmRequest>,
     /// The ConnectRequests answered already (the same keys), as many as `cm_requests`
-    /// holds: a repeated reply is not a new connection (nor, once this has forgotten it,
-    /// one whose starting PSNs the flows were given already, see `FlowTable::announce_pair`).
+    /// holds: a repeated reply is not a new connection (nor, once this has forgotten it, one
+    /// for the connection the flows were announced for already, see
+    /// `FlowTable::announce_pair`).
     cm_answered: FifoMap<(Vantage, IpAddr, u32), ()>,
     /// Frames arrive with their final time (a dispatcher applied the ERSPAN clocks).
     stamped: bool,

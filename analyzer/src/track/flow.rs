@@ -1523,11 +1523,18 @@ impl FlowTable {
             }
         }
         if found != NONE {
-            let ambiguous = std::mem::replace(&mut self.cold[resp as usize].ambiguous_acked, NO_PSN);
-            if ambiguous != NO_PSN {
-                self.drop_acked_before_pairing(found, ambiguous);
-            }
+            self.forget_ambiguous_acked(resp, found);
             self.set_pair(resp, found);
+        }
+    }
+
+    /// Response flow `resp` pairs with request flow `req`: what an acknowledgement of `resp`
+    /// that could not tell the pair apart covered (see `Cold::ambiguous_acked`) gives no
+    /// sample.
+    fn forget_ambiguous_acked(&mut self, resp: u32, req: u32) {
+        let ambiguous = std::mem::replace(&mut self.cold[resp as usize].ambiguous_acked, NO_PSN);
+        if ambiguous != NO_PSN {
+            self.drop_acked_before_pairing(req, ambiguous);
         }
     }
 
@@ -1780,14 +1787,9 @@ impl FlowTable {
         if r == i || other.peer_slot != NONE || other.peer_qpn != NONE {
             return;
         }
-        // As `learn_pair` does: what an acknowledgement that could not tell the pair apart
-        // covered gives no sample.
-        for (resp, req) in [(i, r), (r, i)] {
-            let ambiguous = std::mem::replace(&mut self.cold[resp as usize].ambiguous_acked, NO_PSN);
-            if ambiguous != NO_PSN {
-                self.drop_acked_before_pairing(req, ambiguous);
-            }
-        }
+        // As `learn_pair` does, either way round (each flow may have had such ACKs).
+        self.forget_ambiguous_acked(i, r);
+        self.forget_ambiguous_acked(r, i);
         self.set_pair(i, r);
     }
 

@@ -1901,7 +1901,7 @@ impl IoTracker {
     ) -> Option<u32> {
         let At { vantage: v, ts, host, target } = at;
         let v = vi(v);
-        let i = self.by_key.get(&self.buffer_key(host, rkey, va)).copied().and_then(|r| self.get(r))?;
+        let i = self.buffer_io(host, rkey, va)?;
         let me = Ref { slot: i as u32, generation: self.ios[i].generation };
         let io = &mut self.ios[i];
         // A later part of the data (the target READs it in several parts, each where the
@@ -1928,7 +1928,7 @@ impl IoTracker {
             c.next_read = ((n + 1) % CONN_RING) as u8;
             self.ios[i].reads = self.ios[i].reads.saturating_add(1);
         }
-        (!self.ios[i].shared_buffer).then_some(q)
+        self.queue_named(i)
     }
 
     /// Removes `key` from the I/Os' buffer keys if it names `me`.
@@ -1957,27 +1957,36 @@ impl IoTracker {
     ) -> Option<u32> {
         let At { vantage: v, ts, host, target } = at;
         let v = vi(v);
-        let i = self.by_key.get(&self.buffer_key(host, rkey, va)).copied().and_then(|r| self.get(r))?;
+        let i = self.buffer_io(host, rkey, va)?;
         if self.ios[i].kind != Kind::Read {
             return None;
         }
-        let q = self.ios[i].target_qpn;
         let again = self.ios[i].data_psn == Some(psn) && self.ios[i].data_write.at(v).is_some();
         self.ios[i].data_write.first(v, ts);
         self.ios[i].data_psn = Some(psn);
         if again {
             self.ios[i].retransmitted = true;
         }
-        let queue = (!self.ios[i].shared_buffer).then_some(q);
-        let Some(hint) = first else { return queue };
+        let Some(hint) = first else { return self.queue_named(i) };
         let me = Ref { slot: i as u32, generation: self.ios[i].generation };
-        let c = self.conn(host, target, q, hint);
+        let c = self.conn(host, target, self.ios[i].target_qpn, hint);
         if !c.writes.iter().any(|e| e.io == Some(me) && e.psn == psn) {
             let n = usize::from(c.next_write);
             c.writes[n] = RingEntry { psn, io: Some(me) };
             c.next_write = ((n + 1) % CONN_RING) as u8;
         }
-        queue
+        self.queue_named(i)
+    }
+
+    /// The live I/O whose command named the buffer (host, R_Key, address), if any.
+    fn buffer_io(&self, host: IpAddr, rkey: u32, va: u64) -> Option<usize> {
+        self.by_key.get(&self.buffer_key(host, rkey, va)).copied().and_then(|r| self.get(r))
+    }
+
+    /// The queue (the target's QPN) a data phase of I/O `i` names: none when another live
+    /// I/O names its buffer too (see `Io::shared_buffer`).
+    fn queue_named(&self, i: usize) -> Option<u32> {
+        (!self.ios[i].shared_buffer).then_some(self.ios[i].target_qpn)
     }
 
     /// An RDMA WRITE Middle or Last from `target` into `host`'s memory that its flow had
