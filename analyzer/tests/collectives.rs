@@ -112,6 +112,103 @@ fn every_step_its_straggler_lag_and_reason_are_the_truths() {
     assert!(reasons.is_superset(&["loss", "congestion", "none"].into()), "{reasons:?}");
 }
 
+/// Each flow's finish at the compute vantage (VLAN 10) between `from` and `to`, as tshark
+/// reads the capture: its last packet that ends an RDMA WRITE message (Last or Only, sent
+/// again or not), by (source, destination); the eight-host ring's flows only.
+fn tshark_write_finishes(pcap: &Path, from: u64, to: u64) -> BTreeMap<(String, String), u64> {
+    let o = Command::new("tshark")
+        .args(["-r", pcap.to_str().unwrap()])
+        .args(["-Y", "vlan.id == 10 && ip.src == 10.1.0.0/24 && infiniband.bth.opcode in {8..11}"])
+        .args(["-T", "fields", "-e", "frame.time_epoch", "-e", "ip.src", "-e", "ip.dst"])
+        .output()
+        .expect("tshark (scripts/setup installs it)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut out = BTreeMap::new();
+    for line in String::from_utf8(o.stdout).unwrap().lines() {
+        let c: Vec<&str> = line.split('\t').collect();
+        let t = epoch_ns(c[0]);
+        if (from..to).contains(&t) {
+            let f: &mut u64 = out.entry((c[1].to_string(), c[2].to_string())).or_default();
+            *f = (*f).max(t);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_message_end_sent_again_is_its_flows_finish() {
+    // The eight-host ring's first step, in which the truth holds no one back: rank 3's last
+    // WRITE of it (10.1.0.4 to 10.1.0.5, both its copies: the compute tap's and the storage
+    // tap's 2 µs later) sent again 300 µs after the step's end, as a sender does when its
+    // tail was lost and its retransmission timer fires. That flow now finishes last, at its
+    // copy sent again: the step ends there, the flow is its straggler, held back by loss
+    // (a PSN sent again), its lag behind the lower middle of the eight flows' finishes, as
+    // tshark times them in the edited capture. Every other step stays the truth's.
+    let t = scenario_truth("collective_vlan");
+    let files = scenario_files("collective_vlan", &t);
+    let steps = t["jobs"][0]["steps"].as_array().unwrap();
+    let (start, end, next) = (
+        steps[0]["start_ns"].as_u64().unwrap(),
+        steps[0]["end_ns"].as_u64().unwrap(),
+        steps[1]["start_ns"].as_u64().unwrap(),
+    );
+    // The frames of rank 3's last WRITE Last/Only of the step, from tshark.
+    let o = Command::new("tshark")
+        .args(["-r", files[0].to_str().unwrap()])
+        .args(["-Y", "ip.src == 10.1.0.4 && ip.dst == 10.1.0.5 && infiniband.bth.opcode in {8..11}"])
+        .args(["-T", "fields", "-e", "frame.number", "-e", "frame.time_epoch", "-e", "vlan.id"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let mut last: BTreeMap<String, (usize, u64)> = BTreeMap::new();
+    for line in text.lines() {
+        let c: Vec<&str> = line.split('\t').collect();
+        let ts = epoch_ns(c[1]);
+        if ts < next {
+            last.insert(c[2].to_string(), (c[0].parse().unwrap(), ts));
+        }
+    }
+    assert_eq!(last.len(), 2, "{last:?}");
+    let mut records = roceprobe::capture::pcap::read_all_records(&files[0]).unwrap();
+    let resend_at = end + 300_000;
+    for (frame, ts) in last.values() {
+        let (_, len, f) = records[frame - 1].clone();
+        records.push((resend_at + (ts - last["10"].1), len, f));
+    }
+    records.sort_by_key(|r| r.0);
+    let dir = tempfile::tempdir().unwrap();
+    let edited = dir.path().join("resent.pcap");
+    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&edited).unwrap()).unwrap();
+    for (ts, len, f) in &records {
+        w.write(*ts, f, *len).unwrap();
+    }
+    drop(w);
+
+    let finishes = tshark_write_finishes(&edited, start, next);
+    assert_eq!(finishes.len(), 8);
+    let mut sorted: Vec<u64> = finishes.values().copied().collect();
+    sorted.sort_unstable();
+    let ((src, dst), finish) = finishes.iter().max_by_key(|(_, t)| **t).unwrap();
+    assert_eq!((src.as_str(), dst.as_str(), *finish), ("10.1.0.4", "10.1.0.5", resend_at));
+    let (_, rows) = replay(&[edited], &scenario_args(&t));
+    let first = rows.iter().find(|r| r["job"] == "10.1.0.1" && rfc3339_ns(&r["start"]) == start).unwrap();
+    let lag_ns = (first["lag_us"].parse::<f64>().unwrap() * 1e3).round() as u64;
+    assert_eq!(
+        (rfc3339_ns(&first["end"]), first["straggler_src_ip"].as_str(), first["straggler_dst_ip"].as_str()),
+        (resend_at, "10.1.0.4", "10.1.0.5")
+    );
+    assert_eq!((lag_ns, first["reason"].as_str()), (resend_at - sorted[3], "loss"));
+    // The other 65 steps are the truth's.
+    let ours: Vec<String> =
+        our_steps(&rows).into_iter().filter(|l| !l.starts_with(&format!("10.1.0.1 {start} "))).collect();
+    let want: Vec<String> = truth_steps(&t, &BTreeMap::new())
+        .into_iter()
+        .filter(|l| !l.starts_with(&format!("10.1.0.1 {start} ")))
+        .collect();
+    assert_eq!((ours.len(), &ours), (65, &want));
+}
+
 #[test]
 fn named_jobs_are_the_same_steps_under_their_names() {
     let t = scenario_truth("collective_vlan");
@@ -310,6 +407,102 @@ fn nvme_between_the_rings_hosts_on_other_qps_changes_no_step() {
         assert_eq!(s["step_transmissions_outside_jobs"], 0);
         let ios = nvme["ios"].as_array().unwrap().len();
         assert_eq!((s["ios"]["completed"].as_u64(), ios), (Some(120), 120));
+    }
+}
+
+/// An NVMe read on a queue that carries nothing else (hand-set frames): its command, its
+/// 8 KiB of data as eight WRITEs 1 µs apart from 100 µs after the command, and its
+/// completion 20 ms after the command, each capsule a transmission of its own, shorter than
+/// the default `--min-transmission-packets` (4), so not reported. The data is storage
+/// traffic all the same: no job, no step. A ring of four hosts writing beside it in the
+/// same 20 ms (one step, 8 WRITEs a flow) is a job.
+#[test]
+fn an_nvme_read_whose_capsules_come_alone_is_no_step() {
+    use roceprobe::wire::bth::opcode as op;
+    use roceprobe::wire::ib_ext::{Aeth, ExtHeaders, Reth};
+    use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use std::net::IpAddr;
+    let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    let (host, target) = (ip("10.9.0.1"), ip("10.9.0.2"));
+    let (host_qp, target_qp, us) = (0x301, 0x302, 1_000u64);
+    let ack = |psn| ExtHeaders { aeth: Some(Aeth::ack(31, psn)), ..Default::default() };
+    let (va, key) = (0x7f00_0000u64, 0x1234u32);
+    let sqe = Sqe {
+        opcode: opcode::READ,
+        flags: FLAGS_SGL,
+        cid: 7,
+        nsid: 1,
+        sgl: Sgl::Keyed { address: va, length: 8192, key, invalidate: false },
+        slba: 0,
+        nlb: 15,
+    };
+    let mut capsule = [0u8; SQE_LEN];
+    sqe.emit(&mut capsule);
+    let mut cqe = [0u8; CQE_LEN];
+    Cqe { cid: 7, sq_head: 1, sq_id: 1, ..Default::default() }.emit(&mut cqe);
+    let mut frames = vec![
+        (0, roce(host, target, op::SEND_ONLY, target_qp, 100, ExtHeaders::default(), &capsule)),
+        (2 * us, roce(target, host, op::ACKNOWLEDGE, host_qp, 100, ack(1), &[])),
+    ];
+    for k in 0..8u32 {
+        let (opc, ext) = match k {
+            0 => (
+                op::WRITE_FIRST,
+                ExtHeaders { reth: Some(Reth { va, rkey: key, dma_len: 8192 }), ..Default::default() },
+            ),
+            7 => (op::WRITE_LAST, ExtHeaders::default()),
+            _ => (op::WRITE_MIDDLE, ExtHeaders::default()),
+        };
+        frames.push((
+            100 * us + u64::from(k) * us,
+            roce(target, host, opc, host_qp, 500 + k, ext, &[0u8; 1024]),
+        ));
+    }
+    frames.push((110 * us, roce(host, target, op::ACKNOWLEDGE, target_qp, 507, ack(2), &[])));
+    frames.push((20_000 * us, roce(target, host, op::SEND_ONLY, host_qp, 508, ExtHeaders::default(), &cqe)));
+    frames.push((20_002 * us, roce(host, target, op::ACKNOWLEDGE, target_qp, 508, ack(3), &[])));
+    // The ring: host i writes 8 KiB to host i + 1 (mod 4) at 5 ms, 1 µs a WRITE, each
+    // flow's last WRITE acknowledged.
+    let ring: Vec<IpAddr> = (1..=4).map(|h| ip(&format!("10.4.0.{h}"))).collect();
+    for i in 0..4usize {
+        let (a, b) = (ring[i], ring[(i + 1) % 4]);
+        let (qp_b, qp_a) = (0x100 + (i as u32 + 1) % 4, 0x100 + i as u32);
+        for k in 0..8u32 {
+            let t = 5_000 * us + u64::from(k) * us + i as u64 * 250;
+            frames.push((
+                t,
+                roce(
+                    a,
+                    b,
+                    op::WRITE_ONLY,
+                    qp_b,
+                    1000 + k,
+                    ExtHeaders {
+                        reth: Some(Reth { va: 0x10_0000, rkey: 9, dma_len: 1024 }),
+                        ..Default::default()
+                    },
+                    &[0u8; 1024],
+                ),
+            ));
+        }
+        frames.push((5_010 * us + i as u64 * 250, roce(b, a, op::ACKNOWLEDGE, qp_a, 1007, ack(4), &[])));
+    }
+    frames.sort_by_key(|f| f.0);
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("read.pcap");
+    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&pcap).unwrap()).unwrap();
+    for (t, f) in &frames {
+        w.write(1_800_000_000_000_000_000 + t, f, f.len() as u32).unwrap();
+    }
+    drop(w);
+    for workers in ["1", "4"] {
+        let args = ["--workers".to_string(), workers.to_string()];
+        let (s, rows) = replay(std::slice::from_ref(&pcap), &args);
+        assert_eq!(s["ios"]["completed"], 1, "{workers} workers");
+        let jobs: Vec<&str> =
+            s["jobs"].as_array().unwrap().iter().map(|j| j["name"].as_str().unwrap()).collect();
+        assert_eq!(jobs, ["10.4.0.1"], "{workers} workers");
+        assert_eq!((rows.len(), rows[0]["job"].as_str(), rows[0]["flows"].as_str()), (1, "10.4.0.1", "4"));
     }
 }
 

@@ -9,8 +9,7 @@
 mod common;
 use common::*;
 use roceprobe::capture::pcap::Writer;
-use roceprobe::wire::bth::{self, opcode as op};
-use roceprobe::wire::build::RoceFrame;
+use roceprobe::wire::bth::opcode as op;
 use roceprobe::wire::cm::{CmMessage, Rep, Req, GSI_QKEY, GSI_QPN, MAD_LEN};
 use roceprobe::wire::ib_ext::{Deth, ExtHeaders};
 use roceprobe::wire::nvme::{self, Cqe, Sgl, Sqe};
@@ -39,21 +38,6 @@ fn write_pcap_every(path: &Path, step_ns: u64, frames: impl Iterator<Item = Vec<
     for (i, f) in frames.enumerate() {
         w.write(T0 + i as u64 * step_ns, &f, f.len() as u32).unwrap();
     }
-}
-
-fn roce(
-    src: IpAddr,
-    dst: IpAddr,
-    opcode: u8,
-    dest_qp: u32,
-    psn: u32,
-    ext: ExtHeaders,
-    payload: &[u8],
-) -> Vec<u8> {
-    let mut f = RoceFrame::new(src, dst, bth::Repr { opcode, dest_qp, psn, ..Default::default() });
-    f.ext = ext;
-    f.payload = payload;
-    f.emit()
 }
 
 /// The probe with `args`, under GNU time writing its peak memory to `peak`.

@@ -11,27 +11,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// A RoCE frame from roceprobe's builder, its parts given.
-fn roce(
-    src: std::net::IpAddr,
-    dst: std::net::IpAddr,
-    opcode: u8,
-    dest_qp: u32,
-    psn: u32,
-    ext: roceprobe::wire::ib_ext::ExtHeaders,
-    payload: &[u8],
-) -> Vec<u8> {
-    use roceprobe::wire::bth;
-    let mut f = roceprobe::wire::build::RoceFrame::new(
-        src,
-        dst,
-        bth::Repr { opcode, dest_qp, psn, ..Default::default() },
-    );
-    f.ext = ext;
-    f.payload = payload;
-    f.emit()
-}
-
 /// Frames written to `dir`/`name` as a pcap, frame `i` at its time in ns after a base.
 fn write_pcap(dir: &Path, name: &str, frames: &[(u64, Vec<u8>)]) -> PathBuf {
     let path = dir.join(name);

@@ -398,7 +398,8 @@ impl Member {
 enum Arrival {
     /// A QP (address, QPN) of a connection found carrying NVMe capsules: the whole
     /// connection is storage traffic, its data transfers too: the QP a transmission with
-    /// capsules sends to, and the one it sends from once paired. Each direction's capsules
+    /// capsules (or on a connection its worker knew to carry them, see
+    /// [`Transmission::nvme`]) sends to, and the one it sends from once paired. Each direction's capsules
     /// (commands one way, completions the other) name its own destination QP, so both are
     /// found even unpaired.
     Storage((IpAddr, u32)),
@@ -417,7 +418,7 @@ impl Arrival {
             return [None, None];
         }
         let c = &t.counts;
-        if c.nvme_commands + c.nvme_completions > 0 {
+        if c.nvme_commands + c.nvme_completions > 0 || t.nvme {
             return [
                 Some(Self::Storage((t.key.dst, t.key.dst_qpn))),
                 t.peer_qpn.map(|q| Self::Storage((t.key.src, q))),
@@ -1321,6 +1322,7 @@ mod tests {
             start_ns: start,
             end_ns: end,
             last_message_ns: Some(end),
+            nvme: false,
             peer_qpn: None,
             counts,
         }

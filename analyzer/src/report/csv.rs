@@ -868,6 +868,7 @@ mod tests {
             start_ns,
             end_ns,
             last_message_ns: None,
+            nvme: false,
             peer_qpn: None,
             counts: FlowCounts { packets: 2, bytes: 200, ..Default::default() },
         };
@@ -925,6 +926,7 @@ mod tests {
             start_ns,
             end_ns,
             last_message_ns: None,
+            nvme: false,
             peer_qpn: None,
             counts: FlowCounts { packets: 4, bytes: 400, ..Default::default() },
         };

@@ -40,6 +40,8 @@ const PAIR_SLOTS: usize = 8;
 const ACK_WINDOW: u32 = 1 << 16;
 /// No PSN (PSNs have 24 bits).
 const NO_PSN: u32 = u32::MAX;
+/// No time (see `Cold::resent_end`).
+const NO_TIME: u64 = u64::MAX;
 
 /// One direction of one QP at one vantage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -215,6 +217,10 @@ pub struct Transmission {
     /// other direction too, which can come after it: the step analysis takes a flow's
     /// finish from its messages, not from those ACKs.
     pub last_message_ns: Option<u64>,
+    /// Whether the flow or its paired direction had carried NVMe/RDMA capsules by the
+    /// transmission's end: a data transfer of storage traffic, even when its capsules came
+    /// in transmissions too short to be reported.
+    pub nvme: bool,
     /// The QPN that sends the flow's packets (its paired direction's destination), once
     /// known.
     pub peer_qpn: Option<u32>,
@@ -560,6 +566,12 @@ struct Cold {
     /// The connection CM last announced for the flow (its ConnectRequest's communication
     /// id; `NONE` if none): a reply repeated for it restarts nothing.
     cm_conn: u32,
+    /// The time of the flow's latest message end sent again while its first copy was
+    /// still in the ring of message ends (which keeps the first copy's time, for its
+    /// latency); `NO_TIME` if none. With the ring's newest, a transmission's finish (see
+    /// [`Transmission::last_message_ns`]). Beside `rest`'s counters of a request sent
+    /// again, on their line (see the assertion below).
+    resent_end: u64,
     /// Every counter but the four in [`Hot`] (which stay 0 here), since the flow began.
     /// Placed (as `tx_base` is) so that the counters a request out of sequence changes,
     /// `retx_packets` to `out_of_window`, share one line (see the assertion below).
@@ -610,6 +622,7 @@ impl Cold {
             ended: 0,
             ambiguous_acked: NO_PSN,
             cm_conn: NONE,
+            resent_end: NO_TIME,
         }
     }
 }
@@ -839,6 +852,10 @@ pub struct FlowTable {
     /// The last packet recorded was a request behind its flow's expected PSN, for the I/O
     /// tracker (see [`FlowTable::was_sent_again`]).
     sent_again: bool,
+    /// Some flow counted an NVMe/RDMA capsule (so an ended transmission asks whether its
+    /// connection carries them, see [`Transmission::nvme`]; where none did, it need not
+    /// read its paired flow's entry to know).
+    capsules_seen: bool,
 }
 
 /// One side of a connection CM announced: its address, its QPN, and the PSN its requests
@@ -909,6 +926,7 @@ impl FlowTable {
             open_due: u64::MAX,
             untracked_packets: 0,
             requests_pushed_out: 0,
+            capsules_seen: false,
             untracked_flows: Refused::default(),
             expired_flows: 0,
             duplicate_window_ns: 0,
@@ -1138,8 +1156,12 @@ impl FlowTable {
             };
             if out_of_sequence {
                 // Most likely sent again: the whole ring (two lines) is searched for its
-                // first copy (`holds`), not only the slot it may go to.
+                // first copy (`holds`), not only the slot it may go to; a message end found
+                // there takes its time in the cold part.
                 memory::prefetch(ring.as_ptr(), 2);
+                if which == 0 {
+                    memory::prefetch(&self.cold[slot as usize].resent_end as *const u64, 1);
+                }
             } else {
                 memory::prefetch(&ring[h.peek_ring_slot(which)] as *const Pending, 1);
             }
@@ -1202,12 +1224,18 @@ impl FlowTable {
         let h = &mut self.hot[i as usize];
         h.set(TX_OPEN, false);
         let (transport, start_ns, end_ns) = (h.transport(), h.tx_start, h.last_ts);
-        // The message end the request ring took last, if this transmission's.
+        // The message end the request ring took last, or one sent again after it whose
+        // first copy the ring held, if this transmission's.
         let last = self.acks[i as usize].0[(h.peek_ring_slot(0) + PENDING - 1) % PENDING];
-        let last_message_ns = (last.span != 0 && (start_ns..=end_ns).contains(&last.ts)).then_some(last.ts);
         let c = &mut self.cold[i as usize];
+        let last_message_ns = [(last.span != 0).then_some(last.ts), Some(c.resent_end)]
+            .into_iter()
+            .flatten()
+            .filter(|t| (start_ns..=end_ns).contains(t))
+            .max();
         c.ended = c.ended.saturating_add(1);
         self.note_change(i);
+        let nvme = self.capsules_seen && self.carries_nvme(i);
         let (key, peer_qpn) = (self.key(i), self.peer_qpn(i));
         out(FlowEvent::Ended(Transmission {
             key,
@@ -1215,6 +1243,7 @@ impl FlowTable {
             start_ns,
             end_ns,
             last_message_ns,
+            nvme,
             peer_qpn,
             counts,
         }));
@@ -1912,16 +1941,19 @@ impl FlowTable {
                     }
                     c.reads[at] = Pending::new(psn, span.max, ts);
                 }
-            } else if ends_message(low)
-                && !matches!(low, op::COMPARE_SWAP | op::FETCH_ADD)
-                && !(behind && holds(&self.acks[i as usize].0, psn))
-            {
-                let at = e.next_ring_slot(0);
-                if e.acks_live & (1 << at) != 0 && counted(e) {
-                    self.requests_pushed_out += 1;
+            } else if ends_message(low) && !matches!(low, op::COMPARE_SWAP | op::FETCH_ADD) {
+                if behind && holds(&self.acks[i as usize].0, psn) {
+                    // Its first copy keeps its place (and time); the transmission's finish
+                    // is this copy's.
+                    c.resent_end = ts;
+                } else {
+                    let at = e.next_ring_slot(0);
+                    if e.acks_live & (1 << at) != 0 && counted(e) {
+                        self.requests_pushed_out += 1;
+                    }
+                    self.acks[i as usize].0[at] = Pending::new(psn, 1, ts);
+                    e.acks_live |= 1 << at;
                 }
-                self.acks[i as usize].0[at] = Pending::new(psn, 1, ts);
-                e.acks_live |= 1 << at;
             }
         }
         match outcome {
@@ -1993,6 +2025,7 @@ impl FlowTable {
     #[inline]
     pub fn count_capsule(&mut self, slot: u32, command: bool) {
         self.hot[slot as usize].set(CAPSULES, true);
+        self.capsules_seen = true;
         if command {
             *self.rest_field(slot, |c| &mut c.nvme_commands) += 1;
         } else {

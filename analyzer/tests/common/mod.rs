@@ -481,3 +481,25 @@ pub fn write_many_qps(path: &Path, connections: u32, frames: usize, spacing_ns: 
         w.write(1_700_000_000_000_000_000 + i as u64 * spacing_ns, &frame, frame.len() as u32).unwrap();
     }
 }
+
+/// A RoCE frame from roceprobe's builder, its parts given (hand-set values whose truth is
+/// the test's own).
+pub fn roce(
+    src: std::net::IpAddr,
+    dst: std::net::IpAddr,
+    opcode: u8,
+    dest_qp: u32,
+    psn: u32,
+    ext: roceprobe::wire::ib_ext::ExtHeaders,
+    payload: &[u8],
+) -> Vec<u8> {
+    use roceprobe::wire::bth;
+    let mut f = roceprobe::wire::build::RoceFrame::new(
+        src,
+        dst,
+        bth::Repr { opcode, dest_qp, psn, ..Default::default() },
+    );
+    f.ext = ext;
+    f.payload = payload;
+    f.emit()
+}
