@@ -496,6 +496,36 @@ fn event_set(run: &Run) -> BTreeSet<(String, String, String, String, String)> {
         .collect()
 }
 
+/// An event's row without its file and status: time, kind, vantage, QP and verdict.
+fn verdicts(run: &Run) -> Vec<[String; 7]> {
+    let mut v: Vec<[String; 7]> = run
+        .events
+        .iter()
+        .map(|r| ["time", "event", "vantage", "src_ip", "dst_ip", "dst_qpn", "verdict"].map(|c| r[c].clone()))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn an_event_without_a_file_has_the_verdict_its_file_would_have() {
+    // rc_loss_vlan's events, every one written by default (their verdicts checked against
+    // tshark above), then every one capped (`--evidence-max-per-minute 0`) with one and
+    // four workers: the same events with the same verdicts. Before, a capped event's
+    // verdict was its first signal's ("0 CNP(s), 1 ECN-CE mark(s)", "no retransmission
+    // seen"), and with several workers (each caps its own events too) it depended on
+    // which worker capped it.
+    let (files, args, _) = scenario("rc_loss_vlan");
+    let written = replay(&files, &args, &[]);
+    assert!(written.events.len() >= 5 && written.events.iter().all(|r| r["status"] == "written"));
+    assert!(written.events.iter().any(|r| r["verdict"].contains("retransmitted")));
+    for workers in ["1", "4"] {
+        let capped = replay(&files, &args, &["--evidence-max-per-minute", "0", "--workers", workers]);
+        assert!(capped.events.iter().all(|r| r["status"] == "capped_per_minute"), "{workers} workers");
+        assert_eq!(verdicts(&capped), verdicts(&written), "{workers} workers");
+    }
+}
+
 #[test]
 fn several_workers_and_live_capture_keep_the_same_evidence() {
     let (files, args, _) = scenario("rc_loss_vlan");
@@ -633,6 +663,84 @@ fn a_packet_seen_at_both_vantages_counts_once_in_a_verdict() {
             v.contains("(RNR NAK x1)") || v.contains("1 PSN(s) missing at a vantage, NAK sequence error x1"),
             "{v}"
         );
+    }
+}
+
+/// Hand-set frames: QP X's first SEND (PSN 100, to QP 0x205) answered first by an RNR NAK,
+/// the responder's first packet on the QP, sent again 300 µs later and acknowledged; QP Y's
+/// WRITEs 200, 202 and 203 (201 lost, to QP 0x206), whose responder's first packet is a
+/// NAK sequence error for 201, then 201-203 sent again and acknowledged. By EVIDENCE.md:
+/// one `rnr_nak` event on QP X joined by the copy sent again, and one `loss` event on QP
+/// Y holding the gap, the NAK and the copies sent again. Before, the NAKs came before the
+/// responder's direction was paired, so their events named no QP: a second `loss` event
+/// for QP Y, and QP X's RNR NAK under `qpunknown`, without its resend.
+#[test]
+fn a_nak_that_is_the_responders_first_packet_names_its_qp() {
+    use roceprobe::wire::bth::opcode as op;
+    use roceprobe::wire::ib_ext::{Aeth, ExtHeaders, Reth};
+    use std::net::IpAddr;
+    let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    let aeth = |a: Aeth| ExtHeaders { aeth: Some(a), ..Default::default() };
+    let us = 1_000u64;
+    let (xa, xb, ya, yb) = (ip("10.0.1.5"), ip("10.0.2.5"), ip("10.0.1.6"), ip("10.0.2.6"));
+    let send = |psn| roce(xa, xb, op::SEND_ONLY, 0x205, psn, ExtHeaders::default(), &[0xCD; 500]);
+    let reth = ExtHeaders { reth: Some(Reth { va: 0x1000, rkey: 7, dma_len: 512 }), ..Default::default() };
+    let write = |psn| roce(ya, yb, op::WRITE_ONLY, 0x206, psn, reth, &[0xAB; 512]);
+    let mut frames = vec![
+        (10 * us, send(100)),
+        (15 * us, roce(xb, xa, op::ACKNOWLEDGE, 0x105, 100, aeth(Aeth::rnr_nak(14, 0)), &[])),
+        (310 * us, send(100)),
+        (315 * us, roce(xb, xa, op::ACKNOWLEDGE, 0x105, 100, aeth(Aeth::ack(31, 1)), &[])),
+        (2_000 * us, write(200)),
+        (2_002 * us, write(202)),
+        (2_004 * us, write(203)),
+        (2_008 * us, roce(yb, ya, op::ACKNOWLEDGE, 0x106, 201, aeth(Aeth::nak(0, 1)), &[])),
+        (2_020 * us, write(201)),
+        (2_021 * us, write(202)),
+        (2_022 * us, write(203)),
+        (2_030 * us, roce(yb, ya, op::ACKNOWLEDGE, 0x106, 203, aeth(Aeth::ack(31, 4)), &[])),
+    ];
+    // Each QP goes on sending and being acknowledged, one message every 10 µs.
+    for k in 0..40u32 {
+        let t = 400 * us + u64::from(k) * 10 * us;
+        frames.push((t, send(101 + k)));
+        frames.push((
+            t + 5 * us,
+            roce(xb, xa, op::ACKNOWLEDGE, 0x105, 101 + k, aeth(Aeth::ack(31, 2 + k)), &[]),
+        ));
+        let t = 2_040 * us + u64::from(k) * 10 * us;
+        frames.push((t, write(204 + k)));
+        frames.push((
+            t + 5 * us,
+            roce(yb, ya, op::ACKNOWLEDGE, 0x106, 204 + k, aeth(Aeth::ack(31, 5 + k)), &[]),
+        ));
+    }
+    frames.sort_by_key(|f| f.0);
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("first.pcap");
+    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&pcap).unwrap()).unwrap();
+    for (t, f) in &frames {
+        w.write(1_800_000_000_000_000_000 + t, f, f.len() as u32).unwrap();
+    }
+    drop(w);
+    for workers in ["1", "4"] {
+        let mut run = replay(std::slice::from_ref(&pcap), &[], &["--workers", workers]);
+        // In the order they were done with, which with several workers need not be time's.
+        run.events.sort_by(|a, b| a["time"].cmp(&b["time"]));
+        let events: Vec<(&str, &str, &str)> = run
+            .events
+            .iter()
+            .map(|e| (e["event"].as_str(), e["src_ip"].as_str(), e["dst_qpn"].as_str()))
+            .collect();
+        assert_eq!(
+            events,
+            [("rnr_nak", "10.0.1.5", "517"), ("loss", "10.0.1.6", "518")],
+            "{workers} workers"
+        );
+        let (rnr, loss) = (&run.events[0], &run.events[1]);
+        assert!(rnr["verdict"].contains("sent again after the RNR timer"), "{rnr:?}");
+        assert!(rnr["file"].ends_with("_rnr_nak_10.0.1.5_10.0.2.5_qp517.pcapng"), "{rnr:?}");
+        assert!(loss["verdict"].contains("NAK sequence error x1, retransmitted"), "{loss:?}");
     }
 }
 

@@ -20,6 +20,9 @@ use std::net::IpAddr;
 pub const RING_PACKETS: usize = 4_096;
 /// Events collecting their packets at once, per worker; beyond it an event gets no file.
 pub const MAX_OPEN: usize = 16;
+/// Events without a file collecting the signals of their verdict at once, per worker
+/// (see [`Collecting::Verdict`]); beyond it an event's verdict is its first signal's.
+const MAX_VERDICT_ONLY: usize = 16;
 /// Packets one file holds at most (before, the event's own window, after).
 pub const FILE_PACKETS: usize = 1024;
 /// Episodes remembered for joining later signals to them: the latest of each QP and kind
@@ -362,7 +365,26 @@ struct Open {
     n: usize,
     after: u32,
     deadline: u64,
-    rec: EvidenceRecord,
+    what: Collecting,
+}
+
+/// What an open event collects until its `--evidence-after` bound: its packets, in a
+/// record; or, an event that gets no file (capped per minute, or no record free), only
+/// the signals its verdict counts, so that its verdict is the one a file would have had
+/// (and the same whichever worker capped it: each worker caps its own events too).
+#[derive(Debug)]
+enum Collecting {
+    Record(EvidenceRecord),
+    Verdict(NoFile),
+}
+
+impl Collecting {
+    fn verdict(&mut self) -> &mut Verdict {
+        match self {
+            Self::Record(r) => &mut r.event.verdict,
+            Self::Verdict(n) => &mut n.event.verdict,
+        }
+    }
 }
 
 impl Open {
@@ -414,7 +436,7 @@ impl Evidence {
             stride,
             meta: vec![Kept::default(); RING_PACKETS],
             seq: 0,
-            open: Vec::with_capacity(MAX_OPEN),
+            open: Vec::with_capacity(MAX_OPEN + MAX_VERDICT_ONLY),
             episodes: vec![None; EPISODES],
             hasher: ahash::RandomState::with_seeds(1, 2, 3, 4),
             next_id: 1,
@@ -475,7 +497,9 @@ impl Evidence {
         }
         for o in self.open.iter_mut() {
             if o.watches(slot) {
-                o.rec.push(k, &frame[..len]);
+                if let Collecting::Record(rec) = &mut o.what {
+                    rec.push(k, &frame[..len]);
+                }
                 o.after += 1;
             }
         }
@@ -502,17 +526,34 @@ impl Evidence {
         while i < self.open.len() {
             if due(&self.open[i]) {
                 let o = self.open.swap_remove(i);
-                out(o.rec);
+                self.close(o, out);
             } else {
                 i += 1;
             }
         }
     }
 
+    /// An event done with: its record to `out`, or, without one, on the list of events
+    /// without a file.
+    fn close(&mut self, o: Open, out: &mut impl FnMut(EvidenceRecord)) {
+        match o.what {
+            Collecting::Record(rec) => out(rec),
+            Collecting::Verdict(n) => self.no_file(n),
+        }
+    }
+
+    fn no_file(&mut self, n: NoFile) {
+        if self.no_file.len() < self.no_file.capacity() {
+            self.no_file.push(n);
+        } else {
+            self.no_file_lost += 1;
+        }
+    }
+
     /// The end: every open event goes out with what it has.
     pub fn finish(&mut self, out: &mut impl FnMut(EvidenceRecord)) {
-        for o in self.open.drain(..) {
-            out(o.rec);
+        while let Some(o) = self.open.pop() {
+            self.close(o, out);
         }
     }
 
@@ -581,13 +622,15 @@ impl Evidence {
                     if let Some(at) =
                         newest.filter(|&at| self.meta[at].slot == r.slot && self.meta[at].ts == ts)
                     {
-                        let k = self.meta[at];
-                        let from = at * self.stride;
-                        o.rec.push(k, &self.ring[from..from + k.len as usize]);
+                        if let Collecting::Record(rec) = &mut o.what {
+                            let k = self.meta[at];
+                            let from = at * self.stride;
+                            rec.push(k, &self.ring[from..from + k.len as usize]);
+                        }
                         o.after += 1;
                     }
                 }
-                add_signal(&mut o.rec.event.verdict, r.signal, r.vantage);
+                add_signal(o.what.verdict(), r.signal, r.vantage);
             }
             return;
         }
@@ -631,30 +674,37 @@ impl Evidence {
             *m = (minute, 0);
         }
         let capped = m.1 >= self.cfg.max_per_minute;
-        let rec = match capped || self.open.len() == MAX_OPEN {
+        let recording = self.open.iter().filter(|o| matches!(o.what, Collecting::Record(_))).count();
+        let rec = match capped || recording == MAX_OPEN {
             true => None,
             false => self.record(),
         };
+        let deadline = match self.cfg.after {
+            After::Time(d) => event.ts.saturating_add(d),
+            After::Packets(_) => u64::MAX,
+        };
         let Some(mut rec) = rec else {
             let status = if capped { Status::CappedPerMinute } else { Status::NoRoom };
-            if self.no_file.len() < self.no_file.capacity() {
-                self.no_file.push(NoFile { event, status });
-            } else {
-                self.no_file_lost += 1;
+            let n = NoFile { event, status };
+            if self.open.len() - recording == MAX_VERDICT_ONLY {
+                return self.no_file(n);
             }
-            return;
+            let mut o = Open { id, slots: [0; 8], n: 0, after: 0, deadline, what: Collecting::Verdict(n) };
+            o.n = slots(&mut o.slots);
+            self.open.push(o);
+            return self.close_due(event.ts, out);
         };
         self.minute[event.kind.index()].1 += 1;
         rec.clear();
         rec.event = event;
         rec.status = Status::Kept;
-        let mut o = Open { id, slots: [0; 8], n: 0, after: 0, deadline: u64::MAX, rec };
-        o.n = slots(&mut o.slots);
+        let mut watched = [0; 8];
+        let flows = slots(&mut watched);
         // From the ring, back from the newest packet: the event's window (an I/O's, from
         // its command on; a signal's, the packet that raised it, the newest of its flows)
         // and `--evidence-before` packets of each of its flows before that.
         let oldest = self.seq.saturating_sub(RING_PACKETS as u64);
-        let (flows, io) = (o.n, from_ns.is_some());
+        let io = from_ns.is_some();
         let mut left = [self.cfg.before; 8];
         // Per flow: the oldest of its packets taken, and whether it has all it takes.
         let mut first = [self.seq; 8];
@@ -666,7 +716,7 @@ impl Evidence {
         while seq > oldest && window < FILE_PACKETS && done < flows {
             seq -= 1;
             let (k, _) = self.ring_at(seq);
-            let Some(j) = o.slots[..flows].iter().position(|&s| s == k.slot) else { continue };
+            let Some(j) = watched[..flows].iter().position(|&s| s == k.slot) else { continue };
             if full[j] {
                 continue;
             }
@@ -699,23 +749,21 @@ impl Evidence {
         }
         for seq in seq..self.seq {
             let (k, data) = self.ring_at(seq);
-            let Some(j) = o.slots[..flows].iter().position(|&s| s == k.slot) else { continue };
+            let Some(j) = watched[..flows].iter().position(|&s| s == k.slot) else { continue };
             if seq < first[j] {
                 continue;
             }
             if trigger == Some(seq) {
-                o.rec.trigger = Some(o.rec.packets.len());
+                rec.trigger = Some(rec.packets.len());
             }
             if command == Some(seq) {
-                o.rec.command = Some(o.rec.packets.len());
+                rec.command = Some(rec.packets.len());
             }
             let k = *k;
-            o.rec.push(k, data);
+            rec.push(k, data);
         }
-        if let After::Time(d) = self.cfg.after {
-            o.deadline = event.ts.saturating_add(d);
-        }
-        self.open.push(o);
+        let what = Collecting::Record(rec);
+        self.open.push(Open { id, slots: watched, n: flows, after: 0, deadline, what });
         let now = event.ts;
         self.close_due(now, out);
     }
@@ -897,14 +945,39 @@ mod tests {
     #[test]
     fn more_events_than_records_are_told_not_copied() {
         let mut e = Evidence::new(EvidenceConfig { max_per_minute: 1000, ..cfg(0, After::Packets(100)) });
-        let mut got = Vec::new();
-        let mut out = |r: EvidenceRecord| got.push(r.status);
+        let got = std::cell::RefCell::new(Vec::new());
+        let mut out = |r: EvidenceRecord| got.borrow_mut().push(r.status);
         for n in 0..MAX_OPEN as u32 + 3 {
             e.signal(raised(n, qp(n), Signal::Icrc, 1), sl(&[n]), &mut out);
         }
-        assert!(got.is_empty(), "none has ended");
+        assert!(got.borrow().is_empty(), "none has ended");
+        // The three without a record collect their verdicts until their bound, as the
+        // others collect their packets: listed once they end.
         let mut no_file = Vec::new();
         e.drain_no_file(&mut no_file);
+        assert!(no_file.is_empty());
+        e.finish(&mut out);
+        e.drain_no_file(&mut no_file);
         assert_eq!(no_file.iter().map(|n| n.status).collect::<Vec<_>>(), [Status::NoRoom; 3]);
+        assert_eq!(got.borrow().len(), MAX_OPEN);
+    }
+
+    #[test]
+    fn an_event_without_a_record_counts_the_signals_that_join_it() {
+        // Capped (none a minute): the ICRC errors of one flow within the burst gap join the
+        // event, which lists them all once its packets after it have passed.
+        let mut e = Evidence::new(EvidenceConfig { max_per_minute: 0, ..cfg(0, After::Packets(2)) });
+        let mut out = |_: EvidenceRecord| panic!("no record");
+        for t in 1..=3 {
+            e.hold(7, &frame(7, t as u8), 80, t, Vantage::Compute);
+            e.signal(raised(7, qp(7), Signal::Icrc, t), sl(&[7]), &mut out);
+        }
+        e.hold(7, &frame(7, 4), 80, 4, Vantage::Compute);
+        e.observe(4, &mut out);
+        let mut no_file = Vec::new();
+        e.drain_no_file(&mut no_file);
+        assert_eq!(no_file.len(), 1);
+        assert_eq!(no_file[0].status, Status::CappedPerMinute);
+        assert_eq!(no_file[0].event.verdict, Verdict::IcrcError { packets: [3, 0] });
     }
 }

@@ -1745,11 +1745,13 @@ impl FlowTable {
         } else if is_request(opcode) {
             self.request(i, p, opcode, ts);
         } else if is_response(opcode) {
-            let ack = self.count_nak(i, p, opcode, ts);
+            let ack = acked_psn(opcode, &p.exts, p.bth.psn());
             let acked = ack.map(|(psn, _)| psn).or_else(|| implied_ack(opcode, &p.exts, p.bth.psn()));
+            // Paired first: a NAK that is the responder's first packet names its QP.
             if self.hot[i as usize].peer_qpn == NONE {
                 self.learn_pair(i, p.bth.psn(), acked);
             }
+            self.count_nak(i, p.bth.psn(), ack, ts);
             let low = opcode & 0x1F;
             let read_end =
                 matches!(low, op::READ_RESPONSE_LAST | op::READ_RESPONSE_ONLY).then_some(p.bth.psn());
@@ -1758,15 +1760,15 @@ impl FlowTable {
         Recorded::Flow(i)
     }
 
-    /// What a response of flow `i` acknowledges (see [`acked_psn`]), its NAK, if it is one,
-    /// counted: by kind, and by code in the flow's counters only (see `FlowCounts`).
+    /// A response of flow `i` (its PSN `psn`, what it acknowledges `ack`, see
+    /// [`acked_psn`]): its NAK, if it is one, counted: by kind, and by code in the flow's
+    /// counters only (see `FlowCounts`).
     #[inline(always)]
-    fn count_nak(&mut self, i: u32, p: &RocePacket<'_>, opcode: u8, ts: u64) -> Option<(u32, AckKind)> {
-        let ack = acked_psn(opcode, &p.exts, p.bth.psn());
+    fn count_nak(&mut self, i: u32, psn: u32, ack: Option<(u32, AckKind)>, ts: u64) {
         match ack {
             Some((_, AckKind::Nak { code: 0 })) => {
                 *self.rest_field(i, |c| &mut c.nak_seq) += 1;
-                self.signal(i, false, Signal::NakSeq { psn: p.bth.psn() }, ts);
+                self.signal(i, false, Signal::NakSeq { psn }, ts);
             }
             Some((_, AckKind::Nak { code })) => {
                 *self.rest_field(i, |c| &mut c.nak_other) += 1;
@@ -1781,11 +1783,10 @@ impl FlowTable {
             }
             Some((_, AckKind::RnrNak { .. })) => {
                 *self.rest_field(i, |c| &mut c.nak_rnr) += 1;
-                self.signal(i, false, Signal::RnrNak { psn: p.bth.psn() }, ts);
+                self.signal(i, false, Signal::RnrNak { psn }, ts);
             }
             _ => {}
         }
-        ack
     }
 
     /// Flow `i` (from an NVMe target to its host) carried the data phase of an I/O whose
@@ -1875,7 +1876,7 @@ impl FlowTable {
         } else if is_request(opcode) {
             self.late_request(i, p, opcode);
         } else if is_response(opcode) {
-            self.count_nak(i, p, opcode, ts);
+            self.count_nak(i, p.bth.psn(), acked_psn(opcode, &p.exts, p.bth.psn()), ts);
         }
     }
 
