@@ -480,6 +480,100 @@ fn caps_hold_under_a_flood_of_events_and_the_counts_add_up() {
     assert!(out.status.success() && said.trim().is_empty(), "promtool: {said}");
 }
 
+/// Hand-set frames: 50 loss episodes, one every 0.5 s, on eight QPs (eight host pairs,
+/// so that several workers share them) in turn: four requests acknowledged, one lost, four
+/// more, a NAK sequence error, the five sent again and acknowledged, forty more. Returns
+/// the capture and each episode's time (its first request after the lost one).
+fn loss_flood(dir: &Path) -> (PathBuf, Vec<u64>) {
+    use roceprobe::wire::bth::opcode as op;
+    use roceprobe::wire::ib_ext::{Aeth, ExtHeaders};
+    use std::net::IpAddr;
+    let ip = |s: String| -> IpAddr { s.parse().unwrap() };
+    let aeth = |a: Aeth| ExtHeaders { aeth: Some(a), ..Default::default() };
+    let base = 1_800_000_000_000_000_000u64;
+    let mut frames: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut psn = [1_000u32; 8];
+    let mut times = Vec::new();
+    for e in 0..50u64 {
+        let q = (e % 8) as usize;
+        let (a, b) = (ip(format!("10.0.1.{}", q + 1)), ip(format!("10.0.2.{}", q + 1)));
+        let (qa, qb) = (0x100 + q as u32, 0x200 + q as u32);
+        let req = |p: u32| roce(a, b, op::SEND_ONLY, qb, p, ExtHeaders::default(), &[0x5A; 256]);
+        let ack = |p: u32, x| roce(b, a, op::ACKNOWLEDGE, qa, p, aeth(x), &[]);
+        let mut t = base + 30_000_000_000 + e * 500_000_000;
+        let mut p = psn[q];
+        for _ in 0..4 {
+            frames.push((t, req(p)));
+            frames.push((t + 1_000, ack(p, Aeth::ack(31, p))));
+            (t, p) = (t + 2_000, p + 1);
+        }
+        let lost = p;
+        p += 1;
+        times.push(t);
+        for _ in 0..4 {
+            frames.push((t, req(p)));
+            (t, p) = (t + 100, p + 1);
+        }
+        frames.push((t, ack(lost, Aeth::nak(0, lost))));
+        t += 2_000;
+        for r in lost..p {
+            frames.push((t, req(r)));
+            t += 100;
+        }
+        frames.push((t, ack(p - 1, Aeth::ack(31, p))));
+        t += 1_000;
+        for _ in 0..40 {
+            frames.push((t, req(p)));
+            frames.push((t + 500, ack(p, Aeth::ack(31, p))));
+            (t, p) = (t + 1_000, p + 1);
+        }
+        psn[q] = p;
+    }
+    frames.sort_by_key(|f| f.0);
+    let path = dir.join("flood.pcap");
+    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+    for (t, f) in &frames {
+        w.write(*t, f, f.len() as u32).unwrap();
+    }
+    (path, times)
+}
+
+#[test]
+fn the_disk_cap_keeps_the_newest_files_whatever_order_the_workers_hand_them_in() {
+    // 50 loss events, each file some 13 KB, against a 64 KiB cap: the files left are the
+    // newest events', whichever worker's record came first. Before, the oldest *written*
+    // were removed first: with 4 workers some newer files went and older ones stayed.
+    let dir = tempfile::tempdir().unwrap();
+    let (pcap, times) = loss_flood(dir.path());
+    let mut kept_by = Vec::new();
+    for workers in ["1", "4"] {
+        let cap = ["--evidence-max-per-minute", "1000", "--evidence-max-bytes", "64K", "--workers", workers];
+        let run = replay(std::slice::from_ref(&pcap), &[], &cap);
+        let mut listed: Vec<(String, String)> =
+            run.events.iter().map(|r| (r["time"].clone(), r["file"].clone())).collect();
+        listed.sort();
+        let want: Vec<String> = times.iter().map(|&t| rfc3339(t)).collect();
+        assert_eq!(listed.iter().map(|l| l.0.clone()).collect::<Vec<_>>(), want, "{workers} workers");
+        assert!(run.events.iter().all(|r| r["status"] == "written"), "{workers} workers");
+        let mut on_disk: Vec<String> = std::fs::read_dir(run.evidence())
+            .unwrap()
+            .map(|f| f.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        on_disk.sort();
+        assert!(on_disk.len() >= 3, "{on_disk:?}");
+        let newest: Vec<String> =
+            listed[listed.len() - on_disk.len()..].iter().map(|l| l.1.clone()).collect();
+        assert_eq!(on_disk, newest, "{workers} workers");
+        let e = &run.summary["evidence"];
+        assert_eq!(
+            e["files_written"].as_u64().unwrap() - e["files_removed"].as_u64().unwrap(),
+            on_disk.len() as u64
+        );
+        kept_by.push(on_disk);
+    }
+    assert_eq!(kept_by[0], kept_by[1]);
+}
+
 /// The events a run listed: (kind, requester, responder, time, file).
 fn event_set(run: &Run) -> BTreeSet<(String, String, String, String, String)> {
     run.events

@@ -244,8 +244,10 @@ pub struct EvidenceWriter {
     max_per_minute: u32,
     snaplen: u32,
     /// Files in the directory, oldest first, with their sizes and whether removing them
-    /// failed.
+    /// failed: earlier runs' (the first `earlier`), then this run's, each by name (a name
+    /// begins with its event's time, whatever order the workers' records come in).
     files: VecDeque<(PathBuf, u64, bool)>,
+    earlier: usize,
     on_disk: u64,
     /// The bytes of the files whose removal failed, and why the first failed.
     stuck_bytes: u64,
@@ -287,6 +289,7 @@ impl EvidenceWriter {
             out,
             max_per_minute: settings.track.max_per_minute,
             snaplen: settings.track.snaplen,
+            earlier: found.len(),
             files: found.into_iter().map(|(_, p, s)| (p, s, false)).collect(),
             on_disk,
             stuck_bytes: 0,
@@ -294,7 +297,7 @@ impl EvidenceWriter {
             minutes: HashMap::new(),
             told: false,
         };
-        if let Err(err) = w.make_room(0, &mut totals) {
+        if let Err(err) = w.make_room(0, None, &mut totals) {
             w.tell(&err);
         }
         totals.files_on_disk = w.files.len() as u64;
@@ -302,17 +305,23 @@ impl EvidenceWriter {
         (w, totals)
     }
 
-    /// Removes the oldest files until `need` more bytes fit.
+    /// Removes the oldest files until `need` more bytes fit; for a new file named
+    /// `before`, of this run's only those older than it (a file a worker hands over late,
+    /// after newer ones, displaces none of them). Whether `need` fits then.
     /// A file that cannot be removed stays counted (it is still on disk) and the next
     /// oldest is tried; if that leaves too little room, what needs it is refused.
     /// A file whose removal failed is tried again each time (the cause may pass), but no
     /// other file is removed while those alone leave too little room: that would lose
     /// evidence and still not make room.
-    fn make_room(&mut self, need: u64, t: &mut EvidenceTotals) -> Result<()> {
+    fn make_room(&mut self, need: u64, before: Option<&str>, t: &mut EvidenceTotals) -> Result<bool> {
         let max = self.out.max_bytes;
         let mut i = 0;
         while self.on_disk + need > max && i < self.files.len() {
             let (path, size, was_stuck) = &mut self.files[i];
+            let own = i >= self.earlier;
+            if own && before.is_some_and(|b| path.file_name().is_some_and(|n| n.to_string_lossy().as_ref() > b)) {
+                break;
+            }
             if !*was_stuck && self.stuck_bytes + need > max {
                 break;
             }
@@ -346,11 +355,27 @@ impl EvidenceWriter {
             }
             self.on_disk -= *size;
             self.files.remove(i);
+            if !own {
+                self.earlier -= 1;
+            }
         }
         match &self.stuck_why {
             Some(why) if self.on_disk + need > max => Err(anyhow::anyhow!("{why}")),
-            _ => Ok(()),
+            _ => Ok(self.on_disk + need <= max),
         }
+    }
+
+    /// At the end of the run: the files still in the directory as regular files, counted
+    /// as they are (`files_on_disk`, `bytes_on_disk`): those removed or replaced under the
+    /// run count no more.
+    pub fn recount(&mut self, t: &mut EvidenceTotals) {
+        let there = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file());
+        self.earlier = self.files.range(..self.earlier).filter(|f| there(&f.0)).count();
+        self.files.retain(|(p, ..)| there(p));
+        self.on_disk = self.files.iter().map(|f| f.1).sum();
+        self.stuck_bytes = self.files.iter().filter(|f| f.2).map(|f| f.1).sum();
+        t.files_on_disk = self.files.len() as u64;
+        t.bytes_on_disk = self.on_disk;
     }
 
     /// One record from a worker: its file written (or why not), counted and listed; the
@@ -454,10 +479,9 @@ impl EvidenceWriter {
             std::fs::create_dir_all(&self.out.dir)
                 .with_context(|| format!("cannot create {}", self.out.dir.display()))?;
             self.files.clear();
-            (self.on_disk, self.stuck_bytes, self.stuck_why) = (0, 0, None);
+            (self.on_disk, self.stuck_bytes, self.stuck_why, self.earlier) = (0, 0, None, 0);
             t.dir_recreated += 1;
         }
-        self.make_room(size, t)?;
         let mut name = file_name(&rec.event);
         let mut n = 1;
         // Taken names (a link too, even one that leads nowhere) are left alone.
@@ -465,6 +489,10 @@ impl EvidenceWriter {
             n += 1;
             name = format!("{}-{n}.pcapng", file_name(&rec.event).trim_end_matches(".pcapng"));
         }
+        // Room among the older files; where they leave too little, this file is the
+        // oldest of those that would stay: written, then removed first, as it would have
+        // been had it come before the newer ones.
+        let fits = self.make_room(size, Some(&name), t)?;
         let path = self.out.dir.join(&name);
         let mut made = false;
         let written = super::create_regular(&path, true).and_then(|mut f| {
@@ -478,7 +506,14 @@ impl EvidenceWriter {
             }
             return Err(e).with_context(|| format!("cannot write {}", path.display()));
         }
-        self.files.push_back((path, size, false));
+        if !fits && std::fs::remove_file(&path).is_ok() {
+            t.files_removed += 1;
+            t.bytes_removed += size;
+            return Ok((name, size));
+        }
+        let own = self.files.range(self.earlier..);
+        let at = self.earlier + own.take_while(|(p, ..)| p.file_name() <= path.file_name()).count();
+        self.files.insert(at, (path, size, false));
         self.on_disk += size;
         Ok((name, size))
     }
@@ -779,6 +814,33 @@ mod tests {
         assert_eq!(unreadable, 0);
         assert!(listed.contains("congestion"), "{listed}");
         assert!(listed.contains("2 evidence file(s)"), "{listed}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_oldest_by_time_go_first_and_files_gone_under_the_run_count_no_more() {
+        let dir = std::env::temp_dir().join(format!("roceprobe-evidence-order-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let one = pcapng(&record(EventKind::Loss, 0, 4), 256).len() as u64;
+        let mut settings = EvidenceSettings::with_defaults(dir.clone());
+        settings.track.snaplen = 256;
+        settings.output.max_bytes = 2 * one + one / 2;
+        let (mut w, mut t) = EvidenceWriter::new(&settings);
+        // Handed over out of time order (several workers): seconds 3, 1, 4, 2.
+        for s in [3, 1, 4, 2] {
+            w.take(&record(EventKind::Loss, 1_000_000_000 * s, 4), &mut t);
+        }
+        let mut names: Vec<String> =
+            std::fs::read_dir(&dir).unwrap().map(|f| f.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        let at = |s: u64| file_name(&record(EventKind::Loss, 1_000_000_000 * s, 4).event);
+        assert_eq!(names, [at(3), at(4)], "the two newest");
+        assert_eq!((t.files_written, t.files_removed, t.files_on_disk), (4, 2, 2));
+        // One removed under the run: counted as gone at the end.
+        std::fs::remove_file(dir.join(at(3))).unwrap();
+        w.recount(&mut t);
+        assert_eq!((t.files_on_disk, t.bytes_on_disk), (1, one));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -771,6 +771,9 @@ fn pipeline(
         if view_pending {
             show(&totals, &received, &mut live, viewed_to);
         }
+        if let (Some(w), Some(t)) = (evidence.as_mut(), totals.evidence.as_mut()) {
+            w.recount(t);
+        }
         totals.steps.finish(totals.last_ts_ns);
         let writes = totals.steps.take_writes();
         let csv = csv.map(|mut w| {
