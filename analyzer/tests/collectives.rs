@@ -506,6 +506,81 @@ fn an_nvme_read_whose_capsules_come_alone_is_no_step() {
     }
 }
 
+/// A ring of four hosts (hand-set frames): three write 8 KiB each as eight WRITE Only 1 µs
+/// apart, starting 250 ns after one another; the fourth, from 750 ns, one WRITE of 2,001
+/// packets 5 µs apart, its Last 10 ms on: its transmission outlasts the time a step waits
+/// for its last transmission with `--interval 1ms` (about 6 ms), and never pauses. One
+/// step whatever the interval and workers: it ends at the long WRITE's Last, held back by
+/// it by its finish less the lower middle of the four finishes (7.25 µs): 9,993.5 µs.
+/// Before, with `--interval 1ms` the step closed without the long transmission, which
+/// then made a step of its own.
+#[test]
+fn a_transmission_longer_than_the_wait_for_it_stays_in_its_step() {
+    use roceprobe::wire::bth::opcode as op;
+    use roceprobe::wire::ib_ext::{Aeth, ExtHeaders, Reth};
+    use std::net::IpAddr;
+    let hosts: Vec<IpAddr> = (1..=4).map(|h| format!("10.7.0.{h}").parse().unwrap()).collect();
+    let reth =
+        ExtHeaders { reth: Some(Reth { va: 0x10_0000, rkey: 9, dma_len: 1024 }), ..Default::default() };
+    let ack = |psn| ExtHeaders { aeth: Some(Aeth::ack(31, psn)), ..Default::default() };
+    let mut frames: Vec<(u64, Vec<u8>)> = Vec::new();
+    for i in 0..4usize {
+        let (a, b) = (hosts[i], hosts[(i + 1) % 4]);
+        let (to_b, to_a) = (0x100 + (i as u32 + 1) % 4, 0x100 + i as u32);
+        let (last, psn) = if i < 3 {
+            for k in 0..8u32 {
+                let t = i as u64 * 250 + u64::from(k) * 1_000;
+                frames.push((t, roce(a, b, op::WRITE_ONLY, to_b, 1_000 + k, reth, &[0u8; 1024])));
+            }
+            (i as u64 * 250 + 7_000, 1_007)
+        } else {
+            for k in 0..=2_000u32 {
+                let (opcode, ext) = match k {
+                    0 => (op::WRITE_FIRST, reth),
+                    2_000 => (op::WRITE_LAST, ExtHeaders::default()),
+                    _ => (op::WRITE_MIDDLE, ExtHeaders::default()),
+                };
+                frames.push((
+                    750 + u64::from(k) * 5_000,
+                    roce(a, b, opcode, to_b, 1_000 + k, ext, &[0u8; 1024]),
+                ));
+            }
+            (750 + 2_000 * 5_000, 3_000)
+        };
+        frames.push((last + 2_000, roce(b, a, op::ACKNOWLEDGE, to_a, psn, ack(1), &[])));
+    }
+    frames.sort_by_key(|f| f.0);
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("long.pcap");
+    let t0 = 1_800_000_000_000_000_000u64;
+    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&pcap).unwrap()).unwrap();
+    for (t, f) in &frames {
+        w.write(t0 + t, f, f.len() as u32).unwrap();
+    }
+    drop(w);
+    for (interval, workers) in [("1s", "1"), ("1ms", "1"), ("1ms", "4"), ("100us", "2")] {
+        let args = ["--interval", interval, "--workers", workers].map(String::from);
+        let (_, rows) = replay(std::slice::from_ref(&pcap), &args);
+        let got: Vec<(u64, u64, &str, &str, &str)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    rfc3339_ns(&r["start"]),
+                    rfc3339_ns(&r["end"]),
+                    r["flows"].as_str(),
+                    r["straggler_src_ip"].as_str(),
+                    r["lag_us"].as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [(t0, t0 + 10_000_750, "4", "10.7.0.4", "9993.500")],
+            "--interval {interval} --workers {workers}"
+        );
+    }
+}
+
 #[test]
 fn the_storage_vantages_copies_change_nothing() {
     // The same capture without its storage VLAN (20): one vantage, the same steps.

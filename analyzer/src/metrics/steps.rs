@@ -473,6 +473,14 @@ pub struct Steps {
     named: Vec<Option<Name>>,
     /// Request flows' transmissions whose step has not closed.
     pending: Vec<Member>,
+    /// Transmissions still open at the end of an interval (from the workers' interval
+    /// reports: the compute vantage's RC flows, not of connections found carrying NVMe):
+    /// their interval's end, the flow's hosts and the transmission's start, until every
+    /// worker has reported that interval.
+    opens_incoming: Vec<(u64, IpAddr, IpAddr, u64)>,
+    /// Those of the last interval every worker reported: a step of their hosts' job that
+    /// they started within `--step-gap` of does not close (it cannot end before they do).
+    opens: Vec<(IpAddr, IpAddr, u64)>,
     /// What the analysis takes from transmissions offered before every worker reported the
     /// interval they are counted in (`Steps::offer_reported`), with that interval's end:
     /// taken when [`Steps::advance`] reaches it.
@@ -579,6 +587,8 @@ impl Steps {
             rule_of: Vec::new(),
             named: Vec::new(),
             pending: Vec::new(),
+            opens_incoming: Vec::new(),
+            opens: Vec::new(),
             incoming: Vec::new(),
             admitting: Vec::new(),
             done_ns: 0,
@@ -643,6 +653,19 @@ impl Steps {
         }
         self.incoming.extend(Arrival::of(t).into_iter().flatten().map(|a| (interval_end, a)));
         self.ends.insert(interval_end);
+    }
+
+    /// A flow of `key` had a transmission open since `start_ns` at the end of the interval
+    /// that ends at `interval_end` (before [`Steps::reported`] of that interval).
+    pub fn open_reported(&mut self, key: &FlowKey, start_ns: u64, interval_end: u64) {
+        if key.vantage != Vantage::Compute
+            || interval_end <= self.done_ns
+            || self.nvme_qps.contains(&(key.dst, key.dst_qpn))
+            || self.opens_incoming.len() >= MAX_PENDING
+        {
+            return;
+        }
+        self.opens_incoming.push((interval_end, key.src, key.dst, start_ns));
     }
 
     /// A worker reported the interval that ends at `end_ns` (before [`Steps::advance`]
@@ -731,6 +754,14 @@ impl Steps {
         while let Some(end) = self.ends.first().copied().filter(|&end| end <= upto) {
             self.ends.pop_first();
             self.admit(end);
+            self.opens.clear();
+            let opens = &mut self.opens;
+            self.opens_incoming.retain(|&(e, src, dst, start)| {
+                if e == end {
+                    opens.push((src, dst, start));
+                }
+                e > end
+            });
             self.close_at(end);
             self.writes.push((self.closed.len(), self.oldest_pending_ns()));
         }
@@ -740,7 +771,23 @@ impl Steps {
     /// step can use any more go.
     fn close_at(&mut self, done_ns: u64) {
         let settle = self.settle_ns;
-        self.close(move |step_end, _| step_end.saturating_add(settle) < done_ns);
+        // The jobs of the transmissions still open, with their starts.
+        let mut open = std::mem::take(&mut self.scratch.open);
+        open.clear();
+        for k in 0..self.opens.len() {
+            let (src, dst, start) = self.opens[k];
+            for ip in [src, dst] {
+                if let Some(&h) = self.index.get(&ip) {
+                    open.push((self.owner(h), start));
+                }
+            }
+        }
+        let gap = self.gap_ns;
+        let held = |owner: Owner, end: u64| {
+            open.iter().any(|&(o, start)| o == owner && start <= end.saturating_add(gap))
+        };
+        self.close(|owner, step_end, _| step_end.saturating_add(settle) < done_ns && !held(owner, step_end));
+        self.scratch.open = open;
         // A transmission still to come ends after `done_ns - settle`; one pending started at
         // the oldest pending start.
         let horizon = self.oldest_pending_ns().unwrap_or(u64::MAX).min(done_ns.saturating_sub(settle));
@@ -753,7 +800,7 @@ impl Steps {
     pub fn finish(&mut self, input_end_ns: Option<u64>) {
         self.admit_by_interval(u64::MAX);
         self.input_end_ns = input_end_ns;
-        self.close(|_, _| true);
+        self.close(|_, _, _| true);
         self.naks.clear();
     }
 
@@ -952,7 +999,7 @@ impl Steps {
     /// Closes, in each job's order, the steps `due` says may close, given a step's end and
     /// the share of its job's pending transmissions that the steps before it hold; from
     /// the first that may not, the rest wait.
-    fn close(&mut self, due: impl Fn(u64, f64) -> bool) {
+    fn close(&mut self, due: impl Fn(Owner, u64, f64) -> bool) {
         if self.pending.is_empty() {
             return;
         }
@@ -965,12 +1012,12 @@ impl Steps {
                 // connection may yet be found carrying NVMe), not for a pause of them all, which
                 // a busy fabric may never make.
                 let n = ts.len();
-                ts.retain(|t| !due(t.end_ns, 0.0));
+                ts.retain(|t| !due(owner, t.end_ns, 0.0));
                 self.outside_jobs += (n - ts.len()) as u64;
             } else {
                 for group in groups(&ts, self.gap_ns) {
                     let end = group.iter().map(|t| t.end_ns).max().unwrap_or(0);
-                    if !due(end, closed as f64 / ts.len() as f64) {
+                    if !due(owner, end, closed as f64 / ts.len() as f64) {
                         break;
                     }
                     self.record(owner, group);
@@ -1000,7 +1047,7 @@ impl Steps {
     /// first made a job with a short first step pay a close, which sorts and splits the
     /// whole list, for every few transmissions offered once at the bound.)
     fn close_oldest(&mut self) {
-        self.close(|_, before| before < 0.25);
+        self.close(|_, _, before| before < 0.25);
     }
 
     /// Records a step of a job. A group of hosts no rule names is named here, at its first
@@ -1093,6 +1140,8 @@ struct Scratch {
     merge: Vec<Member>,
     /// Each host's job while a close splits the list by job (by the host's place).
     job_of: Vec<usize>,
+    /// The jobs of the transmissions still open, with their starts, while steps close.
+    open: Vec<(Owner, u64)>,
 }
 
 impl Scratch {

@@ -159,6 +159,11 @@ impl Totals {
             self.latency.entry(k).or_default().merge(buckets);
         }
         self.progress.note(s.worker, s.end_ns);
+        for d in &s.flows {
+            if let Some(start) = d.open_since.filter(|_| d.transport == Transport::Rc) {
+                self.steps.open_reported(&d.key, start, s.end_ns);
+            }
+        }
         self.steps.reported(s.end_ns);
         self.steps.advance(self.progress.done());
         for d in &s.ios.pairs {
@@ -277,6 +282,7 @@ mod tests {
                 short: ShortTransmissions::default(),
                 reported: 0,
                 opcodes: OpcodeCounts::new(0x04),
+                open_since: None,
             })
             .collect();
         IntervalSnapshot { end_ns, flows, ..Default::default() }

@@ -911,6 +911,7 @@ mod tests {
             short: Default::default(),
             reported: 0,
             opcodes: crate::track::flow::OpcodeCounts::new(0x0A),
+            open_since: None,
         };
         // Worker 0 has 10.0.0.2's flow, worker 1 10.0.0.1's (sorted, 10.0.0.1 goes first).
         let snap = |worker: usize, src: &str, start: u64| IntervalSnapshot {

@@ -319,7 +319,9 @@ impl EvidenceWriter {
         while self.on_disk + need > max && i < self.files.len() {
             let (path, size, was_stuck) = &mut self.files[i];
             let own = i >= self.earlier;
-            if own && before.is_some_and(|b| path.file_name().is_some_and(|n| n.to_string_lossy().as_ref() > b)) {
+            if own
+                && before.is_some_and(|b| path.file_name().is_some_and(|n| n.to_string_lossy().as_ref() > b))
+            {
                 break;
             }
             if !*was_stuck && self.stuck_bytes + need > max {
@@ -831,8 +833,10 @@ mod tests {
         for s in [3, 1, 4, 2] {
             w.take(&record(EventKind::Loss, 1_000_000_000 * s, 4), &mut t);
         }
-        let mut names: Vec<String> =
-            std::fs::read_dir(&dir).unwrap().map(|f| f.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|f| f.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
         names.sort();
         let at = |s: u64| file_name(&record(EventKind::Loss, 1_000_000_000 * s, 4).event);
         assert_eq!(names, [at(3), at(4)], "the two newest");

@@ -151,6 +151,9 @@ pub struct FlowDelta {
     /// interval, not with a lookup per transmission.
     pub reported: u64,
     pub opcodes: OpcodeCounts,
+    /// The start of the flow's transmission still open at the hand-over, if any: the
+    /// collective step analysis waits for it (a step cannot end before it does).
+    pub open_since: Option<u64>,
 }
 
 /// What the analysis reports besides counters, as it happens. (Latency samples of
@@ -2309,6 +2312,7 @@ impl FlowTable {
                 short,
                 reported,
                 opcodes: c.opcodes.clone(),
+                open_since: h.has(TX_OPEN).then_some(h.tx_start),
             });
             c.reported = totals;
             c.opcodes.clear();
