@@ -775,6 +775,59 @@ fn a_completion_one_mirror_missed_is_no_later_ios_when_that_mirror_missed_the_ci
 }
 
 #[test]
+fn a_write_whose_command_one_mirror_lost_keeps_that_mirrors_data_segment_whatever_its_clock() {
+    // nvme_split without the compute mirror's copy of a write's command (single-packet
+    // ones whose data the target READs, the first five), the storage mirror's times moved
+    // later so that its copy of the command comes 1 µs after the compute copy of the
+    // READ Request (within the default 1 ms wait for a second vantage): the compute
+    // vantage sees the data phase before any copy of the command. Its compute segment
+    // (the READ Request to its last response, at the compute vantage) is still the
+    // truth's, as it is with the mirrors' times as captured. Before, that READ Request
+    // found no I/O and the segment was lost (found by a review; 15 µs of offset sufficed).
+    let t = truth("nvme_split");
+    let fs = files("nvme_split", &t);
+    let ios = t["ios"].as_array().unwrap();
+    let writes = ios.iter().filter(|io| {
+        io["op"] == "nvme_write"
+            && io["anchors"].get("read_request@compute").is_some()
+            && at(io, "sqe_first@compute") == at(io, "sqe_last@compute")
+    });
+    let args: Vec<String> = scenario_args(&t);
+    let dir = tempfile::tempdir().unwrap();
+    let mut cases = 0;
+    for io in writes.take(5) {
+        let shift = at(io, "read_request@compute") - at(io, "sqe_first@storage") + 1_000;
+        assert!(at(io, "sqe_first@storage") + shift < at(io, "last_read_response@compute"));
+        let (compute, storage) = (dir.path().join("compute.pcap"), dir.path().join("storage.pcap"));
+        without_frames_at(&fs[0], &compute, &[at(io, "sqe_first@compute")]);
+        copy_capture(&fs[1], &storage, |ts, _| Some(ts + shift));
+        let mut extra: Vec<&str> = args.iter().map(String::as_str).collect();
+        extra.extend(["--slow-ios", "1000"]);
+        let sum = replay_summary(&[&compute, &storage], &extra);
+        assert_eq!(sum["ios"]["completed"].as_u64(), Some(ios.len() as u64));
+        let e = sum["ios"]["slowest"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| {
+                e["initiator_ip"] == io["initiator_ip"]
+                    && e["cid"] == io["cid"]
+                    && e["qpn"] == io["target_qpn"]
+                    && e["io@storage_us"]
+                        .as_f64()
+                        .is_some_and(|us| close(us, io["io_storage_ns"].as_u64().unwrap()))
+            })
+            .unwrap_or_else(|| panic!("{io}"));
+        let compute_ns = io["compute_ns"].as_u64().unwrap();
+        assert_eq!(compute_ns, at(io, "last_read_response@compute") - at(io, "read_request@compute"));
+        assert!(e["compute_us"].as_f64().is_some_and(|us| close(us, compute_ns)), "{e} {io}");
+        assert!(e["io@compute_us"].is_null(), "{e}");
+        cases += 1;
+    }
+    assert_eq!(cases, 5);
+}
+
+#[test]
 fn an_io_whose_command_and_completion_only_different_mirrors_kept_completes() {
     // nvme_split without the compute mirror's copy of each single-packet command and the
     // storage mirror's copy of that I/O's completion, one I/O at a time (the first ten

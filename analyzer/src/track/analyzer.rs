@@ -520,7 +520,8 @@ impl Analyzer {
                             psn,
                             r.rkey,
                             r.va,
-                            (opcode == op::WRITE_FIRST).then_some(hint),
+                            hint,
+                            opcode == op::WRITE_FIRST,
                         );
                         self.flows.pair_with_queue(slot, queue);
                     }

@@ -552,9 +552,12 @@ impl Evidence {
 
     /// The end: every open event goes out with what it has.
     pub fn finish(&mut self, out: &mut impl FnMut(EvidenceRecord)) {
-        while let Some(o) = self.open.pop() {
+        // In the order they began.
+        let mut open = std::mem::take(&mut self.open);
+        for o in open.drain(..) {
             self.close(o, out);
         }
+        self.open = open;
     }
 
     /// The place of a QP's episodes of a kind: loss and RNR share theirs (the retransmission

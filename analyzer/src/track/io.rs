@@ -649,6 +649,19 @@ pub type IoCountsByPair = BTreeMap<(IpAddr, IpAddr, Op), IoCounts>;
 /// Where and when a packet of an I/O was seen, and between which hosts (the NVMe host, the
 /// initiator, and the target), whichever way the packet went.
 #[derive(Debug, Clone, Copy)]
+/// A data phase seen before any copy of its command (see `IoTracker::early`): where, when,
+/// its PSN, and what it is: a READ Request of `len` bytes (a write's data), or a read's
+/// data WRITE (`first`: a WRITE First, whose Middle and Last follow).
+struct Early {
+    vantage: Vantage,
+    ts: u64,
+    target: IpAddr,
+    psn: u32,
+    len: Option<u32>,
+    first: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
 pub struct At {
     pub vantage: Vantage,
     pub ts: u64,
@@ -696,6 +709,13 @@ pub struct IoTracker {
     /// The I/O whose data phase names a buffer (host, R_Key, address), by
     /// [`IoTracker::buffer_key`].
     by_key: Hashed<Ref>,
+    /// With two vantages: data phases of an NVMe connection (on a flow that found its
+    /// connection) that named no live I/O's buffer, by [`IoTracker::buffer_key`]: a vantage
+    /// that lost its copy of a command, and whose packets come ahead of the other's (its
+    /// mirror's times ahead), sees the data phase before any copy of the command. The other
+    /// vantage's command, coming within the wait for a second vantage, takes it (see
+    /// [`IoTracker::claim_early`]).
+    early: FifoMap<u64, Early>,
     /// The hash of the three maps' keys, of seeds drawn at start (see `recent_hash`).
     cid_hash: ahash::RandomState,
     conns: FifoMap<ConnKey, Conn>,
@@ -900,6 +920,7 @@ impl IoTracker {
             by_queue: Hashed::with_capacity_and_hasher(2 * max_ios, Default::default()),
             by_cid: Hashed::with_capacity_and_hasher(2 * max_ios, Default::default()),
             by_key: Hashed::with_capacity_and_hasher(2 * max_ios, Default::default()),
+            early: FifoMap::new((max_ios / 4).max(64)),
             cid_hash: h(),
             conns: FifoMap::new((max_ios / 4).max(64)),
             admin_queues: FifoMap::new((max_ios / 4).max(64)),
@@ -1732,7 +1753,12 @@ impl IoTracker {
                     }
                 }
                 match self.create(ts, (host, target, first.key), target_qpn, psn, sqe) {
-                    Some(i) => i,
+                    Some(i) => {
+                        if !self.early.is_empty() {
+                            self.claim_early(i, v);
+                        }
+                        i
+                    }
                     None => return,
                 }
             }
@@ -1900,8 +1926,15 @@ impl IoTracker {
         hint: &mut u32,
     ) -> Option<u32> {
         let At { vantage: v, ts, host, target } = at;
+        let Some(i) = self.buffer_io(host, rkey, va) else {
+            self.remember_early(
+                (host, rkey, va),
+                *hint,
+                Early { vantage: v, ts, target, psn, len: Some(len), first: false },
+            );
+            return None;
+        };
         let v = vi(v);
-        let i = self.buffer_io(host, rkey, va)?;
         let me = Ref { slot: i as u32, generation: self.ios[i].generation };
         let io = &mut self.ios[i];
         // A later part of the data (the target READs it in several parts, each where the
@@ -1953,11 +1986,19 @@ impl IoTracker {
         psn: u32,
         rkey: u32,
         va: u64,
-        first: Option<&mut u32>,
+        hint: &mut u32,
+        first: bool,
     ) -> Option<u32> {
         let At { vantage: v, ts, host, target } = at;
+        let Some(i) = self.buffer_io(host, rkey, va) else {
+            self.remember_early(
+                (host, rkey, va),
+                *hint,
+                Early { vantage: v, ts, target, psn, len: None, first },
+            );
+            return None;
+        };
         let v = vi(v);
-        let i = self.buffer_io(host, rkey, va)?;
         if self.ios[i].kind != Kind::Read {
             return None;
         }
@@ -1967,7 +2008,9 @@ impl IoTracker {
         if again {
             self.ios[i].retransmitted = true;
         }
-        let Some(hint) = first else { return self.queue_named(i) };
+        if !first {
+            return self.queue_named(i);
+        }
         let me = Ref { slot: i as u32, generation: self.ios[i].generation };
         let c = self.conn(host, target, self.ios[i].target_qpn, hint);
         if !c.writes.iter().any(|e| e.io == Some(me) && e.psn == psn) {
@@ -1976,6 +2019,61 @@ impl IoTracker {
             c.next_write = ((n + 1) % CONN_RING) as u8;
         }
         self.queue_named(i)
+    }
+
+    /// A data phase that named no live I/O's buffer: remembered (see `early`) with two
+    /// vantages, on a flow that found its NVMe connection (`hint`).
+    #[inline]
+    fn remember_early(&mut self, buffer: (IpAddr, u32, u64), hint: u32, e: Early) {
+        if self.wait_ns > 0 && hint != NONE {
+            self.remember_early_now(buffer, e);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn remember_early_now(&mut self, (host, rkey, va): (IpAddr, u32, u64), e: Early) {
+        let key = self.buffer_key(host, rkey, va);
+        // The first copy of a data phase: one sent again keeps its first time.
+        if !self.early.contains_key(&key) {
+            self.early.insert(key, e);
+        }
+    }
+
+    /// I/O `i`, just begun by vantage `v`'s copy of its command: a data phase of its buffer
+    /// the other vantage saw earlier (within the wait for a second vantage), which found
+    /// no I/O then, is taken now as it would have been after the command (a write's data
+    /// READ in parts, each part where the one before ended).
+    #[cold]
+    #[inline(never)]
+    fn claim_early(&mut self, i: usize, v: usize) {
+        let Io { host, target, rkey, va, created, .. } = self.ios[i];
+        let mut key = self.buffer_key(host, rkey, va);
+        let mut part_va = va;
+        for _ in 0..CONN_RING {
+            let Some(e) = self.early.get(&key).copied() else { return };
+            if vi(e.vantage) == v || e.target != target || e.ts > created || created - e.ts > self.wait_ns {
+                return;
+            }
+            self.early.remove(&key);
+            let at = At { vantage: e.vantage, ts: e.ts, host, target };
+            let mut hint = NONE;
+            match e.len {
+                Some(len) => {
+                    self.read_request(at, e.psn, len, rkey, part_va, &mut hint);
+                }
+                None => {
+                    self.data_write(at, e.psn, rkey, part_va, &mut hint, e.first);
+                    return;
+                }
+            }
+            // A write's data READ in parts: the next one where this one ended.
+            match self.ios[i].next_va {
+                Some(next) if next != part_va => part_va = next,
+                _ => return,
+            }
+            key = self.buffer_key(host, rkey, part_va);
+        }
     }
 
     /// The live I/O whose command named the buffer (host, R_Key, address), if any.
@@ -2225,12 +2323,12 @@ mod tests {
         let mut h = NONE;
         let c = Vantage::Compute;
         t.command(at(c, 0), sent(100), &read(3), &mut h, &mut rec);
-        assert!(t.data_write(at(c, 10), 500, 7, 0x4000, Some(&mut h)).is_some());
+        assert!(t.data_write(at(c, 10), 500, 7, 0x4000, &mut h, true).is_some());
         assert!(
-            t.data_write(at(c, 11), 501, 7, 0x9999, Some(&mut h)).is_none(),
+            t.data_write(at(c, 11), 501, 7, 0x9999, &mut h, true).is_none(),
             "another buffer is no read's data"
         );
-        assert!(t.data_write(at(c, 20), 500, 7, 0x4000, Some(&mut h)).is_some(), "the same WRITE again");
+        assert!(t.data_write(at(c, 20), 500, 7, 0x4000, &mut h, true).is_some(), "the same WRITE again");
         assert!(t.completion(at(c, 30), Some(9), 3, Packet { psn: 600, again: false }, &mut h, &mut rec));
         t.ack(at(c, 40), 9, 600, &mut h, &mut rec);
         let n = *t.counts().values().next().unwrap();
