@@ -1754,7 +1754,9 @@ impl FlowTable {
             if self.hot[i as usize].peer_qpn == NONE {
                 self.learn_pair(i, p.bth.psn(), acked);
             }
-            self.count_nak(i, p.bth.psn(), ack, ts);
+            if let Some((_, kind @ (AckKind::Nak { .. } | AckKind::RnrNak { .. }))) = ack {
+                self.count_nak(i, p.bth.psn(), kind, ts);
+            }
             let low = opcode & 0x1F;
             let read_end =
                 matches!(low, op::READ_RESPONSE_LAST | op::READ_RESPONSE_ONLY).then_some(p.bth.psn());
@@ -1763,17 +1765,18 @@ impl FlowTable {
         Recorded::Flow(i)
     }
 
-    /// A response of flow `i` (its PSN `psn`, what it acknowledges `ack`, see
-    /// [`acked_psn`]): its NAK, if it is one, counted: by kind, and by code in the flow's
-    /// counters only (see `FlowCounts`).
-    #[inline(always)]
-    fn count_nak(&mut self, i: u32, psn: u32, ack: Option<(u32, AckKind)>, ts: u64) {
-        match ack {
-            Some((_, AckKind::Nak { code: 0 })) => {
+    /// A response of flow `i` (its PSN `psn`, its AETH's kind `kind`, see [`acked_psn`]):
+    /// its NAK, if it is one, counted: by kind, and by code in the flow's counters only (see
+    /// `FlowCounts`). Rare: out of line.
+    #[cold]
+    #[inline(never)]
+    fn count_nak(&mut self, i: u32, psn: u32, kind: AckKind, ts: u64) {
+        match kind {
+            AckKind::Nak { code: 0 } => {
                 *self.rest_field(i, |c| &mut c.nak_seq) += 1;
                 self.signal(i, false, Signal::NakSeq { psn }, ts);
             }
-            Some((_, AckKind::Nak { code })) => {
+            AckKind::Nak { code } => {
                 *self.rest_field(i, |c| &mut c.nak_other) += 1;
                 let c = &mut self.cold[i as usize].rest;
                 match code {
@@ -1784,7 +1787,7 @@ impl FlowTable {
                     _ => {}
                 }
             }
-            Some((_, AckKind::RnrNak { .. })) => {
+            AckKind::RnrNak { .. } => {
                 *self.rest_field(i, |c| &mut c.nak_rnr) += 1;
                 self.signal(i, false, Signal::RnrNak { psn }, ts);
             }
@@ -1879,7 +1882,9 @@ impl FlowTable {
         } else if is_request(opcode) {
             self.late_request(i, p, opcode);
         } else if is_response(opcode) {
-            self.count_nak(i, p.bth.psn(), acked_psn(opcode, &p.exts, p.bth.psn()), ts);
+            if let Some((_, kind)) = acked_psn(opcode, &p.exts, p.bth.psn()) {
+                self.count_nak(i, p.bth.psn(), kind, ts);
+            }
         }
     }
 
