@@ -188,6 +188,9 @@ struct Io {
     /// cannot tell which of them it serves, and so names no queue (see
     /// [`IoTracker::data_write`]).
     shared_buffer: bool,
+    /// Per vantage: a data phase it saw before any copy of the command was taken for this
+    /// I/O (see [`IoTracker::claim_early`]): 1 + the READ parts it added (0: none).
+    claimed: [u8; 2],
     /// Vantages (bit v) that saw the CID used again before this I/O's completion, while
     /// the other vantage still awaited its copy: the completion is lost there, and the I/O
     /// waits for the other vantage's (a mirror whose copy was dropped, its clock behind).
@@ -1717,6 +1720,9 @@ impl IoTracker {
         let i = match same {
             // The same command at the other vantage, or again at this one.
             Some(i) => {
+                if self.ios[i].claimed[v] != 0 {
+                    self.unclaim(i, v);
+                }
                 if self.ios[i].sqe_first.first(v, ts) {
                     self.ios[i].retransmitted = true;
                 } else {
@@ -1845,6 +1851,7 @@ impl IoTracker {
             retransmitted: false,
             ack_lost: false,
             shared_buffer: false,
+            claimed: [0; 2],
             gave_up: 0,
             waiting: false,
             links: Links::default(),
@@ -2058,9 +2065,13 @@ impl IoTracker {
             self.early.remove(&key);
             let at = At { vantage: e.vantage, ts: e.ts, host, target };
             let mut hint = NONE;
+            let c = &mut self.ios[i].claimed[vi(e.vantage)];
+            *c = (*c).max(1);
             match e.len {
                 Some(len) => {
                     self.read_request(at, e.psn, len, rkey, part_va, &mut hint);
+                    let c = &mut self.ios[i].claimed[vi(e.vantage)];
+                    *c = c.saturating_add(1);
                 }
                 None => {
                     self.data_write(at, e.psn, rkey, part_va, &mut hint, e.first);
@@ -2073,6 +2084,24 @@ impl IoTracker {
                 _ => return,
             }
             key = self.buffer_key(host, rkey, part_va);
+        }
+    }
+
+    /// Vantage `v` sees its own copy of I/O `i`'s command after a data phase of its was
+    /// taken for the I/O (see [`IoTracker::claim_early`]): that phase came before the
+    /// command on `v`'s own clock, so it was another I/O's (one whose command both vantages
+    /// missed, with the same buffer): taken back. Rare: out of line.
+    #[cold]
+    #[inline(never)]
+    fn unclaim(&mut self, i: usize, v: usize) {
+        let io = &mut self.ios[i];
+        let parts = std::mem::take(&mut io.claimed[v]).saturating_sub(1);
+        io.reads = io.reads.saturating_sub(parts);
+        for a in [&mut io.read_request, &mut io.last_read_response, &mut io.data_write] {
+            a.0[v] = None;
+        }
+        if io.data_write.at(1 - v).is_none() {
+            io.data_psn = None;
         }
     }
 
