@@ -489,12 +489,7 @@ fn an_nvme_read_whose_capsules_come_alone_is_no_step() {
     }
     frames.sort_by_key(|f| f.0);
     let dir = tempfile::tempdir().unwrap();
-    let pcap = dir.path().join("read.pcap");
-    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&pcap).unwrap()).unwrap();
-    for (t, f) in &frames {
-        w.write(1_800_000_000_000_000_000 + t, f, f.len() as u32).unwrap();
-    }
-    drop(w);
+    let pcap = write_pcap(dir.path(), "read.pcap", &frames);
     for workers in ["1", "4"] {
         let args = ["--workers".to_string(), workers.to_string()];
         let (s, rows) = replay(std::slice::from_ref(&pcap), &args);
@@ -551,13 +546,8 @@ fn a_transmission_longer_than_the_wait_for_it_stays_in_its_step() {
     }
     frames.sort_by_key(|f| f.0);
     let dir = tempfile::tempdir().unwrap();
-    let pcap = dir.path().join("long.pcap");
-    let t0 = 1_800_000_000_000_000_000u64;
-    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&pcap).unwrap()).unwrap();
-    for (t, f) in &frames {
-        w.write(t0 + t, f, f.len() as u32).unwrap();
-    }
-    drop(w);
+    let pcap = write_pcap(dir.path(), "long.pcap", &frames);
+    let t0 = PCAP_BASE_NS;
     for (interval, workers) in [("1s", "1"), ("1ms", "1"), ("1ms", "4"), ("100us", "2")] {
         let args = ["--interval", interval, "--workers", workers].map(String::from);
         let (_, rows) = replay(std::slice::from_ref(&pcap), &args);

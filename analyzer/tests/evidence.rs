@@ -490,7 +490,6 @@ fn loss_flood(dir: &Path) -> (PathBuf, Vec<u64>) {
     use std::net::IpAddr;
     let ip = |s: String| -> IpAddr { s.parse().unwrap() };
     let aeth = |a: Aeth| ExtHeaders { aeth: Some(a), ..Default::default() };
-    let base = 1_800_000_000_000_000_000u64;
     let mut frames: Vec<(u64, Vec<u8>)> = Vec::new();
     let mut psn = [1_000u32; 8];
     let mut times = Vec::new();
@@ -500,7 +499,7 @@ fn loss_flood(dir: &Path) -> (PathBuf, Vec<u64>) {
         let (qa, qb) = (0x100 + q as u32, 0x200 + q as u32);
         let req = |p: u32| roce(a, b, op::SEND_ONLY, qb, p, ExtHeaders::default(), &[0x5A; 256]);
         let ack = |p: u32, x| roce(b, a, op::ACKNOWLEDGE, qa, p, aeth(x), &[]);
-        let mut t = base + 30_000_000_000 + e * 500_000_000;
+        let mut t = 30_000_000_000 + e * 500_000_000;
         let mut p = psn[q];
         for _ in 0..4 {
             frames.push((t, req(p)));
@@ -530,12 +529,7 @@ fn loss_flood(dir: &Path) -> (PathBuf, Vec<u64>) {
         psn[q] = p;
     }
     frames.sort_by_key(|f| f.0);
-    let path = dir.join("flood.pcap");
-    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
-    for (t, f) in &frames {
-        w.write(*t, f, f.len() as u32).unwrap();
-    }
-    (path, times)
+    (write_pcap(dir, "flood.pcap", &frames), times.iter().map(|t| PCAP_BASE_NS + t).collect())
 }
 
 #[test]
@@ -811,12 +805,7 @@ fn a_nak_that_is_the_responders_first_packet_names_its_qp() {
     }
     frames.sort_by_key(|f| f.0);
     let dir = tempfile::tempdir().unwrap();
-    let pcap = dir.path().join("first.pcap");
-    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&pcap).unwrap()).unwrap();
-    for (t, f) in &frames {
-        w.write(1_800_000_000_000_000_000 + t, f, f.len() as u32).unwrap();
-    }
-    drop(w);
+    let pcap = write_pcap(dir.path(), "first.pcap", &frames);
     for workers in ["1", "4"] {
         let mut run = replay(std::slice::from_ref(&pcap), &[], &["--workers", workers]);
         // In the order they were done with, which with several workers need not be time's.

@@ -11,16 +11,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Frames written to `dir`/`name` as a pcap, frame `i` at its time in ns after a base.
-fn write_pcap(dir: &Path, name: &str, frames: &[(u64, Vec<u8>)]) -> PathBuf {
-    let path = dir.join(name);
-    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
-    for (t, f) in frames {
-        w.write(1_800_000_000_000_000_000 + t, f, f.len() as u32).unwrap();
-    }
-    path
-}
-
 /// Frames `ns` apart, the first at 0, for [`write_pcap`].
 fn spaced(frames: Vec<Vec<u8>>, ns: u64) -> Vec<(u64, Vec<u8>)> {
     frames.into_iter().enumerate().map(|(i, f)| (ns * i as u64, f)).collect()
@@ -795,11 +785,27 @@ fn a_write_whose_command_one_mirror_lost_keeps_that_mirrors_data_segment_whateve
     let args: Vec<String> = scenario_args(&t);
     let dir = tempfile::tempdir().unwrap();
     let mut cases = 0;
-    for io in writes.take(5) {
+    // The first write again with its compute READ Request sent twice (1 µs apart): it is
+    // counted retransmitted, as a data phase sent again after its command is.
+    let first = writes.clone().next().unwrap();
+    for (io, resent) in writes.take(5).map(|io| (io, false)).chain([(first, true)]) {
         let shift = at(io, "read_request@compute") - at(io, "sqe_first@storage") + 1_000;
         assert!(at(io, "sqe_first@storage") + shift < at(io, "last_read_response@compute"));
         let (compute, storage) = (dir.path().join("compute.pcap"), dir.path().join("storage.pcap"));
-        without_frames_at(&fs[0], &compute, &[at(io, "sqe_first@compute")]);
+        let mut records = roceprobe::capture::pcap::read_all_records(&fs[0]).unwrap();
+        let n = records.len();
+        records.retain(|r| r.0 != at(io, "sqe_first@compute"));
+        assert_eq!(records.len(), n - 1);
+        if resent {
+            let read = records.iter().find(|r| r.0 == at(io, "read_request@compute")).unwrap().clone();
+            records.push((read.0 + 1_000, read.1, read.2));
+            records.sort_by_key(|r| r.0);
+        }
+        let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&compute).unwrap()).unwrap();
+        for (ts, len, f) in &records {
+            w.write(*ts, f, *len).unwrap();
+        }
+        drop(w);
         copy_capture(&fs[1], &storage, |ts, _| Some(ts + shift));
         let mut extra: Vec<&str> = args.iter().map(String::as_str).collect();
         extra.extend(["--slow-ios", "1000"]);
@@ -822,9 +828,10 @@ fn a_write_whose_command_one_mirror_lost_keeps_that_mirrors_data_segment_whateve
         assert_eq!(compute_ns, at(io, "last_read_response@compute") - at(io, "read_request@compute"));
         assert!(e["compute_us"].as_f64().is_some_and(|us| close(us, compute_ns)), "{e} {io}");
         assert!(e["io@compute_us"].is_null(), "{e}");
+        assert_eq!(sum["ios"]["retransmitted"], u64::from(resent), "{io}");
         cases += 1;
     }
-    assert_eq!(cases, 5);
+    assert_eq!(cases, 6);
 }
 
 /// Where a frame's BTH begins (Ethernet, at most one 802.1Q tag, IPv4 without options,

@@ -662,6 +662,8 @@ struct Early {
     psn: u32,
     len: Option<u32>,
     first: bool,
+    /// Seen again at its vantage before a command took it (a data phase sent again).
+    again: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -1937,7 +1939,7 @@ impl IoTracker {
             self.remember_early(
                 (host, rkey, va),
                 *hint,
-                Early { vantage: v, ts, target, psn, len: Some(len), first: false },
+                Early { vantage: v, ts, target, psn, len: Some(len), first: false, again: false },
             );
             return None;
         };
@@ -2001,7 +2003,7 @@ impl IoTracker {
             self.remember_early(
                 (host, rkey, va),
                 *hint,
-                Early { vantage: v, ts, target, psn, len: None, first },
+                Early { vantage: v, ts, target, psn, len: None, first, again: false },
             );
             return None;
         };
@@ -2041,9 +2043,11 @@ impl IoTracker {
     #[inline(never)]
     fn remember_early_now(&mut self, (host, rkey, va): (IpAddr, u32, u64), e: Early) {
         let key = self.buffer_key(host, rkey, va);
-        // The first copy of a data phase: one sent again keeps its first time.
-        if !self.early.contains_key(&key) {
-            self.early.insert(key, e);
+        // The first copy of a data phase keeps its time; one sent again marks it so.
+        match self.early.get_mut(&key) {
+            Some(first) if first.vantage == e.vantage && first.psn == e.psn => first.again = true,
+            Some(_) => {}
+            None => self.early.insert(key, e),
         }
     }
 
@@ -2063,6 +2067,9 @@ impl IoTracker {
                 return;
             }
             self.early.remove(&key);
+            if e.again {
+                self.ios[i].retransmitted = true;
+            }
             let at = At { vantage: e.vantage, ts: e.ts, host, target };
             let mut hint = NONE;
             let c = &mut self.ios[i].claimed[vi(e.vantage)];

@@ -503,3 +503,17 @@ pub fn roce(
     f.payload = payload;
     f.emit()
 }
+
+/// The time [`write_pcap`]'s frame times count from (ns since the epoch, in 2027).
+pub const PCAP_BASE_NS: u64 = 1_800_000_000_000_000_000;
+
+/// Frames written to `dir`/`name` as a pcap, each at its time in ns after
+/// [`PCAP_BASE_NS`].
+pub fn write_pcap(dir: &Path, name: &str, frames: &[(u64, Vec<u8>)]) -> PathBuf {
+    let path = dir.join(name);
+    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+    for (t, f) in frames {
+        w.write(PCAP_BASE_NS + t, f, f.len() as u32).unwrap();
+    }
+    path
+}
