@@ -572,8 +572,8 @@ struct Cold {
     /// The time of the flow's latest message end sent again while its first copy was
     /// still in the ring of message ends (which keeps the first copy's time, for its
     /// latency); `NO_TIME` if none. With the ring's newest, a transmission's finish (see
-    /// [`Transmission::last_message_ns`]). Beside `rest`'s counters of a request sent
-    /// again, on their line (see the assertion below).
+    /// [`Transmission::last_message_ns`]). Asked for with `rest`'s counters of a request
+    /// sent again (`FlowTable::prefetch_next`): the layout leaves it a line of its own.
     resent_end: u64,
     /// Every counter but the four in [`Hot`] (which stay 0 here), since the flow began.
     /// Placed (as `tx_base` is) so that the counters a request out of sequence changes,

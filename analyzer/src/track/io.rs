@@ -649,12 +649,10 @@ pub const OTHER_PAIRS: IpAddr = IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
 /// I/O outcomes per (initiator, target, op).
 pub type IoCountsByPair = BTreeMap<(IpAddr, IpAddr, Op), IoCounts>;
 
-/// Where and when a packet of an I/O was seen, and between which hosts (the NVMe host, the
-/// initiator, and the target), whichever way the packet went.
-#[derive(Debug, Clone, Copy)]
 /// A data phase seen before any copy of its command (see `IoTracker::early`): where, when,
 /// its PSN, and what it is: a READ Request of `len` bytes (a write's data), or a read's
 /// data WRITE (`first`: a WRITE First, whose Middle and Last follow).
+#[derive(Debug, Clone, Copy)]
 struct Early {
     vantage: Vantage,
     ts: u64,
@@ -666,6 +664,8 @@ struct Early {
     again: bool,
 }
 
+/// Where and when a packet of an I/O was seen, and between which hosts (the NVMe host, the
+/// initiator, and the target), whichever way the packet went.
 #[derive(Debug, Clone, Copy)]
 pub struct At {
     pub vantage: Vantage,
