@@ -1408,6 +1408,21 @@ fn a_classic_pcap_cut_short_is_told() {
     let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
     assert_eq!(s["packets"], 23);
     assert_eq!(s["ended"], "cut_short");
+    // The same bytes through a pipe (standard input, read as a stream, not mapped): told
+    // the same (before, as a damaged record).
+    let mut child = std::process::Command::new(bin())
+        .args(["replay", "-q", "--summary", summary.to_str().unwrap(), "/dev/stdin"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), &b[..5000]).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("/dev/stdin: the last record is cut short after 23 packets"), "{err}");
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    assert_eq!((s["packets"].as_u64(), s["ended"].as_str()), (Some(23), Some("cut_short")));
     // Cut inside its second or third record (among those read ahead when the file is
     // opened): the same, said once.
     for whole in [1, 2] {

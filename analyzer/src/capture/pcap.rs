@@ -443,6 +443,10 @@ impl FileReader {
                 }
                 Failed::Incomplete => {
                     if !self.refill()? {
+                        // A stream (a pipe) that ended inside a record.
+                        if !self.reader.data().is_empty() {
+                            self.warn_cut_short();
+                        }
                         self.warn_skipped();
                         return Ok(false);
                     }
@@ -463,7 +467,12 @@ impl FileReader {
                         return Ok(false);
                     }
                 }
-                Failed::End | Failed::CutShort | Failed::Damaged => {
+                Failed::CutShort => {
+                    self.warn_cut_short();
+                    self.warn_skipped();
+                    return Ok(false);
+                }
+                Failed::End | Failed::Damaged => {
                     self.warn_damaged();
                     self.warn_skipped();
                     return Ok(false);
@@ -521,6 +530,14 @@ impl FileReader {
     fn warn_damaged_by(&mut self, what: &str) {
         self.stats.cut_short = true;
         let w = format!("roceprobe: warning: {what}, after {} packets; stopping this file there", self.read);
+        self.warn(w);
+    }
+
+    /// The file (a stream: a pipe, standard input) ends inside a record: what came before
+    /// it stands.
+    fn warn_cut_short(&mut self) {
+        self.stats.cut_short = true;
+        let w = cut_short_warning(&self.path, self.read);
         self.warn(w);
     }
 
@@ -810,11 +827,7 @@ impl Cursor {
     #[cold]
     fn warn_cut_short(&mut self) {
         self.stats.cut_short = true;
-        crate::note!(
-            "roceprobe: warning: {}: the last record is cut short after {} packets (a capture still being written, or a truncated file); stopping this file there",
-            self.path.display(),
-            self.stats.ipackets
-        );
+        crate::note!("{}", cut_short_warning(&self.path, self.stats.ipackets));
     }
 
     /// The time of the record after the current one, if the file holds it whole (a record
@@ -884,6 +897,14 @@ impl Cursor {
         self.has_next = true;
         Ok(())
     }
+}
+
+/// What is told of a capture file that ends inside a record, after `packets` whole ones.
+fn cut_short_warning(path: &Path, packets: u64) -> String {
+    format!(
+        "roceprobe: warning: {}: the last record is cut short after {packets} packets (a capture still being written, or a truncated file); stopping this file there",
+        path.display()
+    )
 }
 
 /// One input file.
