@@ -179,11 +179,7 @@ fn a_message_end_sent_again_is_its_flows_finish() {
     records.sort_by_key(|r| r.0);
     let dir = tempfile::tempdir().unwrap();
     let edited = dir.path().join("resent.pcap");
-    let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&edited).unwrap()).unwrap();
-    for (ts, len, f) in &records {
-        w.write(*ts, f, *len).unwrap();
-    }
-    drop(w);
+    write_records(&edited, &records);
 
     let finishes = tshark_write_finishes(&edited, start, next);
     assert_eq!(finishes.len(), 8);
@@ -420,26 +416,15 @@ fn nvme_between_the_rings_hosts_on_other_qps_changes_no_step() {
 fn an_nvme_read_whose_capsules_come_alone_is_no_step() {
     use roceprobe::wire::bth::opcode as op;
     use roceprobe::wire::ib_ext::{Aeth, ExtHeaders, Reth};
-    use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use roceprobe::wire::nvme::opcode;
     use std::net::IpAddr;
     let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
     let (host, target) = (ip("10.9.0.1"), ip("10.9.0.2"));
     let (host_qp, target_qp, us) = (0x301, 0x302, 1_000u64);
     let ack = |psn| ExtHeaders { aeth: Some(Aeth::ack(31, psn)), ..Default::default() };
     let (va, key) = (0x7f00_0000u64, 0x1234u32);
-    let sqe = Sqe {
-        opcode: opcode::READ,
-        flags: FLAGS_SGL,
-        cid: 7,
-        nsid: 1,
-        sgl: Sgl::Keyed { address: va, length: 8192, key, invalidate: false },
-        slba: 0,
-        nlb: 15,
-    };
-    let mut capsule = [0u8; SQE_LEN];
-    sqe.emit(&mut capsule);
-    let mut cqe = [0u8; CQE_LEN];
-    Cqe { cid: 7, sq_head: 1, sq_id: 1, ..Default::default() }.emit(&mut cqe);
+    let capsule = keyed_sqe(opcode::READ, 7, va, 8192, key);
+    let cqe = completion_capsule(7, 1, 1);
     let mut frames = vec![
         (0, roce(host, target, op::SEND_ONLY, target_qp, 100, ExtHeaders::default(), &capsule)),
         (2 * us, roce(target, host, op::ACKNOWLEDGE, host_qp, 100, ack(1), &[])),

@@ -542,7 +542,7 @@ fn a_command_first_seen_behind_its_flows_psn_is_taken() {
 fn every_io_queue_may_use_a_cid_at_once() {
     use roceprobe::wire::bth::opcode as op;
     use roceprobe::wire::ib_ext::{Aeth, ExtHeaders};
-    use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use roceprobe::wire::nvme::{opcode, Sgl, Sqe, FLAGS_SGL, SQE_LEN};
     use std::net::IpAddr;
     const QUEUES: u32 = 8;
     let (host, target): (IpAddr, IpAddr) = ("10.7.0.1".parse().unwrap(), "10.7.0.2".parse().unwrap());
@@ -572,8 +572,7 @@ fn every_io_queue_may_use_a_cid_at_once() {
         frames.push(frame(target, host, op::ACKNOWLEDGE, host_qp(q), psn, ack(), &[]));
     }
     for q in (0..QUEUES).rev() {
-        let mut capsule = [0u8; CQE_LEN];
-        Cqe { cid: 7, sq_head: 1, sq_id: q as u16 + 1, ..Default::default() }.emit(&mut capsule);
+        let capsule = completion_capsule(7, 1, q as u16 + 1);
         let psn = 5000 + 100 * q;
         frames.push(frame(target, host, op::SEND_ONLY, host_qp(q), psn, ExtHeaders::default(), &capsule));
         frames.push(frame(host, target, op::ACKNOWLEDGE, target_qp(q), psn, ack(), &[]));
@@ -801,11 +800,7 @@ fn a_write_whose_command_one_mirror_lost_keeps_that_mirrors_data_segment_whateve
             records.push((read.0 + 1_000, read.1, read.2));
             records.sort_by_key(|r| r.0);
         }
-        let mut w = roceprobe::capture::pcap::Writer::new(std::fs::File::create(&compute).unwrap()).unwrap();
-        for (ts, len, f) in &records {
-            w.write(*ts, f, *len).unwrap();
-        }
-        drop(w);
+        write_records(&compute, &records);
         copy_capture(&fs[1], &storage, |ts, _| Some(ts + shift));
         let mut extra: Vec<&str> = args.iter().map(String::as_str).collect();
         extra.extend(["--slow-ios", "1000"]);
@@ -1143,7 +1138,7 @@ fn a_read_response_or_atomic_acknowledge_acknowledges_the_messages_before_it() {
 fn commands_on_an_admin_queue_cm_connected_are_nvme_other() {
     use roceprobe::wire::bth::opcode as op;
     use roceprobe::wire::ib_ext::{ExtHeaders, Reth};
-    use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use roceprobe::wire::nvme::{opcode, Sgl, Sqe, FLAGS_SGL, SQE_LEN};
     use std::net::IpAddr;
     let (host, target): (IpAddr, IpAddr) = ("10.9.0.1".parse().unwrap(), "10.9.0.2".parse().unwrap());
     let frame = roce;
@@ -1172,8 +1167,7 @@ fn commands_on_an_admin_queue_cm_connected_are_nvme_other() {
             ..Default::default()
         };
         frames.push(frame(target, host, op::WRITE_ONLY, host_qp, 200, reth, &[0u8; 1024]));
-        let mut cqe = [0u8; CQE_LEN];
-        Cqe { cid: 3, sq_head: 1, sq_id: qid, ..Default::default() }.emit(&mut cqe);
+        let cqe = completion_capsule(3, 1, qid);
         frames.push(frame(target, host, op::SEND_ONLY, host_qp, 201, ExtHeaders::default(), &cqe));
     }
     let dir = tempfile::tempdir().unwrap();
@@ -1368,7 +1362,7 @@ fn two_hosts_may_use_one_communication_id() {
 fn a_host_read_response_acknowledges_the_completion_before_it() {
     use roceprobe::wire::bth::opcode as op;
     use roceprobe::wire::ib_ext::{Aeth, ExtHeaders, Reth};
-    use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use roceprobe::wire::nvme::{opcode, Sgl, Sqe, FLAGS_SGL, SQE_LEN};
     use std::net::IpAddr;
     let (host, target): (IpAddr, IpAddr) = ("10.12.0.1".parse().unwrap(), "10.12.0.2".parse().unwrap());
     let (host_qp, target_qp) = (0x111u32, 0x222u32);
@@ -1397,11 +1391,7 @@ fn a_host_read_response_acknowledges_the_completion_before_it() {
         sqe.emit(&mut capsule);
         capsule
     };
-    let completion = |cid| {
-        let mut cqe = [0u8; CQE_LEN];
-        Cqe { cid, sq_head: 1, sq_id: 1, ..Default::default() }.emit(&mut cqe);
-        cqe
-    };
+    let completion = |cid| completion_capsule(cid, 1, 1);
     let target_ack = |psn| {
         roce(
             target,
@@ -1484,7 +1474,7 @@ fn a_host_read_response_acknowledges_the_completion_before_it() {
 fn other_nvme_commands_are_counted_by_command_as_tshark_reads_them() {
     use roceprobe::wire::bth::opcode as op;
     use roceprobe::wire::ib_ext::{ExtHeaders, Reth};
-    use roceprobe::wire::nvme::{Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use roceprobe::wire::nvme::{Sgl, Sqe, FLAGS_SGL, SQE_LEN};
     use std::net::IpAddr;
     let (host, target): (IpAddr, IpAddr) = ("10.13.0.1".parse().unwrap(), "10.13.0.2".parse().unwrap());
     let keyed = |length: u32| Sgl::Keyed { address: 0x20_0000, length, key: 0x99, invalidate: false };
@@ -1547,8 +1537,7 @@ fn other_nvme_commands_are_counted_by_command_as_tshark_reads_them() {
                     target_psn += 1;
                 }
             }
-            let mut cqe = [0u8; CQE_LEN];
-            Cqe { cid: cid as u16, sq_head: cid as u16 + 1, sq_id: qid, ..Default::default() }.emit(&mut cqe);
+            let cqe = completion_capsule(cid as u16, cid as u16 + 1, qid);
             frames.push(roce(target, host, op::SEND_ONLY, host_qp, target_psn, ExtHeaders::default(), &cqe));
             target_psn += 1;
         }
@@ -1683,7 +1672,7 @@ fn a_request_sent_again_is_answered_once_from_its_first_copy() {
 fn many_queues_between_two_hosts_pair_and_complete_without_cm() {
     use roceprobe::wire::bth::opcode as op;
     use roceprobe::wire::ib_ext::{Aeth, ExtHeaders, Reth};
-    use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use roceprobe::wire::nvme::{opcode, Sgl, Sqe, FLAGS_SGL, SQE_LEN};
     use std::net::IpAddr;
     let (host, target): (IpAddr, IpAddr) = ("10.15.0.1".parse().unwrap(), "10.15.0.2".parse().unwrap());
     const QUEUES: u32 = 24;
@@ -1710,8 +1699,7 @@ fn many_queues_between_two_hosts_pair_and_complete_without_cm() {
             sqe.emit(&mut capsule);
             let reth =
                 ExtHeaders { reth: Some(Reth { va, rkey: 0x40 + q, dma_len: 4096 }), ..Default::default() };
-            let mut cqe = [0u8; CQE_LEN];
-            Cqe { cid: round, sq_head: round + 1, sq_id: q as u16 + 1, ..Default::default() }.emit(&mut cqe);
+            let cqe = completion_capsule(round, round + 1, q as u16 + 1);
             frames.extend([
                 (t, roce(host, target, op::SEND_ONLY, target_qp, host_psn, ExtHeaders::default(), &capsule)),
                 (t + us, roce(target, host, op::ACKNOWLEDGE, host_qp, host_psn, ack(1), &[])),
@@ -1729,24 +1717,6 @@ fn many_queues_between_two_hosts_pair_and_complete_without_cm() {
     let pcap = write_pcap(dir.path(), "queues.pcap", &frames);
     let s = replay_summary(&[pcap.as_path()], &[]);
     all_complete_in(&s, u64::from(QUEUES) * 5, 14_000, "");
-}
-
-/// The 64-byte SQE of an NVMe command of `opcode` with a keyed SGL (`len` bytes at `va`,
-/// R_Key `key`), CID `cid`.
-fn keyed_sqe(opcode: u8, cid: u16, va: u64, len: u32, key: u32) -> [u8; roceprobe::wire::nvme::SQE_LEN] {
-    use roceprobe::wire::nvme::{Sgl, Sqe, FLAGS_SGL, SQE_LEN};
-    let sqe = Sqe {
-        opcode,
-        flags: FLAGS_SGL,
-        cid,
-        nsid: 1,
-        sgl: Sgl::Keyed { address: va, length: len, key, invalidate: false },
-        slba: 0,
-        nlb: (len / 512).saturating_sub(1) as u16,
-    };
-    let mut c = [0u8; SQE_LEN];
-    sqe.emit(&mut c);
-    c
 }
 
 /// The summary's I/Os: `n` completed, none timed out or unfinished, and every io@compute
@@ -1775,18 +1745,14 @@ fn all_complete_in(s: &Value, n: u64, ns: u64, case: &str) {
 fn a_resent_command_is_no_copy_of_another_queues_with_its_cid_and_psn() {
     use roceprobe::wire::bth::opcode as op;
     use roceprobe::wire::ib_ext::{Aeth, ExtHeaders};
-    use roceprobe::wire::nvme::{opcode, Cqe, CQE_LEN};
+    use roceprobe::wire::nvme::opcode;
     use std::net::IpAddr;
     let (host, target): (IpAddr, IpAddr) = ("10.16.0.1".parse().unwrap(), "10.16.0.2".parse().unwrap());
     let ack = |psn| ExtHeaders { aeth: Some(Aeth::ack(31, psn)), ..Default::default() };
     let nak = |psn| ExtHeaders { aeth: Some(Aeth::nak(0, psn)), ..Default::default() };
     let none = ExtHeaders::default;
     let flush = |cid: u16| keyed_sqe(opcode::FLUSH, cid, 0, 0, 0);
-    let cqe = |cid: u16| {
-        let mut c = [0u8; CQE_LEN];
-        Cqe { cid, sq_head: cid + 1, sq_id: 1, ..Default::default() }.emit(&mut c);
-        c
-    };
+    let cqe = |cid: u16| completion_capsule(cid, cid + 1, 1);
     let us = 1_000u64;
     // (host QP, target QP) of queues A and B; the target's PSNs on each.
     let ((ha, ta), (hb, tb)) = ((0x210, 0x310), (0x211, 0x311));
@@ -1828,7 +1794,7 @@ fn a_resent_command_is_no_copy_of_another_queues_with_its_cid_and_psn() {
 fn many_queues_with_many_cids_in_flight_pair_by_their_data() {
     use roceprobe::wire::bth::opcode as op;
     use roceprobe::wire::ib_ext::{Aeth, ExtHeaders, Reth};
-    use roceprobe::wire::nvme::{opcode, Cqe, CQE_LEN};
+    use roceprobe::wire::nvme::opcode;
     use std::net::IpAddr;
     let (host, target): (IpAddr, IpAddr) = ("10.17.0.1".parse().unwrap(), "10.17.0.2".parse().unwrap());
     const QUEUES: u32 = 16;
@@ -1848,8 +1814,7 @@ fn many_queues_with_many_cids_in_flight_pair_by_their_data() {
             let key = 0x4000 + q * 64 + k;
             let capsule = keyed_sqe(opcode::READ, cid, va, 512, key);
             let reth = ExtHeaders { reth: Some(Reth { va, rkey: key, dma_len: 512 }), ..Default::default() };
-            let mut cqe = [0u8; CQE_LEN];
-            Cqe { cid, sq_head: cid + 1, sq_id: q as u16 + 1, ..Default::default() }.emit(&mut cqe);
+            let cqe = completion_capsule(cid, cid + 1, q as u16 + 1);
             let (hp, tp) = (host_psn + k, target_psn + 2 * k);
             frames.extend([
                 (t, roce(host, target, op::SEND_ONLY, target_qp, hp, ExtHeaders::default(), &capsule)),
@@ -1889,7 +1854,6 @@ fn many_queues_with_many_cids_in_flight_pair_by_their_data() {
 fn a_completion_sent_again_on_a_flow_not_paired_answers_no_later_io() {
     use roceprobe::wire::bth::opcode as op;
     use roceprobe::wire::ib_ext::{Aeth, ExtHeaders};
-    use roceprobe::wire::nvme::{Cqe, CQE_LEN};
     use std::net::IpAddr;
     let (host, target): (IpAddr, IpAddr) = ("10.18.0.1".parse().unwrap(), "10.18.0.2".parse().unwrap());
     let ack = |psn| ExtHeaders { aeth: Some(Aeth::ack(31, psn)), ..Default::default() };
@@ -1899,11 +1863,7 @@ fn a_completion_sent_again_on_a_flow_not_paired_answers_no_later_io() {
         in_capsule_write(cid, 512).emit(&mut c);
         c
     };
-    let cqe = |cid: u16| {
-        let mut c = [0u8; CQE_LEN];
-        Cqe { cid, sq_head: cid + 1, sq_id: 1, ..Default::default() }.emit(&mut c);
-        c
-    };
+    let cqe = |cid: u16| completion_capsule(cid, cid + 1, 1);
     let us = 1_000u64;
     // Queue k: the host's QP 0x100 + k, the target's 0x200 + k; the same PSNs on both.
     let (ha, ta, hb, tb) = (0x100, 0x200, 0x101, 0x201);
@@ -1951,18 +1911,14 @@ fn a_completion_sent_again_on_a_flow_not_paired_answers_no_later_io() {
 fn writes_naming_one_buffer_on_two_queues_both_complete() {
     use roceprobe::wire::bth::opcode as op;
     use roceprobe::wire::ib_ext::{Aeth, ExtHeaders, Reth};
-    use roceprobe::wire::nvme::{opcode, Cqe, CQE_LEN};
+    use roceprobe::wire::nvme::opcode;
     use std::net::IpAddr;
     let (host, target): (IpAddr, IpAddr) = ("10.19.0.1".parse().unwrap(), "10.19.0.2".parse().unwrap());
     let ack = |psn| ExtHeaders { aeth: Some(Aeth::ack(31, psn)), ..Default::default() };
     let none = ExtHeaders::default;
     let (va, key) = (0x7f00_0010_0000u64, 0x1234u32);
     let command = |cid: u16| keyed_sqe(opcode::WRITE, cid, va, 4096, key);
-    let cqe = |cid: u16| {
-        let mut c = [0u8; CQE_LEN];
-        Cqe { cid, sq_head: cid + 1, sq_id: 1, ..Default::default() }.emit(&mut c);
-        c
-    };
+    let cqe = |cid: u16| completion_capsule(cid, cid + 1, 1);
     let read = ExtHeaders { reth: Some(Reth { va, rkey: key, dma_len: 4096 }), ..Default::default() };
     let us = 1_000u64;
     let (ha, ta, hb, tb) = (0x100, 0x200, 0x101, 0x201);
@@ -2001,7 +1957,7 @@ fn writes_naming_one_buffer_on_two_queues_both_complete() {
 fn a_command_copy_after_its_completion_moves_no_anchor() {
     use roceprobe::wire::bth::opcode as op;
     use roceprobe::wire::ib_ext::{Aeth, ExtHeaders, Reth};
-    use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use roceprobe::wire::nvme::{opcode, Sgl, Sqe, FLAGS_SGL, SQE_LEN};
     use std::net::IpAddr;
     let (host, target): (IpAddr, IpAddr) = ("10.16.0.1".parse().unwrap(), "10.16.0.2".parse().unwrap());
     let (host_qp, target_qp) = (0x161u32, 0x261u32);
@@ -2009,8 +1965,7 @@ fn a_command_copy_after_its_completion_moves_no_anchor() {
     let sqe = Sqe { opcode: opcode::READ, flags: FLAGS_SGL, cid: 0, nsid: 1, sgl, slba: 0, nlb: 7 };
     let mut capsule = [0u8; SQE_LEN];
     sqe.emit(&mut capsule);
-    let mut cqe = [0u8; CQE_LEN];
-    Cqe { cid: 0, sq_head: 1, sq_id: 1, ..Default::default() }.emit(&mut cqe);
+    let cqe = completion_capsule(0, 1, 1);
     let reth =
         ExtHeaders { reth: Some(Reth { va: 0x30_0000, rkey: 0x5, dma_len: 4096 }), ..Default::default() };
     let ack = ExtHeaders { aeth: Some(Aeth::ack(31, 1)), ..Default::default() };
@@ -2042,7 +1997,7 @@ fn a_command_copy_after_its_completion_moves_no_anchor() {
 fn the_exit_report_names_an_io_left_open() {
     use roceprobe::wire::bth::opcode as op;
     use roceprobe::wire::ib_ext::ExtHeaders;
-    use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use roceprobe::wire::nvme::{opcode, Sgl, Sqe, FLAGS_SGL, SQE_LEN};
     use std::net::IpAddr;
     let (host, target): (IpAddr, IpAddr) = ("10.17.0.1".parse().unwrap(), "10.17.0.2".parse().unwrap());
     let command = |cid: u16, psn| {
@@ -2051,8 +2006,7 @@ fn the_exit_report_names_an_io_left_open() {
         Sqe { opcode: opcode::READ, flags: FLAGS_SGL, cid, nsid: 1, sgl, slba: 0, nlb: 0 }.emit(&mut capsule);
         roce(host, target, op::SEND_ONLY, 0x271, psn, ExtHeaders::default(), &capsule)
     };
-    let mut cqe = [0u8; CQE_LEN];
-    Cqe { cid: 1, sq_head: 1, sq_id: 1, ..Default::default() }.emit(&mut cqe);
+    let cqe = completion_capsule(1, 1, 1);
     let frames = spaced(
         vec![
             command(1, 10),
@@ -2082,7 +2036,7 @@ fn the_exit_report_names_an_io_left_open() {
 fn a_write_read_in_several_parts_spans_them_all() {
     use roceprobe::wire::bth::opcode as op;
     use roceprobe::wire::ib_ext::{Aeth, ExtHeaders, Reth};
-    use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use roceprobe::wire::nvme::{opcode, Sgl, Sqe, FLAGS_SGL, SQE_LEN};
     use std::net::IpAddr;
     let (host, target): (IpAddr, IpAddr) = ("10.18.0.1".parse().unwrap(), "10.18.0.2".parse().unwrap());
     let (host_qp, target_qp) = (0x181u32, 0x281u32);
@@ -2091,8 +2045,7 @@ fn a_write_read_in_several_parts_spans_them_all() {
     let mut capsule = [0u8; SQE_LEN];
     Sqe { opcode: opcode::WRITE, flags: FLAGS_SGL, cid: 4, nsid: 1, sgl, slba: 0, nlb: 31 }
         .emit(&mut capsule);
-    let mut cqe = [0u8; CQE_LEN];
-    Cqe { cid: 4, sq_head: 1, sq_id: 1, ..Default::default() }.emit(&mut cqe);
+    let cqe = completion_capsule(4, 1, 1);
     let us = 1_000u64;
     let mut frames =
         vec![(0, roce(host, target, op::SEND_ONLY, target_qp, 100, ExtHeaders::default(), &capsule))];
@@ -2137,7 +2090,7 @@ fn a_write_read_in_several_parts_spans_them_all() {
 fn a_data_write_sent_again_from_its_middle_marks_the_read_retransmitted() {
     use roceprobe::wire::bth::opcode as op;
     use roceprobe::wire::ib_ext::{nak_code, Aeth, ExtHeaders, Reth};
-    use roceprobe::wire::nvme::{opcode, Cqe, Sgl, Sqe, CQE_LEN, FLAGS_SGL, SQE_LEN};
+    use roceprobe::wire::nvme::{opcode, Sgl, Sqe, FLAGS_SGL, SQE_LEN};
     use std::net::IpAddr;
     let (host, target): (IpAddr, IpAddr) = ("10.19.0.1".parse().unwrap(), "10.19.0.2".parse().unwrap());
     let (host_qp, target_qp) = (0x191u32, 0x291u32);
@@ -2145,8 +2098,7 @@ fn a_data_write_sent_again_from_its_middle_marks_the_read_retransmitted() {
     let sgl = Sgl::Keyed { address: va, length: 3072, key, invalidate: false };
     let mut capsule = [0u8; SQE_LEN];
     Sqe { opcode: opcode::READ, flags: FLAGS_SGL, cid: 6, nsid: 1, sgl, slba: 0, nlb: 5 }.emit(&mut capsule);
-    let mut cqe = [0u8; CQE_LEN];
-    Cqe { cid: 6, sq_head: 1, sq_id: 1, ..Default::default() }.emit(&mut cqe);
+    let cqe = completion_capsule(6, 1, 1);
     let none = ExtHeaders::default;
     let reth = ExtHeaders { reth: Some(Reth { va, rkey: key, dma_len: 3072 }), ..Default::default() };
     let aeth = |a| ExtHeaders { aeth: Some(a), ..Default::default() };

@@ -166,11 +166,7 @@ fn an_erspan_iii_stamp_milliseconds_ahead_makes_no_frame_late() {
     frame[at..at + 4].copy_from_slice(&(old + 50_000).to_be_bytes());
     let dir = tempfile::tempdir().unwrap();
     let edited = dir.path().join("ahead.pcap");
-    let mut w = Writer::new(std::fs::File::create(&edited).unwrap()).unwrap();
-    for (ts, len, f) in &records {
-        w.write(*ts, f, *len).unwrap();
-    }
-    drop(w);
+    write_records(&edited, &records);
     let now = tshark_fields(&edited, &["erspan.timestamp"]);
     assert_eq!(now[k][0], (old + 50_000).to_string(), "tshark's reading of the edited stamp");
     let args = scenario_args(&t);

@@ -517,3 +517,37 @@ pub fn write_pcap(dir: &Path, name: &str, frames: &[(u64, Vec<u8>)]) -> PathBuf 
     }
     path
 }
+
+/// The 64-byte SQE of an NVMe command of `opcode` with a keyed SGL (`len` bytes at `va`,
+/// R_Key `key`), CID `cid`.
+pub fn keyed_sqe(opcode: u8, cid: u16, va: u64, len: u32, key: u32) -> [u8; roceprobe::wire::nvme::SQE_LEN] {
+    use roceprobe::wire::nvme::{Sgl, Sqe, FLAGS_SGL, SQE_LEN};
+    let sqe = Sqe {
+        opcode,
+        flags: FLAGS_SGL,
+        cid,
+        nsid: 1,
+        sgl: Sgl::Keyed { address: va, length: len, key, invalidate: false },
+        slba: 0,
+        nlb: (len / 512).saturating_sub(1) as u16,
+    };
+    let mut c = [0u8; SQE_LEN];
+    sqe.emit(&mut c);
+    c
+}
+
+/// An NVMe completion (CQE) for command `cid`, its submission queue `sq_id` at head
+/// `sq_head`, as a SEND's payload.
+pub fn completion_capsule(cid: u16, sq_head: u16, sq_id: u16) -> [u8; roceprobe::wire::nvme::CQE_LEN] {
+    let mut c = [0u8; roceprobe::wire::nvme::CQE_LEN];
+    roceprobe::wire::nvme::Cqe { cid, sq_head, sq_id, ..Default::default() }.emit(&mut c);
+    c
+}
+
+/// Records (time in ns, length on the wire, bytes) written to `path` as a pcap, in order.
+pub fn write_records(path: &Path, records: &[(u64, u32, Vec<u8>)]) {
+    let mut w = Writer::new(std::fs::File::create(path).unwrap()).unwrap();
+    for (ts, len, f) in records {
+        w.write(*ts, f, *len).unwrap();
+    }
+}
