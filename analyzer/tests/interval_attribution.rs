@@ -150,6 +150,44 @@ fn ports_csv_counts_a_file_s_frames_in_the_interval_of_their_time() {
 }
 
 #[test]
+fn ports_csv_counts_a_frame_at_time_zero_in_the_first_interval() {
+    // A frame at 0 (a pcap's first record at the epoch, or a pcapng time before 1970, which
+    // the probe reads as 0) was taken for no time yet: ports.csv had no 1970 row and
+    // counted the frame with the next interval's, where flows.csv had it at 1970.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("zero.pcap");
+    let mut first = true;
+    copy_capture(&capture("rdma_write_lat.pcap"), &path, |ts, _| {
+        Some(if std::mem::take(&mut first) { 0 } else { ts })
+    });
+    let interval = 1_000_000u64;
+    let mut expected: BTreeMap<u64, u64> = BTreeMap::new();
+    for f in tshark_fields_where(&path, "frame", &["frame.time_epoch"]) {
+        let ts = epoch_ns(&f[0]);
+        *expected.entry(ts - ts % interval).or_default() += 1;
+    }
+    assert_eq!(expected.first_key_value(), Some((&0, &1)));
+    for workers in [1, 2] {
+        // The 1970 row goes to a file of its own, rotated an hour of packet time on.
+        let csv = replay_csv(&[&path], &["--interval", "1ms", "--csv-compress", "none"], workers, dir.path());
+        let mut files: Vec<_> = std::fs::read_dir(&csv)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("ports"))
+            .collect();
+        files.sort();
+        assert_eq!(files.len(), 2, "{files:?}");
+        let got: BTreeMap<u64, u64> = files
+            .iter()
+            .flat_map(|f| read_csv(f))
+            .filter(|r| r["ipackets"] != "0")
+            .map(|r| (rfc3339_ns(&r["interval_start"]), r["ipackets"].parse().unwrap()))
+            .collect();
+        assert_eq!(got, expected, "--workers {workers}");
+    }
+}
+
+#[test]
 fn fabric_loss_per_interval_only_for_a_flow_the_other_vantage_has_seen() {
     // rc_loss_split at its two taps: the generator's truth gives each flow's fabric loss
     // (one PSN lost between the taps on 10.0.1.1 -> 10.0.2.1 QPN 2817), which flows.csv's

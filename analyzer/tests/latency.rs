@@ -1662,6 +1662,46 @@ fn a_request_sent_again_is_answered_once_from_its_first_copy() {
     assert_eq!(f["retx_packets"], 3, "{f}");
 }
 
+/// A READ of 4,096 bytes (four responses at `--mtu 1024`) whose second response was lost
+/// past the mirror: its last response comes at 5 µs, and the requester asks again at 20 µs
+/// for the rest (a READ of 3,072 bytes from the PSN it missed), answered at 24 µs. The
+/// second READ is the rest of the first: one sample, from the first READ to the first
+/// response Last within its span (tshark's times and PSNs), not a second one of 4 µs.
+#[test]
+fn a_read_asked_again_from_inside_its_span_is_the_same_read() {
+    use roceprobe::wire::bth::opcode as op;
+    use roceprobe::wire::ib_ext::{Aeth, ExtHeaders, Reth};
+    use std::net::IpAddr;
+    let (a, b): (IpAddr, IpAddr) = ("10.14.0.1".parse().unwrap(), "10.14.0.2".parse().unwrap());
+    let ack = || ExtHeaders { aeth: Some(Aeth::ack(31, 1)), ..Default::default() };
+    let read = |va, dma_len| ExtHeaders { reth: Some(Reth { va, rkey: 1, dma_len }), ..Default::default() };
+    let none = ExtHeaders::default;
+    let us = 1_000u64;
+    let data = [0u8; 1024];
+    let frames = [
+        (0, roce(a, b, op::READ_REQUEST, 0x20, 300, read(0x1000, 4096), &[])),
+        (2 * us, roce(b, a, op::READ_RESPONSE_FIRST, 0x10, 300, ack(), &data)),
+        (4 * us, roce(b, a, op::READ_RESPONSE_MIDDLE, 0x10, 302, none(), &data)),
+        (5 * us, roce(b, a, op::READ_RESPONSE_LAST, 0x10, 303, ack(), &data)),
+        (20 * us, roce(a, b, op::READ_REQUEST, 0x20, 301, read(0x1400, 3072), &[])),
+        (22 * us, roce(b, a, op::READ_RESPONSE_FIRST, 0x10, 301, ack(), &data)),
+        (23 * us, roce(b, a, op::READ_RESPONSE_MIDDLE, 0x10, 302, none(), &data)),
+        (24 * us, roce(b, a, op::READ_RESPONSE_LAST, 0x10, 303, ack(), &data)),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = write_pcap(dir.path(), "read_again.pcap", &frames);
+    let pkts = tshark_packets(&pcap);
+    assert_eq!(pkts.len(), frames.len(), "tshark reads every frame");
+    // The first READ (opcode 12) and its span of 4,096 / 1,024 PSNs; the first READ
+    // Response Last (15) within it.
+    let first = pkts.iter().find(|p| p.3 == 12).unwrap();
+    let end = pkts.iter().find(|p| p.3 == 15 && (first.4..first.4 + first.5 / 1024).contains(&p.4)).unwrap();
+    for workers in ["1", "2"] {
+        let s = replay_summary(&[pcap.as_path()], &["--mtu", "1024", "--workers", workers]);
+        assert_samples(&s, "rdma_read", &[end.0 - first.0]);
+    }
+}
+
 /// Twenty-four I/O queues between one host and one target, their connections set up before
 /// the capture began (no CM), as a host with one queue per CPU has: on every queue five
 /// reads with CIDs 0 to 4, the queues' commands interleaved so that every CID is in flight

@@ -131,6 +131,8 @@ struct Interface {
 /// pcapng's `if_fcslen` option of an interface: the length of the frame check sequence its
 /// packets end with (pcap_parser names no constant for it).
 const IF_FCSLEN: pcap_parser::OptionCode = pcap_parser::OptionCode(13);
+/// The interface option giving the seconds added to every timestamp (signed, 64 bits).
+const IF_TSOFFSET: pcap_parser::OptionCode = pcap_parser::OptionCode(14);
 
 /// The bytes of FCS an `if_fcslen` option's value says: the pcapng specification gives it
 /// in bits (and Wireshark reads it so), its own example and some writers in bytes; an
@@ -745,7 +747,17 @@ impl Format {
             _ => None,
         });
         let fcs = fcs.unwrap_or(0);
-        self.interfaces.push(Interface { resolution, offset_s: idb.if_tsoffset, ethernet: true, fcs });
+        // The first such option, in the section's byte order (pcap-parser reads it as
+        // little-endian whatever the section's order).
+        let offset_s = idb.options.iter().find(|o| o.code == IF_TSOFFSET).and_then(|o| match o.as_bytes() {
+            Ok(&[a, b, c, d, e, f, g, h]) if self.big_endian => {
+                Some(i64::from_be_bytes([a, b, c, d, e, f, g, h]))
+            }
+            Ok(&[a, b, c, d, e, f, g, h]) => Some(i64::from_le_bytes([a, b, c, d, e, f, g, h])),
+            _ => None,
+        });
+        let offset_s = offset_s.unwrap_or(0);
+        self.interfaces.push(Interface { resolution, offset_s, ethernet: true, fcs });
         Ok(())
     }
 }
@@ -1614,6 +1626,52 @@ mod tests {
         let e = first_time(&pcapng(20, 1)).unwrap_err().to_string();
         assert!(e.contains("interface 0 gives its timestamps in units of 10^-20 s"), "{e}");
         assert!(!e.contains('\n'), "{e}");
+    }
+
+    /// A pcapng file of one Ethernet interface with nanosecond ticks and `if_tsoffset` of
+    /// `offset_s`, and one 60-byte frame at `ticks`, every field in the byte order the
+    /// section says (`big_endian`), built by hand from the format's block layouts.
+    fn pcapng_offset(big_endian: bool, offset_s: i64, ticks: u64) -> Vec<u8> {
+        let u16s = |v: u16| if big_endian { v.to_be_bytes() } else { v.to_le_bytes() };
+        let u32s = |v: u32| if big_endian { v.to_be_bytes() } else { v.to_le_bytes() };
+        let block = |kind: u32, body: &[u8]| {
+            let len = u32s((12 + body.len()) as u32);
+            [&u32s(kind)[..], &len, body, &len].concat()
+        };
+        let shb = block(0x0A0D_0D0A, &[&u32s(0x1A2B_3C4D)[..], &u16s(1), &u16s(0), &[0xFF; 8]].concat());
+        let offset = if big_endian { offset_s.to_be_bytes() } else { offset_s.to_le_bytes() };
+        // Link type 1, reserved, snap length 0; options: if_tsresol (code 9) 10^-9 s padded
+        // to 4 bytes, if_tsoffset (code 14) of 8 bytes, the end of options.
+        let idb = [
+            &u16s(1)[..],
+            &u16s(0),
+            &u32s(0),
+            &u16s(9),
+            &u16s(1),
+            &[9, 0, 0, 0],
+            &u16s(14),
+            &u16s(8),
+            &offset,
+            &u16s(0),
+            &u16s(0),
+        ]
+        .concat();
+        let epb =
+            [&u32s(0)[..], &u32s((ticks >> 32) as u32), &u32s(ticks as u32), &u32s(60), &u32s(60), &[0; 60]];
+        [shb, block(1, &idb), block(6, &epb.concat())].concat()
+    }
+
+    /// `if_tsoffset` is read in the section's byte order: a big-endian file's offset of
+    /// 1,700,000,000 s is that, not 2^64 s and more (what its bytes read little-endian say).
+    #[test]
+    fn pcapng_time_offset_in_either_byte_order() {
+        for big_endian in [false, true] {
+            let t = first_time(&pcapng_offset(big_endian, 1_700_000_000, 5)).unwrap();
+            assert_eq!(t, 1_700_000_000_000_000_005, "big-endian: {big_endian}");
+            // A negative offset: 100 s before a tick count of 150 s.
+            let t = first_time(&pcapng_offset(big_endian, -100, 150_000_000_000)).unwrap();
+            assert_eq!(t, 50_000_000_000, "big-endian: {big_endian}");
+        }
     }
 
     #[test]

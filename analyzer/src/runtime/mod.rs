@@ -244,10 +244,12 @@ impl PortReport {
         let _ = tx.send(ToStats::Ports { start_ns, end_ns, sources });
     }
 
-    /// After a poll that saw capture times up to `ts`; `stats` reads the sources' counters.
+    /// After a poll that saw capture times up to `ts` (a frame's time, or the clock's while
+    /// the link is silent: 0 is a time, of a file's frame before 1970 say); `stats` reads
+    /// the sources' counters.
     pub fn observe(&mut self, ts: u64, stats: impl FnOnce() -> Vec<SourceStats>, tx: &Sender<ToStats>) {
         match self.current {
-            None if ts > 0 => self.current = Some(self.interval_of(ts)),
+            None => self.current = Some(self.interval_of(ts)),
             Some(iv) if is_past(ts, iv.1) => {
                 self.send(iv, stats(), tx);
                 self.current = Some(self.interval_of(ts));

@@ -69,7 +69,12 @@ pub fn run(
             }
         }
         while !handles.iter().all(|h| h.is_finished()) {
-            ports.observe(seen.load(Ordering::Relaxed), || capture.port_stats(), &tx);
+            // 0 until a worker has seen a frame (a live capture's times, from the probe's
+            // clock or the NIC's, are never 0).
+            let t = seen.load(Ordering::Relaxed);
+            if t > 0 {
+                ports.observe(t, || capture.port_stats(), &tx);
+            }
             std::thread::sleep(Duration::from_millis(1));
         }
         for h in handles {

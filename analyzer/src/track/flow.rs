@@ -185,11 +185,13 @@ struct Pending {
 
 const LIVE: u32 = 1 << 31;
 
-/// Whether a ring holds a request of `psn`, awaiting its answer or answered (a place never
-/// used has a span of 0).
+/// Whether a ring holds a request whose PSNs include `psn`, awaiting its answer or
+/// answered (a place never used has a span of 0): a message end of that PSN, or a READ
+/// whose span holds it (a requester asks again for a READ's responses from the first one
+/// it missed: the rest of the same READ).
 #[inline(never)]
 fn holds(ring: &[Pending; PENDING], psn: u32) -> bool {
-    ring.iter().any(|p| p.span != 0 && p.psn() == psn & 0x00FF_FFFF)
+    ring.iter().any(|p| (psn.wrapping_sub(p.psn()) & 0x00FF_FFFF) < p.span)
 }
 
 impl Pending {
