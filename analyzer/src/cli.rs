@@ -507,12 +507,15 @@ fn parse_table_bound(s: &str) -> Result<usize, String> {
     Ok(n)
 }
 
-/// Refuses a `--max-flows` whose flow tables (allocated at start, one per worker) need more
-/// memory than the machine has: said before any work starts, not as an allocation failure
+/// Refuses bounds whose tables (allocated at start, one set per worker: `--max-flows`,
+/// `--max-ios`, `--max-cm-requests`...) need more memory than the machine has: said before
+/// any work starts, naming the option that takes the most, not as an allocation failure
 /// after the outputs were opened.
-fn check_flow_memory(common: &CommonArgs) -> Result<()> {
-    let need =
-        crate::track::FlowTable::allocated_bytes(common.max_flows) as u64 * common.workers.max(1) as u64;
+fn check_memory(common: &CommonArgs) -> Result<()> {
+    let cfg = pipeline_config(common, VantageMap::default(), Mode::Replay, Vec::new()).analyzer();
+    let by = crate::track::Analyzer::allocated_bytes(&cfg);
+    let workers = common.workers.max(1) as u64;
+    let need = by.iter().map(|&(_, b)| b as u64).sum::<u64>() * workers;
     let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
         let kib = m
             .lines()
@@ -525,12 +528,21 @@ fn check_flow_memory(common: &CommonArgs) -> Result<()> {
     });
     if let Some(total) = total.filter(|&t| need > t) {
         let gib = |b: u64| format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64);
+        let (option, most) = by[0];
+        let value = match option {
+            "--max-flows" => common.max_flows,
+            "--max-announced-flows" => common.max_announced_flows,
+            "--max-ios" => common.max_ios,
+            "--max-latency-series" => common.max_latency_series,
+            "--max-pending-commands" => common.max_pending_commands,
+            _ => common.max_cm_requests,
+        };
         bail!(
-            "--max-flows {} needs {} of memory for the flow tables of {} worker(s), more than this machine's {}",
-            common.max_flows,
+            "the tables of {} worker(s) need {} of memory, more than this machine's {}: {option} {value} takes {} of it a worker",
+            workers,
             gib(need),
-            common.workers.max(1),
-            gib(total)
+            gib(total),
+            gib(most as u64)
         );
     }
     Ok(())
@@ -659,7 +671,7 @@ impl Outputs {
         if common.dashboard && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
             bail!("--dashboard needs a terminal, and stdout is not one");
         }
-        check_flow_memory(common)?;
+        check_memory(common)?;
         crate::metrics::steps::check_job_rules(&common.jobs).map_err(anyhow::Error::msg)?;
         let names: std::collections::BTreeSet<&str> = common.jobs.iter().map(|r| r.name.as_str()).collect();
         if names.len() > common.max_jobs {

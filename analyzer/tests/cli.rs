@@ -1478,8 +1478,10 @@ fn the_same_input_twice_is_refused() {
 }
 
 #[test]
-fn a_max_flows_beyond_the_machine_s_memory_is_refused_before_the_outputs_are_touched() {
-    // 2^26 flows (the bound the option takes) on 64 workers: terabytes of flow tables.
+fn bounds_beyond_the_machine_s_memory_are_refused_before_the_outputs_are_touched() {
+    // 2^26 (the bound each option takes) on 64 workers: terabytes of tables. `--max-ios`
+    // was not checked: the run aborted on the allocation after the earlier run's CSV files
+    // had been emptied, or took a machine's memory with more workers.
     let dir = tempfile::tempdir().unwrap();
     let csv = dir.path().join("csv");
     let f = capture("rdma_write_bw.pcap");
@@ -1487,11 +1489,17 @@ fn a_max_flows_beyond_the_machine_s_memory_is_refused_before_the_outputs_are_tou
     assert!(run(&["replay", "-q", "--csv-dir", c, p]).status.success());
     let before = std::fs::read(csv.join("flows.csv")).unwrap();
     assert!(before.len() > 100);
-    assert_one_line_error(
-        &["replay", "-q", "--csv-dir", c, "--max-flows", "67108864", "--workers", "64", p],
-        "--max-flows 67108864 needs",
-    );
-    assert_eq!(std::fs::read(csv.join("flows.csv")).unwrap(), before, "the earlier run's report was touched");
+    for option in ["--max-flows", "--max-ios", "--max-cm-requests"] {
+        assert_one_line_error(
+            &["replay", "-q", "--csv-dir", c, option, "67108864", "--workers", "64", p],
+            &format!("{option} 67108864 takes"),
+        );
+        assert_eq!(
+            std::fs::read(csv.join("flows.csv")).unwrap(),
+            before,
+            "{option}: the earlier run's report was touched"
+        );
+    }
 }
 
 /// A pcapng file (editcap's: its section header carries options, 100 bytes or more) sent

@@ -27,24 +27,30 @@ thread_local! {
     static WATCHING: Cell<bool> = const { Cell::new(false) };
     // Per thread, so tests running side by side do not count each other's allocations.
     static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+    // Bytes allocated and not freed while watched.
+    static HELD: Cell<i64> = const { Cell::new(0) };
 }
 
-fn count_one() {
+fn count_one(bytes: i64) {
     if WATCHING.with(Cell::get) {
         ALLOCATIONS.with(|a| a.set(a.get() + 1));
+        HELD.with(|h| h.set(h.get() + bytes));
     }
 }
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        count_one();
+        count_one(l.size() as i64);
         System.alloc(l)
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        if WATCHING.with(Cell::get) {
+            HELD.with(|h| h.set(h.get() - l.size() as i64));
+        }
         System.dealloc(p, l)
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        count_one();
+        count_one(n as i64 - l.size() as i64);
         System.realloc(p, l, n)
     }
 }
@@ -69,6 +75,36 @@ fn config() -> PipelineConfig {
         max_flows: 1024,
         check_icrc: true,
         ..PipelineConfig::new(VantageMap::default())
+    }
+}
+
+/// What the command line's memory check counts for a worker's tables (`Analyzer::allocated_bytes`,
+/// which refuses bounds beyond the machine's memory before any work) is what making them
+/// allocates, counted by the allocator: within a quarter, at two sizes of every bound.
+#[test]
+fn the_tables_memory_is_what_the_memory_check_counts() {
+    for bound in [1usize << 12, 1 << 17] {
+        let cfg = PipelineConfig {
+            max_flows: bound,
+            max_ios: bound,
+            max_latency_series: bound,
+            max_pending_commands: bound,
+            max_cm_requests: bound,
+            max_announced_flows: bound,
+            ..PipelineConfig::new(VantageMap::default())
+        }
+        .analyzer();
+        let before = HELD.with(Cell::get);
+        let (analyzer, _) = watched(|| roceprobe::track::Analyzer::new(&cfg));
+        let held = (HELD.with(Cell::get) - before) as f64;
+        drop(analyzer);
+        let counted = roceprobe::track::Analyzer::allocated_bytes(&cfg);
+        let sum: usize = counted.iter().map(|&(_, b)| b).sum();
+        let ratio = sum as f64 / held;
+        assert!(
+            (0.8..1.25).contains(&ratio),
+            "bounds of {bound}: {sum} counted, {held} allocated: {counted:?}"
+        );
     }
 }
 

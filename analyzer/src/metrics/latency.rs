@@ -403,6 +403,15 @@ pub struct LatencyRecorder {
 impl LatencyRecorder {
     /// Room for `max_series` series; `spares` sample buffers for new series are allocated
     /// now (series beyond them allocate theirs when they are first recorded).
+    /// Memory [`LatencyRecorder::new`] allocates for `max_series` series, `spares` of them
+    /// with their sample buffers made ahead.
+    pub const fn allocated_bytes(max_series: usize, spares: usize) -> usize {
+        let spares = if spares < max_series { spares } else { max_series };
+        crate::track::bounded::hash_map_bytes(max_series, std::mem::size_of::<(SeriesKey, u32)>())
+            + max_series * (std::mem::size_of::<Series>() + std::mem::size_of::<u32>())
+            + spares * (FEW * std::mem::size_of::<u64>() + BUCKETS * std::mem::size_of::<(u64, u64)>())
+    }
+
     pub fn new(max_series: usize, spares: usize) -> Self {
         let pool = (0..spares.min(max_series)).map(|_| Series::room()).collect();
         Self {

@@ -102,10 +102,11 @@ pub fn dangling_link(path: &std::path::Path) -> bool {
 }
 
 /// The name of the probe's own beside `path`, where a file is written whole before it is
-/// renamed into place.
+/// renamed into place: this process's own (two runs writing the same `--summary` each
+/// write their own file whole, and the one that ends last puts its own in place).
 pub fn part_path(path: &std::path::Path) -> std::path::PathBuf {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    path.with_file_name(format!(".{name}.roceprobe-part"))
+    path.with_file_name(format!(".{name}.{}.roceprobe-part", std::process::id()))
 }
 
 /// A live output (the dashboard, the Prometheus page): the stats side publishes to it once

@@ -612,7 +612,7 @@ mod tests {
         std::fs::write(path.join("x"), "x").unwrap();
         let s = crate::report::table::tests::summary(vec![]);
         let err = format!("{:#}", sink.write(&s).unwrap_err());
-        let part = dir.path().join(".s.json.roceprobe-part");
+        let part = dir.path().join(format!(".s.json.{}.roceprobe-part", std::process::id()));
         assert!(err.contains(&format!("(the whole summary is in {})", part.display())), "{err}");
         let kept: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&part).unwrap()).unwrap();
         assert_eq!(kept["packets"], 10);

@@ -161,6 +161,26 @@ pub struct Analyzer {
 }
 
 impl Analyzer {
+    /// Memory [`Analyzer::new`] allocates for `cfg`'s bounds (a worker's), by the option
+    /// that sets each bound, largest first.
+    pub fn allocated_bytes(cfg: &AnalyzerConfig) -> Vec<(&'static str, usize)> {
+        type Cm = FifoMap<(Vantage, IpAddr, u32), CmRequest>;
+        type CmAnswered = FifoMap<(Vantage, IpAddr, u32), ()>;
+        let mut by = vec![
+            ("--max-flows", FlowTable::allocated_bytes(cfg.max_flows)),
+            ("--max-announced-flows", FlowTable::announced_bytes(cfg.max_announced_flows)),
+            ("--max-ios", IoTracker::allocated_bytes(cfg.max_ios, cfg.max_latency_series)),
+            ("--max-latency-series", LatencyRecorder::allocated_bytes(cfg.max_latency_series, SPARE_SERIES)),
+            ("--max-pending-commands", NvmeRecognizer::allocated_bytes(cfg.max_pending_commands)),
+            (
+                "--max-cm-requests",
+                Cm::allocated_bytes(cfg.max_cm_requests) + CmAnswered::allocated_bytes(cfg.max_cm_requests),
+            ),
+        ];
+        by.sort_by_key(|&(_, b)| std::cmp::Reverse(b));
+        by
+    }
+
     pub fn new(cfg: &AnalyzerConfig) -> Self {
         let mut flows = FlowTable::new(cfg.max_flows, cfg.flow_idle_ns, cfg.mtu)
             .with_announced(cfg.max_announced_flows)

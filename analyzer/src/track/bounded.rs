@@ -172,7 +172,22 @@ pub struct FifoMap<K, V> {
 const ABSENT: u32 = 1 << 31;
 const EPOCH: u32 = (1 << 30) - 1;
 
+/// Bytes a `HashMap` made with room for `capacity` entries of `entry` bytes allocates:
+/// buckets a power of two at most 7/8 full, each an entry and a control byte.
+pub const fn hash_map_bytes(capacity: usize, entry: usize) -> usize {
+    let buckets = if capacity < 8 { 8 } else { (capacity * 8 / 7).next_power_of_two() };
+    buckets * (entry + 1)
+}
+
 impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
+    /// Memory [`FifoMap::new`] allocates for `max` entries.
+    pub const fn allocated_bytes(max: usize) -> usize {
+        let max = if max == 0 { 1 } else { max };
+        hash_map_bytes(2 * max, std::mem::size_of::<(K, u32)>())
+            + max * (std::mem::size_of::<Slot<K, V>>() + std::mem::size_of::<u32>())
+            + GHOST_SLOTS * std::mem::size_of::<u32>()
+    }
+
     /// Room for `max` entries (at least one), allocated now.
     pub fn new(max: usize) -> Self {
         let max = max.clamp(1, EPOCH as usize);

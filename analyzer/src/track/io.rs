@@ -12,7 +12,7 @@
 //! anchor keeps its first observation, a last anchor its last, and an I/O with a packet seen
 //! twice at one vantage is flagged as retransmitted.
 
-use super::bounded::FifoMap;
+use super::bounded::{hash_map_bytes, FifoMap};
 use super::evidence::{EventKind, IoRaised, Qp, Verdict};
 use super::index::hash_hosts;
 use super::list::{Linked, Links, List};
@@ -916,6 +916,24 @@ fn series(io: &Io, segment: Segment) -> SeriesKey {
 }
 
 impl IoTracker {
+    /// Memory [`IoTracker::new`] allocates for `max_ios` I/Os, with room for `max_pairs`
+    /// (initiator, target, op) ([`IoTracker::with_max_pairs`]).
+    pub const fn allocated_bytes(max_ios: usize, max_pairs: usize) -> usize {
+        use std::mem::size_of;
+        let few = if max_ios / 4 > 64 { max_ios / 4 } else { 64 };
+        max_ios * (size_of::<Io>() + size_of::<u32>())
+            + hash_map_bytes(2 * max_ios, size_of::<(u64, Ref)>())
+            + hash_map_bytes(2 * max_ios, size_of::<(u64, Chain)>())
+            + hash_map_bytes(2 * max_ios, size_of::<(u64, Ref)>())
+            + FifoMap::<u64, Early>::allocated_bytes(few)
+            + FifoMap::<ConnKey, Conn>::allocated_bytes(few)
+            + FifoMap::<ConnKey, ()>::allocated_bytes(few)
+            + hash_map_bytes(max_pairs, size_of::<(PairKey, u32)>())
+            + max_pairs * size_of::<PairPlaces>()
+            + (max_ios + 1) * size_of::<Reverse<(u64, u32, u32)>>()
+            + RecentKeys::allocated_bytes(3 * max_ios)
+    }
+
     pub fn new(max_ios: usize, timeout_ns: u64) -> Self {
         let h = || ahash::RandomState::new();
         Self {

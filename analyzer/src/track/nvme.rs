@@ -67,6 +67,11 @@ pub struct NvmeRecognizer {
 }
 
 impl NvmeRecognizer {
+    /// Memory [`NvmeRecognizer::new`] allocates for `max` pending commands.
+    pub const fn allocated_bytes(max: usize) -> usize {
+        FifoMap::<PendingKey, Pending>::allocated_bytes(max)
+    }
+
     pub fn new(max: usize) -> Self {
         Self { pending: FifoMap::new(max), forgotten_with_others: 0 }
     }

@@ -34,6 +34,13 @@ fn same_key(e: u64, key: u64) -> bool {
 }
 
 impl RecentKeys {
+    /// Memory [`RecentKeys::new`] allocates for `capacity` keys.
+    pub const fn allocated_bytes(capacity: usize) -> usize {
+        let capacity = if capacity == 0 { 1 } else { capacity };
+        capacity * std::mem::size_of::<u64>()
+            + (2 * capacity).next_power_of_two() * std::mem::size_of::<u32>()
+    }
+
     /// Room for the last `capacity` keys (at least one, below 2^31).
     pub fn new(capacity: usize) -> Self {
         let capacity = capacity.clamp(1, (EMPTY / 2) as usize);

@@ -128,7 +128,8 @@ impl VantageMap {
             }
             if let Some(prev) = m.by_source[i] {
                 if prev != r.vantage {
-                    bail!("--vantage: {id} is mapped to both {prev} and {}", r.vantage);
+                    let what = if kind == SourceKind::Port { "port" } else { "file" };
+                    bail!("--vantage: {what}:{id} is mapped to both {prev} and {}", r.vantage);
                 }
             }
             m.by_source[i] = Some(r.vantage);
@@ -260,6 +261,7 @@ mod tests {
         assert!(VantageMap::new(&r("storage=file:2"), SourceKind::File, &[0, 1]).is_err());
         let both: Vec<Rule> =
             ["storage=file:0", "compute=file:0"].iter().map(|s| s.parse().unwrap()).collect();
-        assert!(VantageMap::new(&both, SourceKind::File, &[0]).is_err());
+        let e = VantageMap::new(&both, SourceKind::File, &[0]).unwrap_err().to_string();
+        assert_eq!(e, "--vantage: file:0 is mapped to both storage and compute");
     }
 }
