@@ -671,7 +671,6 @@ impl Outputs {
         if common.dashboard && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
             bail!("--dashboard needs a terminal, and stdout is not one");
         }
-        check_memory(common)?;
         crate::metrics::steps::check_job_rules(&common.jobs).map_err(anyhow::Error::msg)?;
         let names: std::collections::BTreeSet<&str> = common.jobs.iter().map(|r| r.name.as_str()).collect();
         if names.len() > common.max_jobs {
@@ -906,6 +905,7 @@ enum Mode {
 
 fn replay(a: ReplayArgs) -> Result<()> {
     let prometheus = Outputs::check(&a.common, &a.files)?;
+    check_memory(&a.common)?;
     // Before the inputs are opened: a pipe's first bytes may be long in coming, and a signal
     // meanwhile ends the run as one during it does.
     stop_flag()?;
@@ -1013,6 +1013,7 @@ fn live(a: LiveArgs) -> Result<()> {
     // The files net_pcap vdevs read are inputs as replay's are: no output may be one.
     let prometheus = Outputs::check(&a.common, &crate::capture::dpdk::vdev_files(&a.eal_args))?;
     check_live_options(&a)?;
+    check_memory(&a.common)?;
     stop_flag()?;
     let looped = crate::capture::dpdk::looped_vdevs(&a.eal_args, a.mbuf_size)?;
     // A looped net_pcap keeps its file's frames in the pool, and receives into more. (With

@@ -314,7 +314,12 @@ impl FileReader {
             }
             Err(PcapError::Eof) => bail!("{} is empty, not a pcap or pcapng file", path.display()),
             Err(PcapError::ReadError) => bail!("cannot read {}", path.display()),
-            Err(_) => bail!("{} is not a pcap or pcapng file", path.display()),
+            Err(_) => match cut_in_header(path) {
+                Some((format, len)) => {
+                    bail!("{} is cut short inside its {format} file header ({len} bytes)", path.display())
+                }
+                None => bail!("{} is not a pcap or pcapng file", path.display()),
+            },
         };
         let mut r = Self {
             path: path.to_owned(),
@@ -759,6 +764,33 @@ impl Format {
         let offset_s = offset_s.unwrap_or(0);
         self.interfaces.push(Interface { resolution, offset_s, ethernet: true, fcs });
         Ok(())
+    }
+}
+
+/// A regular file that begins as a pcap or pcapng file does but ends before its file
+/// header does (24 bytes; a pcapng section header's length, at least 28): its format and
+/// length. `None` for anything else, which is no capture.
+fn cut_in_header(path: &Path) -> Option<(&'static str, u64)> {
+    use std::io::Read;
+    let mut head = [0u8; 12];
+    let mut f = File::open(path).ok()?;
+    let len = f.metadata().ok().filter(|m| m.is_file())?.len();
+    let n = f.read(&mut head).ok()?;
+    let magic = u32::from_le_bytes(head[..4].try_into().ok()?);
+    match magic {
+        0xA1B2_C3D4 | 0xD4C3_B2A1 | 0xA1B2_3C4D | 0x4D3C_B2A1 if len < 24 => Some(("pcap", len)),
+        0x0A0D_0D0A => {
+            // The section header's length, in the byte order its magic (bytes 8-11) gives.
+            let block = if n >= 12 && head[8..12] == [0x4D, 0x3C, 0x2B, 0x1A] {
+                u64::from(u32::from_le_bytes(head[4..8].try_into().ok()?))
+            } else if n >= 12 {
+                u64::from(u32::from_be_bytes(head[4..8].try_into().ok()?))
+            } else {
+                28
+            };
+            (len < block.max(28)).then_some(("pcapng", len))
+        }
+        _ => None,
     }
 }
 
@@ -1671,6 +1703,32 @@ mod tests {
             // A negative offset: 100 s before a tick count of 150 s.
             let t = first_time(&pcapng_offset(big_endian, -100, 150_000_000_000)).unwrap();
             assert_eq!(t, 50_000_000_000, "big-endian: {big_endian}");
+        }
+    }
+
+    /// A capture cut inside its file header is told as that, not as no capture: a pcap of
+    /// 10 bytes (its magic, read little-endian as libpcap writes it, then 6 of the 20
+    /// bytes after it) and a pcapng of 20 and 40 bytes (its section header is 28 bytes with
+    /// no options, 40 with the 12 of `pcapng_frames`'s interface after it cut).
+    #[test]
+    fn a_capture_cut_inside_its_file_header_is_told_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let ng = pcapng(6, 1);
+        let cases: [(&str, Vec<u8>, &str); 4] = [
+            (
+                "p.pcap",
+                [&[0xD4, 0xC3, 0xB2, 0xA1][..], &[2, 0, 4, 0, 0, 0]].concat(),
+                "pcap file header (10 bytes)",
+            ),
+            ("n.pcapng", ng[..20].to_vec(), "pcapng file header (20 bytes)"),
+            ("m.pcapng", ng[..27].to_vec(), "pcapng file header (27 bytes)"),
+            ("x.pcap", b"not a capture at all, but long enough".to_vec(), "is not a pcap or pcapng file"),
+        ];
+        for (name, bytes, says) in cases {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            let e = format!("{:#}", Replay::open(&[path]).err().expect("refused"));
+            assert!(e.contains(says), "{name}: {e}");
         }
     }
 
