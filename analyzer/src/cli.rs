@@ -537,12 +537,20 @@ fn check_memory(common: &CommonArgs) -> Result<()> {
             "--max-pending-commands" => common.max_pending_commands,
             _ => common.max_cm_requests,
         };
+        // One bound alone too large for the workers asked, or many workers at bounds that
+        // each would fit.
+        let cause = if most as u64 * workers > total {
+            format!("{option} {value} takes {} of it a worker", gib(most as u64))
+        } else {
+            format!(
+                "fewer --workers, or lower bounds ({option} {value} takes the most, {} a worker)",
+                gib(most as u64)
+            )
+        };
         bail!(
-            "the tables of {} worker(s) need {} of memory, more than this machine's {}: {option} {value} takes {} of it a worker",
-            workers,
+            "the tables of {workers} worker(s) need {} of memory (as allocated: what they take full), more than this machine's {}: {cause}",
             gib(need),
             gib(total),
-            gib(most as u64)
         );
     }
     Ok(())

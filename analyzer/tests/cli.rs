@@ -996,6 +996,45 @@ fn check_icrc_keeps_a_corrupted_psn_out_of_the_analysis() {
     assert_eq!(acks(&s), Some(serde_json::json!(5)), "tshark: five messages, each ACKed");
 }
 
+/// Two more corrupted PSNs (bit 20 flipped, the ICRC then fails), in real captures whose
+/// requests tshark shows in order: rdma_read_bw's second READ Request (of 3,000 bytes; the
+/// next READ is 3 PSNs on, its span at `--mtu 1024`), and rdma_write_bw's first request
+/// (the flow's first packet). With `--check-icrc` neither reads as a gap or a
+/// retransmission: the corrupted READ was taken as one PSN (a gap of 2 before the next),
+/// the corrupted first packet set the flow's sequence a million PSNs away.
+#[test]
+fn check_icrc_keeps_a_corrupted_read_and_a_corrupted_first_request_out_of_the_analysis() {
+    // With the path MTU given, the READs' span is exact: 3 PSNs.
+    for (name, opcode, qpn, nth, mtu) in
+        [("rdma_read_bw.pcap", 12u8, 0x1c, 1, "1024"), ("rdma_write_bw.pcap", 6, 0x1b, 0, "4096")]
+    {
+        let frames = read_all_frames(&capture(name)).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("psn.pcap");
+        let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+        let mut seen = 0;
+        for (i, f) in frames.iter().enumerate() {
+            let mut f = f.clone();
+            // UDP port 4791 at 36, the BTH at 42 (its opcode), the PSN's three bytes at 51.
+            if f.len() > 54 && f[36..38] == 4791u16.to_be_bytes() && f[42] == opcode {
+                if seen == nth {
+                    f[51] ^= 0x10;
+                }
+                seen += 1;
+            }
+            w.write(1_000 * (i as u64 + 1), &f, f.len() as u32).unwrap();
+        }
+        drop(w);
+        assert!(seen > nth, "{name}");
+        let s = replay_summary(&[&path], &["--check-icrc", "--mtu", mtu]);
+        let f = s["flows"].as_array().unwrap().iter().find(|f| f["dst_qpn"] == qpn).unwrap().clone();
+        assert_eq!(f["icrc_errors"], 1, "{name}: {f}");
+        for k in ["gap_psns", "retx_packets", "out_of_window"] {
+            assert_eq!(f[k], 0, "{name}: {k}: {f}");
+        }
+    }
+}
+
 #[test]
 fn check_icrc_counts_a_corrupted_payload_per_flow() {
     let frames = read_all_frames(&capture("rdma_write_lat.pcap")).unwrap();

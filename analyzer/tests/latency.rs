@@ -1702,6 +1702,60 @@ fn a_read_asked_again_from_inside_its_span_is_the_same_read() {
     }
 }
 
+/// Three READs of 4 KiB, each answered by one READ Response Only (so the path MTU is never
+/// learned: the first READ's span is kept as its widest, 16 PSNs at 256 bytes): READ 100
+/// (answered at 3 µs), READ 101 lost before the mirror, READ 102; a NAK for 101, then 101
+/// and 102 sent again, answered at 13 and 14 µs. 101's copy sent again is the first this
+/// vantage saw of another READ, not part of READ 100's widest span: three samples, each
+/// from a READ's first copy to its response (tshark's times and PSNs), not two.
+#[test]
+fn a_new_read_inside_an_earlier_read_s_widest_span_keeps_its_sample() {
+    use roceprobe::wire::bth::opcode as op;
+    use roceprobe::wire::ib_ext::{Aeth, ExtHeaders, Reth};
+    use std::net::IpAddr;
+    let (a, b): (IpAddr, IpAddr) = ("10.14.0.1".parse().unwrap(), "10.14.0.2".parse().unwrap());
+    let ack = || ExtHeaders { aeth: Some(Aeth::ack(31, 1)), ..Default::default() };
+    let nak = || ExtHeaders { aeth: Some(Aeth::nak(0, 1)), ..Default::default() };
+    let read = |psn: u32| {
+        let reth = ExtHeaders {
+            reth: Some(Reth { va: 0x10000 * u64::from(psn), rkey: 1, dma_len: 4096 }),
+            ..Default::default()
+        };
+        roce(a, b, op::READ_REQUEST, 0x20, psn, reth, &[])
+    };
+    let response = |psn| roce(b, a, op::READ_RESPONSE_ONLY, 0x10, psn, ack(), &[0u8; 4096]);
+    let us = 1_000u64;
+    let frames = [
+        (0, read(100)),
+        (3 * us, response(100)),
+        (4 * us, read(102)),
+        (5 * us, roce(b, a, op::ACKNOWLEDGE, 0x10, 101, nak(), &[])),
+        (6 * us, read(101)),
+        (7 * us, read(102)),
+        (13 * us, response(101)),
+        (14 * us, response(102)),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = write_pcap(dir.path(), "reads.pcap", &frames);
+    let pkts = tshark_packets(&pcap);
+    assert_eq!(pkts.len(), frames.len(), "tshark reads every frame");
+    // Each READ PSN's first copy (opcode 12) to the first READ Response Only (16) at it.
+    let mut want: Vec<u64> = Vec::new();
+    for q in pkts.iter().filter(|q| q.3 == 12) {
+        if pkts.iter().any(|e| e.3 == 12 && e.4 == q.4 && e.0 < q.0) {
+            continue;
+        }
+        let r = pkts.iter().find(|r| r.3 == 16 && r.4 == q.4 && r.0 > q.0).unwrap();
+        want.push(r.0 - q.0);
+    }
+    want.sort();
+    assert_eq!(want.len(), 3);
+    for workers in ["1", "2"] {
+        let s = replay_summary(&[pcap.as_path()], &["--workers", workers]);
+        assert_samples(&s, "rdma_read", &want);
+    }
+}
+
 /// Twenty-four I/O queues between one host and one target, their connections set up before
 /// the capture began (no CM), as a host with one queue per CPU has: on every queue five
 /// reads with CIDs 0 to 4, the queues' commands interleaved so that every CID is in flight

@@ -175,7 +175,8 @@ const PENDING: usize = 8;
 const _: () = assert!(PENDING <= 8);
 
 /// 16 bytes: the PSN (24 bits) with the top bit telling whether the request still awaits
-/// its answer, the PSNs it covers (READ: its span; a message end: 1), and its time.
+/// its answer and the next whether its span is exact, the PSNs it covers (READ: its span,
+/// the widest it may be while the path MTU is unknown; a message end: 1), and its time.
 #[derive(Debug, Clone, Copy, Default)]
 struct Pending {
     psn_live: u32,
@@ -184,19 +185,30 @@ struct Pending {
 }
 
 const LIVE: u32 = 1 << 31;
+const EXACT: u32 = 1 << 30;
 
 /// Whether a ring holds a request whose PSNs include `psn`, awaiting its answer or
 /// answered (a place never used has a span of 0): a message end of that PSN, or a READ
 /// whose span holds it (a requester asks again for a READ's responses from the first one
-/// it missed: the rest of the same READ).
+/// it missed: the rest of the same READ). A READ whose span is only its widest (the path
+/// MTU unknown when it went) holds its first PSN alone: the PSNs after it may be other
+/// READs'.
 #[inline(never)]
 fn holds(ring: &[Pending; PENDING], psn: u32) -> bool {
-    ring.iter().any(|p| (psn.wrapping_sub(p.psn()) & 0x00FF_FFFF) < p.span)
+    ring.iter().any(|p| {
+        let from = psn.wrapping_sub(p.psn()) & 0x00FF_FFFF;
+        if p.psn_live & EXACT != 0 {
+            from < p.span
+        } else {
+            p.span != 0 && from == 0
+        }
+    })
 }
 
 impl Pending {
-    fn new(psn: u32, span: u32, ts: u64) -> Self {
-        Self { psn_live: (psn & 0x00FF_FFFF) | LIVE, span, ts }
+    fn new(psn: u32, span: Span, ts: u64) -> Self {
+        let exact = if span.min == span.max { EXACT } else { 0 };
+        Self { psn_live: (psn & 0x00FF_FFFF) | LIVE | exact, span: span.max, ts }
     }
     fn live(&self) -> bool {
         self.psn_live & LIVE != 0
@@ -551,6 +563,7 @@ fn fit_read_span(e: &Hot, c: &mut Cold, psn: u32, hi: u32) {
     let span = psn.wrapping_sub(p.psn()) & 0x00FF_FFFF;
     if p.live() && (p.psn() + p.span) & 0x00FF_FFFF == hi && (1..p.span).contains(&span) {
         p.span = span;
+        p.psn_live |= EXACT;
     }
 }
 
@@ -1955,7 +1968,7 @@ impl FlowTable {
                     if c.reads[at].live() && counted(e) {
                         self.requests_pushed_out += 1;
                     }
-                    c.reads[at] = Pending::new(psn, span.max, ts);
+                    c.reads[at] = Pending::new(psn, span, ts);
                 }
             } else if ends_message(low) && !matches!(low, op::COMPARE_SWAP | op::FETCH_ADD) {
                 if behind && holds(&self.acks[i as usize].0, psn) {
@@ -1967,7 +1980,7 @@ impl FlowTable {
                     if e.acks_live & (1 << at) != 0 && counted(e) {
                         self.requests_pushed_out += 1;
                     }
-                    self.acks[i as usize].0[at] = Pending::new(psn, 1, ts);
+                    self.acks[i as usize].0[at] = Pending::new(psn, Span::ONE, ts);
                     e.acks_live |= 1 << at;
                 }
             }
@@ -2018,15 +2031,18 @@ impl FlowTable {
             return;
         }
         let psn = p.bth.psn();
+        let span = self.span(i, p, opcode & 0x1F);
         let e = &mut self.hot[i as usize];
         let near_behind = e.psn.is_behind(psn) && e.psn.before_next(psn).is_some_and(|b| b <= ACK_WINDOW);
-        if e.psn.expects(psn) || near_behind {
+        // The flow's first request sets where its sequence starts: not from a PSN that
+        // cannot be trusted (the request after it does).
+        if e.psn.started() && (e.psn.expects(psn) || near_behind) {
             self.request(i, p, opcode, ts);
         } else {
             if ends_message(opcode & 0x1F) {
                 e.counts[3] += 1;
             }
-            e.psn.skip_one();
+            e.psn.skip(span);
         }
     }
 

@@ -74,8 +74,9 @@ fn dist(from: u32, to: u32) -> u32 {
 }
 
 impl PsnTracker {
+    /// Whether a request has set the PSN expected next.
     #[inline]
-    fn started(&self) -> bool {
+    pub fn started(&self) -> bool {
         self.lo & FLAG != 0
     }
 
@@ -117,14 +118,15 @@ impl PsnTracker {
         self.hi = psn & MASK;
     }
 
-    /// A request packet came whose PSN cannot be trusted (its ICRC failed): taken as the
-    /// one expected next, which it most likely was, so that the PSNs after it stay in
-    /// order (nothing before the first packet: the next one starts the analysis).
-    pub fn skip_one(&mut self) {
+    /// A request packet of `span` came whose PSN cannot be trusted (its ICRC failed): taken
+    /// as the one expected next, which it most likely was, so that the PSNs after it (after
+    /// its span: a READ's responses) stay in order (nothing before the first packet: the
+    /// next one starts the analysis).
+    pub fn skip(&mut self, span: Span) {
         if self.started() {
             let (lo, hi) = (self.lo & MASK, self.hi & MASK);
-            self.lo = ((lo + 1) & MASK) | FLAG;
-            self.hi = ((hi + 1) & MASK) | (self.hi & FLAG);
+            self.lo = ((lo + span.min) & MASK) | FLAG;
+            self.hi = ((hi + span.max) & MASK) | (self.hi & FLAG);
         }
     }
 
