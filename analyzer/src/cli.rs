@@ -541,6 +541,8 @@ fn check_memory(common: &CommonArgs) -> Result<()> {
         // each would fit.
         let cause = if most as u64 * workers > total {
             format!("{option} {value} takes {} of it a worker", gib(most as u64))
+        } else if workers == 1 {
+            format!("lower bounds ({option} {value} takes the most, {})", gib(most as u64))
         } else {
             format!(
                 "fewer --workers, or lower bounds ({option} {value} takes the most, {} a worker)",

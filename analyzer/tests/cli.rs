@@ -996,43 +996,118 @@ fn check_icrc_keeps_a_corrupted_psn_out_of_the_analysis() {
     assert_eq!(acks(&s), Some(serde_json::json!(5)), "tshark: five messages, each ACKed");
 }
 
-/// Two more corrupted PSNs (bit 20 flipped, the ICRC then fails), in real captures whose
-/// requests tshark shows in order: rdma_read_bw's second READ Request (of 3,000 bytes; the
-/// next READ is 3 PSNs on, its span at `--mtu 1024`), and rdma_write_bw's first request
-/// (the flow's first packet). With `--check-icrc` neither reads as a gap or a
-/// retransmission: the corrupted READ was taken as one PSN (a gap of 2 before the next),
-/// the corrupted first packet set the flow's sequence a million PSNs away.
+/// A corrupted READ (PSN bit 20 flipped, the ICRC then fails) in rdma_read_bw.pcap, whose
+/// requests tshark shows in order: the second READ Request, of 3,000 bytes; the next READ
+/// is 3 PSNs on (its span at `--mtu 1024`). With `--check-icrc` it is taken as the READ
+/// expected, of a length that cannot be trusted: no gap, no retransmission (it was taken
+/// as one PSN, a gap of 2 before the next READ).
 #[test]
-fn check_icrc_keeps_a_corrupted_read_and_a_corrupted_first_request_out_of_the_analysis() {
-    // With the path MTU given, the READs' span is exact: 3 PSNs.
-    for (name, opcode, qpn, nth, mtu) in
-        [("rdma_read_bw.pcap", 12u8, 0x1c, 1, "1024"), ("rdma_write_bw.pcap", 6, 0x1b, 0, "4096")]
-    {
-        let frames = read_all_frames(&capture(name)).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("psn.pcap");
-        let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
-        let mut seen = 0;
-        for (i, f) in frames.iter().enumerate() {
-            let mut f = f.clone();
-            // UDP port 4791 at 36, the BTH at 42 (its opcode), the PSN's three bytes at 51.
-            if f.len() > 54 && f[36..38] == 4791u16.to_be_bytes() && f[42] == opcode {
-                if seen == nth {
-                    f[51] ^= 0x10;
-                }
-                seen += 1;
+fn check_icrc_keeps_a_corrupted_read_out_of_the_analysis() {
+    let name = "rdma_read_bw.pcap";
+    let frames = read_all_frames(&capture(name)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("psn.pcap");
+    let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
+    let mut seen = 0;
+    for (i, f) in frames.iter().enumerate() {
+        let mut f = f.clone();
+        // UDP port 4791 at 36, the BTH at 42 (its opcode: 12, READ Request), the PSN's
+        // three bytes at 51.
+        if f.len() > 54 && f[36..38] == 4791u16.to_be_bytes() && f[42] == 12 {
+            if seen == 1 {
+                f[51] ^= 0x10;
             }
-            w.write(1_000 * (i as u64 + 1), &f, f.len() as u32).unwrap();
+            seen += 1;
         }
-        drop(w);
-        assert!(seen > nth, "{name}");
-        let s = replay_summary(&[&path], &["--check-icrc", "--mtu", mtu]);
-        let f = s["flows"].as_array().unwrap().iter().find(|f| f["dst_qpn"] == qpn).unwrap().clone();
-        assert_eq!(f["icrc_errors"], 1, "{name}: {f}");
-        for k in ["gap_psns", "retx_packets", "out_of_window"] {
-            assert_eq!(f[k], 0, "{name}: {k}: {f}");
-        }
+        w.write(1_000 * (i as u64 + 1), &f, f.len() as u32).unwrap();
     }
+    drop(w);
+    assert_eq!(seen, 5, "tshark: five READs");
+    let s = replay_summary(&[&path], &["--check-icrc", "--mtu", "1024"]);
+    let f = s["flows"].as_array().unwrap().iter().find(|f| f["dst_qpn"] == 0x1c).unwrap().clone();
+    assert_eq!(f["icrc_errors"], 1, "{f}");
+    for k in ["gap_psns", "retx_packets", "out_of_window"] {
+        assert_eq!(f[k], 0, "{k}: {f}");
+    }
+}
+
+/// Corrupted requests (bits flipped after the frames were built, so their ICRCs fail),
+/// hand-built: (1) a 4 KiB READ at PSN 102 (`--mtu 1024`: PSNs 102-105) with its PSN's bit
+/// 20 and its DMA length's bit 31 hit, then SEND 106, a NAK for 102, READ 102 and SEND 106
+/// sent again and twenty SENDs in order: the two copies sent again are retransmissions and
+/// nothing else is (the READ's hit length trusted made the expected PSN leap 2^21 on, and
+/// every later request a retransmission); (2) SEND 100 sent three times with a payload bit
+/// hit, then whole, then ACKed: three copies sent again (the first starts the sequence).
+#[test]
+fn check_icrc_trusts_neither_a_corrupted_read_s_length_nor_loses_corrupted_copies() {
+    use roceprobe::wire::bth::opcode as op;
+    use roceprobe::wire::ib_ext::{Aeth, ExtHeaders, Reth};
+    use std::net::IpAddr;
+    let (a, b): (IpAddr, IpAddr) = ("10.16.0.1".parse().unwrap(), "10.16.0.2".parse().unwrap());
+    let none = ExtHeaders::default;
+    let send = |psn| roce(a, b, op::SEND_ONLY, 0x20, psn, none(), &[7u8; 64]);
+    let read = || {
+        let reth =
+            ExtHeaders { reth: Some(Reth { va: 0x1000, rkey: 1, dma_len: 4096 }), ..Default::default() };
+        roce(a, b, op::READ_REQUEST, 0x20, 102, reth, &[])
+    };
+    let nak = roce(
+        b,
+        a,
+        op::ACKNOWLEDGE,
+        0x10,
+        102,
+        ExtHeaders { aeth: Some(Aeth::nak(0, 1)), ..Default::default() },
+        &[],
+    );
+    let ack = |psn| {
+        roce(
+            b,
+            a,
+            op::ACKNOWLEDGE,
+            0x10,
+            psn,
+            ExtHeaders { aeth: Some(Aeth::ack(31, 1)), ..Default::default() },
+            &[],
+        )
+    };
+    // Ethernet, IPv4 and UDP take 42 bytes: the PSN's high byte at 51, the RETH's DMA length at 66.
+    let mut hit = read();
+    hit[51] ^= 0x10;
+    hit[66] ^= 0x80;
+    let mut frames = vec![send(100), send(101), hit, send(106), nak, read(), send(106)];
+    frames.extend((107..127).map(send));
+    frames.push(ack(126));
+    let dir = tempfile::tempdir().unwrap();
+    let us = 1_000u64;
+    let path = write_pcap(
+        dir.path(),
+        "read_hit.pcap",
+        &frames.into_iter().enumerate().map(|(i, f)| (i as u64 * us, f)).collect::<Vec<_>>(),
+    );
+    let s = replay_summary(&[&path], &["--check-icrc", "--mtu", "1024"]);
+    let f = s["flows"].as_array().unwrap().iter().find(|f| f["dst_qpn"] == 0x20).unwrap().clone();
+    assert_eq!(
+        (f["icrc_errors"].as_u64(), f["retx_packets"].as_u64(), f["gap_psns"].as_u64()),
+        (Some(1), Some(2), Some(0)),
+        "{f}"
+    );
+
+    // A payload byte 10 from the end (before the 4-byte ICRC) hit in three copies.
+    let mut bad = send(100);
+    let n = bad.len();
+    bad[n - 10] ^= 0x01;
+    let frames = [
+        (0, bad.clone()),
+        (100 * us, bad.clone()),
+        (200 * us, bad),
+        (300 * us, send(100)),
+        (303 * us, ack(100)),
+    ];
+    let path = write_pcap(dir.path(), "copies.pcap", &frames);
+    let s = replay_summary(&[&path], &["--check-icrc"]);
+    let f = s["flows"].as_array().unwrap().iter().find(|f| f["dst_qpn"] == 0x20).unwrap().clone();
+    assert_eq!((f["icrc_errors"].as_u64(), f["retx_packets"].as_u64()), (Some(3), Some(3)), "{f}");
 }
 
 #[test]

@@ -1704,8 +1704,9 @@ fn a_read_asked_again_from_inside_its_span_is_the_same_read() {
 
 /// Three READs of 4 KiB, each answered by one READ Response Only (so the path MTU is never
 /// learned: the first READ's span is kept as its widest, 16 PSNs at 256 bytes): READ 100
-/// (answered at 3 µs), READ 101 lost before the mirror, READ 102; a NAK for 101, then 101
-/// and 102 sent again, answered at 13 and 14 µs. 101's copy sent again is the first this
+/// (answered at 3 µs), READ 101 lost before the mirror, READ 102 (after READ 100's
+/// response, or before it); a NAK for 101, then 101 and 102 sent again, answered at 13
+/// and 14 µs. 101's copy sent again is the first this
 /// vantage saw of another READ, not part of READ 100's widest span: three samples, each
 /// from a READ's first copy to its response (tshark's times and PSNs), not two.
 #[test]
@@ -1725,34 +1726,40 @@ fn a_new_read_inside_an_earlier_read_s_widest_span_keeps_its_sample() {
     };
     let response = |psn| roce(b, a, op::READ_RESPONSE_ONLY, 0x10, psn, ack(), &[0u8; 4096]);
     let us = 1_000u64;
-    let frames = [
-        (0, read(100)),
-        (3 * us, response(100)),
-        (4 * us, read(102)),
-        (5 * us, roce(b, a, op::ACKNOWLEDGE, 0x10, 101, nak(), &[])),
-        (6 * us, read(101)),
-        (7 * us, read(102)),
-        (13 * us, response(101)),
-        (14 * us, response(102)),
-    ];
-    let dir = tempfile::tempdir().unwrap();
-    let pcap = write_pcap(dir.path(), "reads.pcap", &frames);
-    let pkts = tshark_packets(&pcap);
-    assert_eq!(pkts.len(), frames.len(), "tshark reads every frame");
-    // Each READ PSN's first copy (opcode 12) to the first READ Response Only (16) at it.
-    let mut want: Vec<u64> = Vec::new();
-    for q in pkts.iter().filter(|q| q.3 == 12) {
-        if pkts.iter().any(|e| e.3 == 12 && e.4 == q.4 && e.0 < q.0) {
-            continue;
+    // READ 102 after READ 100's response, then (a second capture) before it: READ 100's
+    // span is then fitted to where 102 begins, past the lost 101.
+    for read_102_at in [4 * us, us] {
+        let frames = [
+            (0, read(100)),
+            (read_102_at, read(102)),
+            (3 * us, response(100)),
+            (5 * us, roce(b, a, op::ACKNOWLEDGE, 0x10, 101, nak(), &[])),
+            (6 * us, read(101)),
+            (7 * us, read(102)),
+            (13 * us, response(101)),
+            (14 * us, response(102)),
+        ];
+        let mut frames = frames.to_vec();
+        frames.sort_by_key(|f| f.0);
+        let dir = tempfile::tempdir().unwrap();
+        let pcap = write_pcap(dir.path(), "reads.pcap", &frames);
+        let pkts = tshark_packets(&pcap);
+        assert_eq!(pkts.len(), frames.len(), "tshark reads every frame");
+        // Each READ PSN's first copy (opcode 12) to the first READ Response Only (16) at it.
+        let mut want: Vec<u64> = Vec::new();
+        for q in pkts.iter().filter(|q| q.3 == 12) {
+            if pkts.iter().any(|e| e.3 == 12 && e.4 == q.4 && e.0 < q.0) {
+                continue;
+            }
+            let r = pkts.iter().find(|r| r.3 == 16 && r.4 == q.4 && r.0 > q.0).unwrap();
+            want.push(r.0 - q.0);
         }
-        let r = pkts.iter().find(|r| r.3 == 16 && r.4 == q.4 && r.0 > q.0).unwrap();
-        want.push(r.0 - q.0);
-    }
-    want.sort();
-    assert_eq!(want.len(), 3);
-    for workers in ["1", "2"] {
-        let s = replay_summary(&[pcap.as_path()], &["--workers", workers]);
-        assert_samples(&s, "rdma_read", &want);
+        want.sort();
+        assert_eq!(want.len(), 3);
+        for workers in ["1", "2"] {
+            let s = replay_summary(&[pcap.as_path()], &["--workers", workers]);
+            assert_samples(&s, "rdma_read", &want);
+        }
     }
 }
 

@@ -562,8 +562,9 @@ fn fit_read_span(e: &Hot, c: &mut Cold, psn: u32, hi: u32) {
     let p = &mut c.reads[(e.peek_ring_slot(1) + PENDING - 1) % PENDING];
     let span = psn.wrapping_sub(p.psn()) & 0x00FF_FFFF;
     if p.live() && (p.psn() + p.span) & 0x00FF_FFFF == hi && (1..p.span).contains(&span) {
+        // Not exact: the request after the READ may be after another one lost before the
+        // mirror.
         p.span = span;
-        p.psn_live |= EXACT;
     }
 }
 
@@ -2031,12 +2032,14 @@ impl FlowTable {
             return;
         }
         let psn = p.bth.psn();
+        // Nor its READ's DMA length: its span is unknown, as a READ's whose RETH was not
+        // captured (one PSN up to `UNKNOWN_READ_SPAN`), so that a length hit neither
+        // swallows the requests after it nor makes gaps before them.
+        let p = &RocePacket { exts: Tracked { reth: None, ..p.exts }, ..*p };
         let span = self.span(i, p, opcode & 0x1F);
         let e = &mut self.hot[i as usize];
         let near_behind = e.psn.is_behind(psn) && e.psn.before_next(psn).is_some_and(|b| b <= ACK_WINDOW);
-        // The flow's first request sets where its sequence starts: not from a PSN that
-        // cannot be trusted (the request after it does).
-        if e.psn.started() && (e.psn.expects(psn) || near_behind) {
+        if e.psn.expects(psn) || near_behind {
             self.request(i, p, opcode, ts);
         } else {
             if ends_message(opcode & 0x1F) {

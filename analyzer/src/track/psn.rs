@@ -74,9 +74,8 @@ fn dist(from: u32, to: u32) -> u32 {
 }
 
 impl PsnTracker {
-    /// Whether a request has set the PSN expected next.
     #[inline]
-    pub fn started(&self) -> bool {
+    fn started(&self) -> bool {
         self.lo & FLAG != 0
     }
 
