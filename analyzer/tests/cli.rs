@@ -4,7 +4,7 @@
 mod common;
 use common::*;
 use roceprobe::capture::pcap::{read_all_frames, Writer};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Asserts a failed run with exactly one line on stderr that contains `needle`, and no
 /// output on stdout.
@@ -959,26 +959,35 @@ fn table_lists_every_flow() {
 /// `--check-icrc` those packets are counted and their ICRC errors too, their PSNs taken as
 /// the ones expected, so the flow's PSNs stay in order: no gap, no retransmission, and
 /// every message's ACK latency still measured.
-#[test]
-fn check_icrc_keeps_a_corrupted_psn_out_of_the_analysis() {
-    let c = capture("rdma_write_bw.pcap");
-    let frames = read_all_frames(&c).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("psn.pcap");
+/// The real capture `name` written to `dir`/psn.pcap, its frames 1 µs apart, each RoCEv2
+/// frame's bytes given to `edit` with its index first (by UDP port 4791 at 36, IPv4
+/// without options: the BTH at 42, its opcode there, the PSN's three bytes at 51).
+fn edit_roce_frames(name: &str, dir: &Path, mut edit: impl FnMut(usize, &mut Vec<u8>)) -> PathBuf {
+    let path = dir.join("psn.pcap");
     let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
-    let mut flipped = 0;
-    for (i, f) in frames.iter().enumerate() {
+    for (i, f) in read_all_frames(&capture(name)).unwrap().iter().enumerate() {
         let mut f = f.clone();
-        // UDP port 4791 at 36 (IPv4 without options), the BTH at 42: opcode 7 (WRITE
-        // Middle), the PSN's three bytes at 51.
-        if flipped < 2 && f.len() > 54 && f[36..38] == 4791u16.to_be_bytes() && f[42] == 7 && i > 30 {
-            // The PSN's bit 20 (it falls 1,048,576 behind), then bit 21 (2,097,152 ahead).
-            f[51] ^= [0x10, 0x20][flipped];
-            flipped += 1;
+        if f.len() > 54 && f[36..38] == 4791u16.to_be_bytes() {
+            edit(i, &mut f);
         }
         w.write(1_000 * (i as u64 + 1), &f, f.len() as u32).unwrap();
     }
-    drop(w);
+    path
+}
+
+#[test]
+fn check_icrc_keeps_a_corrupted_psn_out_of_the_analysis() {
+    let c = capture("rdma_write_bw.pcap");
+    let dir = tempfile::tempdir().unwrap();
+    let mut flipped = 0;
+    let path = edit_roce_frames("rdma_write_bw.pcap", dir.path(), |i, f| {
+        // A WRITE Middle's PSN: its bit 20 (it falls 1,048,576 behind), then bit 21
+        // (2,097,152 ahead).
+        if flipped < 2 && f[42] == 7 && i > 30 {
+            f[51] ^= [0x10, 0x20][flipped];
+            flipped += 1;
+        }
+    });
     assert_eq!(flipped, 2);
     let untouched = replay_summary(&[&c], &[]);
     let s = replay_summary(&[&path], &["--check-icrc"]);
@@ -1003,25 +1012,17 @@ fn check_icrc_keeps_a_corrupted_psn_out_of_the_analysis() {
 /// as one PSN, a gap of 2 before the next READ).
 #[test]
 fn check_icrc_keeps_a_corrupted_read_out_of_the_analysis() {
-    let name = "rdma_read_bw.pcap";
-    let frames = read_all_frames(&capture(name)).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("psn.pcap");
-    let mut w = Writer::new(std::fs::File::create(&path).unwrap()).unwrap();
     let mut seen = 0;
-    for (i, f) in frames.iter().enumerate() {
-        let mut f = f.clone();
-        // UDP port 4791 at 36, the BTH at 42 (its opcode: 12, READ Request), the PSN's
-        // three bytes at 51.
-        if f.len() > 54 && f[36..38] == 4791u16.to_be_bytes() && f[42] == 12 {
+    let path = edit_roce_frames("rdma_read_bw.pcap", dir.path(), |_, f| {
+        // Opcode 12, READ Request.
+        if f[42] == 12 {
             if seen == 1 {
                 f[51] ^= 0x10;
             }
             seen += 1;
         }
-        w.write(1_000 * (i as u64 + 1), &f, f.len() as u32).unwrap();
-    }
-    drop(w);
+    });
     assert_eq!(seen, 5, "tshark: five READs");
     let s = replay_summary(&[&path], &["--check-icrc", "--mtu", "1024"]);
     let f = s["flows"].as_array().unwrap().iter().find(|f| f["dst_qpn"] == 0x1c).unwrap().clone();
