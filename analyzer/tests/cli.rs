@@ -1038,7 +1038,8 @@ fn check_icrc_keeps_a_corrupted_read_out_of_the_analysis() {
 /// sent again and twenty SENDs in order: the two copies sent again are retransmissions and
 /// nothing else is (the READ's hit length trusted made the expected PSN leap 2^21 on, and
 /// every later request a retransmission); (2) SEND 100 sent three times with a payload bit
-/// hit, then whole, then ACKed: three copies sent again (the first starts the sequence).
+/// hit, then whole, then ACKed: three copies sent again (the first starts the sequence);
+/// (3) below.
 #[test]
 fn check_icrc_trusts_neither_a_corrupted_read_s_length_nor_loses_corrupted_copies() {
     use roceprobe::wire::bth::opcode as op;
@@ -1109,6 +1110,23 @@ fn check_icrc_trusts_neither_a_corrupted_read_s_length_nor_loses_corrupted_copie
     let s = replay_summary(&[&path], &["--check-icrc"]);
     let f = s["flows"].as_array().unwrap().iter().find(|f| f["dst_qpn"] == 0x20).unwrap().clone();
     assert_eq!((f["icrc_errors"].as_u64(), f["retx_packets"].as_u64()), (Some(3), Some(3)), "{f}");
+
+    // (3) A READ of 64 MiB at PSN 1000 (65,536 PSNs at `--mtu 1024`) with an address bit
+    // hit, then SEND 1000 + 65,536, where the READ ends: no gap (it was given 2^15 PSNs at
+    // most, a gap of 32,768).
+    let reth =
+        ExtHeaders { reth: Some(Reth { va: 0x1000, rkey: 1, dma_len: 64 << 20 }), ..Default::default() };
+    let mut big = roce(a, b, op::READ_REQUEST, 0x20, 1000, reth, &[]);
+    big[58] ^= 0x01;
+    let frames = [(0, send(999)), (us, big), (2 * us, send(1000 + 65_536)), (3 * us, send(1001 + 65_536))];
+    let path = write_pcap(dir.path(), "big_read.pcap", &frames);
+    let s = replay_summary(&[&path], &["--check-icrc", "--mtu", "1024"]);
+    let f = s["flows"].as_array().unwrap().iter().find(|f| f["dst_qpn"] == 0x20).unwrap().clone();
+    assert_eq!(
+        (f["icrc_errors"].as_u64(), f["retx_packets"].as_u64(), f["gap_psns"].as_u64()),
+        (Some(1), Some(0), Some(0)),
+        "{f}"
+    );
 }
 
 #[test]

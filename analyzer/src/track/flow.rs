@@ -19,7 +19,7 @@ use super::counts::{FlowCounts, ShortTransmissions};
 use super::evidence::{Qp, Raised, Signal, Signals};
 use super::index::{FlowIndex, KeyHash};
 use super::memory;
-use super::psn::{Outcome, PsnTracker, Span};
+use super::psn::{Outcome, PsnTracker, Span, UNKNOWN_READ_SPAN};
 use super::vantage::Vantage;
 use crate::metrics::latency::{LatencyRecorder, Op, Segment, SeriesKey};
 use crate::wire::bth::{opcode as op, Transport};
@@ -186,6 +186,10 @@ struct Pending {
 
 const LIVE: u32 = 1 << 31;
 const EXACT: u32 = 1 << 30;
+
+/// The widest span a READ with a wrong ICRC is given (half the PSN window a gap is judged
+/// in), whatever its DMA length reads.
+const CORRUPT_READ_SPAN: u32 = 1 << 21;
 
 /// Whether a ring holds a request whose PSNs include `psn`, awaiting its answer or
 /// answered (a place never used has a span of 0): a message end of that PSN, or a READ
@@ -1767,7 +1771,7 @@ impl FlowTable {
         if opcode == op::CNP {
             self.attribute_cnp(i, ts, out);
         } else if is_request(opcode) {
-            self.request(i, p, opcode, ts);
+            self.request(i, p, opcode, ts, self.span(i, p, opcode & 0x1F));
         } else if is_response(opcode) {
             let ack = acked_psn(opcode, &p.exts, p.bth.psn());
             let acked = ack.map(|(psn, _)| psn).or_else(|| implied_ack(opcode, &p.exts, p.bth.psn()));
@@ -1934,12 +1938,12 @@ impl FlowTable {
         debug_assert_eq!(outcome, Outcome::InOrder);
     }
 
-    /// A request packet of flow `i`: its message, its PSN, and what it awaits an answer to.
-    /// Inlined in the packet's path (the corrupt packets' cold path calls it too).
+    /// A request packet of flow `i` of `span` (see [`FlowTable::span`]): its message, its
+    /// PSN, and what it awaits an answer to. Inlined in the packet's path (the corrupt
+    /// packets' cold path calls it too).
     #[inline(always)]
-    fn request(&mut self, i: u32, p: &RocePacket<'_>, opcode: u8, ts: u64) {
+    fn request(&mut self, i: u32, p: &RocePacket<'_>, opcode: u8, ts: u64, span: Span) {
         let low = opcode & 0x1F;
-        let span = self.span(i, p, low);
         let psn = p.bth.psn();
         let (e, c) = (&mut self.hot[i as usize], &mut self.cold[i as usize]);
         if ends_message(low) {
@@ -2032,15 +2036,20 @@ impl FlowTable {
             return;
         }
         let psn = p.bth.psn();
-        // Nor its READ's DMA length: its span is unknown, as a READ's whose RETH was not
-        // captured (one PSN up to `UNKNOWN_READ_SPAN`), so that a length hit neither
-        // swallows the requests after it nor makes gaps before them.
-        let p = &RocePacket { exts: Tracked { reth: None, ..p.exts }, ..*p };
-        let span = self.span(i, p, opcode & 0x1F);
+        // Nor a READ's DMA length: the request after it is in order anywhere from one PSN
+        // on to the span its length gives (at least `UNKNOWN_READ_SPAN`, as for a READ
+        // whose RETH was not captured, at most 2^21), so that a length hit neither moves
+        // the sequence on (every later request a retransmission) nor makes a gap.
+        let span = match self.span(i, p, opcode & 0x1F) {
+            s if opcode & 0x1F == op::READ_REQUEST => {
+                Span { min: 1, max: s.max.clamp(UNKNOWN_READ_SPAN, CORRUPT_READ_SPAN) }
+            }
+            s => s,
+        };
         let e = &mut self.hot[i as usize];
         let near_behind = e.psn.is_behind(psn) && e.psn.before_next(psn).is_some_and(|b| b <= ACK_WINDOW);
         if e.psn.expects(psn) || near_behind {
-            self.request(i, p, opcode, ts);
+            self.request(i, p, opcode, ts, span);
         } else {
             if ends_message(opcode & 0x1F) {
                 e.counts[3] += 1;
