@@ -1707,9 +1707,9 @@ mod tests {
     }
 
     /// A capture cut inside its file header is told as that, not as no capture: a pcap of
-    /// 10 bytes (its magic, read little-endian as libpcap writes it, then 6 of the 20
-    /// bytes after it) and a pcapng of 20 and 40 bytes (its section header is 28 bytes with
-    /// no options, 40 with the 12 of `pcapng_frames`'s interface after it cut).
+    /// 10 bytes (its magic as libpcap writes it on a little-endian machine, then 6 of the 20
+    /// bytes after it) and pcapngs of 20 and 27 bytes (`pcapng_frames`'s section header is
+    /// 28 bytes, without options); 37 bytes of text are no capture.
     #[test]
     fn a_capture_cut_inside_its_file_header_is_told_so() {
         let dir = tempfile::tempdir().unwrap();

@@ -401,8 +401,6 @@ pub struct LatencyRecorder {
 }
 
 impl LatencyRecorder {
-    /// Room for `max_series` series; `spares` sample buffers for new series are allocated
-    /// now (series beyond them allocate theirs when they are first recorded).
     /// Memory [`LatencyRecorder::new`] allocates for `max_series` series, `spares` of them
     /// with their sample buffers made ahead.
     pub const fn allocated_bytes(max_series: usize, spares: usize) -> usize {
@@ -412,6 +410,8 @@ impl LatencyRecorder {
             + spares * (FEW * std::mem::size_of::<u64>() + BUCKETS * std::mem::size_of::<(u64, u64)>())
     }
 
+    /// Room for `max_series` series; `spares` sample buffers for new series are allocated
+    /// now (series beyond them allocate theirs when they are first recorded).
     pub fn new(max_series: usize, spares: usize) -> Self {
         let pool = (0..spares.min(max_series)).map(|_| Series::room()).collect();
         Self {

@@ -991,13 +991,13 @@ impl FlowTable {
         self
     }
 
-    /// Room for `n` flows announced by CM before their first packet (the oldest is
-    /// forgotten beyond it).
     /// Memory [`FlowTable::with_announced`] allocates for `n` flows announced by CM.
     pub const fn announced_bytes(n: usize) -> usize {
         FifoMap::<FlowKey, (u32, u32, Option<u32>, u32)>::allocated_bytes(n)
     }
 
+    /// Room for `n` flows announced by CM before their first packet (the oldest is
+    /// forgotten beyond it).
     pub fn with_announced(mut self, n: usize) -> Self {
         self.announced = FifoMap::new(n);
         self

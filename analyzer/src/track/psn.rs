@@ -118,9 +118,9 @@ impl PsnTracker {
     }
 
     /// A request packet of `span` came whose PSN cannot be trusted (its ICRC failed): taken
-    /// as the one expected next, which it most likely was, so that the PSNs after it (after
-    /// its span: a READ's responses) stay in order (nothing before the first packet: the
-    /// next one starts the analysis).
+    /// as the one expected next, which it most likely was, so that the PSNs after it stay in
+    /// order (the next one expected anywhere in its span's range on; nothing before the
+    /// first packet: the next one starts the analysis).
     pub fn skip(&mut self, span: Span) {
         if self.started() {
             let (lo, hi) = (self.lo & MASK, self.hi & MASK);
