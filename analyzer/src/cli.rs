@@ -454,6 +454,10 @@ fn parse_window(s: &str) -> Result<Duration, String> {
         return Ok(Duration::ZERO);
     }
     let d = parse_duration(s)?;
+    // Below a nanosecond, but not 0: turning the window off takes saying so.
+    if d.is_zero() && s.contains(|c: char| ('1'..='9').contains(&c)) {
+        return Err(format!("'{s}' is too short (at least 1ns; 0 turns it off)"));
+    }
     if d > Duration::from_secs(1) {
         return Err(format!("'{s}' is too long (at most 1s: frames are held that long)"));
     }

@@ -614,6 +614,9 @@ fn every_option_refuses_bad_values() {
         ("--io-timeout", "0"),
         ("--reorder-window", "2s"),
         ("--duplicate-window", "2s"),
+        // Not 0, but below a nanosecond: it was taken for 0, the window off.
+        ("--reorder-window", "0.0000000001s"),
+        ("--duplicate-window", "0.1ns"),
         ("--max-ios", "0"),
         ("--max-latency-series", "0"),
         ("--max-pending-commands", "0"),
