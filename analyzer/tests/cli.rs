@@ -1751,6 +1751,28 @@ fn a_closed_or_full_standard_output_loses_nothing_measured() {
     assert!(std::fs::read_to_string(&summary).unwrap().contains("\"packets\""));
 }
 
+/// A summary file that cannot take the summary (a full disk: /dev/full) does not lose it:
+/// the whole summary goes to standard error, after a line that says why, and the run ends
+/// with an error that says where it went. The summary's counts are the capture's (tshark's,
+/// pinned).
+#[test]
+fn a_summary_the_disk_cannot_take_goes_to_standard_error() {
+    let f = capture("rdma_cm.pcap");
+    let o = run(&["replay", "-q", "--summary", "/dev/full", f.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    let mut lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.remove(0), "roceprobe: the summary, which /dev/full could not take:", "{err}");
+    let last = lines.pop().unwrap();
+    assert!(
+        last.contains("the summary went to standard error instead") && last.contains("/dev/full"),
+        "{last}"
+    );
+    let s: serde_json::Value = serde_json::from_str(&lines.join("\n")).unwrap();
+    let t = &pinned_truth()["captures"]["rdma_cm.pcap"];
+    assert_eq!((&s["packets"], &s["roce_packets"]), (&t["packets"], &t["roce_packets"]), "{s}");
+}
+
 #[test]
 fn a_record_s_original_length_is_taken_only_where_a_frame_could_have_had_it() {
     // Three records of one RDMA WRITE flow: one claiming 4 GiB on the wire, one claiming

@@ -566,34 +566,55 @@ impl SummarySink {
             Self::Stdout => {
                 std::io::stdout().write_all(text.as_bytes()).context("writing the summary to stdout")
             }
-            Self::File(mut f) => {
-                let what = || format!("writing the summary to {}", f.path.display());
-                match &f.part {
-                    // Its folder was removed during the run (with the part file in it):
-                    // made again, and the summary written in place.
-                    Some(part) if !part.exists() => {
-                        if let Some(dir) = f.path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                            std::fs::create_dir_all(dir).with_context(what)?;
-                        }
-                        std::fs::write(&f.path, text.as_bytes()).with_context(what)?;
-                    }
-                    Some(part) => {
-                        f.file.write_all(text.as_bytes()).with_context(what)?;
-                        f.file.sync_all().with_context(what)?;
-                        if let Err(e) = std::fs::rename(part, &f.path) {
-                            // The part file holds the whole summary: kept, and named.
-                            f.done = true;
-                            return Err(e).with_context(|| {
-                                format!("{} (the whole summary is in {})", what(), part.display())
-                            });
-                        }
-                    }
-                    None => f.file.write_all(text.as_bytes()).with_context(what)?,
-                }
-                f.done = true;
-                Ok(())
-            }
+            Self::File(f) => f.write(&text),
         }
+    }
+}
+
+impl PartFile {
+    /// Writes `text` (the summary) whole, in place at the end; if that fails (a full disk,
+    /// its folder replaced by a file), the summary goes to standard error instead, so that
+    /// what the run measured is not lost (unless it is whole in the part file, which the
+    /// error then names).
+    fn write(mut self, text: &str) -> Result<()> {
+        let result = self.put(text);
+        if result.is_err() && !self.done {
+            let path = self.path.display();
+            let _ = std::io::stderr().write_all(
+                format!("roceprobe: the summary, which {path} could not take:\n{text}").as_bytes(),
+            );
+            return result.context("the summary went to standard error instead");
+        }
+        result
+    }
+
+    /// Writes `text` into the part file and renames it into place (or into the path, when
+    /// that is no regular file); `done` once the summary is whole somewhere.
+    fn put(&mut self, text: &str) -> Result<()> {
+        let what = || format!("writing the summary to {}", self.path.display());
+        match &self.part {
+            // Its folder was removed during the run (with the part file in it): made again,
+            // and the summary written in place.
+            Some(part) if !part.exists() => {
+                if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir).with_context(what)?;
+                }
+                std::fs::write(&self.path, text.as_bytes()).with_context(what)?;
+            }
+            Some(part) => {
+                self.file.write_all(text.as_bytes()).with_context(what)?;
+                self.file.sync_all().with_context(what)?;
+                if let Err(e) = std::fs::rename(part, &self.path) {
+                    // The part file holds the whole summary: kept, and named.
+                    self.done = true;
+                    return Err(e)
+                        .with_context(|| format!("{} (the whole summary is in {})", what(), part.display()));
+                }
+            }
+            None => self.file.write_all(text.as_bytes()).with_context(what)?,
+        }
+        self.done = true;
+        Ok(())
     }
 }
 
