@@ -519,7 +519,7 @@ fn check_memory(common: &CommonArgs) -> Result<()> {
     let cfg = pipeline_config(common, VantageMap::default(), Mode::Replay, Vec::new()).analyzer();
     let by = crate::track::Analyzer::allocated_bytes(&cfg);
     let workers = common.workers.max(1) as u64;
-    let need = by.iter().map(|&(_, b)| b as u64).sum::<u64>() * workers;
+    let need = by.iter().map(|&(_, _, b)| b as u64).sum::<u64>() * workers;
     let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
         let kib = m
             .lines()
@@ -532,15 +532,7 @@ fn check_memory(common: &CommonArgs) -> Result<()> {
     });
     if let Some(total) = total.filter(|&t| need > t) {
         let gib = |b: u64| format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64);
-        let (option, most) = by[0];
-        let value = match option {
-            "--max-flows" => common.max_flows,
-            "--max-announced-flows" => common.max_announced_flows,
-            "--max-ios" => common.max_ios,
-            "--max-latency-series" => common.max_latency_series,
-            "--max-pending-commands" => common.max_pending_commands,
-            _ => common.max_cm_requests,
-        };
+        let (option, value, most) = by[0];
         // One bound alone too large for the workers asked, or many workers at bounds that
         // each would fit.
         let cause = if most as u64 * workers > total {

@@ -99,7 +99,7 @@ fn the_tables_memory_is_what_the_memory_check_counts() {
         let held = (HELD.with(Cell::get) - before) as f64;
         drop(analyzer);
         let counted = roceprobe::track::Analyzer::allocated_bytes(&cfg);
-        let sum: usize = counted.iter().map(|&(_, b)| b).sum();
+        let sum: usize = counted.iter().map(|&(_, _, b)| b).sum();
         let ratio = sum as f64 / held;
         assert!(
             (0.8..1.25).contains(&ratio),

@@ -161,23 +161,29 @@ pub struct Analyzer {
 }
 
 impl Analyzer {
-    /// Memory [`Analyzer::new`] allocates for `cfg`'s bounds (a worker's), by the option
-    /// that sets each bound, largest first.
-    pub fn allocated_bytes(cfg: &AnalyzerConfig) -> Vec<(&'static str, usize)> {
+    /// Memory [`Analyzer::new`] allocates for `cfg`'s bounds (a worker's): the option that
+    /// sets each bound, its value, and the bytes, largest first.
+    pub fn allocated_bytes(cfg: &AnalyzerConfig) -> Vec<(&'static str, usize, usize)> {
         type Cm = FifoMap<(Vantage, IpAddr, u32), CmRequest>;
         type CmAnswered = FifoMap<(Vantage, IpAddr, u32), ()>;
+        let (cm, series) = (cfg.max_cm_requests, cfg.max_latency_series);
         let mut by = vec![
-            ("--max-flows", FlowTable::allocated_bytes(cfg.max_flows)),
-            ("--max-announced-flows", FlowTable::announced_bytes(cfg.max_announced_flows)),
-            ("--max-ios", IoTracker::allocated_bytes(cfg.max_ios, cfg.max_latency_series)),
-            ("--max-latency-series", LatencyRecorder::allocated_bytes(cfg.max_latency_series, SPARE_SERIES)),
-            ("--max-pending-commands", NvmeRecognizer::allocated_bytes(cfg.max_pending_commands)),
+            ("--max-flows", cfg.max_flows, FlowTable::allocated_bytes(cfg.max_flows)),
             (
-                "--max-cm-requests",
-                Cm::allocated_bytes(cfg.max_cm_requests) + CmAnswered::allocated_bytes(cfg.max_cm_requests),
+                "--max-announced-flows",
+                cfg.max_announced_flows,
+                FlowTable::announced_bytes(cfg.max_announced_flows),
             ),
+            ("--max-ios", cfg.max_ios, IoTracker::allocated_bytes(cfg.max_ios, series)),
+            ("--max-latency-series", series, LatencyRecorder::allocated_bytes(series, SPARE_SERIES)),
+            (
+                "--max-pending-commands",
+                cfg.max_pending_commands,
+                NvmeRecognizer::allocated_bytes(cfg.max_pending_commands),
+            ),
+            ("--max-cm-requests", cm, Cm::allocated_bytes(cm) + CmAnswered::allocated_bytes(cm)),
         ];
-        by.sort_by_key(|&(_, b)| std::cmp::Reverse(b));
+        by.sort_by_key(|&(_, _, b)| std::cmp::Reverse(b));
         by
     }
 

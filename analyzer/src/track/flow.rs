@@ -14,7 +14,7 @@
 //! and no other flow's entry touched per packet.
 
 use super::analyzer::Seen;
-use super::bounded::{FifoMap, Refused};
+use super::bounded::{hash_map_bytes, FifoMap, Refused};
 use super::counts::{FlowCounts, ShortTransmissions};
 use super::evidence::{Qp, Raised, Signal, Signals};
 use super::index::{FlowIndex, KeyHash};
@@ -1034,10 +1034,8 @@ impl FlowTable {
     }
 
     /// Memory the table allocates for `max_flows`: the slab, and the index and pairing hash
-    /// maps, made with room for twice the flows (a hash map rounds its buckets up to a power
-    /// of two at most 7/8 full, each bucket an entry and a control byte).
+    /// maps, made with room for twice the flows.
     pub const fn allocated_bytes(max_flows: usize) -> usize {
-        let buckets = (2 * max_flows * 8 / 7).next_power_of_two();
         max_flows
             * (std::mem::size_of::<Hot>()
                 + std::mem::size_of::<Cold>()
@@ -1045,7 +1043,10 @@ impl FlowTable {
                 + std::mem::size_of::<Acks>())
             + FlowIndex::allocated_bytes(max_flows)
             + 2 * max_flows * std::mem::size_of::<u32>()
-            + buckets * (std::mem::size_of::<((Vantage, IpAddr, IpAddr), [u32; PAIR_SLOTS])>() + 1)
+            + hash_map_bytes(
+                2 * max_flows,
+                std::mem::size_of::<((Vantage, IpAddr, IpAddr), [u32; PAIR_SLOTS])>(),
+            )
     }
 
     pub fn len(&self) -> usize {
