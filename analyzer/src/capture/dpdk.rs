@@ -149,6 +149,11 @@ fn diagnostic_line(text: &str) -> Option<String> {
 fn eal_failure_line(text: &str, errno: i32) -> String {
     let why = strerror(errno);
     match diagnostic_line(text) {
+        // EAL looks for hugepages unless told not to; a first run on a machine without them
+        // (or a test box) stops here, and DPDK's line does not say what to do.
+        Some(d) if d.contains("hugepage") => format!(
+            "DPDK EAL initialisation failed: {d} ({why}): reserve hugepages (docs/DEPLOYMENT.md, \"Hugepages\"), or run without them: --no-huge -m 1024 after --"
+        ),
         Some(d) => format!("DPDK EAL initialisation failed: {d} ({why})"),
         None => format!("DPDK EAL initialisation failed: {why}"),
     }
@@ -1449,6 +1454,21 @@ impl Drop for Mapping {
 mod tests {
     use super::port_plan::flags::*;
     use dpdk_sys as ffi;
+
+    #[test]
+    fn an_eal_start_without_hugepages_says_what_to_do() {
+        // What DPDK 22.11's EAL printed on this machine (no hugepages reserved, no
+        // --no-huge), then errno EACCES.
+        let text = "EAL: Detected CPU lcores: 2\nEAL: Detected NUMA nodes: 1\nEAL: Detected shared linkage of DPDK\nEAL: Multi-process socket /var/run/dpdk/rte/mp_socket\nEAL: Selected IOVA mode 'PA'\nEAL: FATAL: Cannot get hugepage information.\nEAL: Cannot get hugepage information.\n";
+        let line = super::eal_failure_line(text, libc::EACCES);
+        assert_eq!(
+            line,
+            "DPDK EAL initialisation failed: EAL: FATAL: Cannot get hugepage information. (Permission denied): reserve hugepages (docs/DEPLOYMENT.md, \"Hugepages\"), or run without them: --no-huge -m 1024 after --"
+        );
+        // Any other failure as EAL says it.
+        let other = super::eal_failure_line("EAL: Cannot init memory\n", libc::ENOMEM);
+        assert_eq!(other, "DPDK EAL initialisation failed: EAL: Cannot init memory (Cannot allocate memory)");
+    }
 
     #[test]
     fn the_port_plans_flags_are_dpdks() {

@@ -246,7 +246,10 @@ impl PortReport {
 
     /// After a poll that saw capture times up to `ts` (a frame's time, or the clock's while
     /// the link is silent: 0 is a time, of a file's frame before 1970 say); `stats` reads
-    /// the sources' counters.
+    /// the sources' counters. A `ts` past the open interval closes it with the counters as
+    /// read now: the poll's own frames count in it (live, a poll's frames cannot be told
+    /// apart in the counters; replay reads no frame past an interval's end before it is
+    /// observed, `Capture::next_ts`).
     pub fn observe(&mut self, ts: u64, stats: impl FnOnce() -> Vec<SourceStats>, tx: &Sender<ToStats>) {
         match self.current {
             None => self.current = Some(self.interval_of(ts)),
