@@ -721,6 +721,71 @@ fn a_completion_one_mirror_missed_ends_its_io_when_that_mirror_sees_the_cid_agai
 }
 
 #[test]
+fn a_completion_seen_before_its_cids_reuse_is_the_older_ios_with_the_storage_clock_behind() {
+    // nvme_split with the storage mirror's clock behind the compute mirror's, without the
+    // compute mirror's copy of one I/O's command and the storage mirror's copy of its
+    // completion: of the I/Os whose CID the host uses again, the one used again soonest,
+    // the storage clock behind by 1 µs more than the time from the completion at compute
+    // to the next command at storage. The storage vantage then sees the CID used again
+    // before the compute vantage sees the completion, while the next command's copy at
+    // compute is still to come. The completion is the earlier I/O's, which completes with
+    // no segment from command to completion (each vantage lost one end), and the next I/O
+    // has every segment the truth gives it. Before (a review's 10 µs on CID 3 of queue
+    // 512): the earlier I/O timed out and the next took the completion, its compute time
+    // 0 (its command came at compute after that completion).
+    let t = truth("nvme_split");
+    let fs = files("nvme_split", &t);
+    let ios = t["ios"].as_array().unwrap();
+    let same = |a: &Value, b: &Value| {
+        ["initiator_ip", "target_ip", "target_qpn", "cid"].iter().all(|k| a[k] == b[k])
+    };
+    let (lost, next) = ios
+        .iter()
+        .filter_map(|io| {
+            let next = ios
+                .iter()
+                .filter(|o| same(o, io) && at(o, "sqe_first@compute") > at(io, "cqe@compute"))
+                .min_by_key(|o| at(o, "sqe_first@compute"))?;
+            Some((io, next))
+        })
+        .min_by_key(|(io, next)| at(next, "sqe_first@storage") - at(io, "cqe@compute"))
+        .unwrap();
+    let behind = at(next, "sqe_first@storage") - at(lost, "cqe@compute") + 1_000;
+    assert!(behind < 100_000, "{behind} ns: well inside the reorder window");
+    let dir = tempfile::tempdir().unwrap();
+    let (compute, storage) = (dir.path().join("compute.pcap"), dir.path().join("storage.pcap"));
+    without_frames_at(&fs[0], &compute, &[at(lost, "sqe_first@compute")]);
+    let gone = at(lost, "cqe@storage");
+    let (written, read) = copy_capture(&fs[1], &storage, |ts, _| (ts != gone).then(|| ts - behind));
+    assert_eq!(read - written, 1);
+    let args: Vec<String> = scenario_args(&t);
+    for workers in ["1", "4"] {
+        let mut extra: Vec<&str> = args.iter().map(String::as_str).collect();
+        extra.extend(["--slow-ios", "1000", "--workers", workers]);
+        let s = replay_summary(&[&compute, &storage], &extra);
+        assert_eq!(
+            (s["ios"]["completed"].as_u64(), s["ios"]["timed_out"].as_u64()),
+            (Some(ios.len() as u64), Some(0)),
+            "{workers} workers"
+        );
+        let slowest = s["ios"]["slowest"].as_array().unwrap();
+        let e = slow_io(slowest, next);
+        for (ours, truth) in [
+            ("io@compute_us", "io_compute_ns"),
+            ("io@storage_us", "io_storage_ns"),
+            ("compute_us", "compute_ns"),
+            ("network_us", "network_ns"),
+            ("storage_us", "storage_ns"),
+        ] {
+            assert!(close(e[ours].as_f64().unwrap(), next[truth].as_u64().unwrap()), "{ours}: {e} {next}");
+        }
+        // The earlier I/O gives neither end-to-end time; no I/O has a compute time of 0.
+        assert_eq!(slowest.len(), ios.len() - 1, "{workers} workers");
+        assert!(slowest.iter().all(|e| e["io@compute_us"].as_f64() != Some(0.0)), "{workers} workers");
+    }
+}
+
+#[test]
 fn a_completion_one_mirror_missed_is_no_later_ios_when_that_mirror_missed_the_cids_reuse_too() {
     // As above, and the storage mirror missed the next command with that CID as well (the
     // compute mirror sees both): nothing at the storage vantage says the CID was used

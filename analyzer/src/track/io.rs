@@ -180,6 +180,9 @@ struct Io {
     read_ends_at_storage: u8,
     /// The PSN of the completion, once seen (a second copy is a retransmission).
     cqe_psn: Option<u32>,
+    /// Per vantage: the PSN of the completion it saw. A mirror's two copies of a packet
+    /// carry one PSN: two that differ are two completions (see [`Io::completions`]).
+    cqe_psn_at: [Option<u32>; 2],
     retransmitted: bool,
     /// Its completion's place in its connection's ring went to a newer completion before
     /// the host's ACK came: the ACK is no longer looked for (see `IoTracker::acks_lost`).
@@ -225,6 +228,24 @@ impl Io {
     /// given up on: see `gave_up`).
     fn awaits_completion(&self, v: usize) -> bool {
         self.sqe_first.at(v).is_some() && self.cqe.at(v).is_none() && self.gave_up & (1 << v) == 0
+    }
+
+    /// The times of its completion at each vantage, for its segments. Two vantages whose
+    /// completions had different PSNs saw two completions: the target sends a queue's
+    /// completions in PSN order, so the later one answered a later I/O with the CID, whose
+    /// command that vantage missed, before its own copy of this one's came (the other
+    /// vantage's copies behind it, or this I/O's completion lost there). That vantage's
+    /// completion gives no segment.
+    fn completions(&self) -> [Option<u64>; 2] {
+        let mut at = [self.cqe.at(0), self.cqe.at(1)];
+        if let [Some(a), Some(b)] = self.cqe_psn_at {
+            if a != b {
+                // `b` is after `a`, within half the PSN space.
+                let later = (b.wrapping_sub(a) & 0x00FF_FFFF) < (1 << 23);
+                at[usize::from(later)] = None;
+            }
+        }
+        at
     }
 
     /// Some vantage saw its completion.
@@ -1314,9 +1335,12 @@ impl IoTracker {
     fn finish(&mut self, i: usize, rec: &mut LatencyRecorder, completed: bool) {
         let io = &self.ios[i];
         let (c, s) = (0, 1);
-        let d = |a: Option<u64>, b: Option<u64>| a.zip(b).map(|(a, b)| a.saturating_sub(b));
-        let io_c = d(io.cqe.at(c), io.sqe_first.at(c));
-        let io_s = d(io.cqe.at(s), io.sqe_last.at(s));
+        // Each a difference of two times at one vantage: one below zero (a completion
+        // before its command there) pairs packets of two I/Os, and gives no segment.
+        let d = |a: Option<u64>, b: Option<u64>| a.zip(b).and_then(|(a, b)| a.checked_sub(b));
+        let cqe = io.completions();
+        let io_c = d(cqe[c], io.sqe_first.at(c));
+        let io_s = d(cqe[s], io.sqe_last.at(s));
         let mut samples: [Option<(Segment, u64)>; 5] = [None; 5];
         // The network segment is the compute vantage's time less the rest: below zero it
         // is recorded as 0, and counted.
@@ -1329,7 +1353,7 @@ impl IoTracker {
         samples[1] = io_s.map(|v| (Segment::IoStorage, v));
         match io.kind {
             Kind::Read => {
-                samples[2] = d(io.ack.at(c), io.cqe.at(c)).map(|v| (Segment::Compute, v));
+                samples[2] = d(io.ack.at(c), cqe[c]).map(|v| (Segment::Compute, v));
                 samples[3] = io_s.map(|v| (Segment::Storage, v));
                 samples[4] = io_c.zip(io_s).map(|(a, b)| network(a, b));
             }
@@ -1342,7 +1366,7 @@ impl IoTracker {
                 let compute = d(io.last_read_response.at(c), io.read_request.at(c));
                 let storage = match (
                     d(io.read_request.at(s), io.sqe_last.at(s)),
-                    d(io.cqe.at(s), io.last_read_response.at(s)),
+                    d(cqe[s], io.last_read_response.at(s)),
                 ) {
                     // Differences of packet times: their sum can pass 2^64 only on a hostile
                     // capture's times, and then saturates instead of wrapping.
@@ -1369,8 +1393,8 @@ impl IoTracker {
                 rec.record_in(slot, v);
             }
             let whole = match (io_c, io_s) {
-                (Some(v), _) => io.cqe.at(c).map(|at| (v, at)),
-                (None, Some(v)) => io.cqe.at(s).map(|at| (v, at)),
+                (Some(v), _) => cqe[c].map(|at| (v, at)),
+                (None, Some(v)) => cqe[s].map(|at| (v, at)),
                 (None, None) => None,
             };
             if let Some((io_ns, completed_ns)) = whole {
@@ -1463,36 +1487,46 @@ impl IoTracker {
         }
         let io = &self.ios[i];
         let both = (0..2).all(|v| io.sqe_first.at(v).is_some());
-        let me = Ref { slot: i as u32, generation: io.generation };
         if both || self.wait_ns == 0 {
             self.finish(i, rec, true);
         } else if !io.waiting {
-            if self.waiting.len() == self.waiting.capacity() {
-                // No room to wait: the I/O that has waited longest finishes now.
-                if let Some((r, _)) = self.waiting.pop_front() {
-                    self.stop_waiting(r, rec);
-                }
-            }
-            self.ios[i].waiting = true;
-            let until = ts.saturating_add(self.wait_ns);
-            if until < self.waiting_newest {
-                let ios = &self.ios;
-                self.waits_behind.push(until, me, |r| still_waiting(ios, r));
-                self.behind_moved();
-            } else {
-                self.waiting_newest = until;
-                self.waiting.push_back((me, until));
-            }
+            self.wait(i, ts, rec);
         }
     }
 
-    /// An I/O's wait for the other vantage is over: it finishes with what was seen, unless
-    /// that vantage's command came meanwhile (then its completion finishes it).
+    /// I/O `i` waits, from packet time `ts`, `--reorder-window` for the other vantage's
+    /// copies.
+    fn wait(&mut self, i: usize, ts: u64, rec: &mut LatencyRecorder) {
+        if self.waiting.len() == self.waiting.capacity() {
+            // No room to wait: the I/O that has waited longest finishes now.
+            if let Some((r, _)) = self.waiting.pop_front() {
+                self.stop_waiting(r, rec);
+            }
+        }
+        let me = Ref { slot: i as u32, generation: self.ios[i].generation };
+        self.ios[i].waiting = true;
+        let until = ts.saturating_add(self.wait_ns);
+        if until < self.waiting_newest {
+            let ios = &self.ios;
+            self.waits_behind.push(until, me, |r| still_waiting(ios, r));
+            self.behind_moved();
+        } else {
+            self.waiting_newest = until;
+            self.waiting.push_back((me, until));
+        }
+    }
+
+    /// An I/O's wait for the other vantage is over: it finishes with what was seen (timed
+    /// out if no vantage saw its completion, see [`IoTracker::end_stale`]), unless that
+    /// vantage's command came meanwhile (then its completion finishes it).
     fn stop_waiting(&mut self, r: Ref, rec: &mut LatencyRecorder) {
         if let Some(i) = self.get(r) {
             self.ios[i].waiting = false;
-            if self.complete(i) {
-                self.finish(i, rec, true);
+            // One that no vantage saw complete needs no ACK of a completion either.
+            let io = &self.ios[i];
+            let unanswered = !io.saw_completion() && (0..2).all(|v| !io.awaits_completion(v));
+            if unanswered || self.complete(i) {
+                self.finish(i, rec, self.ios[i].saw_completion());
             }
         }
     }
@@ -1644,9 +1678,11 @@ impl IoTracker {
     /// be on another queue.
     fn for_completion(&self, v: usize, walk: CidWalk, target_qpn: Option<u32>) -> Option<usize> {
         // One walk: the first MAX_SAME_CID I/Os, and whether there are more. Failing an
-        // I/O that awaits its completion here, one whose command this vantage missed (its
-        // mirror dropped the copy) and whose completion the other vantage awaits: the
-        // completion is its (the command's copy here is the only one missing).
+        // I/O that awaits its completion here, the oldest whose command this vantage missed
+        // (its mirror dropped the copy) and whose completion the other vantage has not
+        // seen: the completion is its (the command's copy here is the only one missing;
+        // a newer one's command here may be due yet, and its completion comes after the
+        // older one's).
         let (mut best, mut unseen, mut queue) = (None, None, None);
         let older =
             |x: Option<usize>, i: usize| x.is_none_or(|b: usize| self.ios[i].created < self.ios[b].created);
@@ -1656,10 +1692,14 @@ impl IoTracker {
             }
             let io = &self.ios[i];
             let awaits = io.awaits_completion(v);
+            // The other vantage saw the command and no completion: it awaits one, or gave
+            // up on its own copy (it saw the CID used again), which says nothing of this
+            // vantage's.
             let missed_command = io.sqe_first.at(v).is_none()
                 && io.cqe.at(v).is_none()
                 && io.gave_up & (1 << v) == 0
-                && io.awaits_completion(1 - v);
+                && io.sqe_first.at(1 - v).is_some()
+                && io.cqe.at(1 - v).is_none();
             if !awaits && !missed_command {
                 continue;
             }
@@ -1680,15 +1720,34 @@ impl IoTracker {
     /// command's I/O `except`, if made already): an earlier I/O with it whose command `v`
     /// saw but whose completion `v` never saw lost that completion at `v`, and ends now
     /// with what it has (so that the new I/O's completion is not taken for its own).
-    fn end_stale(&mut self, first: CidWalk, v: usize, except: Option<usize>, rec: &mut LatencyRecorder) {
+    fn end_stale(
+        &mut self,
+        first: CidWalk,
+        v: usize,
+        except: Option<usize>,
+        ts: u64,
+        rec: &mut LatencyRecorder,
+    ) {
         let stale = self.same_cid(first).find(|&o| Some(o) != except && self.ios[o].awaits_completion(v));
         let Some(old) = stale else { return };
         // The other vantage saw its command and awaits its completion still: its copy may
         // be due yet (this vantage's clock behind the other's, by more than the host's
         // turnaround). The I/O waits for it (or for `--io-timeout`) without this vantage's
         // completion, and takes none of this vantage's completions from now on.
-        if self.ios[old].awaits_completion(1 - v) {
+        let io = &self.ios[old];
+        let other = 1 - v;
+        if io.awaits_completion(other) {
             self.ios[old].gave_up |= 1 << v;
+            return;
+        }
+        // Or, with two vantages, it saw nothing of it yet: its copies may all be due yet
+        // (its clock behind by more than the I/O took, or its copy of the command lost and
+        // of the completion not). The I/O waits `--reorder-window` for them, as a complete
+        // one does, and ends without them (timed out, if none comes).
+        let unseen_there = io.sqe_first.at(other).is_none() && io.cqe.at(other).is_none();
+        if unseen_there && self.wait_ns > 0 && !io.waiting {
+            self.ios[old].gave_up |= 1 << v;
+            self.wait(old, ts, rec);
             return;
         }
         self.finish(old, rec, self.ios[old].saw_completion());
@@ -1749,7 +1808,7 @@ impl IoTracker {
                     // This vantage sees the CID used again (the other saw it first, and
                     // made the I/O): an earlier command with it that this vantage saw but
                     // never saw complete lost its completion here, as below.
-                    self.end_stale(first, v, Some(i), rec);
+                    self.end_stale(first, v, Some(i), ts, rec);
                 }
                 i
             }
@@ -1762,14 +1821,14 @@ impl IoTracker {
             None if finished.is_some_and(|seen| again || seen & (1 << v) == 0) => {
                 if !again {
                     self.copies_after_end[v] += 1;
-                    self.end_stale(first, v, None, rec);
+                    self.end_stale(first, v, None, ts, rec);
                 }
                 return;
             }
             None => {
                 // The CID is used again. An earlier command with it that this vantage saw
                 // but never saw complete lost its completion here: it ends now.
-                self.end_stale(first, v, None, rec);
+                self.end_stale(first, v, None, ts, rec);
                 // As many I/Os with this CID live on the queue as the bound allows: the
                 // oldest ends, as when its CID is used again.
                 let first = self.walk(first.key, Some(target_qpn));
@@ -1868,6 +1927,7 @@ impl IoTracker {
             reads: 0,
             read_ends_at_storage: 0,
             cqe_psn: None,
+            cqe_psn_at: [None; 2],
             retransmitted: false,
             ack_lost: false,
             shared_buffer: false,
@@ -2236,6 +2296,7 @@ impl IoTracker {
         };
         let saw_command = self.ios[i].sqe_first.at(vx).is_some();
         self.ios[i].cqe_psn = Some(psn);
+        self.ios[i].cqe_psn_at[vx] = Some(psn);
         if self.ios[i].cqe.last(vx, ts) {
             self.ios[i].retransmitted = true;
         }
@@ -2659,6 +2720,95 @@ mod tests {
         t.finish_all(&mut rec);
         let n = *t.counts().values().next().unwrap();
         assert_eq!((n.completed, n.timed_out, n.unfinished), (2, 0, 0));
+    }
+
+    /// An I/O's segments, in [`Segment::ALL`]'s order.
+    type Segments = [Option<u64>; 5];
+
+    /// The segments of the I/Os finished since the last hand-over, by CID and completion
+    /// time (at the vantage that gave the whole latency), and the outcomes counted so far
+    /// (completed, timed out).
+    fn finished(t: &mut IoTracker) -> (Vec<(u16, Segments)>, (u64, u64)) {
+        let (mut pairs, mut slowest) = (Vec::new(), Vec::new());
+        t.drain_interval(&mut pairs, &mut slowest);
+        slowest.sort_by_key(|s| s.completed_ns);
+        let n = t.counts().values().fold((0, 0), |(d, o), n| (d + n.completed, o + n.timed_out));
+        (slowest.iter().map(|s| (s.cid, s.segments)).collect(), n)
+    }
+
+    /// The storage vantage's clock 10 behind the compute vantage's, the network 2 each way.
+    /// CID 3's first read: compute's copy of its command lost, storage's of its completion
+    /// lost; storage sees the host use CID 3 again (1,047, its clock) before compute's
+    /// copy of that completion (1,052). The completion is the first read's (the older; the
+    /// second read's command has yet to come at compute), which gets its compute segment
+    /// (its ACK 1 later) and no other; the second read has all five. Before, the first read
+    /// ended at the reuse, timed out, and compute's completion went to the second read,
+    /// whose command came at compute after it: a compute time of 0.
+    #[test]
+    fn a_completion_before_a_reused_cid_s_command_is_the_older_io_s() {
+        let mut t = IoTracker::new(16, 1_000_000_000).with_vantage_wait(100);
+        let mut rec = LatencyRecorder::new(16, 4);
+        let mut h = NONE;
+        let (c, s) = (Vantage::Compute, Vantage::Storage);
+        let cqe = |psn| Packet { psn, again: false };
+        // CID 1, seen whole at both vantages: compute sees this pair's commands.
+        t.command(at(s, 892), sent(99), &read(1), &mut h, &mut rec);
+        t.command(at(c, 900), sent(99), &read(1), &mut h, &mut rec);
+        assert!(t.completion(at(s, 930), Some(9), 1, cqe(599), &mut h, &mut rec));
+        assert!(t.completion(at(c, 942), Some(9), 1, cqe(599), &mut h, &mut rec));
+        t.ack(at(c, 943), 9, 599, &mut h, &mut rec);
+        // CID 3's first read (sent at 1,000): storage's copy alone.
+        t.command(at(s, 992), sent(100), &read(3), &mut h, &mut rec);
+        // Its second (sent at 1,055) at storage, then the first's completion at compute.
+        t.command(at(s, 1_047), sent(101), &read(3), &mut h, &mut rec);
+        assert!(!t.completion(at(c, 1_052), Some(9), 3, cqe(600), &mut h, &mut rec));
+        t.ack(at(c, 1_053), 9, 600, &mut h, &mut rec);
+        t.command(at(c, 1_055), sent(101), &read(3), &mut h, &mut rec);
+        assert!(t.completion(at(s, 1_090), Some(9), 3, cqe(601), &mut h, &mut rec));
+        assert!(t.completion(at(c, 1_102), Some(9), 3, cqe(601), &mut h, &mut rec));
+        t.ack(at(c, 1_103), 9, 601, &mut h, &mut rec);
+        t.expire(2_000, &mut rec);
+        let (ios, counts) = finished(&mut t);
+        // io@compute, io@storage, compute, network, storage.
+        assert_eq!(
+            ios,
+            [
+                (1, [Some(42), Some(38), Some(1), Some(4), Some(38)]),
+                (3, [Some(47), Some(43), Some(1), Some(4), Some(43)])
+            ]
+        );
+        assert_eq!(counts, (3, 0));
+    }
+
+    /// The storage vantage's clock 50 ahead of the compute vantage's, the network 2 each
+    /// way. Compute loses its copies of CID 3's first completion (PSN 600) and of the next
+    /// command with CID 3: its next completion (PSN 601, at 1,082) is taken for the first
+    /// read's, whose storage copy (PSN 600, at 1,090) has not come yet. Two PSNs are two
+    /// completions: the later one is not the first read's, which gets storage's segments
+    /// alone; the second read, seen only at storage, likewise. Before, the first read got
+    /// a compute time of 82 (from its command to the second read's completion) and a
+    /// network time of 44.
+    #[test]
+    fn two_vantages_completions_with_different_psns_give_no_joined_segment() {
+        let mut t = IoTracker::new(16, 1_000_000_000).with_vantage_wait(100);
+        let mut rec = LatencyRecorder::new(16, 4);
+        let mut h = NONE;
+        let (c, s) = (Vantage::Compute, Vantage::Storage);
+        let cqe = |psn| Packet { psn, again: false };
+        t.command(at(c, 1_000), sent(100), &read(3), &mut h, &mut rec);
+        t.command(at(s, 1_052), sent(100), &read(3), &mut h, &mut rec);
+        assert!(t.completion(at(c, 1_082), Some(9), 3, cqe(601), &mut h, &mut rec));
+        t.ack(at(c, 1_083), 9, 601, &mut h, &mut rec);
+        assert!(t.completion(at(s, 1_090), Some(9), 3, cqe(600), &mut h, &mut rec));
+        t.command(at(s, 1_097), sent(101), &read(3), &mut h, &mut rec);
+        assert!(t.completion(at(s, 1_130), Some(9), 3, cqe(601), &mut h, &mut rec));
+        t.expire(2_000, &mut rec);
+        let (ios, counts) = finished(&mut t);
+        assert_eq!(
+            ios,
+            [(3, [None, Some(38), None, None, Some(38)]), (3, [None, Some(33), None, None, Some(33)])]
+        );
+        assert_eq!(counts, (2, 0));
     }
 
     #[test]
