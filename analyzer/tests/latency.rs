@@ -786,6 +786,75 @@ fn a_completion_seen_before_its_cids_reuse_is_the_older_ios_with_the_storage_clo
 }
 
 #[test]
+fn a_later_ios_completion_is_not_taken_for_an_earlier_one_that_lost_its_own_everywhere() {
+    // nvme_split, one I/O whose CID the host uses again next on its queue (the last such in
+    // the run: its host pair has I/Os seen whole at both vantages before it), its
+    // completion lost at both mirrors, and the next I/O's command lost at the storage
+    // mirror; also, in a second run, the storage mirror loses the earlier I/O's command
+    // too (four copies lost in all, a review's case). The compute vantage saw the CID used
+    // again before the next completion came: that completion is the next I/O's, which gets
+    // the truth's compute-vantage segments, and the earlier I/O gets none. Before: the
+    // earlier I/O took it (an I/O time at compute from one I/O's command to the next's
+    // completion), and in the second run the next I/O was left unfinished.
+    let t = truth("nvme_split");
+    let fs = files("nvme_split", &t);
+    let ios = t["ios"].as_array().unwrap();
+    let same = |a: &Value, b: &Value| {
+        ["initiator_ip", "target_ip", "target_qpn", "cid"].iter().all(|k| a[k] == b[k])
+    };
+    let (lost, next) = ios
+        .iter()
+        .filter_map(|io| {
+            let next = ios
+                .iter()
+                .filter(|o| same(o, io) && at(o, "sqe_first@compute") > at(io, "cqe@compute"))
+                .min_by_key(|o| at(o, "sqe_first@compute"))?;
+            Some((io, next))
+        })
+        .max_by_key(|(io, _)| at(io, "sqe_first@compute"))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let compute = dir.path().join("compute.pcap");
+    without_frames_at(&fs[0], &compute, &[at(lost, "cqe@compute")]);
+    let args: Vec<String> = scenario_args(&t);
+    for also_command in [false, true] {
+        let storage = dir.path().join("storage.pcap");
+        let mut gone = vec![at(lost, "cqe@storage"), at(next, "sqe_first@storage")];
+        if also_command {
+            gone.push(at(lost, "sqe_first@storage"));
+        }
+        without_frames_at(&fs[1], &storage, &gone);
+        for workers in ["1", "4"] {
+            let mut extra: Vec<&str> = args.iter().map(String::as_str).collect();
+            extra.extend(["--slow-ios", "1000", "--workers", workers]);
+            let s = replay_summary(&[&compute, &storage], &extra);
+            let why = format!("{workers} workers, the earlier command lost at storage: {also_command}");
+            // The earlier I/O ends without a completion: timed out, or still awaiting the
+            // lost one when the capture ends.
+            let n = |k: &str| s["ios"][k].as_u64().unwrap();
+            assert_eq!(
+                (n("completed"), n("timed_out") + n("unfinished")),
+                (ios.len() as u64 - 1, 1),
+                "{why}"
+            );
+            let slowest = s["ios"]["slowest"].as_array().unwrap();
+            let e = slow_io(slowest, next);
+            for (ours, truth) in [("io@compute_us", "io_compute_ns"), ("compute_us", "compute_ns")] {
+                assert!(
+                    close(e[ours].as_f64().unwrap(), next[truth].as_u64().unwrap()),
+                    "{ours}: {e} {next} {why}"
+                );
+            }
+            let taken = at(next, "cqe@compute") - at(lost, "sqe_first@compute");
+            assert!(
+                slowest.iter().all(|e| !close(e["io@compute_us"].as_f64().unwrap_or(0.0), taken)),
+                "an I/O from the earlier command to the next completion: {why}"
+            );
+        }
+    }
+}
+
+#[test]
 fn a_completion_one_mirror_missed_is_no_later_ios_when_that_mirror_missed_the_cids_reuse_too() {
     // As above, and the storage mirror missed the next command with that CID as well (the
     // compute mirror sees both): nothing at the storage vantage says the CID was used

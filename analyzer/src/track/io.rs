@@ -198,6 +198,9 @@ struct Io {
     /// the other vantage still awaited its copy: the completion is lost there, and the I/O
     /// waits for the other vantage's (a mirror whose copy was dropped, its clock behind).
     gave_up: u8,
+    /// When a vantage gave up (the time of the command there that used the CID again, on
+    /// that vantage's clock; the last to give up).
+    gave_up_ts: u64,
     /// Complete at the one vantage that saw it, waiting for the other's copies.
     waiting: bool,
     /// Place in the list of live I/Os, oldest first.
@@ -874,6 +877,9 @@ struct PairPlaces {
     series: [u32; 5],
     /// Its place in `IoTracker::counts` once it counted an outcome, `NONE` before.
     counts: u32,
+    /// The storage vantage's clock less the compute vantage's, as the last I/O that both
+    /// saw whole gave it (see [`IoTracker::finish`]).
+    offset: Option<i64>,
 }
 
 /// I/O outcomes per (initiator, target, op), in the order each first counted one: at most
@@ -1126,7 +1132,7 @@ impl IoTracker {
             return NONE;
         }
         let p = self.places.len() as u32;
-        self.places.push(PairPlaces { series: [SLOT_UNKNOWN; 5], counts: NONE });
+        self.places.push(PairPlaces { series: [SLOT_UNKNOWN; 5], counts: NONE, offset: None });
         self.pairs.insert(k, p);
         p
     }
@@ -1341,6 +1347,19 @@ impl IoTracker {
         let cqe = io.completions();
         let io_c = d(cqe[c], io.sqe_first.at(c));
         let io_s = d(cqe[s], io.sqe_last.at(s));
+        // Seen whole at both vantages: the command's way from compute to storage less the
+        // completion's back is twice the storage clock's lead on compute's (the two ways
+        // alike), kept for its host pair (see [`IoTracker::before_reuse`]).
+        if let (Some(cs), Some(ss), Some(cc), Some(sc)) =
+            (io.sqe_first.at(c), io.sqe_first.at(s), cqe[c], cqe[s])
+        {
+            let there = i128::from(ss) - i128::from(cs);
+            let back = i128::from(cc) - i128::from(sc);
+            if let Some(p) = self.places.get_mut(io.pair as usize) {
+                p.offset = i64::try_from((there - back) / 2).ok();
+            }
+        }
+        let io = &self.ios[i];
         let mut samples: [Option<(Segment, u64)>; 5] = [None; 5];
         // The network segment is the compute vantage's time less the rest: below zero it
         // is recorded as 0, and counted.
@@ -1612,8 +1631,13 @@ impl IoTracker {
     pub fn finish_all(&mut self, rec: &mut LatencyRecorder) {
         while let Some(i) = self.live.head() {
             let i = i as usize;
-            if self.ios[i].saw_completion() {
+            let io = &self.ios[i];
+            if io.saw_completion() {
                 self.finish(i, rec, true);
+            } else if io.waiting && (0..2).all(|v| !io.awaits_completion(v)) {
+                // Its completion lost where its command was seen, waiting for the other
+                // vantage's copies (see `end_stale`): none come now, as at its wait's end.
+                self.finish(i, rec, false);
             } else {
                 let io = &self.ios[i];
                 let (at, pair, op) = (io.pair, (io.host, io.target), io.kind.op());
@@ -1670,13 +1694,42 @@ impl IoTracker {
         })
     }
 
+    /// Whether a completion at vantage `v` at `ts` may be I/O `io`'s, when the other
+    /// vantage gave up on its own copy of it, having seen the host use the CID again: the
+    /// host sent that command after it had this I/O's completion, so the completion passed
+    /// `v` before the command passed the other vantage, on one clock. With the two clocks'
+    /// offset known (this host pair's last I/O seen whole at both), a completion at `v`
+    /// later than that answers a later I/O; without it, any may. Always, when the other
+    /// vantage did not give up.
+    fn before_reuse(&self, io: &Io, v: usize, ts: u64) -> bool {
+        let u = 1 - v;
+        if io.gave_up & (1 << u) == 0 {
+            return true;
+        }
+        // Kept per (host, target, op): failing the I/O's own op's, another's of the pair.
+        let offset = |p: u32| self.places.get(p as usize).and_then(|p| p.offset);
+        let other_op = |op| self.pairs.get(&PairKey(io.host, io.target, op)).and_then(|&p| offset(p));
+        let Some(off) = offset(io.pair)
+            .or_else(|| [Op::NvmeRead, Op::NvmeWrite, Op::NvmeOther].into_iter().find_map(other_op))
+        else {
+            return true;
+        };
+        // The other vantage's time on `v`'s clock (storage's less compute's is `off`).
+        let reuse = if v == 1 {
+            io.gave_up_ts as i128 + i128::from(off)
+        } else {
+            io.gave_up_ts as i128 - i128::from(off)
+        };
+        i128::from(ts) <= reuse
+    }
+
     /// The I/O a completion at vantage `v` answers: the oldest with this CID that saw its
     /// command at `v` and no completion there yet. Mirrors with different delays can show
     /// the next command reusing a CID before the previous completion, so both may be live.
     /// Without the target's QP, the candidates must all be on one QP, and all among the
     /// [`MAX_SAME_CID`] I/Os looked at: with more I/Os using the CID, one beyond them may
     /// be on another queue.
-    fn for_completion(&self, v: usize, walk: CidWalk, target_qpn: Option<u32>) -> Option<usize> {
+    fn for_completion(&self, v: usize, walk: CidWalk, target_qpn: Option<u32>, ts: u64) -> Option<usize> {
         // One walk: the first MAX_SAME_CID I/Os, and whether there are more. Failing an
         // I/O that awaits its completion here, the oldest whose command this vantage missed
         // (its mirror dropped the copy) and whose completion the other vantage has not
@@ -1691,7 +1744,8 @@ impl IoTracker {
                 return if target_qpn.is_none() { None } else { best.or(unseen) };
             }
             let io = &self.ios[i];
-            let awaits = io.awaits_completion(v);
+            // Not one the other vantage knows ended before this completion came.
+            let awaits = io.awaits_completion(v) && self.before_reuse(io, v, ts);
             // The other vantage saw the command and no completion: it awaits one, or gave
             // up on its own copy (it saw the CID used again), which says nothing of this
             // vantage's.
@@ -1699,7 +1753,8 @@ impl IoTracker {
                 && io.cqe.at(v).is_none()
                 && io.gave_up & (1 << v) == 0
                 && io.sqe_first.at(1 - v).is_some()
-                && io.cqe.at(1 - v).is_none();
+                && io.cqe.at(1 - v).is_none()
+                && self.before_reuse(io, v, ts);
             if !awaits && !missed_command {
                 continue;
             }
@@ -1738,6 +1793,7 @@ impl IoTracker {
         let other = 1 - v;
         if io.awaits_completion(other) {
             self.ios[old].gave_up |= 1 << v;
+            self.ios[old].gave_up_ts = ts;
             return;
         }
         // Or, with two vantages, it saw nothing of it yet: its copies may all be due yet
@@ -1747,6 +1803,7 @@ impl IoTracker {
         let unseen_there = io.sqe_first.at(other).is_none() && io.cqe.at(other).is_none();
         if unseen_there && self.wait_ns > 0 && !io.waiting {
             self.ios[old].gave_up |= 1 << v;
+            self.ios[old].gave_up_ts = ts;
             self.wait(old, ts, rec);
             return;
         }
@@ -1762,7 +1819,7 @@ impl IoTracker {
     /// may have missed too); the completion goes to the I/O it answers.
     fn answered_here(
         &mut self,
-        v: usize,
+        (v, ts): (usize, u64),
         first: CidWalk,
         psn: u32,
         target_qpn: Option<u32>,
@@ -1772,7 +1829,7 @@ impl IoTracker {
         let earlier = |p: u32| (psn.wrapping_sub(p) & 0x00FF_FFFF).wrapping_sub(1) < (1 << 23) - 1;
         let mut first = first;
         loop {
-            let i = self.for_completion(v, first, target_qpn)?;
+            let i = self.for_completion(v, first, target_qpn, ts)?;
             if !self.ios[i].cqe_psn.is_some_and(earlier) {
                 return Some(i);
             }
@@ -1928,6 +1985,7 @@ impl IoTracker {
             read_ends_at_storage: 0,
             cqe_psn: None,
             cqe_psn_at: [None; 2],
+            gave_up_ts: 0,
             retransmitted: false,
             ack_lost: false,
             shared_buffer: false,
@@ -2289,7 +2347,7 @@ impl IoTracker {
         let answers = match same {
             Some(i) => Some(i),
             None if stale => None,
-            None => self.answered_here(vx, first, psn, target_qpn, rec),
+            None => self.answered_here((vx, ts), first, psn, target_qpn, rec),
         };
         let Some(i) = answers else {
             return false;
@@ -2809,6 +2867,22 @@ mod tests {
             [(3, [None, Some(38), None, None, Some(38)]), (3, [None, Some(33), None, None, Some(33)])]
         );
         assert_eq!(counts, (2, 0));
+    }
+
+    /// Compute loses a read's completion and sees the host use its CID again; storage has
+    /// seen nothing of the read: it waits `--reorder-window` for storage's copies. The
+    /// input ends during the wait: timed out, as at the wait's end, not unfinished.
+    #[test]
+    fn an_io_waiting_for_the_other_vantage_after_its_lost_completion_times_out_at_the_end() {
+        let mut t = IoTracker::new(16, 1_000_000_000).with_vantage_wait(1_000);
+        let mut rec = LatencyRecorder::new(16, 4);
+        let mut h = NONE;
+        let c = Vantage::Compute;
+        t.command(at(c, 0), sent(100), &read(3), &mut h, &mut rec);
+        t.command(at(c, 100), sent(101), &read(3), &mut h, &mut rec);
+        t.finish_all(&mut rec);
+        let n = *t.counts().values().next().unwrap();
+        assert_eq!((n.completed, n.timed_out, n.unfinished), (0, 1, 1));
     }
 
     #[test]
