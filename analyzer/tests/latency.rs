@@ -648,21 +648,24 @@ fn at(io: &Value, a: &str) -> u64 {
     io["anchors"][a].as_u64().unwrap()
 }
 
-/// A truth I/O whose CID its host uses again next on its queue, and that next I/O (the
-/// first whose command the compute vantage saw after the I/O's completion).
-fn cid_used_again(ios: &[Value]) -> (&Value, &Value) {
+/// Every truth I/O whose CID its host uses again next on its queue, with that next I/O
+/// (the first whose command the compute vantage saw after the I/O's completion).
+fn cids_used_again(ios: &[Value]) -> impl Iterator<Item = (&Value, &Value)> {
     let same = |io: &Value, other: &Value| {
         ["initiator_ip", "target_ip", "target_qpn", "cid"].iter().all(|k| io[k] == other[k])
     };
-    ios.iter()
-        .find_map(|io| {
-            let next = ios
-                .iter()
-                .filter(|o| same(o, io) && at(o, "sqe_first@compute") > at(io, "cqe@compute"))
-                .min_by_key(|o| at(o, "sqe_first@compute"))?;
-            Some((io, next))
-        })
-        .unwrap()
+    ios.iter().filter_map(move |io| {
+        let next = ios
+            .iter()
+            .filter(|o| same(o, io) && at(o, "sqe_first@compute") > at(io, "cqe@compute"))
+            .min_by_key(|o| at(o, "sqe_first@compute"))?;
+        Some((io, next))
+    })
+}
+
+/// The first of [`cids_used_again`].
+fn cid_used_again(ios: &[Value]) -> (&Value, &Value) {
+    cids_used_again(ios).next().unwrap()
 }
 
 /// The entry of `slowest` (a summary's `ios.slowest`) for truth I/O `io`: its host, CID and
@@ -736,18 +739,7 @@ fn a_completion_seen_before_its_cids_reuse_is_the_older_ios_with_the_storage_clo
     let t = truth("nvme_split");
     let fs = files("nvme_split", &t);
     let ios = t["ios"].as_array().unwrap();
-    let same = |a: &Value, b: &Value| {
-        ["initiator_ip", "target_ip", "target_qpn", "cid"].iter().all(|k| a[k] == b[k])
-    };
-    let (lost, next) = ios
-        .iter()
-        .filter_map(|io| {
-            let next = ios
-                .iter()
-                .filter(|o| same(o, io) && at(o, "sqe_first@compute") > at(io, "cqe@compute"))
-                .min_by_key(|o| at(o, "sqe_first@compute"))?;
-            Some((io, next))
-        })
+    let (lost, next) = cids_used_again(ios)
         .min_by_key(|(io, next)| at(next, "sqe_first@storage") - at(io, "cqe@compute"))
         .unwrap();
     let behind = at(next, "sqe_first@storage") - at(lost, "cqe@compute") + 1_000;
@@ -799,20 +791,7 @@ fn a_later_ios_completion_is_not_taken_for_an_earlier_one_that_lost_its_own_ever
     let t = truth("nvme_split");
     let fs = files("nvme_split", &t);
     let ios = t["ios"].as_array().unwrap();
-    let same = |a: &Value, b: &Value| {
-        ["initiator_ip", "target_ip", "target_qpn", "cid"].iter().all(|k| a[k] == b[k])
-    };
-    let (lost, next) = ios
-        .iter()
-        .filter_map(|io| {
-            let next = ios
-                .iter()
-                .filter(|o| same(o, io) && at(o, "sqe_first@compute") > at(io, "cqe@compute"))
-                .min_by_key(|o| at(o, "sqe_first@compute"))?;
-            Some((io, next))
-        })
-        .max_by_key(|(io, _)| at(io, "sqe_first@compute"))
-        .unwrap();
+    let (lost, next) = cids_used_again(ios).max_by_key(|(io, _)| at(io, "sqe_first@compute")).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let compute = dir.path().join("compute.pcap");
     without_frames_at(&fs[0], &compute, &[at(lost, "cqe@compute")]);
