@@ -243,12 +243,16 @@ impl Io {
         let mut at = [self.cqe.at(0), self.cqe.at(1)];
         if let [Some(a), Some(b)] = self.cqe_psn_at {
             if a != b {
-                // `b` is after `a`, within half the PSN space.
-                let later = (b.wrapping_sub(a) & 0x00FF_FFFF) < (1 << 23);
-                at[usize::from(later)] = None;
+                at[usize::from(psn_after(b, a))] = None;
             }
         }
         at
+    }
+
+    /// No vantage awaits its completion (each that saw its command saw the completion, or
+    /// gave up on it).
+    fn awaited_nowhere(&self) -> bool {
+        (0..2).all(|v| !self.awaits_completion(v))
     }
 
     /// Some vantage saw its completion.
@@ -819,6 +823,11 @@ fn live(ios: &[Io], r: Ref) -> Option<usize> {
 }
 
 /// Whether `r`'s I/O is still live and waiting for its second vantage.
+/// Whether PSN `b` comes after PSN `a` (within half the 24-bit PSN space ahead of it).
+fn psn_after(b: u32, a: u32) -> bool {
+    (b.wrapping_sub(a) & 0x00FF_FFFF).wrapping_sub(1) < (1 << 23) - 1
+}
+
 fn still_waiting(ios: &[Io], r: Ref) -> bool {
     live(ios, r).is_some_and(|i| ios[i].waiting)
 }
@@ -1497,7 +1506,7 @@ impl IoTracker {
     /// it.
     fn complete(&self, i: usize) -> bool {
         let io = &self.ios[i];
-        (0..2).all(|v| !io.awaits_completion(v)) && (!io.needs_ack() || io.ack.at(0).is_some() || io.ack_lost)
+        io.awaited_nowhere() && (!io.needs_ack() || io.ack.at(0).is_some() || io.ack_lost)
     }
 
     fn maybe_finish(&mut self, i: usize, ts: u64, rec: &mut LatencyRecorder) {
@@ -1543,7 +1552,7 @@ impl IoTracker {
             self.ios[i].waiting = false;
             // One that no vantage saw complete needs no ACK of a completion either.
             let io = &self.ios[i];
-            let unanswered = !io.saw_completion() && (0..2).all(|v| !io.awaits_completion(v));
+            let unanswered = !io.saw_completion() && io.awaited_nowhere();
             if unanswered || self.complete(i) {
                 self.finish(i, rec, self.ios[i].saw_completion());
             }
@@ -1634,7 +1643,7 @@ impl IoTracker {
             let io = &self.ios[i];
             if io.saw_completion() {
                 self.finish(i, rec, true);
-            } else if io.waiting && (0..2).all(|v| !io.awaits_completion(v)) {
+            } else if io.waiting && io.awaited_nowhere() {
                 // Its completion lost where its command was seen, waiting for the other
                 // vantage's copies (see `end_stale`): none come now, as at its wait's end.
                 self.finish(i, rec, false);
@@ -1825,8 +1834,7 @@ impl IoTracker {
         target_qpn: Option<u32>,
         rec: &mut LatencyRecorder,
     ) -> Option<usize> {
-        // `p` is before `psn`, within half the PSN space.
-        let earlier = |p: u32| (psn.wrapping_sub(p) & 0x00FF_FFFF).wrapping_sub(1) < (1 << 23) - 1;
+        let earlier = |p: u32| psn_after(psn, p);
         let mut first = first;
         loop {
             let i = self.for_completion(v, first, target_qpn, ts)?;
