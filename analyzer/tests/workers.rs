@@ -275,9 +275,19 @@ fn an_nvme_command_times_out_by_its_own_clock_across_clock_steps_with_any_number
     // timed it out by the time before the first step.
     let stepped_back_twice =
         [(108, 147_000_000_000), (310, 0), (361, -155_000_000_000), (361, -155_000_000_986)];
+    // nvme_split's storage file: an ACK of 10.0.2.1 to 10.0.1.1 (frame 17) moved 200 s
+    // ahead, a Read command (frame 16, 10.0.1.1 to 10.0.2.1) where it is, then an ACK of
+    // another host pair (10.0.2.1 to 10.0.1.2, frame 5) 50 s ahead, 100 s back and 3 us
+    // ahead, and the first ACK where it is. The clock steps back at the command, forward at
+    // 50 s (past the command's 1 s timeout: timed out), back, and forward again. With two
+    // workers the command's worker saw no frame between those steps: told of all three at
+    // once, with the time since the last one only, it kept the command unfinished.
+    let peak_between_steps =
+        [(17, 200_000_000_000), (16, 0), (5, 50_000_000_000), (5, -100_000_000_000), (5, 3_000), (17, 0)];
     for (src, frames, op, timed_out, unfinished) in [
         ("nvme_erspan3_ns/nvme_erspan3_ns.pcap", &stepped_forward[..], "nvme_write", 1, 0),
         ("nvme_split_skewed/nvme_split_skewed_storage.pcap", &stepped_back_twice[..], "nvme_read", 0, 1),
+        ("nvme_split/nvme_split_storage.pcap", &peak_between_steps[..], "nvme_read", 1, 0),
     ] {
         let out = dir.path().join("picked.pcap");
         picked(&fixtures().join("scenarios").join(src), &out, frames);

@@ -170,9 +170,28 @@ struct Lane {
     current: Batch,
     /// The highest packet time the worker has been sent (with a frame or a tick).
     told_ns: u64,
+    /// The clock steps the worker has been told of ([`Told::steps`]).
+    told_steps: u32,
+    /// Of the clock steps since then, the latest time since the step before each, at each:
+    /// the highest of them (see [`Lane::told`]).
+    missed_current: u64,
 }
 
 impl Lane {
+    /// `now` as this worker is told it. A worker told of several clock steps at once (its
+    /// frames went by none of them) learns, as the time its I/Os had reached at the last,
+    /// the highest the I/Os' clock reached between them: one worker's I/Os timed out by
+    /// each frame's time as it came, and a frame between two steps (a clock that stepped
+    /// forward, then back) may have timed out I/Os this worker holds.
+    #[inline(always)]
+    fn told(&mut self, mut now: Told) -> Told {
+        if now.steps != self.told_steps {
+            self.told_steps = now.steps;
+            now.stepped_current = std::mem::take(&mut self.missed_current);
+        }
+        now
+    }
+
     /// Sends what is buffered, and time to observe after it (a silent link's clock, live),
     /// when the worker has room and a batch is spare; never waits nor allocates: a worker
     /// that is behind gets the time with the next tick.
@@ -198,7 +217,7 @@ impl Lane {
     /// Sends the buffered batch with the time to observe after its frames, `next` in its
     /// place; `wait` for room.
     fn hand_over_tick(&mut self, now: Told, armed_after: Option<u64>, next: Batch, wait: bool) {
-        self.current.then = now;
+        self.current.then = self.told(now);
         self.current.then_armed_after = armed_after;
         let full = std::mem::replace(&mut self.current, next);
         if wait {
@@ -282,7 +301,14 @@ fn spawn_workers(
             work(w, in_rx, spare_tx)
         })?;
         handles.push(handle);
-        lanes.push(Lane { tx: in_tx, spares: spare_rx, current: Batch::new(), told_ns: 0 });
+        lanes.push(Lane {
+            tx: in_tx,
+            spares: spare_rx,
+            current: Batch::new(),
+            told_ns: 0,
+            told_steps: 0,
+            missed_current: 0,
+        });
     }
     Ok((lanes, handles))
 }
@@ -417,13 +443,17 @@ impl Dispatcher {
             self.steps += 1;
             self.stepped_from = before;
             self.stepped_current = self.current;
+            for l in &mut self.lanes {
+                l.missed_current = l.missed_current.max(self.current);
+            }
             self.order.stepped();
             ts
         } else {
             self.current.max(ts)
         };
-        let now = self.told();
+        let told = self.told();
         let l = &mut self.lanes[lane];
+        let now = l.told(told);
         let len = kept_len(f.data, self.kept_at_least).min(BATCH_BYTES);
         if !l.current.fits(len) {
             l.send();

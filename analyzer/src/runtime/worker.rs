@@ -194,7 +194,9 @@ pub struct Told {
     /// reached when its window started again there (it analyses what it holds first).
     pub stepped_from: u64,
     /// The latest time since the step before that one, at the last step: what one worker's
-    /// I/O timeouts had reached there (`current` then).
+    /// I/O timeouts had reached there (`current` then). Told of several steps at once, a
+    /// worker gets the highest `current` at any of them (the I/O timeouts one worker's
+    /// frames reached in between).
     pub stepped_current: u64,
 }
 
