@@ -55,6 +55,11 @@ const IO_PACKET: u8 = 1 << 2;
 /// An I/O packet that refreshes its connection's state (the tracker forgets the state used
 /// least recently), I/O or not: the tracker looks at it whenever it has connections.
 const REFRESHES: u8 = 1 << 3;
+/// A data phase's first packet (a WRITE First or Only, a READ Request): with two vantages,
+/// one that names no live I/O's buffer is remembered for a while (the other vantage's copy
+/// of its command may come after it), so the tracker looks at it whenever it has
+/// connections, as at a refreshing packet.
+const DATA_PHASE: u8 = 1 << 4;
 
 const ROLES: [u8; 256] = {
     let mut r = [0u8; 256];
@@ -87,6 +92,12 @@ const ROLES: [u8; 256] = {
     let mut i = 0;
     while i < io.len() {
         r[io[i] as usize] |= IO_PACKET;
+        i += 1;
+    }
+    let data = [op::WRITE_FIRST, op::WRITE_ONLY, op::WRITE_ONLY_IMM, op::READ_REQUEST];
+    let mut i = 0;
+    while i < data.len() {
+        r[data[i] as usize] |= DATA_PHASE;
         i += 1;
     }
     let refresh = [op::SEND_MIDDLE, op::SEND_LAST, op::SEND_LAST_IMM, op::SEND_LAST_INV, op::ACKNOWLEDGE];
@@ -156,6 +167,9 @@ pub struct Analyzer {
     cm_answered: FifoMap<(Vantage, IpAddr, u32), ()>,
     /// Frames arrive with their final time (a dispatcher applied the ERSPAN clocks).
     stamped: bool,
+    /// The roles ([`ROLES`]) the I/O tracker looks at without a live I/O, when it has
+    /// connections: [`REFRESHES`], and [`DATA_PHASE`] with two vantages.
+    idle_roles: u8,
     /// With `--evidence-dir`.
     evidence: Option<Box<Evidence>>,
 }
@@ -198,6 +212,7 @@ impl Analyzer {
             .with_max_pairs(cfg.max_latency_series)
             .with_slow_ios(cfg.slow_ios)
             .with_vantage_wait(if cfg.vantages.maps_storage() { cfg.reorder_window_ns } else { 0 });
+        let remembers_early = ios.remembers_early();
         if let Some(e) = &cfg.evidence {
             flows.signals = super::evidence::Signals::enabled();
             ios = ios.with_evidence(e.slow_io_ns);
@@ -213,6 +228,7 @@ impl Analyzer {
             cm_requests: FifoMap::new(cfg.max_cm_requests),
             cm_answered: FifoMap::new(cfg.max_cm_requests),
             stamped: false,
+            idle_roles: if remembers_early { REFRESHES | DATA_PHASE } else { REFRESHES },
             evidence: cfg.evidence.map(|e| Box::new(Evidence::new(e))),
         }
     }
@@ -476,10 +492,12 @@ impl Analyzer {
             return;
         }
         let Some(slot) = slot else { return };
-        // Without a live I/O, only the packets that refresh their connection's state can
-        // change the I/O tracker; without connection state, nothing but a capsule can.
+        // Without a live I/O, only the packets that refresh their connection's state (and,
+        // with two vantages, a data phase's first) can change the I/O tracker; without
+        // connection state, nothing but a capsule can. What is skipped would change nothing
+        // but its flow's hint (a cache), whatever other host pairs this worker tracks.
         let io_wants = role & IO_PACKET != 0
-            && !(self.ios.is_idle() && (self.ios.has_no_connections() || role & REFRESHES == 0));
+            && !(self.ios.is_idle() && (self.ios.has_no_connections() || role & self.idle_roles == 0));
         if role & MAY_BE_CAPSULE == 0 && !io_wants {
             return;
         }
@@ -539,14 +557,14 @@ impl Analyzer {
                         hint,
                     );
                 }
-                (op::WRITE_FIRST | op::WRITE_ONLY | op::WRITE_ONLY_IMM, hint) => {
+                (op::WRITE_FIRST | op::WRITE_ONLY | op::WRITE_ONLY_IMM, _) => {
                     if let Some(r) = p.exts.reth {
+                        let (sender, hint) = self.flows.sender_and_hint(slot);
                         let queue = self.ios.data_write(
                             At { vantage, ts, host: ip.dst, target: ip.src },
                             psn,
-                            r.rkey,
-                            r.va,
-                            hint,
+                            (r.rkey, r.va),
+                            (sender, hint),
                             opcode == op::WRITE_FIRST,
                         );
                         self.flows.pair_with_queue(slot, queue);
@@ -556,15 +574,15 @@ impl Analyzer {
                 (op::WRITE_MIDDLE | op::WRITE_LAST | op::WRITE_LAST_IMM, _) => {
                     self.data_write_sent_again(slot, At { vantage, ts, host: ip.dst, target: ip.src }, psn);
                 }
-                (op::READ_REQUEST, hint) => {
+                (op::READ_REQUEST, _) => {
                     if let Some(r) = p.exts.reth {
+                        let (sender, hint) = self.flows.sender_and_hint(slot);
                         let queue = self.ios.read_request(
                             At { vantage, ts, host: ip.dst, target: ip.src },
                             psn,
                             r.dma_len,
-                            r.rkey,
-                            r.va,
-                            hint,
+                            (r.rkey, r.va),
+                            (sender, hint),
                         );
                         self.flows.pair_with_queue(slot, queue);
                     }

@@ -166,9 +166,11 @@ pub struct FifoMap<K, V> {
 }
 
 /// A hint of a key's absence: this bit, with the low 30 bits of [`FifoMap::inserted`] at the
-/// time. Slots are below `1 << 30`, and the hint nobody set (`NONE`) has both high bits.
-/// The epoch repeats after 2^30 inserts: a hint of absence left that long unused (its flow
-/// sent nothing while a billion new keys came) would hide a key inserted meanwhile once.
+/// time, mixed with the key's hash. Slots are below `1 << 30`, and the hint nobody set
+/// (`NONE`) has both high bits. The epoch repeats after 2^30 inserts: a hint of absence left
+/// that long unused (its flow sent nothing while a billion new keys came) would hide a key
+/// inserted meanwhile once; and a hint of another key's absence hides a key whose hash
+/// agrees with that key's in those 30 bits (odds of one in 2^30 for a pair of keys).
 const ABSENT: u32 = 1 << 31;
 const EPOCH: u32 = (1 << 30) - 1;
 
@@ -379,7 +381,7 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
         Some(self.slots[i as usize].value)
     }
 
-    /// What `hint` tells of `k` without hashing: its slot (`Some(Some(i))`) if the slot
+    /// What `hint` tells of `k` without a lookup: its slot (`Some(Some(i))`) if the slot
     /// it names holds `k`; that `k` is still absent (`Some(None)`) if it recorded `k`'s
     /// absence and nothing was inserted since; else nothing (`None`). A caller remembers
     /// where its key was (a flow remembers its connection's state) and finds it again, or
@@ -387,16 +389,19 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
     #[inline]
     fn at_hint(&self, k: &K, hint: u32) -> Option<Option<u32>> {
         if hint & !EPOCH == ABSENT {
-            return (hint & EPOCH == self.inserted & EPOCH).then_some(None);
+            return (hint == self.absent(k)).then_some(None);
         }
         let s = self.slots.get(hint as usize)?;
         (s.live && s.key == *k).then_some(Some(hint))
     }
 
-    /// The hint that `k` was looked up in vain now.
+    /// The hint that `k` was looked up in vain now: the inserts so far, told apart by `k`'s
+    /// hash (of fixed seeds, so that a replay gives the same), so that one hint that records
+    /// another key's absence says nothing of `k` (a flow's hint serves the keys of both its
+    /// connection's ends: an ACK looks its sender up as the host, whichever end it is).
     #[inline]
-    fn absent(&self) -> u32 {
-        ABSENT | (self.inserted & EPOCH)
+    fn absent(&self, k: &K) -> u32 {
+        ABSENT | ((self.inserted ^ self.ghost_hash.hash_one(k) as u32) & EPOCH)
     }
 
     /// Makes slot `i` the newest.
@@ -421,7 +426,7 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
             None => {
                 let Some(&i) = self.index.get(k) else {
                     self.missed(k);
-                    *hint = self.absent();
+                    *hint = self.absent(k);
                     return None;
                 };
                 *hint = i;
@@ -441,7 +446,7 @@ impl<K: Copy + Eq + Hash, V: Copy> FifoMap<K, V> {
             Some(None) => return None,
             None => {
                 let Some(&i) = self.index.get(k) else {
-                    *hint = self.absent();
+                    *hint = self.absent(k);
                     return None;
                 };
                 *hint = i;
@@ -518,6 +523,13 @@ mod tests {
         assert_eq!(m.get_mut_recent_hinted(&5, &mut h5), None);
         assert_eq!(*m.get_or_insert_recent_hinted(5, || 50, &mut h5), 50, "absent, then inserted");
         assert_eq!(m.get_hinted(&5, &mut h5), Some(&50));
+        // One hint for two keys (a flow's, looked up as either end of its connection): the
+        // absence of one says nothing of the other, present before it was looked up.
+        let mut both = NONE;
+        assert_eq!(m.get_hinted(&6, &mut both), None);
+        assert_eq!(m.get_hinted(&5, &mut both), Some(&50), "another key's absence");
+        assert_eq!(m.get_hinted(&6, &mut both), None);
+        assert_eq!(m.get_mut_recent_hinted(&5, &mut both).copied(), Some(50));
     }
 
     #[test]

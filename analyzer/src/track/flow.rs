@@ -2264,6 +2264,13 @@ impl FlowTable {
         &mut self.hot[slot as usize].io_hint
     }
 
+    /// [`FlowTable::peer_qpn`] and [`FlowTable::io_hint`] together.
+    #[inline]
+    pub fn sender_and_hint(&mut self, slot: u32) -> (Option<u32>, &mut u32) {
+        let h = &mut self.hot[slot as usize];
+        ((h.peer_qpn != NONE).then_some(h.peer_qpn), &mut h.io_hint)
+    }
+
     /// The QPN that sends a tracked flow's packets, if the pairing is known.
     pub fn peer_qpn(&self, slot: u32) -> Option<u32> {
         let q = self.hot[slot as usize].peer_qpn;

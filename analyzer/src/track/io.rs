@@ -2074,15 +2074,14 @@ impl IoTracker {
         at: At,
         psn: u32,
         len: u32,
-        rkey: u32,
-        va: u64,
-        hint: &mut u32,
+        (rkey, va): (u32, u64),
+        (sender, hint): (Option<u32>, &mut u32),
     ) -> Option<u32> {
         let At { vantage: v, ts, host, target } = at;
         let Some(i) = self.buffer_io(host, rkey, va) else {
             self.remember_early(
                 (host, rkey, va),
-                *hint,
+                (sender, hint),
                 Early { vantage: v, ts, target, psn, len: Some(len), first: false, again: false },
             );
             return None;
@@ -2137,16 +2136,15 @@ impl IoTracker {
         &mut self,
         at: At,
         psn: u32,
-        rkey: u32,
-        va: u64,
-        hint: &mut u32,
+        (rkey, va): (u32, u64),
+        (sender, hint): (Option<u32>, &mut u32),
         first: bool,
     ) -> Option<u32> {
         let At { vantage: v, ts, host, target } = at;
         let Some(i) = self.buffer_io(host, rkey, va) else {
             self.remember_early(
                 (host, rkey, va),
-                *hint,
+                (sender, hint),
                 Early { vantage: v, ts, target, psn, len: None, first, again: false },
             );
             return None;
@@ -2175,12 +2173,28 @@ impl IoTracker {
     }
 
     /// A data phase that named no live I/O's buffer: remembered (see `early`) with two
-    /// vantages, on a flow that found its NVMe connection (`hint`).
+    /// vantages, when its sender's QP (`sender`, the target's) is an NVMe connection's that
+    /// has state here (`hint`: where its flow found it last). Whether it is depends on this
+    /// host pair's packets alone, not on what else the tracker holds (which, with several
+    /// workers, is not what one worker's holds).
     #[inline]
-    fn remember_early(&mut self, buffer: (IpAddr, u32, u64), hint: u32, e: Early) {
-        if self.wait_ns > 0 && hint != NONE {
-            self.remember_early_now(buffer, e);
+    fn remember_early(
+        &mut self,
+        buffer: (IpAddr, u32, u64),
+        (sender, hint): (Option<u32>, &mut u32),
+        e: Early,
+    ) {
+        if self.wait_ns > 0 {
+            let key = sender.map(|q| ConnKey(buffer.0, e.target, q));
+            if key.is_some_and(|k| self.conns.get_hinted(&k, hint).is_some()) {
+                self.remember_early_now(buffer, e);
+            }
         }
+    }
+
+    /// Whether data phases that name no live I/O's buffer are remembered (two vantages).
+    pub fn remembers_early(&self) -> bool {
+        self.wait_ns > 0
     }
 
     #[cold]
@@ -2220,12 +2234,12 @@ impl IoTracker {
             *c = (*c).max(1);
             match e.len {
                 Some(len) => {
-                    self.read_request(at, e.psn, len, rkey, part_va, &mut hint);
+                    self.read_request(at, e.psn, len, (rkey, part_va), (None, &mut hint));
                     let c = &mut self.ios[i].claimed[vi(e.vantage)];
                     *c = c.saturating_add(1);
                 }
                 None => {
-                    self.data_write(at, e.psn, rkey, part_va, &mut hint, e.first);
+                    self.data_write(at, e.psn, (rkey, part_va), (None, &mut hint), e.first);
                     return;
                 }
             }
@@ -2504,12 +2518,15 @@ mod tests {
         let mut h = NONE;
         let c = Vantage::Compute;
         t.command(at(c, 0), sent(100), &read(3), &mut h, &mut rec);
-        assert!(t.data_write(at(c, 10), 500, 7, 0x4000, &mut h, true).is_some());
+        assert!(t.data_write(at(c, 10), 500, (7, 0x4000), (None, &mut h), true).is_some());
         assert!(
-            t.data_write(at(c, 11), 501, 7, 0x9999, &mut h, true).is_none(),
+            t.data_write(at(c, 11), 501, (7, 0x9999), (None, &mut h), true).is_none(),
             "another buffer is no read's data"
         );
-        assert!(t.data_write(at(c, 20), 500, 7, 0x4000, &mut h, true).is_some(), "the same WRITE again");
+        assert!(
+            t.data_write(at(c, 20), 500, (7, 0x4000), (None, &mut h), true).is_some(),
+            "the same WRITE again"
+        );
         assert!(t.completion(at(c, 30), Some(9), 3, Packet { psn: 600, again: false }, &mut h, &mut rec));
         t.ack(at(c, 40), 9, 600, &mut h, &mut rec);
         let n = *t.counts().values().next().unwrap();
@@ -2532,7 +2549,7 @@ mod tests {
         t.command(at(s, 0), sent, &write, &mut h, &mut rec);
         t.command(at(c, 0), sent, &write, &mut h, &mut rec);
         assert!(
-            t.read_request(at(s, half), 500, 4096, 7, 0x4000, &mut h).is_some(),
+            t.read_request(at(s, half), 500, 4096, (7, 0x4000), (None, &mut h)).is_some(),
             "the write's data phase"
         );
         t.read_response_end(at(s, 0), 9, 500, None, &mut h);
