@@ -822,12 +822,12 @@ fn live(ios: &[Io], r: Ref) -> Option<usize> {
     (r.slot != NONE && i < ios.len() && ios[i].live && ios[i].generation == r.generation).then_some(i)
 }
 
-/// Whether `r`'s I/O is still live and waiting for its second vantage.
 /// Whether PSN `b` comes after PSN `a` (within half the 24-bit PSN space ahead of it).
 fn psn_after(b: u32, a: u32) -> bool {
     (b.wrapping_sub(a) & 0x00FF_FFFF).wrapping_sub(1) < (1 << 23) - 1
 }
 
+/// Whether `r`'s I/O is still live and waiting for its second vantage.
 fn still_waiting(ios: &[Io], r: Ref) -> bool {
     live(ios, r).is_some_and(|i| ios[i].waiting)
 }
