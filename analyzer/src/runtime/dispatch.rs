@@ -350,12 +350,11 @@ struct Dispatcher {
     seen: u64,
     /// Frames in time order so far (see [`Order`]).
     order: Order,
-    /// How many times the clock has stepped ([`Told::steps`]), the highest time
-    /// dispatched before the last step ([`Told::stepped_from`]) and `current` then
-    /// ([`Told::stepped_current`]).
+    /// How many times the clock has stepped ([`Told::steps`]) and the highest time
+    /// dispatched before the last step ([`Told::stepped_from`]). `current` at each step
+    /// each lane keeps, for the steps its worker has not been told of ([`Lane::told`]).
     steps: u32,
     stepped_from: u64,
-    stepped_current: u64,
     silent: super::SilentLink,
     /// Some frame carried an ERSPAN III switch timestamp.
     switch_clock: bool,
@@ -377,20 +376,20 @@ impl Dispatcher {
             order: Order::default(),
             steps: 0,
             stepped_from: 0,
-            stepped_current: 0,
             silent: super::SilentLink::default(),
             switch_clock: false,
         }
     }
 
-    /// The time to tell the workers.
+    /// The time to tell the workers, but for [`Told::stepped_current`], which each lane
+    /// fills in ([`Lane::told`]).
     fn told(&self) -> Told {
         Told {
             highest: self.now,
             current: self.current,
             steps: self.steps,
             stepped_from: self.stepped_from,
-            stepped_current: self.stepped_current,
+            stepped_current: 0,
         }
     }
 
@@ -442,7 +441,6 @@ impl Dispatcher {
         self.current = if is_clock_step(self.current, ts) {
             self.steps += 1;
             self.stepped_from = before;
-            self.stepped_current = self.current;
             for l in &mut self.lanes {
                 l.missed_current = l.missed_current.max(self.current);
             }
