@@ -11,20 +11,6 @@ use roceprobe::runtime::{PipelineConfig, ToStats, Worker};
 use roceprobe::track::VantageMap;
 use std::time::Duration;
 
-/// xorshift64*: deterministic, so a failure reproduces.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 #[test]
 fn mutated_and_truncated_frames_never_panic_and_always_balance() {
     let frames: Vec<Vec<u8>> =

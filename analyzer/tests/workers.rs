@@ -339,15 +339,6 @@ fn collective_steps_close_alike_with_any_number_of_workers_across_clock_steps() 
     }
 }
 
-/// splitmix64: the jitter below, the same on every run and machine.
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 #[test]
 fn two_vantage_nvme_jittered_by_up_to_900_us_is_judged_alike_with_any_number_of_workers() {
     // nvme_vlan (compute and storage mirrors, four host pairs), every frame moved by up to
@@ -365,12 +356,9 @@ fn two_vantage_nvme_jittered_by_up_to_900_us_is_judged_alike_with_any_number_of_
     let args = scenario_args(&t);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("jittered.pcap");
-    for seed in 0..SEEDS {
-        let mut state = seed;
-        retimed(&files[0], &out, |_, ts| {
-            let by = splitmix(&mut state) % 1_800_001;
-            (ts + by).checked_sub(900_000).unwrap()
-        });
+    for seed in 1..=SEEDS {
+        let mut rng = Rng(seed);
+        retimed(&files[0], &out, |_, ts| (ts + rng.below(1_800_001) as u64).checked_sub(900_000).unwrap());
         let (one, one_rows) = run_with(std::slice::from_ref(&out), &args, 1);
         assert!(one["ios"]["completed"].as_u64().unwrap() > 0, "seed {seed}: {}", one["ios"]);
         for n in [2, 4] {
@@ -381,8 +369,9 @@ fn two_vantage_nvme_jittered_by_up_to_900_us_is_judged_alike_with_any_number_of_
     }
 }
 
-/// Jitters tried by the test above.
-const SEEDS: u64 = 40;
+/// Jitters tried by the test above (with the build before, seed 33 differed by the hint of
+/// absence, seed 60 by the data phases).
+const SEEDS: u64 = 64;
 
 #[test]
 fn intervals_shorter_than_the_traffic_s_gaps_give_the_same_rows_with_any_number_of_workers() {

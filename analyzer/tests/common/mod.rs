@@ -4,6 +4,20 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// xorshift64*: deterministic, so a failure reproduces (a seed other than 0).
+pub struct Rng(pub u64);
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_roceprobe")
 }
